@@ -1,0 +1,75 @@
+//! Versioned schema migrations, keyed on SQLite's `user_version`.
+//!
+//! Each entry is applied once, in order, inside one `BEGIN IMMEDIATE` transaction that also
+//! re-reads the version, so processes opening a fresh database at the same time cannot apply
+//! a migration twice. Never edit a released entry: append a new one.
+
+use super::{Store, StoreError};
+
+const MIGRATIONS: &[&str] = &[
+    // 1: chain locks, their history, workers.
+    r#"
+    CREATE TABLE locks (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        repo        TEXT NOT NULL UNIQUE,
+        holder      TEXT NOT NULL,
+        kind        TEXT NOT NULL CHECK (kind IN ('hold', 'worker')),
+        reason      TEXT,
+        by          TEXT,
+        acquired_ms INTEGER NOT NULL
+    );
+    CREATE TABLE lock_history (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        lock_id INTEGER NOT NULL,
+        action  TEXT NOT NULL CHECK (action IN ('acquire', 'release')),
+        repo    TEXT NOT NULL,
+        holder  TEXT NOT NULL,
+        kind    TEXT NOT NULL,
+        reason  TEXT,
+        by      TEXT,
+        pid     INTEGER NOT NULL,
+        at_ms   INTEGER NOT NULL
+    );
+    CREATE INDEX lock_history_lock ON lock_history (lock_id);
+    CREATE TABLE workers (
+        id          TEXT PRIMARY KEY,
+        repo        TEXT NOT NULL,
+        task        TEXT NOT NULL,
+        task_id     TEXT,
+        component   TEXT,
+        plan        TEXT,
+        milestone   TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        updated_ms  INTEGER NOT NULL
+    );
+    CREATE INDEX workers_repo ON workers (repo);
+    "#,
+];
+
+pub const LATEST: i64 = MIGRATIONS.len() as i64;
+
+pub(super) fn migrate(store: &mut Store) -> Result<(), StoreError> {
+    let current: i64 = store
+        .conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| store.classify(e))?;
+    if current > LATEST {
+        return Err(StoreError::TooNew {
+            path: store.path.clone(),
+            found: current,
+            known: LATEST,
+        });
+    }
+    if current == LATEST {
+        return Ok(());
+    }
+    store.write(|tx| {
+        let mut version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        while version < LATEST {
+            tx.execute_batch(MIGRATIONS[version as usize])?;
+            version += 1;
+            tx.execute_batch(&format!("PRAGMA user_version = {version}"))?;
+        }
+        Ok(())
+    })
+}

@@ -148,7 +148,9 @@ impl Config {
         match (self.forge.kind, &self.forge.token_env) {
             (ForgeKind::Local, _) | (_, None) => Ok(None),
             (ForgeKind::Forgejo, Some(var)) => match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => Ok(Some(crate::secret::Secret::new(v.trim().to_string()))),
+                Ok(v) if !v.trim().is_empty() => {
+                    Ok(Some(crate::secret::Secret::new(v.trim().to_string())))
+                }
                 _ => Err(MissingToken {
                     var: var.clone(),
                     file: self.file.clone(),
@@ -294,7 +296,10 @@ impl<'de> Deserialize<'de> for RepoEntries {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a mapping of repository name to repository settings")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RepoEntries, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RepoEntries, A::Error> {
                 let mut out = Vec::new();
                 while let Some(k) = map.next_key::<Spanned<String>>()? {
                     let v = map.next_value::<Spanned<RawRepo>>()?;
@@ -342,7 +347,10 @@ impl Check<'_> {
             None => default,
             Some(s) if s.value > 0 => s.value,
             Some(s) => {
-                self.err(pos(s), format!("{key} must be greater than zero, got {}", s.value));
+                self.err(
+                    pos(s),
+                    format!("{key} must be greater than zero, got {}", s.value),
+                );
                 default
             }
         }
@@ -350,7 +358,10 @@ impl Check<'_> {
 }
 
 fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
-    let mut c = Check { file, diags: Vec::new() };
+    let mut c = Check {
+        file,
+        diags: Vec::new(),
+    };
     let root = file.parent().unwrap_or(Path::new("."));
 
     // forge
@@ -365,27 +376,48 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
         },
         Some(f) => {
             if f.kind.value == ForgeKind::Forgejo {
-                for (key, v) in [("url", &f.url), ("owner", &f.owner), ("token_env", &f.token_env)] {
+                for (key, v) in [
+                    ("url", &f.url),
+                    ("owner", &f.owner),
+                    ("token_env", &f.token_env),
+                ] {
                     if v.as_ref().is_none_or(|s| s.value.trim().is_empty()) {
-                        c.err(pos(&f.kind), format!("forge.kind is forgejo but forge.{key} is missing"));
+                        c.err(
+                            pos(&f.kind),
+                            format!("forge.kind is forgejo but forge.{key} is missing"),
+                        );
                     }
                 }
                 if let Some(u) = &f.url
                     && !(u.value.starts_with("http://") || u.value.starts_with("https://"))
                 {
-                    c.err(pos(u), format!("forge.url \"{}\" must start with http:// or https://", u.value));
+                    c.err(
+                        pos(u),
+                        format!(
+                            "forge.url \"{}\" must start with http:// or https://",
+                            u.value
+                        ),
+                    );
                 }
             }
             if let Some(t) = &f.token_env
-                && !t.value.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                && !t
+                    .value
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
             {
                 c.err(
                     pos(t),
                     "forge.token_env must be the NAME of an environment variable (letters, digits, _), not a token",
                 );
             }
-            let request_timeout = c.duration("forge.request_timeout", &f.request_timeout, Duration::from_secs(30));
-            let max_concurrent_runs = c.positive("forge.max_concurrent_runs", &f.max_concurrent_runs, 4) as usize;
+            let request_timeout = c.duration(
+                "forge.request_timeout",
+                &f.request_timeout,
+                Duration::from_secs(30),
+            );
+            let max_concurrent_runs =
+                c.positive("forge.max_concurrent_runs", &f.max_concurrent_runs, 4) as usize;
             ForgeConfig {
                 kind: f.kind.value,
                 url: f.url.map(|s| s.value.trim_end_matches('/').to_string()),
@@ -405,10 +437,23 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
         poll_interval: None,
     });
     let ci = CiConfig {
-        sync_job: raw_ci.sync_job.map(|s| s.value).unwrap_or_else(|| "radicle-push".into()),
-        required_jobs: raw_ci.required_jobs.map(|v| v.into_iter().map(|s| s.value).collect()),
-        start_timeout: c.duration("ci.start_timeout", &raw_ci.start_timeout, Duration::from_secs(300)),
-        poll_interval: c.duration("ci.poll_interval", &raw_ci.poll_interval, Duration::from_secs(10)),
+        sync_job: raw_ci
+            .sync_job
+            .map(|s| s.value)
+            .unwrap_or_else(|| "radicle-push".into()),
+        required_jobs: raw_ci
+            .required_jobs
+            .map(|v| v.into_iter().map(|s| s.value).collect()),
+        start_timeout: c.duration(
+            "ci.start_timeout",
+            &raw_ci.start_timeout,
+            Duration::from_secs(300),
+        ),
+        poll_interval: c.duration(
+            "ci.poll_interval",
+            &raw_ci.poll_interval,
+            Duration::from_secs(10),
+        ),
     };
 
     // worker
@@ -423,14 +468,20 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
         None => vec!["claude".into(), "-p".into()],
         Some(cmd) => {
             if cmd.value.is_empty() || cmd.value[0].trim().is_empty() {
-                c.err(pos(&cmd), "worker.command must name a program (an argv list such as [claude, -p])");
+                c.err(
+                    pos(&cmd),
+                    "worker.command must name a program (an argv list such as [claude, -p])",
+                );
             }
             cmd.value
         }
     };
     let max_respawns = match &w.max_respawns {
         Some(s) if s.value < 0 => {
-            c.err(pos(s), format!("worker.max_respawns must not be negative, got {}", s.value));
+            c.err(
+                pos(s),
+                format!("worker.max_respawns must not be negative, got {}", s.value),
+            );
             2
         }
         Some(s) => s.value as u32,
@@ -460,10 +511,15 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
     for a in raw.alerts {
         let p = pos(&a);
         match (a.value.webhook, a.value.command) {
-            (Some(w), None) => alerts.push(AlertSink::Webhook { url_env: w.url_env.value }),
+            (Some(w), None) => alerts.push(AlertSink::Webhook {
+                url_env: w.url_env.value,
+            }),
             (None, Some(argv)) if !argv.is_empty() => alerts.push(AlertSink::Command { argv }),
             (None, Some(_)) => c.err(p, "alerts: command must be a non-empty argv list"),
-            _ => c.err(p, "alerts: each entry needs exactly one of webhook or command"),
+            _ => c.err(
+                p,
+                "alerts: each entry needs exactly one of webhook or command",
+            ),
         }
     }
 
@@ -478,10 +534,18 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
     for (name, _) in &entries {
         let p = pos(name);
         if !valid_name(&name.value) {
-            c.err(p, format!("repository name \"{}\" is not allowed (names must match {NAME_RULE})", name.value.escape_debug()));
+            c.err(
+                p,
+                format!(
+                    "repository name \"{}\" is not allowed (names must match {NAME_RULE})",
+                    name.value.escape_debug()
+                ),
+            );
         }
         if let Some(prev) = first_seen.get(&name.value) {
-            let at = prev.map(|q| format!(" (first defined at line {})", q.line)).unwrap_or_default();
+            let at = prev
+                .map(|q| format!(" (first defined at line {})", q.line))
+                .unwrap_or_default();
             c.err(p, format!("duplicate repository \"{}\"{at}", name.value));
         } else {
             first_seen.insert(name.value.clone(), p);
@@ -498,13 +562,19 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
         let mut seen_dep = BTreeSet::new();
         for d in &spec.deps {
             if d.value == name.value {
-                c.err(pos(d), format!("repository \"{}\" depends on itself", name.value));
+                c.err(
+                    pos(d),
+                    format!("repository \"{}\" depends on itself", name.value),
+                );
                 continue;
             }
             if !first_seen.contains_key(&d.value) {
                 c.err(
                     pos(d),
-                    format!("repository \"{}\" depends on unknown repository \"{}\"", name.value, d.value),
+                    format!(
+                        "repository \"{}\" depends on unknown repository \"{}\"",
+                        name.value, d.value
+                    ),
                 );
                 continue;
             }
@@ -517,13 +587,27 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
             Some(p) => root.join(&p.value),
             None => root.join(&name.value),
         };
-        let branch = spec.branch.as_ref().map(|b| b.value.clone()).unwrap_or_else(|| "main".into());
+        let branch = spec
+            .branch
+            .as_ref()
+            .map(|b| b.value.clone())
+            .unwrap_or_else(|| "main".into());
         if let Some(b) = &spec.branch
-            && (b.value.is_empty() || b.value.starts_with('-') || b.value.contains("..") || b.value.contains(char::is_whitespace))
+            && (b.value.is_empty()
+                || b.value.starts_with('-')
+                || b.value.contains("..")
+                || b.value.contains(char::is_whitespace))
         {
-            c.err(pos(b), format!("branch \"{}\" is not a valid branch name", b.value));
+            c.err(
+                pos(b),
+                format!("branch \"{}\" is not a valid branch name", b.value),
+            );
         }
-        let jobs = validate_jobs(&mut c, &name.value, spec.ci.map(|ci| ci.jobs).unwrap_or_default());
+        let jobs = validate_jobs(
+            &mut c,
+            &name.value,
+            spec.ci.map(|ci| ci.jobs).unwrap_or_default(),
+        );
         repos.push(Repo {
             name: name.value,
             path,
@@ -565,25 +649,46 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
     for j in raw {
         let j = j.value;
         if !valid_name(&j.name.value) {
-            c.err(pos(&j.name), format!("job name \"{}\" in {repo} is not allowed (must match {NAME_RULE})", j.name.value.escape_debug()));
+            c.err(
+                pos(&j.name),
+                format!(
+                    "job name \"{}\" in {repo} is not allowed (must match {NAME_RULE})",
+                    j.name.value.escape_debug()
+                ),
+            );
         }
         if !seen.insert(j.name.value.clone()) {
-            c.err(pos(&j.name), format!("duplicate job \"{}\" in {repo}", j.name.value));
+            c.err(
+                pos(&j.name),
+                format!("duplicate job \"{}\" in {repo}", j.name.value),
+            );
         }
         for n in &j.needs {
             if !names.contains(&n.value) {
-                c.err(pos(n), format!("job \"{}\" in {repo} needs unknown job \"{}\"", j.name.value, n.value));
+                c.err(
+                    pos(n),
+                    format!(
+                        "job \"{}\" in {repo} needs unknown job \"{}\"",
+                        j.name.value, n.value
+                    ),
+                );
             } else if n.value == j.name.value {
-                c.err(pos(n), format!("job \"{}\" in {repo} needs itself", j.name.value));
+                c.err(
+                    pos(n),
+                    format!("job \"{}\" in {repo} needs itself", j.name.value),
+                );
             }
         }
-        let timeout = j.timeout.as_ref().and_then(|t| match duration::parse(&t.value) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                c.err(pos(t), format!("timeout of job \"{}\": {e}", j.name.value));
-                None
-            }
-        });
+        let timeout = j
+            .timeout
+            .as_ref()
+            .and_then(|t| match duration::parse(&t.value) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    c.err(pos(t), format!("timeout of job \"{}\": {e}", j.name.value));
+                    None
+                }
+            });
         jobs.push(JobSpec {
             name: j.name.value,
             run: j.run,
@@ -591,9 +696,21 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
             timeout,
         });
     }
-    let job_graph = RepoGraph::new(jobs.iter().map(|j| (j.name.clone(), j.needs.iter().filter(|n| names.contains(*n)).cloned().collect::<Vec<_>>())));
+    let job_graph = RepoGraph::new(jobs.iter().map(|j| {
+        (
+            j.name.clone(),
+            j.needs
+                .iter()
+                .filter(|n| names.contains(*n))
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+    }));
     if let Some(cycle) = job_graph.find_cycle() {
-        c.err(None, format!("job needs in {repo} form a cycle: {}", cycle.join(" -> ")));
+        c.err(
+            None,
+            format!("job needs in {repo} form a cycle: {}", cycle.join(" -> ")),
+        );
     }
     jobs
 }
@@ -630,10 +747,12 @@ mod tests {
 
     #[test]
     fn cycle_is_printed_as_a_path() {
-        let err = load("repos:\n  alphavm: { deps: [adnet] }\n  adnet: { deps: [alphavm] }\n").unwrap_err();
+        let err = load("repos:\n  alphavm: { deps: [adnet] }\n  adnet: { deps: [alphavm] }\n")
+            .unwrap_err();
         let text = err.to_string();
         assert!(
-            text.contains("alphavm -> adnet -> alphavm") || text.contains("adnet -> alphavm -> adnet"),
+            text.contains("alphavm -> adnet -> alphavm")
+                || text.contains("adnet -> alphavm -> adnet"),
             "{text}"
         );
     }

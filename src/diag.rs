@@ -26,7 +26,14 @@ impl Diagnostic {
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.pos {
-            Some(p) => write!(f, "{}:{}:{}: {}", self.file.display(), p.line, p.column, self.message),
+            Some(p) => write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file.display(),
+                p.line,
+                p.column,
+                self.message
+            ),
             None => write!(f, "{}: {}", self.file.display(), self.message),
         }
     }

@@ -12,7 +12,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         return Err("empty duration (write e.g. \"30m\", \"5s\", \"1h30m\")".into());
     }
     if s.starts_with('-') {
-        return Err(format!("duration \"{text}\" is negative; it must be greater than zero"));
+        return Err(format!(
+            "duration \"{text}\" is negative; it must be greater than zero"
+        ));
     }
     let bytes = s.as_bytes();
     let mut i = 0;
@@ -57,7 +59,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .ok_or("duration too large")?;
     }
     if total == 0 {
-        return Err(format!("duration \"{text}\" is zero; it must be greater than zero"));
+        return Err(format!(
+            "duration \"{text}\" is zero; it must be greater than zero"
+        ));
     }
     let ms = u64::try_from(total).map_err(|_| format!("duration \"{text}\" is too large"))?;
     Ok(Duration::from_millis(ms))
@@ -70,7 +74,13 @@ pub fn format(d: Duration) -> String {
         return "0s".into();
     }
     let mut out = String::new();
-    for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
+    for (unit, size) in [
+        ("d", 86_400_000u128),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
         if ms >= size {
             out.push_str(&format!("{}{unit}", ms / size));
             ms %= size;

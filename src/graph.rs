@@ -18,7 +18,9 @@ pub struct RepoGraph {
 }
 
 /// How a repository relates to the one a chain is computed for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Relation {
     /// The repository itself.
@@ -48,11 +50,16 @@ impl RepoGraph {
         I: IntoIterator<Item = (String, D)>,
         D: IntoIterator<Item = String>,
     {
-        let repos: Vec<(String, Vec<String>)> = repos.into_iter().map(|(n, d)| (n, d.into_iter().collect())).collect();
+        let repos: Vec<(String, Vec<String>)> = repos
+            .into_iter()
+            .map(|(n, d)| (n, d.into_iter().collect()))
+            .collect();
         let mut graph = DiGraph::with_capacity(repos.len(), repos.len() * 2);
         let mut index = HashMap::with_capacity(repos.len());
         for (name, _) in &repos {
-            index.entry(name.clone()).or_insert_with(|| graph.add_node(name.clone()));
+            index
+                .entry(name.clone())
+                .or_insert_with(|| graph.add_node(name.clone()));
         }
         for (name, deps) in &repos {
             let to = index[name];
@@ -66,7 +73,11 @@ impl RepoGraph {
         }
         let mut names: Vec<String> = index.keys().cloned().collect();
         names.sort();
-        RepoGraph { graph, index, names }
+        RepoGraph {
+            graph,
+            index,
+            names,
+        }
     }
 
     pub fn names(&self) -> &[String] {
@@ -176,7 +187,11 @@ impl RepoGraph {
         let Some(&n) = self.index.get(name) else {
             return Vec::new();
         };
-        self.sorted_names(self.graph.neighbors_directed(n, Direction::Incoming).collect())
+        self.sorted_names(
+            self.graph
+                .neighbors_directed(n, Direction::Incoming)
+                .collect(),
+        )
     }
 
     /// The chain of `name`: its transitive dependencies and dependents (not `name` itself).
@@ -255,7 +270,9 @@ impl RepoGraph {
             for u in self.graph.neighbors_directed(v, Direction::Incoming) {
                 let better = match best {
                     None => true,
-                    Some(b) => (finish[u.index()], &self.graph[b]) > (finish[b.index()], &self.graph[u]),
+                    Some(b) => {
+                        (finish[u.index()], &self.graph[b]) > (finish[b.index()], &self.graph[u])
+                    }
                 };
                 if better {
                     best = Some(u);
@@ -264,11 +281,11 @@ impl RepoGraph {
             finish[v.index()] = own + best.map(|b| finish[b.index()]).unwrap_or_default();
             prev[v.index()] = best;
         }
-        let Some(end) = order
-            .iter()
-            .copied()
-            .max_by(|a, b| finish[a.index()].cmp(&finish[b.index()]).then_with(|| self.graph[*b].cmp(&self.graph[*a])))
-        else {
+        let Some(end) = order.iter().copied().max_by(|a, b| {
+            finish[a.index()]
+                .cmp(&finish[b.index()])
+                .then_with(|| self.graph[*b].cmp(&self.graph[*a]))
+        }) else {
             return (Vec::new(), Duration::ZERO);
         };
         let mut path = vec![end];
@@ -278,7 +295,10 @@ impl RepoGraph {
             cur = p;
         }
         path.reverse();
-        (path.into_iter().map(|x| self.graph[x].clone()).collect(), finish[end.index()])
+        (
+            path.into_iter().map(|x| self.graph[x].clone()).collect(),
+            finish[end.index()],
+        )
     }
 
     /// Graphviz DOT, edges from dependency to dependent.
@@ -330,17 +350,34 @@ mod tests {
             ("adl-examples", &["adl"]),
             ("sdk", &[]),
         ];
-        RepoGraph::new(deps.iter().map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect::<Vec<_>>())))
+        RepoGraph::new(deps.iter().map(|(n, d)| {
+            (
+                n.to_string(),
+                d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        }))
     }
 
     #[test]
     fn closures_are_transitive() {
         let g = seed();
-        assert_eq!(g.deps("ac-dc"), ["acdc-core", "adnet", "alphavm", "deltavm"]);
+        assert_eq!(
+            g.deps("ac-dc"),
+            ["acdc-core", "adnet", "alphavm", "deltavm"]
+        );
         assert_eq!(g.dependents("alphavm"), ["ac-dc", "adnet", "alphaos"]);
         assert_eq!(
             g.dependents("acdc-core"),
-            ["ac-dc", "adl", "adl-examples", "adnet", "alphaos", "alphavm", "deltaos", "deltavm"]
+            [
+                "ac-dc",
+                "adl",
+                "adl-examples",
+                "adnet",
+                "alphaos",
+                "alphavm",
+                "deltaos",
+                "deltavm"
+            ]
         );
         assert!(g.chain("sdk").is_empty());
         assert!(!g.chain("adnet").contains(&"adnet".to_string()));
@@ -351,7 +388,10 @@ mod tests {
         // The seed's repo_dependents lists direct dependents; our closure must include them.
         let g = seed();
         for (repo, direct) in [
-            ("acdc-core", vec!["alphavm", "deltavm", "adnet", "alphaos", "deltaos", "adl"]),
+            (
+                "acdc-core",
+                vec!["alphavm", "deltavm", "adnet", "alphaos", "deltaos", "adl"],
+            ),
             ("alphavm", vec!["adnet", "alphaos"]),
             ("deltavm", vec!["adnet", "deltaos"]),
             ("adnet", vec!["ac-dc"]),

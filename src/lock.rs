@@ -120,7 +120,12 @@ mod tests {
             ("adl-examples", &["adl"]),
             ("sdk", &[]),
         ];
-        RepoGraph::new(deps.iter().map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect::<Vec<_>>())))
+        RepoGraph::new(deps.iter().map(|(n, d)| {
+            (
+                n.to_string(),
+                d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        }))
     }
 
     fn held(repo: &str) -> ChainLock {
@@ -151,7 +156,10 @@ mod tests {
         assert!(can_spawn(&g, "sdk", &["alphavm"]));
         let b = blockers(&g, "adnet", &[held("alphavm")]);
         assert_eq!(b[0].relation, Relation::Dependency);
-        assert_eq!(b[0].describe("adnet"), "alphavm is being worked on by w-alphavm — a dependency of adnet");
+        assert_eq!(
+            b[0].describe("adnet"),
+            "alphavm is being worked on by w-alphavm — a dependency of adnet"
+        );
         let b = blockers(&g, "acdc-core", &[held("alphavm")]);
         assert_eq!(b[0].relation, Relation::Dependent);
         let b = blockers(&g, "alphavm", &[held("alphavm")]);
@@ -163,14 +171,22 @@ mod tests {
     #[test]
     fn seed_can_parallel_pairs() {
         let g = seed();
-        for (a, b) in [("alphavm", "deltavm"), ("alphavm", "adl"), ("deltavm", "adl"), ("alphaos", "deltaos")] {
+        for (a, b) in [
+            ("alphavm", "deltavm"),
+            ("alphavm", "adl"),
+            ("deltavm", "adl"),
+            ("alphaos", "deltaos"),
+        ] {
             assert!(can_spawn(&g, a, &[b]), "{a} with {b}");
             assert!(can_spawn(&g, b, &[a]), "{b} with {a}");
         }
         // [sdk, anything]: sdk is independent of every repository.
         for other in g.names() {
             if other != "sdk" {
-                assert!(can_spawn(&g, "sdk", &[other.as_str()]) && can_spawn(&g, other, &["sdk"]), "sdk with {other}");
+                assert!(
+                    can_spawn(&g, "sdk", &[other.as_str()]) && can_spawn(&g, other, &["sdk"]),
+                    "sdk with {other}"
+                );
             }
         }
     }

@@ -161,8 +161,17 @@ pub trait Forge: Send + Sync {
     ) -> impl Future<Output = Result<Vec<CiRun>, ForgeError>> + Send;
 
     /// The commit at the head of `branch` on the forge, if the branch exists.
-    fn branch_head(&self, repo: &Repo, branch: &str) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send;
+    fn branch_head(
+        &self,
+        repo: &Repo,
+        branch: &str,
+    ) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send;
 
     /// The log of `job` for commit `sha`, where the forge keeps logs (`None` if it has none).
-    fn job_log(&self, repo: &Repo, sha: &str, job: &str) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send;
+    fn job_log(
+        &self,
+        repo: &Repo,
+        sha: &str,
+        job: &str,
+    ) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send;
 }

@@ -43,7 +43,9 @@ fn row_to_lock(r: &rusqlite::Row) -> rusqlite::Result<ChainLock> {
 
 /// All active locks, by repository.
 pub fn active_locks(tx: &Transaction) -> rusqlite::Result<Vec<ChainLock>> {
-    let mut stmt = tx.prepare_cached("SELECT id, repo, holder, kind, reason, by, acquired_ms FROM locks ORDER BY repo")?;
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, repo, holder, kind, reason, by, acquired_ms FROM locks ORDER BY repo",
+    )?;
     stmt.query_map([], row_to_lock)?.collect()
 }
 
@@ -69,7 +71,17 @@ pub fn try_lock_in(
         params![repo, holder, kind.as_str(), reason, by, now],
     )?;
     let id = tx.last_insert_rowid();
-    record(tx, id, "acquire", repo, holder, kind.as_str(), reason, by, now)?;
+    record(
+        tx,
+        id,
+        "acquire",
+        repo,
+        holder,
+        kind.as_str(),
+        reason,
+        by,
+        now,
+    )?;
     Ok(LockAttempt::Acquired(ChainLock {
         id,
         repo: repo.to_string(),
@@ -82,7 +94,12 @@ pub fn try_lock_in(
 }
 
 /// Releases the lock held by `holder`, if any, recording why and by whom.
-pub fn release_in(tx: &Transaction, holder: &str, reason: Option<&str>, by: Option<&str>) -> rusqlite::Result<Option<ChainLock>> {
+pub fn release_in(
+    tx: &Transaction,
+    holder: &str,
+    reason: Option<&str>,
+    by: Option<&str>,
+) -> rusqlite::Result<Option<ChainLock>> {
     let lock = tx
         .query_row(
             "SELECT id, repo, holder, kind, reason, by, acquired_ms FROM locks WHERE holder = ?1",
@@ -92,7 +109,17 @@ pub fn release_in(tx: &Transaction, holder: &str, reason: Option<&str>, by: Opti
         .optional()?;
     if let Some(l) = &lock {
         tx.execute("DELETE FROM locks WHERE id = ?1", [l.id])?;
-        record(tx, l.id, "release", &l.repo, &l.holder, l.kind.as_str(), reason, by, now_ms())?;
+        record(
+            tx,
+            l.id,
+            "release",
+            &l.repo,
+            &l.holder,
+            l.kind.as_str(),
+            reason,
+            by,
+            now_ms(),
+        )?;
     }
     Ok(lock)
 }
@@ -112,7 +139,17 @@ fn record(
     tx.execute(
         "INSERT INTO lock_history (lock_id, action, repo, holder, kind, reason, by, pid, at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![lock_id, action, repo, holder, kind, reason, by, std::process::id(), at_ms],
+        params![
+            lock_id,
+            action,
+            repo,
+            holder,
+            kind,
+            reason,
+            by,
+            std::process::id(),
+            at_ms
+        ],
     )?;
     Ok(())
 }
@@ -132,7 +169,11 @@ impl Store {
     }
 
     /// Releases the operator hold on `repo`. Refuses to touch a worker's lock.
-    pub fn unhold(&mut self, repo: &str, by: Option<&str>) -> Result<Result<ChainLock, Option<ChainLock>>, StoreError> {
+    pub fn unhold(
+        &mut self,
+        repo: &str,
+        by: Option<&str>,
+    ) -> Result<Result<ChainLock, Option<ChainLock>>, StoreError> {
         self.write(|tx| {
             let lock = tx
                 .query_row(
@@ -152,7 +193,12 @@ impl Store {
         })
     }
 
-    pub fn release(&mut self, holder: &str, reason: Option<&str>, by: Option<&str>) -> Result<Option<ChainLock>, StoreError> {
+    pub fn release(
+        &mut self,
+        holder: &str,
+        reason: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<Option<ChainLock>, StoreError> {
         self.write(|tx| release_in(tx, holder, reason, by))
     }
 
@@ -186,12 +232,18 @@ impl Store {
 
 /// Replays the lock history in commit order and returns the first moment two conflicting
 /// locks were held at once (the acquiring entry and the lock it collided with), if ever.
-pub fn first_conflict(graph: &RepoGraph, history: &[LockHistoryEntry]) -> Option<(LockHistoryEntry, LockHistoryEntry)> {
+pub fn first_conflict(
+    graph: &RepoGraph,
+    history: &[LockHistoryEntry],
+) -> Option<(LockHistoryEntry, LockHistoryEntry)> {
     let mut active: Vec<&LockHistoryEntry> = Vec::new();
     for e in history {
         match e.action.as_str() {
             "acquire" => {
-                if let Some(other) = active.iter().find(|a| a.repo == e.repo || graph.conflicts(&e.repo, &a.repo)) {
+                if let Some(other) = active
+                    .iter()
+                    .find(|a| a.repo == e.repo || graph.conflicts(&e.repo, &a.repo))
+                {
                     return Some((e.clone(), (*other).clone()));
                 }
                 active.push(e);
@@ -219,18 +271,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
         let g = graph();
-        let LockAttempt::Acquired(l) = s.try_lock(&g, "vm", "hold:a", HolderKind::Hold, Some("r"), Some("me")).unwrap() else {
+        let LockAttempt::Acquired(l) = s
+            .try_lock(&g, "vm", "hold:a", HolderKind::Hold, Some("r"), Some("me"))
+            .unwrap()
+        else {
             panic!()
         };
-        assert!(matches!(s.try_lock(&g, "os", "w1", HolderKind::Worker, None, None).unwrap(), LockAttempt::Acquired(_)));
-        let LockAttempt::Blocked(b) = s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None).unwrap() else {
+        assert!(matches!(
+            s.try_lock(&g, "os", "w1", HolderKind::Worker, None, None)
+                .unwrap(),
+            LockAttempt::Acquired(_)
+        ));
+        let LockAttempt::Blocked(b) = s
+            .try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
+            .unwrap()
+        else {
             panic!()
         };
         assert_eq!(b.len(), 2);
-        assert!(s.unhold("os", None).unwrap().is_err(), "unhold must not free a worker's lock");
+        assert!(
+            s.unhold("os", None).unwrap().is_err(),
+            "unhold must not free a worker's lock"
+        );
         assert_eq!(s.unhold("vm", None).unwrap().unwrap().id, l.id);
-        assert_eq!(s.release("w1", Some("done"), None).unwrap().unwrap().repo, "os");
-        assert!(matches!(s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None).unwrap(), LockAttempt::Acquired(_)));
+        assert_eq!(
+            s.release("w1", Some("done"), None).unwrap().unwrap().repo,
+            "os"
+        );
+        assert!(matches!(
+            s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
+                .unwrap(),
+            LockAttempt::Acquired(_)
+        ));
         let h = s.lock_history().unwrap();
         assert_eq!(h.len(), 5);
         assert!(first_conflict(&g, &h).is_none());

@@ -7,7 +7,9 @@
 mod locks;
 mod schema;
 
-pub use locks::{LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, release_in, try_lock_in};
+pub use locks::{
+    LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, release_in, try_lock_in,
+};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -21,20 +23,40 @@ pub const DB_FILE: &str = "orch.db";
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot create state directory {path}: {source}")]
-    StateDir { path: PathBuf, source: std::io::Error },
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot open database {path}: {source}")]
-    Open { path: PathBuf, source: rusqlite::Error },
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error(
         "database {path} is locked by another process (waited {}s); if no orch process is running, check for a stale lock holder",
         BUSY_TIMEOUT.as_secs()
     )]
     Locked { path: PathBuf },
-    #[error("database {path} is unreadable or not an orch database ({source}); `orch resume --from-checkpoints` rebuilds it from sessions/*.checkpoint.yaml")]
-    Corrupt { path: PathBuf, source: rusqlite::Error },
-    #[error("database {path} has schema version {found}, newer than this orch understands ({known}); upgrade orch")]
-    TooNew { path: PathBuf, found: i64, known: i64 },
+    #[error(
+        "database {path} is unreadable or not an orch database ({source}); `orch resume --from-checkpoints` rebuilds it from sessions/*.checkpoint.yaml"
+    )]
+    Corrupt {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "database {path} has schema version {found}, newer than this orch understands ({known}); upgrade orch"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
     #[error("database {path}: {source}")]
-    Sql { path: PathBuf, source: rusqlite::Error },
+    Sql {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
 }
 
 pub struct Store {
@@ -53,7 +75,9 @@ impl Store {
         })?;
         let conn = Connection::open_with_flags(
             &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|source| StoreError::Open {
             path: path.clone(),
@@ -101,7 +125,10 @@ impl Store {
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a
     /// read-check-write inside `f` cannot interleave with another process's.
-    pub fn write<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+    pub fn write<T>(
+        &mut self,
+        f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
         let path = self.path.clone();
         let tx = self
             .conn
@@ -113,7 +140,10 @@ impl Store {
     }
 
     /// Read-only access (a deferred transaction gives a consistent snapshot in WAL mode).
-    pub fn read<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>) -> Result<T, StoreError> {
+    pub fn read<T>(
+        &mut self,
+        f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
         let path = self.path.clone();
         let tx = self
             .conn
@@ -135,7 +165,10 @@ fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
             return StoreError::Locked { path };
         }
         if let rusqlite::Error::SqliteFailure(f, _) = &e
-            && matches!(f.code, rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+            && matches!(
+                f.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            )
         {
             return StoreError::Corrupt { path, source: e };
         }

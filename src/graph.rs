@@ -203,6 +203,45 @@ impl RepoGraph {
         v
     }
 
+    /// How each of `others` relates to `name` (`None`: not in its chain), computed with one
+    /// traversal each way over node indices — no per-repository allocation. This is the hot
+    /// path of `can_spawn`.
+    pub fn relations_to<'a>(
+        &self,
+        name: &str,
+        others: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<Option<Relation>> {
+        let Some(&start) = self.index.get(name) else {
+            return others
+                .into_iter()
+                .map(|o| (o == name).then_some(Relation::Itself))
+                .collect();
+        };
+        // 1 = dependency, 2 = dependent, 3 = itself.
+        let mut mark = vec![0u8; self.graph.node_count()];
+        mark[start.index()] = 3;
+        for (dir, tag) in [(Direction::Incoming, 1u8), (Direction::Outgoing, 2u8)] {
+            let mut stack = vec![start];
+            while let Some(n) = stack.pop() {
+                for m in self.graph.neighbors_directed(n, dir) {
+                    if mark[m.index()] == 0 {
+                        mark[m.index()] = tag;
+                        stack.push(m);
+                    }
+                }
+            }
+        }
+        others
+            .into_iter()
+            .map(|o| match self.index.get(o).map(|i| mark[i.index()]) {
+                Some(1) => Some(Relation::Dependency),
+                Some(2) => Some(Relation::Dependent),
+                Some(3) => Some(Relation::Itself),
+                _ => (o == name).then_some(Relation::Itself),
+            })
+            .collect()
+    }
+
     /// How every repository in `name`'s chain relates to it, including `name` itself.
     pub fn chain_relations(&self, name: &str) -> HashMap<String, Relation> {
         let mut m = HashMap::new();

@@ -2,7 +2,9 @@
 //!
 //! See ARCHITECTURE.md for the code map and the invariants.
 
+pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod diag;
 pub mod duration;
 pub mod forge;

@@ -79,21 +79,18 @@ pub fn blockers(graph: &RepoGraph, repo: &str, active: &[ChainLock]) -> Vec<Bloc
     if active.is_empty() {
         return Vec::new();
     }
-    let relations = graph.chain_relations(repo);
+    // A lock on a repository that is no longer in repos.yaml still blocks that exact name
+    // (relations_to reports it as itself), so editing the file never silently frees a holder.
+    let relations = graph.relations_to(repo, active.iter().map(|l| l.repo.as_str()));
     let mut out: Vec<Blocker> = active
         .iter()
-        .filter_map(|l| {
-            // A lock on a repository that is no longer in repos.yaml still blocks that exact
-            // name, so removing a repo from the file never silently frees a holder.
-            let relation = relations
-                .get(&l.repo)
-                .copied()
-                .or_else(|| (l.repo == repo).then_some(Relation::Itself))?;
+        .zip(relations)
+        .filter_map(|(l, relation)| {
             Some(Blocker {
                 repo: l.repo.clone(),
                 holder: l.holder.clone(),
                 kind: l.kind,
-                relation,
+                relation: relation?,
             })
         })
         .collect();

@@ -66,10 +66,8 @@ pub fn try_lock_in(
         return Ok(LockAttempt::Blocked(blocking));
     }
     let now = now_ms();
-    tx.execute(
-        "INSERT INTO locks (repo, holder, kind, reason, by, acquired_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![repo, holder, kind.as_str(), reason, by, now],
-    )?;
+    tx.prepare_cached("INSERT INTO locks (repo, holder, kind, reason, by, acquired_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![repo, holder, kind.as_str(), reason, by, now])?;
     let id = tx.last_insert_rowid();
     record(
         tx,
@@ -101,11 +99,10 @@ pub fn release_in(
     by: Option<&str>,
 ) -> rusqlite::Result<Option<ChainLock>> {
     let lock = tx
-        .query_row(
+        .prepare_cached(
             "SELECT id, repo, holder, kind, reason, by, acquired_ms FROM locks WHERE holder = ?1",
-            [holder],
-            row_to_lock,
-        )
+        )?
+        .query_row([holder], row_to_lock)
         .optional()?;
     if let Some(l) = &lock {
         tx.execute("DELETE FROM locks WHERE id = ?1", [l.id])?;

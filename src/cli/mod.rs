@@ -1,0 +1,279 @@
+//! The command line: argument parsing, global options, and dispatch to command handlers.
+//!
+//! Exit codes: 0 success / yes, 1 a negative answer or a task that ended not DONE, 2 bad input
+//! or usage. Tables go to stdout, logs to stderr.
+
+mod locks;
+mod show;
+
+use crate::config::{Config, ConfigError};
+use crate::contract::{Contract, ContractError};
+use crate::store::{Store, StoreError};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "orch",
+    version,
+    about = "Dependency-aware orchestrator for coding workers, gated on Forgejo CI"
+)]
+pub struct Cli {
+    /// repos.yaml describing repositories, dependencies, forge and workers.
+    #[arg(long, global = true, env = "ORCH_CONFIG", default_value = "repos.yaml")]
+    pub config: PathBuf,
+    /// State directory (SQLite database, checkpoints, logs) [default: sessions/ beside repos.yaml].
+    #[arg(long, global = true, env = "ORCH_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Worker completion contract [default: contracts/worker-completion.yaml beside repos.yaml].
+    #[arg(long, global = true, env = "ORCH_CONTRACT")]
+    pub contract: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// More logs (-v: debug, -vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum GraphFormat {
+    Text,
+    Dot,
+    Mermaid,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate repos.yaml and the contract; report every problem (exit 2 if any).
+    Check,
+    /// Show repositories, their dependencies, chains and layers.
+    Graph {
+        #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
+        format: GraphFormat,
+    },
+    /// Exit 0 if a worker could start on REPO now, 1 if not (naming every blocker).
+    CanSpawn {
+        repo: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take REPO's chain lock for a human (a freeze during a release).
+    Hold {
+        repo: String,
+        /// Why (shown to anyone blocked by this hold).
+        #[arg(long)]
+        reason: String,
+        /// Who holds it; the holder is shown as hold:<by> [default: $USER].
+        #[arg(long)]
+        by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Release an operator hold on REPO.
+    Unhold {
+        repo: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Workers, milestones, locks and holds.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print shell completions.
+    Completions { shell: clap_complete::Shell },
+}
+
+/// A failure to report to the user, with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+    pub fn no(message: impl Into<String>) -> Self {
+        Failure {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        Failure::bad_input(e.to_string())
+    }
+}
+impl From<ContractError> for Failure {
+    fn from(e: ContractError) -> Self {
+        Failure::bad_input(e.to_string())
+    }
+}
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::bad_input(e.to_string())
+    }
+}
+impl From<crate::config::UnknownRepo> for Failure {
+    fn from(e: crate::config::UnknownRepo) -> Self {
+        Failure::bad_input(e.to_string())
+    }
+}
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::bad_input(e.to_string())
+    }
+}
+
+pub type Outcome = Result<i32, Failure>;
+
+/// Resolved paths and lazily loaded inputs shared by the command handlers.
+pub struct Ctx {
+    pub config_path: PathBuf,
+    pub state_dir_override: Option<PathBuf>,
+    pub contract_override: Option<PathBuf>,
+}
+
+impl Ctx {
+    pub fn config(&self) -> Result<Config, Failure> {
+        Ok(Config::load(&self.config_path)?)
+    }
+
+    pub fn contract_path(&self, config: &Config) -> PathBuf {
+        self.contract_override
+            .clone()
+            .unwrap_or_else(|| config.root().join("contracts/worker-completion.yaml"))
+    }
+
+    pub fn contract(&self, config: &Config) -> Result<Contract, Failure> {
+        Ok(Contract::load(&self.contract_path(config))?)
+    }
+
+    pub fn state_dir(&self, config: &Config) -> PathBuf {
+        let dir = self
+            .state_dir_override
+            .clone()
+            .unwrap_or_else(|| config.root().join("sessions"));
+        std::path::absolute(&dir).unwrap_or(dir)
+    }
+
+    pub fn store(&self, config: &Config) -> Result<Store, Failure> {
+        Ok(Store::open(&self.state_dir(config))?)
+    }
+}
+
+fn init_logging(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let default = if cli.quiet {
+        "error"
+    } else {
+        match cli.verbose {
+            0 => "warn",
+            1 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter = EnvFilter::try_from_env("ORCH_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(format!("orch={default},warn")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none(),
+        );
+    let _ = match cli.log_format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// Parses `std::env::args`, runs the command, and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    init_logging(&cli);
+    let ctx = Ctx {
+        config_path: cli.config.clone(),
+        state_dir_override: cli.state_dir.clone(),
+        contract_override: cli.contract.clone(),
+    };
+    match run(&ctx, cli.command) {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("orch: {}", f.message);
+            f.code
+        }
+    }
+}
+
+fn run(ctx: &Ctx, command: Command) -> Outcome {
+    match command {
+        Command::Check => show::check(ctx),
+        Command::Graph { format } => show::graph(ctx, format),
+        Command::CanSpawn { repo, json } => locks::can_spawn(ctx, &repo, json),
+        Command::Hold {
+            repo,
+            reason,
+            by,
+            json,
+        } => locks::hold(ctx, &repo, &reason, by, json),
+        Command::Unhold { repo, json } => locks::unhold(ctx, &repo, json),
+        Command::Status { json } => locks::status(ctx, json),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());
+            Ok(0)
+        }
+    }
+}
+
+/// Prints `value` as one line of JSON on stdout.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}
+
+/// The operator's name for audit records: `--by`, else `$USER`, else "operator".
+pub fn operator_name(by: Option<String>) -> String {
+    by.filter(|b| !b.trim().is_empty())
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "operator".to_string())
+}
+
+/// A human age: "42s", "5m", "3h12m".
+pub fn age(since_ms: i64, now_ms: i64) -> String {
+    let secs = ((now_ms - since_ms).max(0) / 1000) as u64;
+    if secs < 60 {
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}

@@ -1,0 +1,126 @@
+//! `orch check` and `orch graph`: read-only views of the configuration.
+
+use super::{Ctx, Failure, GraphFormat, Outcome, print_json};
+use crate::config::{Config, ConfigError, ForgeKind};
+use crate::contract::{Contract, ContractError};
+use serde_json::json;
+
+/// Validates repos.yaml and the contract, printing every problem found in either.
+pub fn check(ctx: &Ctx) -> Outcome {
+    let mut problems: Vec<String> = Vec::new();
+    let config = match Config::load(&ctx.config_path) {
+        Ok(c) => Some(c),
+        Err(ConfigError::Invalid(d)) => {
+            problems.extend(d.0.iter().map(|x| x.to_string()));
+            None
+        }
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let contract_path = match &config {
+        Some(c) => ctx.contract_path(c),
+        None => ctx.contract_override.clone().unwrap_or_else(|| {
+            let abs =
+                std::path::absolute(&ctx.config_path).unwrap_or_else(|_| ctx.config_path.clone());
+            abs.parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("contracts/worker-completion.yaml")
+        }),
+    };
+    let contract = match Contract::load(&contract_path) {
+        Ok(c) => Some(c),
+        Err(ContractError::Invalid(d)) => {
+            problems.extend(d.0.iter().map(|x| x.to_string()));
+            None
+        }
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    if !problems.is_empty() {
+        for p in &problems {
+            eprintln!("{p}");
+        }
+        let n = problems.len();
+        return Err(Failure::bad_input(format!(
+            "{n} problem{} found",
+            if n == 1 { "" } else { "s" }
+        )));
+    }
+    let (config, contract) = (config.expect("checked"), contract.expect("checked"));
+    // Things that are fine to validate but will stop a worker later: say so now.
+    if config.forge.kind == ForgeKind::Forgejo
+        && let Err(e) = config.forge_token()
+    {
+        eprintln!("warning: {e}");
+    }
+    let missing: Vec<&str> = config
+        .repos
+        .iter()
+        .filter(|r| !r.path.exists())
+        .map(|r| r.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "warning: no local clone yet for {} (paths in {}); a worker cannot start on them until they exist",
+            missing.join(", "),
+            config.file.display()
+        );
+    }
+    println!(
+        "ok: {} ({} repositories, {} layers), {} (contract {}, {} milestones)",
+        config.file.display(),
+        config.repos.len(),
+        config.graph.layers().len(),
+        contract.file.display(),
+        contract.version,
+        contract.states.len()
+    );
+    Ok(0)
+}
+
+pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {
+    let config = ctx.config()?;
+    let g = &config.graph;
+    match format {
+        GraphFormat::Json => {
+            let repos: Vec<_> = g
+                .names()
+                .iter()
+                .map(|n| {
+                    json!({
+                        "name": n,
+                        "deps": g.deps(n),
+                        "dependents": g.dependents(n),
+                        "chain": g.chain(n),
+                    })
+                })
+                .collect();
+            print_json(&json!({ "repos": repos, "layers": g.layers() }));
+        }
+        GraphFormat::Dot => print!("{}", g.to_dot()),
+        GraphFormat::Mermaid => print!("{}", g.to_mermaid()),
+        GraphFormat::Text => {
+            for (i, layer) in g.layers().iter().enumerate() {
+                println!("layer {i}: {}", layer.join(", "));
+            }
+            println!();
+            let width = g.names().iter().map(String::len).max().unwrap_or(4);
+            for n in g.names() {
+                let list = |v: Vec<String>| {
+                    if v.is_empty() {
+                        "-".to_string()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                println!("{n:width$}  depends on: {}", list(g.deps(n)));
+                println!("{:width$}  needed by:  {}", "", list(g.dependents(n)));
+            }
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,289 @@
+//! `orch check` on bad input: every problem is reported, each naming what and where
+//! (file:line:column), and the exit code is 2.
+
+use assert_cmd::Command;
+
+const CONTRACT: &str = include_str!("../contracts/worker-completion.yaml");
+
+/// Writes repos.yaml (and the shipped contract unless `contract` is given) into a temp dir
+/// and runs `orch check` there.
+fn check(repos: &str, contract: Option<&str>) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("repos.yaml"), repos).unwrap();
+    std::fs::create_dir_all(dir.path().join("contracts")).unwrap();
+    std::fs::write(
+        dir.path().join("contracts/worker-completion.yaml"),
+        contract.unwrap_or(CONTRACT),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .current_dir(dir.path())
+        .env_remove("ORCH_CONFIG")
+        .env_remove("ORCH_STATE_DIR")
+        .arg("check")
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+fn assert_reports(stderr: &str, file: &str, line: u64, needle: &str) {
+    let hit = stderr
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line mentions {needle:?}:\n{stderr}"));
+    let prefix = format!("{file}:{line}:");
+    assert!(
+        hit.contains(&prefix),
+        "{needle:?} should be reported at {prefix}<column>, got: {hit}"
+    );
+}
+
+#[test]
+fn valid_config_passes() {
+    let (code, stdout, stderr) = check("repos:\n  core: {}\n  vm: { deps: [core] }\n", None);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("ok:"), "{stdout}");
+}
+
+#[test]
+fn unknown_key_is_refused_with_its_position() {
+    let (code, _, stderr) = check(
+        "repos:\n  core: {}\n  vm:\n    deps: [core]\n    dependencies: [core]\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    assert_reports(&stderr, "repos.yaml", 5, "dependencies");
+}
+
+#[test]
+fn unknown_top_level_key_is_refused() {
+    let (code, _, stderr) = check("repo:\n  core: {}\n", None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("repo"), "{stderr}");
+    assert!(stderr.contains("repos.yaml:1:"), "{stderr}");
+}
+
+#[test]
+fn duplicate_repository_names_are_refused() {
+    let (code, _, stderr) = check(
+        "repos:\n  core: {}\n  vm: { deps: [core] }\n  core: { deps: [] }\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        4,
+        "duplicate repository \"core\" (first defined at line 2)",
+    );
+}
+
+#[test]
+fn unknown_dependency_is_refused() {
+    let (code, _, stderr) = check("repos:\n  core: {}\n  vm: { deps: [core, kernel] }\n", None);
+    assert_eq!(code, 2);
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        3,
+        "repository \"vm\" depends on unknown repository \"kernel\"",
+    );
+}
+
+#[test]
+fn self_dependency_is_refused() {
+    let (code, _, stderr) = check("repos:\n  core: {}\n  vm:\n    deps: [core, vm]\n", None);
+    assert_eq!(code, 2);
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        4,
+        "repository \"vm\" depends on itself",
+    );
+}
+
+#[test]
+fn cycle_is_printed() {
+    let (code, _, stderr) = check(
+        "repos:\n  acdc-core: {}\n  alphavm: { deps: [acdc-core, adnet] }\n  adnet: { deps: [alphavm] }\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("dependency cycle: adnet -> alphavm -> adnet")
+            || stderr.contains("dependency cycle: alphavm -> adnet -> alphavm"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("repos.yaml:"), "{stderr}");
+}
+
+#[test]
+fn longer_cycle_is_printed_in_dependency_order() {
+    let (code, _, stderr) = check(
+        "repos:\n  a: { deps: [b] }\n  b: { deps: [c] }\n  c: { deps: [a] }\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("dependency cycle: a -> b -> c -> a"),
+        "{stderr}"
+    );
+    assert_reports(&stderr, "repos.yaml", 2, "dependency cycle");
+}
+
+#[test]
+fn hostile_names_are_refused() {
+    for (name, shown) in [
+        ("'../etc'", "../etc"),
+        ("'a b'", "a b"),
+        ("'-rf'", "-rf"),
+        ("'.hidden'", ".hidden"),
+        ("'x;rm -rf /'", "x;rm -rf /"),
+        ("'dir/name'", "dir/name"),
+    ] {
+        let (code, _, stderr) = check(
+            &format!("repos:\n  core: {{}}\n  {name}: {{ deps: [core] }}\n"),
+            None,
+        );
+        assert_eq!(code, 2, "{name}");
+        assert_reports(
+            &stderr,
+            "repos.yaml",
+            3,
+            &format!("repository name \"{shown}\" is not allowed"),
+        );
+        assert!(stderr.contains("[A-Za-z0-9][A-Za-z0-9._-]*"), "{stderr}");
+    }
+}
+
+#[test]
+fn zero_and_negative_durations_are_refused() {
+    let (code, _, stderr) = check(
+        "ci:\n  start_timeout: 0s\n  poll_interval: -5s\nrepos:\n  core:\n    ci:\n      jobs:\n        - { name: check, run: 'true', timeout: 0m }\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        2,
+        "ci.start_timeout: duration \"0s\" is zero",
+    );
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        3,
+        "ci.poll_interval: duration \"-5s\" is negative",
+    );
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        8,
+        "timeout of job \"check\": duration \"0m\" is zero",
+    );
+}
+
+#[test]
+fn malformed_yaml_names_the_place() {
+    let (code, _, stderr) = check("repos:\n  core: { deps: [unclosed\n", None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("repos.yaml:"), "{stderr}");
+}
+
+#[test]
+fn every_problem_is_reported_not_just_the_first() {
+    let (code, _, stderr) = check(
+        "repos:\n  core: { deps: [core] }\n  vm: { deps: [ghost] }\n  'bad name': {}\n  vm: {}\n",
+        None,
+    );
+    assert_eq!(code, 2);
+    for needle in [
+        "depends on itself",
+        "unknown repository \"ghost\"",
+        "\"bad name\" is not allowed",
+        "duplicate repository \"vm\"",
+    ] {
+        assert!(stderr.contains(needle), "missing {needle:?} in:\n{stderr}");
+    }
+    assert!(stderr.contains("4 problems found"), "{stderr}");
+}
+
+#[test]
+fn contract_transition_to_unknown_state_is_refused() {
+    let contract = CONTRACT.replace(
+        "{ from: FIXING_CI,    to: PUSHED_TO_CI, trigger: fix_pushed }",
+        "{ from: FIXING_CI,    to: PUSHED, trigger: fix_pushed }",
+    );
+    let line = contract
+        .lines()
+        .position(|l| l.contains("to: PUSHED,"))
+        .unwrap() as u64
+        + 1;
+    let (code, _, stderr) = check("repos:\n  core: {}\n", Some(&contract));
+    assert_eq!(code, 2);
+    assert_reports(
+        &stderr,
+        "worker-completion.yaml",
+        line,
+        "transition to names unknown state \"PUSHED\"",
+    );
+}
+
+#[test]
+fn contract_zero_and_negative_durations_are_refused() {
+    let contract = CONTRACT
+        .replace(
+            "PUSHED_TO_CI: { timeout: 15m",
+            "PUSHED_TO_CI: { timeout: 0s",
+        )
+        .replace("progress_window: 5m", "progress_window: -1m");
+    let (code, _, stderr) = check("repos:\n  core: {}\n", Some(&contract));
+    assert_eq!(code, 2);
+    let line = |needle: &str| contract.lines().position(|l| l.contains(needle)).unwrap() as u64 + 1;
+    assert_reports(
+        &stderr,
+        "worker-completion.yaml",
+        line("timeout: 0s"),
+        "PUSHED_TO_CI.timeout: duration \"0s\" is zero",
+    );
+    assert_reports(
+        &stderr,
+        "worker-completion.yaml",
+        line("progress_window: -1m"),
+        "progress_window: duration \"-1m\" is negative",
+    );
+}
+
+#[test]
+fn problems_in_both_files_are_reported_together() {
+    let contract = CONTRACT.replace("initial: WORKING", "initial: STARTING");
+    let (code, _, stderr) = check("repos:\n  core: { deps: [nothing] }\n", Some(&contract));
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("unknown repository \"nothing\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unknown state \"STARTING\""), "{stderr}");
+}
+
+#[test]
+fn missing_config_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .current_dir(dir.path())
+        .env_remove("ORCH_CONFIG")
+        .args(["graph"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("repos.yaml") && err.contains("cannot read"),
+        "{err}"
+    );
+}

@@ -4,6 +4,10 @@
 //! Statuses use Forgejo's words everywhere (`waiting`, `running`, `success`, `failure`,
 //! `cancelled`, `skipped`, `blocked`, `unknown`), including the local forge's.
 
+pub mod follow;
+pub mod forgejo;
+pub mod verdict;
+
 use crate::config::Repo;
 use std::future::Future;
 use std::time::Duration;

@@ -10,6 +10,7 @@ pub mod duration;
 pub mod forge;
 pub mod graph;
 pub mod lock;
+pub mod milestone;
 pub mod secret;
 pub mod store;
 pub mod yaml;

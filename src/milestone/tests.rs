@@ -1,0 +1,541 @@
+use super::*;
+use crate::contract::Contract;
+use Milestone::*;
+
+const T0: i64 = 1_000_000;
+const MIN: i64 = 60_000;
+
+fn contract() -> Contract {
+    Contract::embedded()
+}
+
+fn at(m: Milestone) -> Progress {
+    let c = contract();
+    let mut p = Progress::new(&c, T0);
+    p.enter(&c, m, T0);
+    p.tracked_sha = Some("a".repeat(40));
+    p
+}
+
+/// The seed's STATE MACHINE, written out independently of the contract file: its four
+/// transitions, repeated reports of the working states, the any-state exits, resumption from
+/// PAUSED, and an operator's respawn out of BLOCKED / BLOCKED_PERMISSION.
+fn expected_legal(from: Milestone, to: Milestone) -> bool {
+    if from.is_terminal() {
+        return false;
+    }
+    if matches!(
+        to,
+        Blocked | BlockedPermission | Paused | Failed | Cancelled
+    ) {
+        return true;
+    }
+    matches!(
+        (from, to),
+        (Working, PushedToCi)
+            | (PushedToCi, FixingCi)
+            | (PushedToCi, Done)
+            | (FixingCi, PushedToCi)
+            | (Working, Working)
+            | (PushedToCi, PushedToCi)
+            | (FixingCi, FixingCi)
+            | (Paused, Working | PushedToCi | FixingCi)
+            | (Blocked | BlockedPermission, Working | FixingCi)
+    )
+}
+
+#[test]
+fn every_pair_of_states_is_legal_exactly_when_the_contract_says_so() {
+    let c = contract();
+    let mut legal = 0;
+    for from in Milestone::ALL {
+        for to in Milestone::ALL {
+            assert_eq!(
+                c.allows(from.as_str(), to.as_str()),
+                expected_legal(from, to),
+                "contract file disagrees with the seed on {from} -> {to}"
+            );
+            let mut p = at(from);
+            let mut fx = Vec::new();
+            let moved = transition(&c, &mut p, to, "test", T0 + 1, &mut fx);
+            assert_eq!(moved, expected_legal(from, to), "{from} -> {to}");
+            if moved {
+                assert_eq!(p.milestone, to);
+            } else {
+                assert_eq!(p.milestone, from, "an illegal transition changes nothing");
+                assert!(
+                    fx.iter().any(|e| matches!(e, Effect::Violation { kind, .. } if kind == "illegal_transition")),
+                    "{from} -> {to} must be recorded as a violation"
+                );
+            }
+            legal += moved as usize;
+        }
+    }
+    assert_eq!(legal, 6 * 5 + 4 + 3 + 3 + 4, "legal pair count");
+}
+
+/// The event a worker or orch uses to ask for each target, applied from every state.
+#[test]
+fn claims_from_every_state_follow_the_contract() {
+    let c = contract();
+    for from in Milestone::ALL {
+        for (to, event) in [
+            (
+                Working,
+                Event::Claim {
+                    milestone: Working,
+                    note: "x".into(),
+                    via: Channel::Output,
+                },
+            ),
+            (
+                PushedToCi,
+                Event::Push {
+                    sha: "b".repeat(40),
+                    pushed_ms: T0,
+                    via: Channel::Report,
+                },
+            ),
+            (
+                FixingCi,
+                Event::Claim {
+                    milestone: FixingCi,
+                    note: "test".into(),
+                    via: Channel::Output,
+                },
+            ),
+            (
+                Blocked,
+                Event::Claim {
+                    milestone: Blocked,
+                    note: "needs a human".into(),
+                    via: Channel::Report,
+                },
+            ),
+            (
+                BlockedPermission,
+                Event::Claim {
+                    milestone: BlockedPermission,
+                    note: "Bash".into(),
+                    via: Channel::Output,
+                },
+            ),
+            (
+                Cancelled,
+                Event::Cancel {
+                    by: "op".into(),
+                    reason: "r".into(),
+                },
+            ),
+        ] {
+            let (p, fx) = step(&c, "w", &at(from), &event, T0 + 5);
+            let allowed = expected_legal(from, to);
+            if allowed {
+                assert_eq!(p.milestone, to, "{from} --{event:?}--> should reach {to}");
+            } else {
+                assert_eq!(p.milestone, from, "{from} --{event:?}--> must not move");
+                if !from.is_terminal() {
+                    assert!(
+                        fx.iter().any(|e| matches!(e, Effect::Violation { .. })),
+                        "{from} -> {to} illegal: expected a recorded violation, got {fx:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn verdict(kind: VerdictKind, sha: &str) -> Event {
+    Event::Verdict {
+        sha: sha.into(),
+        kind,
+        failed_jobs: if kind == VerdictKind::Red {
+            vec!["test".into()]
+        } else {
+            vec![]
+        },
+        detail: format!("{kind:?}"),
+    }
+}
+
+#[test]
+fn green_verdict_on_tracked_sha_is_done_and_releases_the_lock() {
+    let c = contract();
+    let sha = "a".repeat(40);
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(PushedToCi),
+        &verdict(VerdictKind::Green, &sha),
+        T0,
+    );
+    assert_eq!(p.milestone, Done);
+    assert!(fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+    // Only DONE releases: no other event returns ReleaseLock except Cancel.
+    for m in [Working, FixingCi, Blocked, BlockedPermission, Paused] {
+        let (_, fx) = step(&c, "w", &at(m), &verdict(VerdictKind::Green, &sha), T0);
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })),
+            "{m}"
+        );
+    }
+}
+
+#[test]
+fn verdicts_for_old_shas_are_ignored() {
+    let c = contract();
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(PushedToCi),
+        &verdict(VerdictKind::Green, &"f".repeat(40)),
+        T0,
+    );
+    assert_eq!(p.milestone, PushedToCi);
+    assert!(fx.is_empty());
+}
+
+#[test]
+fn red_moves_to_fixing_ci_and_counts_attempts_up_to_the_limit() {
+    let c = contract();
+    let sha = "a".repeat(40);
+    let mut p = at(PushedToCi);
+    for attempt in 1..=c.fixing_ci_max_attempts {
+        let (q, _) = step(&c, "w", &p, &verdict(VerdictKind::Red, &sha), T0);
+        assert_eq!(q.milestone, FixingCi);
+        assert_eq!(q.fix_attempts, attempt);
+        let (q, _) = step(
+            &c,
+            "w",
+            &q,
+            &Event::Push {
+                sha: sha.clone(),
+                pushed_ms: T0,
+                via: Channel::Output,
+            },
+            T0,
+        );
+        assert_eq!(q.milestone, PushedToCi);
+        p = q;
+    }
+    let (q, fx) = step(&c, "w", &p, &verdict(VerdictKind::Red, &sha), T0);
+    assert_eq!(q.milestone, Failed);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "attempts_exhausted"))
+    );
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })),
+        "FAILED keeps the lock"
+    );
+}
+
+#[test]
+fn sync_not_done_stays_pushed_until_a_new_push_succeeds() {
+    let c = contract();
+    let old = "a".repeat(40);
+    let new = "b".repeat(40);
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(PushedToCi),
+        &verdict(VerdictKind::SyncNotDone, &old),
+        T0,
+    );
+    assert_eq!(p.milestone, PushedToCi);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "sync_not_done"))
+    );
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &Event::DoneClaim {
+            via: Channel::Output,
+        },
+        T0,
+    );
+    assert_eq!(p.milestone, PushedToCi, "sync_not_done is never DONE");
+    let (p, fx) = step(
+        &c,
+        "w",
+        &p,
+        &Event::Push {
+            sha: new.clone(),
+            pushed_ms: T0,
+            via: Channel::Report,
+        },
+        T0,
+    );
+    assert!(fx.contains(&Effect::Track { sha: new.clone() }));
+    assert_eq!(p.verdict, None, "a new push resets the verdict");
+    let (p, _) = step(&c, "w", &p, &verdict(VerdictKind::Green, &new), T0);
+    assert_eq!(p.milestone, Done);
+}
+
+#[test]
+fn done_claim_without_green_is_refused_and_recorded() {
+    let c = contract();
+    for v in [
+        None,
+        Some(VerdictKind::Red),
+        Some(VerdictKind::Running),
+        Some(VerdictKind::SyncNotDone),
+        Some(VerdictKind::NoRun),
+    ] {
+        let mut s = at(PushedToCi);
+        s.verdict = v;
+        let (p, fx) = step(
+            &c,
+            "w",
+            &s,
+            &Event::DoneClaim {
+                via: Channel::Report,
+            },
+            T0,
+        );
+        assert_eq!(p.milestone, PushedToCi, "{v:?}");
+        assert!(fx.iter().any(
+            |e| matches!(e, Effect::Violation { kind, .. } if kind == "done_without_ci_proof")
+        ));
+    }
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::Green);
+    let (p, _) = step(
+        &c,
+        "w",
+        &s,
+        &Event::DoneClaim {
+            via: Channel::Report,
+        },
+        T0,
+    );
+    assert_eq!(p.milestone, Done);
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(Working),
+        &Event::DoneClaim {
+            via: Channel::Output,
+        },
+        T0,
+    );
+    assert_eq!(p.milestone, Working);
+    assert!(
+        fx.iter().any(
+            |e| matches!(e, Effect::Violation { kind, .. } if kind == "done_without_ci_proof")
+        )
+    );
+}
+
+#[test]
+fn two_permission_denials_stop_the_worker_at_once_and_keep_the_lock() {
+    let c = contract();
+    let deny = Event::PermissionDenial {
+        line: "Permission to use Bash has been auto-denied".into(),
+    };
+    let (p, fx) = step(&c, "w", &at(Working), &deny, T0);
+    assert_eq!(p.milestone, Working);
+    assert!(fx.is_empty());
+    let (p, fx) = step(&c, "w", &p, &deny, T0);
+    assert_eq!(p.milestone, BlockedPermission);
+    assert!(fx.contains(&Effect::StopWorker {
+        immediate: true,
+        reason: "permission denied".into()
+    }));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+}
+
+#[test]
+fn timeout_warns_then_extends_once_on_progress_then_fails() {
+    let c = contract();
+    let p = at(Working); // 20m timeout, warning at 15m
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 15 * MIN);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "timeout_warning"))
+    );
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 15 * MIN + 1);
+    assert!(fx.is_empty(), "warned once");
+    let (p, _) = step(&c, "w", &p, &Event::Output, T0 + 18 * MIN);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 20 * MIN);
+    assert_eq!(p.milestone, Working, "progress 2 minutes ago: extended");
+    assert!(p.extended);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "timeout_extended"))
+    );
+    let (p, _) = step(&c, "w", &p, &Event::Output, T0 + 39 * MIN);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 40 * MIN);
+    assert_eq!(
+        p.milestone, Failed,
+        "extended only once, whatever the progress"
+    );
+    assert_eq!(p.end_reason.as_deref(), Some("timeout"));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::StopWorker {
+            immediate: false,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn timeout_without_progress_fails_at_once() {
+    let c = contract();
+    let (p, _) = step(&c, "w", &at(Working), &Event::Tick, T0 + 20 * MIN);
+    assert_eq!(p.milestone, Failed);
+}
+
+#[test]
+fn pushed_to_ci_timeout_checks_ci_first() {
+    let c = contract();
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::Running);
+    let (p, _) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!(p.milestone, PushedToCi, "CI still running: extended");
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::SyncNotDone);
+    let (p, _) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!(
+        p.milestone, Failed,
+        "CI finished without proof and no progress"
+    );
+}
+
+#[test]
+fn worker_exit_keeps_following_ci_while_pushed() {
+    let c = contract();
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(PushedToCi),
+        &Event::WorkerExited { code: Some(0) },
+        T0,
+    );
+    assert_eq!(p.milestone, PushedToCi);
+    assert!(fx.is_empty());
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &verdict(VerdictKind::Green, &"a".repeat(40)),
+        T0,
+    );
+    assert_eq!(
+        p.milestone, Done,
+        "green lets DONE through even when the worker did not say it"
+    );
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(Working),
+        &Event::WorkerExited { code: Some(3) },
+        T0,
+    );
+    assert_eq!(p.milestone, Working, "state recorded, not changed");
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "worker_exited"))
+    );
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })),
+        "lock kept"
+    );
+}
+
+#[test]
+fn pause_and_resume_return_to_the_previous_milestone() {
+    let c = contract();
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(FixingCi),
+        &Event::Pause {
+            reason: "acdc-core red".into(),
+        },
+        T0,
+    );
+    assert_eq!(p.milestone, Paused);
+    assert!(fx.contains(&Effect::SuspendWorker));
+    let (p, fx) = step(&c, "w", &p, &Event::Resume, T0 + MIN);
+    assert_eq!(p.milestone, FixingCi);
+    assert!(fx.contains(&Effect::ContinueWorker));
+}
+
+#[test]
+fn terminal_states_ignore_everything() {
+    let c = contract();
+    for m in [Done, Failed, Cancelled] {
+        for e in [
+            Event::Tick,
+            Event::Output,
+            Event::Resume,
+            Event::WorkerExited { code: None },
+        ] {
+            let (p, fx) = step(&c, "w", &at(m), &e, T0 + 100 * MIN);
+            assert_eq!(p.milestone, m);
+            assert!(fx.is_empty(), "{m} {e:?} {fx:?}");
+        }
+    }
+}
+
+#[test]
+fn milestone_lines_are_found_anywhere_in_a_line() {
+    let pats = contract().permission.patterns;
+    let m = |l: &str| match parse_line(l, &pats) {
+        Some(LineSignal::Milestone { milestone, rest }) => Some((milestone, rest)),
+        _ => None,
+    };
+    assert_eq!(
+        m("WORKING: setting up").unwrap(),
+        (Working, "setting up".into())
+    );
+    assert_eq!(
+        m("[12:00] agent> PUSHED_TO_CI: alphavm commit a1b2c3d - CI run #451")
+            .unwrap()
+            .0,
+        PushedToCi
+    );
+    assert_eq!(
+        m("BLOCKED_PERMISSION: Bash - denied").unwrap().0,
+        BlockedPermission
+    );
+    assert_eq!(m("status BLOCKED: need creds").unwrap().0, Blocked);
+    assert_eq!(m("NOT_DONE: yet"), None);
+    assert_eq!(m("the word DONE without a colon"), None);
+    assert_eq!(
+        m("FIXING_CI: test - then DONE: later").unwrap().0,
+        FixingCi,
+        "earliest marker wins"
+    );
+    assert_eq!(
+        parse_line(
+            "mkdir: cannot create directory 'x': Permission denied",
+            &pats
+        ),
+        Some(LineSignal::PermissionDenial)
+    );
+    assert_eq!(
+        parse_line("Permission to use Bash has been auto-denied", &pats),
+        Some(LineSignal::PermissionDenial)
+    );
+    assert_eq!(parse_line("all fine", &pats), None);
+}
+
+#[test]
+fn shas_are_found_in_push_lines() {
+    assert_eq!(
+        sha_in("alphavm commit a1b2c3d - CI run #451").as_deref(),
+        Some("a1b2c3d")
+    );
+    assert_eq!(
+        sha_in("pushed 0123456789abcdef0123456789abcdef01234567").as_deref(),
+        Some("0123456789abcdef0123456789abcdef01234567")
+    );
+    assert_eq!(sha_in("adnet commit 7F3A2B1").as_deref(), Some("7f3a2b1"));
+    assert_eq!(sha_in("no hash here, run #451"), None);
+    assert_eq!(sha_in("deadbeef"), Some("deadbeef".into()));
+}

@@ -471,14 +471,10 @@ pub fn step(
                 match kind {
                     VerdictKind::Green => finish_done(contract, &mut p, worker, now, &mut fx),
                     VerdictKind::Red => {
-                        if transition(
-                            contract,
-                            &mut p,
-                            Milestone::FixingCi,
-                            &format!("CI red: {}", failed_jobs.join(", ")),
-                            now,
-                            &mut fx,
-                        ) {
+                        let why = format!("CI red: {}", failed_jobs.join(", "));
+                        let moved =
+                            transition(contract, &mut p, Milestone::FixingCi, &why, now, &mut fx);
+                        if moved {
                             count_fix_attempt(contract, &mut p, worker, now, &mut fx);
                         }
                     }

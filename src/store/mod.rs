@@ -6,6 +6,7 @@
 
 mod locks;
 mod schema;
+pub mod workers;
 
 pub use locks::{
     LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, release_in, try_lock_in,

@@ -32,15 +32,76 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX lock_history_lock ON lock_history (lock_id);
     CREATE TABLE workers (
-        id          TEXT PRIMARY KEY,
-        repo        TEXT NOT NULL,
-        task        TEXT NOT NULL,
-        task_id     TEXT,
-        component   TEXT,
-        plan        TEXT,
-        milestone   TEXT NOT NULL,
-        created_ms  INTEGER NOT NULL,
-        updated_ms  INTEGER NOT NULL
+        id             TEXT PRIMARY KEY,
+        repo           TEXT NOT NULL,
+        task           TEXT NOT NULL,
+        task_id        TEXT,
+        component      TEXT,
+        plan           TEXT,
+        milestone      TEXT NOT NULL,
+        -- milestone::Progress as JSON: the state machine's whole state
+        progress       TEXT NOT NULL,
+        branch         TEXT NOT NULL,
+        base_sha       TEXT NOT NULL,
+        worktree       TEXT NOT NULL,
+        remote         TEXT NOT NULL,
+        day            TEXT NOT NULL,
+        supervisor_pid INTEGER,
+        supervisor_start INTEGER,
+        lease_until_ms INTEGER,
+        worker_pid     INTEGER,
+        worker_running INTEGER NOT NULL DEFAULT 0,
+        exit_code      INTEGER,
+        respawns       INTEGER NOT NULL DEFAULT 0,
+        resume_note    TEXT,
+        created_ms     INTEGER NOT NULL,
+        updated_ms     INTEGER NOT NULL
+    );
+    -- Everything that happened to a worker, in order: transitions, claims, violations, CI.
+    CREATE TABLE worker_events (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        worker_id TEXT NOT NULL,
+        at_ms     INTEGER NOT NULL,
+        kind      TEXT NOT NULL,
+        milestone TEXT NOT NULL,
+        detail    TEXT NOT NULL
+    );
+    CREATE INDEX worker_events_worker ON worker_events (worker_id, seq);
+    -- The inbox: `orch report` claims and operator requests, applied by the supervisor.
+    CREATE TABLE requests (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        worker_id    TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        milestone    TEXT,
+        sha          TEXT,
+        job          TEXT,
+        note         TEXT,
+        by           TEXT,
+        created_ms   INTEGER NOT NULL,
+        processed_ms INTEGER,
+        outcome      TEXT
+    );
+    CREATE INDEX requests_pending ON requests (worker_id, processed_ms);
+    -- Every SHA a worker pushed, with orch's CI verdict for it.
+    CREATE TABLE pushes (
+        worker_id   TEXT NOT NULL,
+        sha         TEXT NOT NULL,
+        pushed_ms   INTEGER NOT NULL,
+        verdict     TEXT,
+        detail      TEXT,
+        failed_jobs TEXT,
+        runs        TEXT,
+        checked_ms  INTEGER,
+        PRIMARY KEY (worker_id, sha)
+    );
+    CREATE TABLE alerts (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms     INTEGER NOT NULL,
+        severity  TEXT NOT NULL,
+        worker_id TEXT,
+        repo      TEXT,
+        kind      TEXT NOT NULL,
+        message   TEXT NOT NULL
     );
     CREATE INDEX workers_repo ON workers (repo);
     "#,

@@ -1,0 +1,233 @@
+//! Git for workers: worktrees and branches, resolving and verifying pushed SHAs, what a
+//! worker changed. git2 for everything local; the `git` CLI for talking to remotes (it brings
+//! credentials, ssh config and proxies for free).
+
+use git2::{BranchType, Oid, Repository, WorktreeAddOptions};
+use std::path::Path;
+use std::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{path}: {message}")]
+    Repo { path: String, message: String },
+    #[error("git {args} failed in {dir}: {stderr}")]
+    Cli {
+        args: String,
+        dir: String,
+        stderr: String,
+    },
+}
+
+fn open(path: &Path) -> Result<Repository, GitError> {
+    Repository::open(path).map_err(|e| GitError::Repo {
+        path: path.display().to_string(),
+        message: format!("not a git repository ({})", e.message()),
+    })
+}
+
+fn err(path: &Path, e: git2::Error) -> GitError {
+    GitError::Repo {
+        path: path.display().to_string(),
+        message: e.message().to_string(),
+    }
+}
+
+/// Runs the git CLI in `dir`. Variables that would redirect git elsewhere (set when orch runs
+/// inside a hook) are cleared.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .map_err(|e| GitError::Cli {
+            args: args.join(" "),
+            dir: dir.display().to_string(),
+            stderr: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(GitError::Cli {
+            args: args.join(" "),
+            dir: dir.display().to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The commit at the tip of `branch` in the clone at `repo_path`: the remote-tracking branch
+/// of `remote` when present (after a fetch), else the local branch.
+pub fn base_sha(repo_path: &Path, remote: &str, branch: &str) -> Result<String, GitError> {
+    let repo = open(repo_path)?;
+    for name in [
+        format!("refs/remotes/{remote}/{branch}"),
+        format!("refs/heads/{branch}"),
+    ] {
+        if let Ok(r) = repo.find_reference(&name)
+            && let Ok(c) = r.peel_to_commit()
+        {
+            return Ok(c.id().to_string());
+        }
+    }
+    Err(GitError::Repo {
+        path: repo_path.display().to_string(),
+        message: format!("has no branch \"{branch}\" (repos.yaml `branch`)"),
+    })
+}
+
+/// Creates branch `branch` at `base` and a worktree for it at `dir`.
+pub fn create_worktree(
+    repo_path: &Path,
+    name: &str,
+    branch: &str,
+    base: &str,
+    dir: &Path,
+) -> Result<(), GitError> {
+    let repo = open(repo_path)?;
+    let oid = Oid::from_str(base).map_err(|e| err(repo_path, e))?;
+    let commit = repo.find_commit(oid).map_err(|e| err(repo_path, e))?;
+    let b = repo
+        .branch(branch, &commit, false)
+        .map_err(|e| err(repo_path, e))?;
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(b.get()));
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| GitError::Repo {
+            path: parent.display().to_string(),
+            message: e.to_string(),
+        })?;
+    }
+    repo.worktree(name, dir, Some(&opts))
+        .map_err(|e| err(repo_path, e))?;
+    Ok(())
+}
+
+/// Makes `remote` point at `url` in the clone (adding it if missing).
+pub fn ensure_remote(repo_path: &Path, remote: &str, url: &str) -> Result<(), GitError> {
+    let repo = open(repo_path)?;
+    match repo.find_remote(remote) {
+        Ok(r) if r.url() == Ok(url) => Ok(()),
+        Ok(_) => repo
+            .remote_set_url(remote, url)
+            .map_err(|e| err(repo_path, e)),
+        Err(_) => repo
+            .remote(remote, url)
+            .map(|_| ())
+            .map_err(|e| err(repo_path, e)),
+    }
+}
+
+/// Makes a plain `git push` from the worker's branch go to `remote`, same branch name.
+pub fn set_upstream(repo_path: &Path, branch: &str, remote: &str) -> Result<(), GitError> {
+    let repo = open(repo_path)?;
+    let mut cfg = repo.config().map_err(|e| err(repo_path, e))?;
+    cfg.set_str(&format!("branch.{branch}.remote"), remote)
+        .and_then(|_| {
+            cfg.set_str(
+                &format!("branch.{branch}.merge"),
+                &format!("refs/heads/{branch}"),
+            )
+        })
+        .map_err(|e| err(repo_path, e))
+}
+
+/// Resolves `spec` (a short or full SHA, or a ref such as HEAD) to a full commit id.
+pub fn resolve(dir: &Path, spec: &str) -> Result<String, GitError> {
+    let repo = open(dir)?;
+    let obj = repo.revparse_single(spec).map_err(|_| GitError::Repo {
+        path: dir.display().to_string(),
+        message: format!("no commit \"{spec}\" in the worker's repository"),
+    })?;
+    let c = obj.peel_to_commit().map_err(|e| err(dir, e))?;
+    Ok(c.id().to_string())
+}
+
+/// Fetches `remote` so that remote-tracking refs reflect what was really pushed.
+pub fn fetch(dir: &Path, remote: &str) -> Result<(), GitError> {
+    git(dir, &["fetch", "--quiet", "--no-tags", "--prune", remote]).map(|_| ())
+}
+
+/// The remote-tracking branch of `remote` that contains `sha`, if any (after a fetch).
+pub fn on_remote(dir: &Path, remote: &str, sha: &str) -> Result<Option<String>, GitError> {
+    let repo = open(dir)?;
+    let target = Oid::from_str(sha).map_err(|e| err(dir, e))?;
+    let branches = repo
+        .branches(Some(BranchType::Remote))
+        .map_err(|e| err(dir, e))?;
+    let prefix = format!("{remote}/");
+    for b in branches.flatten() {
+        let (branch, _) = b;
+        let Some(name) = branch.name().ok().flatten().map(str::to_string) else {
+            continue;
+        };
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        let Some(tip) = branch.get().target() else {
+            continue;
+        };
+        if tip == target || repo.graph_descendant_of(tip, target).unwrap_or(false) {
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
+}
+
+/// Commit time of `sha` in epoch milliseconds.
+pub fn commit_time_ms(dir: &Path, sha: &str) -> Result<i64, GitError> {
+    let repo = open(dir)?;
+    let c = repo
+        .find_commit(Oid::from_str(sha).map_err(|e| err(dir, e))?)
+        .map_err(|e| err(dir, e))?;
+    Ok(c.committer().when().seconds() * 1000)
+}
+
+/// Commits reachable from HEAD but not from `base`, oldest first.
+pub fn commits_since(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
+    let repo = open(dir)?;
+    let mut walk = repo.revwalk().map_err(|e| err(dir, e))?;
+    walk.push_head().map_err(|e| err(dir, e))?;
+    if let Ok(b) = Oid::from_str(base) {
+        let _ = walk.hide(b);
+    }
+    walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
+        .map_err(|e| err(dir, e))?;
+    Ok(walk.flatten().map(|o| o.to_string()).collect())
+}
+
+/// Paths changed between `base` and HEAD, sorted.
+pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
+    let repo = open(dir)?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_tree())
+        .map_err(|e| err(dir, e))?;
+    let base_tree = repo
+        .find_commit(Oid::from_str(base).map_err(|e| err(dir, e))?)
+        .and_then(|c| c.tree())
+        .map_err(|e| err(dir, e))?;
+    let diff = repo
+        .diff_tree_to_tree(Some(&base_tree), Some(&head), None)
+        .map_err(|e| err(dir, e))?;
+    let mut files: Vec<String> = diff
+        .deltas()
+        .filter_map(|d| {
+            d.new_file()
+                .path()
+                .or(d.old_file().path())
+                .map(|p| p.display().to_string())
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// The commit HEAD points at in `dir`.
+pub fn head(dir: &Path) -> Result<String, GitError> {
+    resolve(dir, "HEAD")
+}

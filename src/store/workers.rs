@@ -1,0 +1,406 @@
+//! Workers, their event log, the request inbox, pushes and alerts in SQLite.
+
+use super::{Store, StoreError, now_ms};
+use crate::milestone::{Milestone, Progress};
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::Serialize;
+
+/// One worker as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerRecord {
+    pub id: String,
+    pub repo: String,
+    pub task: String,
+    pub task_id: Option<String>,
+    pub component: Option<String>,
+    pub plan: Option<String>,
+    pub progress: Progress,
+    pub branch: String,
+    pub base_sha: String,
+    pub worktree: String,
+    pub remote: String,
+    /// YYYY-MM-DD of creation: names the checkpoint file.
+    pub day: String,
+    pub supervisor_pid: Option<i64>,
+    pub supervisor_start: Option<i64>,
+    pub lease_until_ms: Option<i64>,
+    pub worker_pid: Option<i64>,
+    pub worker_running: bool,
+    pub exit_code: Option<i64>,
+    pub respawns: i64,
+    pub resume_note: Option<String>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+impl WorkerRecord {
+    pub fn milestone(&self) -> Milestone {
+        self.progress.milestone
+    }
+}
+
+const COLUMNS: &str = "id, repo, task, task_id, component, plan, progress, branch, base_sha, worktree, remote, day, \
+    supervisor_pid, supervisor_start, lease_until_ms, worker_pid, worker_running, exit_code, respawns, resume_note, \
+    created_ms, updated_ms";
+
+fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
+    let progress: String = r.get(6)?;
+    let progress: Progress = serde_json::from_str(&progress).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, Box::new(e))
+    })?;
+    Ok(WorkerRecord {
+        id: r.get(0)?,
+        repo: r.get(1)?,
+        task: r.get(2)?,
+        task_id: r.get(3)?,
+        component: r.get(4)?,
+        plan: r.get(5)?,
+        progress,
+        branch: r.get(7)?,
+        base_sha: r.get(8)?,
+        worktree: r.get(9)?,
+        remote: r.get(10)?,
+        day: r.get(11)?,
+        supervisor_pid: r.get(12)?,
+        supervisor_start: r.get(13)?,
+        lease_until_ms: r.get(14)?,
+        worker_pid: r.get(15)?,
+        worker_running: r.get::<_, i64>(16)? != 0,
+        exit_code: r.get(17)?,
+        respawns: r.get(18)?,
+        resume_note: r.get(19)?,
+        created_ms: r.get(20)?,
+        updated_ms: r.get(21)?,
+    })
+}
+
+pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
+    tx.execute(
+        &format!("INSERT INTO workers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+        params![
+            w.id,
+            w.repo,
+            w.task,
+            w.task_id,
+            w.component,
+            w.plan,
+            serde_json::to_string(&w.progress).expect("progress serialises"),
+            w.branch,
+            w.base_sha,
+            w.worktree,
+            w.remote,
+            w.day,
+            w.supervisor_pid,
+            w.supervisor_start,
+            w.lease_until_ms,
+            w.worker_pid,
+            w.worker_running as i64,
+            w.exit_code,
+            w.respawns,
+            w.resume_note,
+            w.created_ms,
+            w.updated_ms
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn get_worker(tx: &Transaction, id: &str) -> rusqlite::Result<Option<WorkerRecord>> {
+    tx.prepare_cached(&format!("SELECT {COLUMNS} FROM workers WHERE id = ?1"))?
+        .query_row([id], row_to_worker)
+        .optional()
+}
+
+pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers ORDER BY created_ms, id"
+    ))?;
+    stmt.query_map([], row_to_worker)?.collect()
+}
+
+/// Saves the state machine's state.
+pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4 WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        serde_json::to_string(p).expect("progress serialises"),
+        p.milestone.as_str(),
+        now_ms()
+    ])?;
+    Ok(())
+}
+
+pub fn add_event(
+    tx: &Transaction,
+    worker: &str,
+    kind: &str,
+    milestone: Milestone,
+    detail: &str,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached("INSERT INTO worker_events (worker_id, at_ms, kind, milestone, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![worker, now_ms(), kind, milestone.as_str(), detail])?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerEvent {
+    pub seq: i64,
+    pub worker_id: String,
+    pub at_ms: i64,
+    pub kind: String,
+    pub milestone: String,
+    pub detail: String,
+}
+
+pub fn events_since(tx: &Transaction, after_seq: i64) -> rusqlite::Result<Vec<WorkerEvent>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT seq, worker_id, at_ms, kind, milestone, detail FROM worker_events WHERE seq > ?1 ORDER BY seq",
+    )?;
+    stmt.query_map([after_seq], |r| {
+        Ok(WorkerEvent {
+            seq: r.get(0)?,
+            worker_id: r.get(1)?,
+            at_ms: r.get(2)?,
+            kind: r.get(3)?,
+            milestone: r.get(4)?,
+            detail: r.get(5)?,
+        })
+    })?
+    .collect()
+}
+
+pub fn worker_events(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<WorkerEvent>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT seq, worker_id, at_ms, kind, milestone, detail FROM worker_events WHERE worker_id = ?1 ORDER BY seq",
+    )?;
+    stmt.query_map([worker], |r| {
+        Ok(WorkerEvent {
+            seq: r.get(0)?,
+            worker_id: r.get(1)?,
+            at_ms: r.get(2)?,
+            kind: r.get(3)?,
+            milestone: r.get(4)?,
+            detail: r.get(5)?,
+        })
+    })?
+    .collect()
+}
+
+/// A claim or operator request waiting for the supervisor.
+#[derive(Debug, Clone, Serialize)]
+pub struct Request {
+    pub id: i64,
+    pub worker_id: String,
+    /// `report` or `cancel`.
+    pub kind: String,
+    pub milestone: Option<String>,
+    pub sha: Option<String>,
+    pub job: Option<String>,
+    pub note: Option<String>,
+    pub by: Option<String>,
+    pub created_ms: i64,
+    pub processed_ms: Option<i64>,
+    pub outcome: Option<String>,
+}
+
+fn row_to_request(r: &rusqlite::Row) -> rusqlite::Result<Request> {
+    Ok(Request {
+        id: r.get(0)?,
+        worker_id: r.get(1)?,
+        kind: r.get(2)?,
+        milestone: r.get(3)?,
+        sha: r.get(4)?,
+        job: r.get(5)?,
+        note: r.get(6)?,
+        by: r.get(7)?,
+        created_ms: r.get(8)?,
+        processed_ms: r.get(9)?,
+        outcome: r.get(10)?,
+    })
+}
+
+const REQUEST_COLUMNS: &str =
+    "id, worker_id, kind, milestone, sha, job, note, by, created_ms, processed_ms, outcome";
+
+#[allow(clippy::too_many_arguments)]
+pub fn add_request(
+    tx: &Transaction,
+    worker: &str,
+    kind: &str,
+    milestone: Option<&str>,
+    sha: Option<&str>,
+    job: Option<&str>,
+    note: Option<&str>,
+    by: Option<&str>,
+) -> rusqlite::Result<i64> {
+    tx.execute(
+        "INSERT INTO requests (worker_id, kind, milestone, sha, job, note, by, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![worker, kind, milestone, sha, job, note, by, now_ms()],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+pub fn pending_requests(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<Request>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {REQUEST_COLUMNS} FROM requests WHERE worker_id = ?1 AND processed_ms IS NULL ORDER BY id"
+    ))?;
+    stmt.query_map([worker], row_to_request)?.collect()
+}
+
+pub fn get_request(tx: &Transaction, id: i64) -> rusqlite::Result<Option<Request>> {
+    tx.prepare_cached(&format!(
+        "SELECT {REQUEST_COLUMNS} FROM requests WHERE id = ?1"
+    ))?
+    .query_row([id], row_to_request)
+    .optional()
+}
+
+pub fn finish_request(tx: &Transaction, id: i64, outcome: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE requests SET processed_ms = ?2, outcome = ?3 WHERE id = ?1")?
+        .execute(params![id, now_ms(), outcome])?;
+    Ok(())
+}
+
+/// A pushed SHA and orch's verdict for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PushRecord {
+    pub sha: String,
+    pub pushed_ms: i64,
+    pub verdict: Option<String>,
+    pub detail: Option<String>,
+    pub failed_jobs: Vec<String>,
+    /// The CI runs as JSON (forge::CiRun list), when known.
+    pub runs: Option<serde_json::Value>,
+    pub checked_ms: Option<i64>,
+}
+
+pub fn record_push(
+    tx: &Transaction,
+    worker: &str,
+    sha: &str,
+    pushed_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO pushes (worker_id, sha, pushed_ms) VALUES (?1, ?2, ?3)",
+        params![worker, sha, pushed_ms],
+    )?;
+    Ok(())
+}
+
+pub fn record_verdict(
+    tx: &Transaction,
+    worker: &str,
+    sha: &str,
+    verdict: &str,
+    detail: &str,
+    failed_jobs: &[String],
+    runs: &serde_json::Value,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE pushes SET verdict = ?3, detail = ?4, failed_jobs = ?5, runs = ?6, checked_ms = ?7 WHERE worker_id = ?1 AND sha = ?2",
+    )?
+    .execute(params![
+        worker,
+        sha,
+        verdict,
+        detail,
+        serde_json::to_string(failed_jobs).expect("strings serialise"),
+        runs.to_string(),
+        now_ms()
+    ])?;
+    Ok(())
+}
+
+pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE worker_id = ?1 ORDER BY pushed_ms, rowid",
+    )?;
+    stmt.query_map([worker], |r| {
+        let failed: Option<String> = r.get(4)?;
+        let runs: Option<String> = r.get(5)?;
+        Ok(PushRecord {
+            sha: r.get(0)?,
+            pushed_ms: r.get(1)?,
+            verdict: r.get(2)?,
+            detail: r.get(3)?,
+            failed_jobs: failed
+                .and_then(|f| serde_json::from_str(&f).ok())
+                .unwrap_or_default(),
+            runs: runs.and_then(|x| serde_json::from_str(&x).ok()),
+            checked_ms: r.get(6)?,
+        })
+    })?
+    .collect()
+}
+
+/// The latest verdict any worker recorded for `sha` (lets `orch ci status` answer a worker
+/// without the forge token, which workers never hold).
+pub fn recorded_verdict(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<PushRecord>> {
+    tx.query_row(
+        "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE sha = ?1 AND verdict IS NOT NULL ORDER BY checked_ms DESC LIMIT 1",
+        [sha],
+        |r| {
+            let failed: Option<String> = r.get(4)?;
+            let runs: Option<String> = r.get(5)?;
+            Ok(PushRecord {
+                sha: r.get(0)?,
+                pushed_ms: r.get(1)?,
+                verdict: r.get(2)?,
+                detail: r.get(3)?,
+                failed_jobs: failed.and_then(|f| serde_json::from_str(&f).ok()).unwrap_or_default(),
+                runs: runs.and_then(|x| serde_json::from_str(&x).ok()),
+                checked_ms: r.get(6)?,
+            })
+        },
+    )
+    .optional()
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertRecord {
+    pub id: i64,
+    pub at_ms: i64,
+    pub severity: String,
+    pub worker_id: Option<String>,
+    pub repo: Option<String>,
+    pub kind: String,
+    pub message: String,
+}
+
+pub fn add_alert(tx: &Transaction, a: &AlertRecord) -> rusqlite::Result<i64> {
+    tx.execute(
+        "INSERT INTO alerts (at_ms, severity, worker_id, repo, kind, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![a.at_ms, a.severity, a.worker_id, a.repo, a.kind, a.message],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+pub fn alerts(tx: &Transaction, since_ms: i64) -> rusqlite::Result<Vec<AlertRecord>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, at_ms, severity, worker_id, repo, kind, message FROM alerts WHERE at_ms >= ?1 ORDER BY id",
+    )?;
+    stmt.query_map([since_ms], |r| {
+        Ok(AlertRecord {
+            id: r.get(0)?,
+            at_ms: r.get(1)?,
+            severity: r.get(2)?,
+            worker_id: r.get(3)?,
+            repo: r.get(4)?,
+            kind: r.get(5)?,
+            message: r.get(6)?,
+        })
+    })?
+    .collect()
+}
+
+impl Store {
+    pub fn worker(&mut self, id: &str) -> Result<Option<WorkerRecord>, StoreError> {
+        self.read(|tx| get_worker(tx, id))
+    }
+
+    pub fn workers(&mut self) -> Result<Vec<WorkerRecord>, StoreError> {
+        self.read(list_workers)
+    }
+}

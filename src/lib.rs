@@ -8,6 +8,7 @@ pub mod duration;
 pub mod forge;
 pub mod graph;
 pub mod lock;
+pub mod process;
 pub mod secret;
 pub mod store;
 pub mod yaml;

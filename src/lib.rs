@@ -12,6 +12,7 @@ pub mod gitops;
 pub mod graph;
 pub mod lock;
 pub mod milestone;
+pub mod process;
 pub mod prompt;
 pub mod secret;
 pub mod store;

@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the code map and the invariants.
 
+pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod contract;

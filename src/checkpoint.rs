@@ -1,0 +1,194 @@
+//! Checkpoint files: `sessions/<YYYY-MM-DD>-<worker_id>.checkpoint.yaml`, a view of the
+//! database written after each commit (temp file + fsync + rename, so a reader never sees a
+//! torn file). They carry the seed contract's required and tracking fields, and are what
+//! `orch resume --from-checkpoints` rebuilds the database from.
+
+use crate::gitops;
+use crate::store::fmt_ms;
+use crate::store::workers::{PushRecord, WorkerRecord};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Checkpoint {
+    // required (seed: checkpoint_content.required)
+    pub worker_id: String,
+    pub repo_name: String,
+    pub component_id: Option<String>,
+    pub current_milestone: String,
+    pub timestamp: String,
+    // tracking
+    pub commits: Vec<String>,
+    pub ci_runs: Vec<CheckpointCi>,
+    pub files_modified: Vec<String>,
+    // optional
+    pub context_summary: String,
+    pub blockers: Vec<String>,
+    // what resume needs
+    pub task: String,
+    pub task_id: Option<String>,
+    pub plan: Option<String>,
+    pub branch: String,
+    pub base_sha: String,
+    pub worktree: String,
+    pub remote: String,
+    pub tracked_sha: Option<String>,
+    pub fix_attempts: u32,
+    pub respawns: i64,
+    pub lock_held: bool,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    /// The state machine's state, as stored (JSON), so a rebuild loses nothing.
+    pub progress_json: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointCi {
+    pub sha: String,
+    pub pushed_at: String,
+    pub verdict: Option<String>,
+    pub run_ids: Vec<i64>,
+    pub run_numbers: Vec<i64>,
+    pub jobs_passed: Vec<String>,
+    pub jobs_failed: Vec<String>,
+    pub detail: Option<String>,
+}
+
+pub fn path_for(state_dir: &Path, w: &WorkerRecord) -> PathBuf {
+    state_dir.join(format!("{}-{}.checkpoint.yaml", w.day, w.id))
+}
+
+/// Builds the checkpoint of `w` (reading the worktree for commits and files, best effort).
+pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkpoint {
+    let wt = Path::new(&w.worktree);
+    let commits = gitops::commits_since(wt, &w.base_sha).unwrap_or_default();
+    let files_modified = gitops::files_modified(wt, &w.base_sha).unwrap_or_default();
+    let ci_runs = pushes
+        .iter()
+        .map(|p| {
+            let mut passed = Vec::new();
+            let mut run_ids = Vec::new();
+            let mut run_numbers = Vec::new();
+            if let Some(serde_json::Value::Array(runs)) = &p.runs {
+                for r in runs {
+                    run_ids.extend(r.get("id").and_then(|v| v.as_i64()));
+                    run_numbers.extend(r.get("number").and_then(|v| v.as_i64()));
+                    if let Some(serde_json::Value::Array(jobs)) = r.get("jobs") {
+                        for j in jobs {
+                            if j.get("status").and_then(|s| s.as_str()) == Some("success")
+                                && let Some(n) = j.get("name").and_then(|s| s.as_str())
+                            {
+                                passed.push(n.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+            passed.sort();
+            passed.dedup();
+            CheckpointCi {
+                sha: p.sha.clone(),
+                pushed_at: fmt_ms(p.pushed_ms),
+                verdict: p.verdict.clone(),
+                run_ids,
+                run_numbers,
+                jobs_passed: passed,
+                jobs_failed: p.failed_jobs.clone(),
+                detail: p.detail.clone(),
+            }
+        })
+        .collect();
+    let pr = &w.progress;
+    let mut blockers = Vec::new();
+    if let Some(reason) = &pr.end_reason
+        && !pr.milestone.is_terminal()
+    {
+        blockers.push(reason.clone());
+    }
+    Checkpoint {
+        worker_id: w.id.clone(),
+        repo_name: w.repo.clone(),
+        component_id: w.component.clone(),
+        current_milestone: pr.milestone.as_str().to_string(),
+        timestamp: fmt_ms(w.updated_ms),
+        context_summary: summary(w, &commits),
+        commits,
+        ci_runs,
+        files_modified,
+        blockers,
+        task: w.task.clone(),
+        task_id: w.task_id.clone(),
+        plan: w.plan.clone(),
+        branch: w.branch.clone(),
+        base_sha: w.base_sha.clone(),
+        worktree: w.worktree.clone(),
+        remote: w.remote.clone(),
+        tracked_sha: pr.tracked_sha.clone(),
+        fix_attempts: pr.fix_attempts,
+        respawns: w.respawns,
+        lock_held,
+        created_ms: w.created_ms,
+        updated_ms: w.updated_ms,
+        progress_json: serde_json::to_string(pr).expect("progress serialises"),
+    }
+}
+
+/// One paragraph a replacement worker (or a human) can act on.
+pub fn summary(w: &WorkerRecord, commits: &[String]) -> String {
+    let p = &w.progress;
+    let mut s = format!("{} on {}: {} commit(s) since base", p.milestone, w.repo, commits.len());
+    if let Some(sha) = &p.tracked_sha {
+        s.push_str(&format!("; last pushed {}", &sha[..sha.len().min(10)]));
+        match p.verdict {
+            Some(v) => s.push_str(&format!(", CI {v}")),
+            None => s.push_str(", CI not yet known"),
+        }
+        if !p.failed_jobs.is_empty() {
+            s.push_str(&format!(" (failing: {})", p.failed_jobs.join(", ")));
+        }
+        if let Some(d) = &p.verdict_detail {
+            s.push_str(&format!("; {d}"));
+        }
+    } else {
+        s.push_str("; nothing pushed yet");
+    }
+    if p.fix_attempts > 0 {
+        s.push_str(&format!("; FIXING_CI attempts used: {}", p.fix_attempts));
+    }
+    if let Some(r) = &p.end_reason {
+        s.push_str(&format!("; ended: {r}"));
+    }
+    s
+}
+
+/// Writes `cp` atomically to its file under `state_dir`.
+pub fn write(state_dir: &Path, w: &WorkerRecord, cp: &Checkpoint) -> std::io::Result<PathBuf> {
+    let path = path_for(state_dir, w);
+    let text = crate::yaml::to_yaml_string(cp).map_err(std::io::Error::other)?;
+    write_atomic(&path, text.as_bytes())?;
+    Ok(path)
+}
+
+/// temp file in the same directory, fsync, rename: readers see the old or the new file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a checkpoint file.
+pub fn read(path: &Path) -> Result<Checkpoint, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::yaml::from_yaml_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message))
+}

@@ -1052,3 +1052,26 @@ async fn request_counts_match_docs() {
         rows.join("\n")
     );
 }
+
+#[tokio::test]
+async fn follower_futures_are_send_and_spawnable() {
+    fn assert_send<T: Send>(t: T) -> T {
+        t
+    }
+    let env = Arc::new(Env::new(V16).await);
+    env.fake
+        .add_run(REPO, SHA, "push", &[("radicle-push", "success")]);
+    let task_env = env.clone();
+    let handle = tokio::spawn(async move {
+        let fut = task_env.follower.poll(
+            &task_env.repo,
+            SHA,
+            Some(task_env.pushed_ms),
+            task_env.fake.now_ms(),
+        );
+        assert_send(fut).await.map(|(v, _)| v.kind)
+    });
+    assert_eq!(handle.await.unwrap().unwrap(), VerdictKind::Green);
+    let head = assert_send(env.forge().branch_head(&env.repo, "main")).await;
+    assert_eq!(head.unwrap(), None);
+}

@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the code map and the invariants.
 
+pub mod alerts;
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
@@ -17,4 +18,5 @@ pub mod process;
 pub mod prompt;
 pub mod secret;
 pub mod store;
+pub mod supervisor;
 pub mod yaml;

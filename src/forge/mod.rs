@@ -4,6 +4,8 @@
 //! Statuses use Forgejo's words everywhere (`waiting`, `running`, `success`, `failure`,
 //! `cancelled`, `skipped`, `blocked`, `unknown`), including the local forge's.
 
+pub mod local;
+
 use crate::config::Repo;
 use std::future::Future;
 use std::time::Duration;

@@ -5,5 +5,11 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    let args: Vec<String> = std::env::args().collect();
+    // The local forge's git hook and job runner call back into this binary with a fixed argv
+    // shape that is not part of the user-facing CLI.
+    if args.get(1).map(String::as_str) == Some(orch::forge::local::INTERNAL_COMMAND) {
+        std::process::exit(orch::forge::local::internal_main(&args[2..]));
+    }
     std::process::exit(orch::cli::main());
 }

@@ -227,6 +227,18 @@ fn live_members(pgid: i32) -> Option<usize> {
     Some(n)
 }
 
+/// Whether a live member of process group `pgid` belongs to session `sid`. Identifies a
+/// group across pgid reuse when its session leader is known (e.g. a dead runner's jobs).
+pub fn group_in_session(pgid: i32, sid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(proc_stat)
+        .any(|st| st.pgrp == pgid && st.session == sid && !st.is_dead())
+}
+
 /// The fields of `/proc/<pid>/stat` orch uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcStat {
@@ -234,6 +246,7 @@ pub struct ProcStat {
     pub state: char,
     pub ppid: i32,
     pub pgrp: i32,
+    pub session: i32,
     /// Start time in clock ticks after boot: with the pid, it identifies a process across
     /// pid reuse.
     pub start_ticks: u64,
@@ -262,6 +275,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
         state: f.first()?.chars().next()?,
         ppid: f.get(1)?.parse().ok()?,
         pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
         start_ticks: f.get(19)?.parse().ok()?,
     })
 }
@@ -297,6 +311,7 @@ mod tests {
         assert_eq!(st.state, 'S');
         assert_eq!(st.ppid, 1);
         assert_eq!(st.pgrp, 4242);
+        assert_eq!(st.session, 4242);
         assert_eq!(st.start_ticks, 987654);
     }
 

@@ -6,6 +6,7 @@
 
 pub mod follow;
 pub mod forgejo;
+pub mod local;
 pub mod verdict;
 
 use crate::config::Repo;

@@ -105,6 +105,43 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX workers_repo ON workers (repo);
     "#,
+    // 2: the local forge's CI runs and their jobs (src/forge/local).
+    r#"
+    CREATE TABLE local_runs (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        repo         TEXT NOT NULL,
+        number       INTEGER NOT NULL,
+        ref          TEXT NOT NULL,
+        sha          TEXT NOT NULL,
+        event        TEXT NOT NULL DEFAULT 'push',
+        status       TEXT NOT NULL,
+        runner_pid   INTEGER,
+        runner_start INTEGER,
+        note         TEXT,
+        created_ms   INTEGER NOT NULL,
+        started_ms   INTEGER,
+        finished_ms  INTEGER,
+        UNIQUE (repo, number)
+    );
+    CREATE INDEX local_runs_sha ON local_runs (repo, sha);
+    CREATE INDEX local_runs_open ON local_runs (id) WHERE finished_ms IS NULL;
+    CREATE TABLE local_jobs (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id      INTEGER NOT NULL REFERENCES local_runs (id),
+        seq         INTEGER NOT NULL,
+        name        TEXT NOT NULL,
+        command     TEXT NOT NULL,
+        needs       TEXT NOT NULL,
+        timeout_ms  INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        pid         INTEGER,
+        exit_code   INTEGER,
+        note        TEXT,
+        started_ms  INTEGER,
+        finished_ms INTEGER,
+        UNIQUE (run_id, name)
+    );
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,289 @@
+//! `orch __local-forge …`: the hidden commands the local forge runs itself.
+//!
+//! ```text
+//! orch __local-forge post-receive --state-dir DIR --config FILE --repo NAME   (the git hook)
+//! orch __local-forge run --state-dir DIR --config FILE --run-id N            (the runner)
+//! ```
+
+use super::{INTERNAL_COMMAND, Layout, LocalForgeError, db, io_err, scrub_env};
+use crate::config::Config;
+use crate::store::Store;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const USAGE: &str = "usage: orch __local-forge post-receive --state-dir DIR --config FILE --repo NAME\n       orch __local-forge run --state-dir DIR --config FILE --run-id N";
+
+/// Entry point for `orch __local-forge <args>` (`args` excludes `__local-forge`). Returns the
+/// process exit code: 0 done, 1 failed, 2 usage error.
+pub fn internal_main(args: &[String]) -> i32 {
+    let Some((sub, rest)) = args.split_first() else {
+        eprintln!("{USAGE}");
+        return 2;
+    };
+    let result = match sub.as_str() {
+        "post-receive" => Flags::parse(rest, &["state-dir", "config", "repo"]).and_then(|f| {
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .map_err(io_err("cannot read the ref updates on stdin"))?;
+            let exe = std::env::current_exe().map_err(io_err("cannot find the orch executable"))?;
+            let started = post_receive(
+                Path::new(f.get("state-dir")),
+                Path::new(f.get("config")),
+                f.get("repo"),
+                &input,
+                &exe,
+            )?;
+            for s in started {
+                println!("{s}");
+            }
+            Ok(())
+        }),
+        "run" => Flags::parse(rest, &["state-dir", "config", "run-id"]).and_then(|f| {
+            let id: i64 = f.get("run-id").parse().map_err(|_| {
+                LocalForgeError::Usage(format!(
+                    "--run-id must be a number, got {}",
+                    f.get("run-id")
+                ))
+            })?;
+            super::runner::run(
+                Path::new(f.get("state-dir")),
+                Path::new(f.get("config")),
+                id,
+            )
+        }),
+        other => Err(LocalForgeError::Usage(format!(
+            "unknown local-forge command \"{other}\""
+        ))),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(LocalForgeError::Usage(m)) => {
+            eprintln!("orch {INTERNAL_COMMAND}: {m}\n{USAGE}");
+            2
+        }
+        Err(e) => {
+            eprintln!("orch {INTERNAL_COMMAND} {sub}: {e}");
+            1
+        }
+    }
+}
+
+struct Flags(Vec<(String, String)>);
+
+impl Flags {
+    /// `--name value` or `--name=value`, every name in `required` exactly once, nothing else.
+    fn parse(args: &[String], required: &[&str]) -> Result<Flags, LocalForgeError> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let Some(flag) = a.strip_prefix("--") else {
+                return Err(LocalForgeError::Usage(format!(
+                    "unexpected argument \"{a}\""
+                )));
+            };
+            let (name, value) = match flag.split_once('=') {
+                Some((n, v)) => (n.to_string(), v.to_string()),
+                None => {
+                    let v = it
+                        .next()
+                        .ok_or_else(|| LocalForgeError::Usage(format!("--{flag} needs a value")))?;
+                    (flag.to_string(), v.clone())
+                }
+            };
+            if !required.contains(&name.as_str()) {
+                return Err(LocalForgeError::Usage(format!("unknown option --{name}")));
+            }
+            if out.iter().any(|(n, _)| *n == name) {
+                return Err(LocalForgeError::Usage(format!("--{name} given twice")));
+            }
+            out.push((name, value));
+        }
+        for r in required {
+            if !out.iter().any(|(n, _)| n == r) {
+                return Err(LocalForgeError::Usage(format!("missing --{r}")));
+            }
+        }
+        Ok(Flags(out))
+    }
+
+    fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default()
+    }
+}
+
+/// One `<old> <new> <ref>` line of post-receive input that starts a run.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct BranchUpdate {
+    pub git_ref: String,
+    pub sha: String,
+}
+
+/// The branch updates of a push: deletions and non-branch refs (tags, notes) are skipped.
+pub(super) fn branch_updates(input: &str) -> Vec<BranchUpdate> {
+    input
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (_old, new, git_ref) = (f.next()?, f.next()?, f.next()?);
+            let deletion = new.bytes().all(|b| b == b'0');
+            (!deletion && git_ref.starts_with("refs/heads/")).then(|| BranchUpdate {
+                git_ref: git_ref.to_string(),
+                sha: new.to_ascii_lowercase(),
+            })
+        })
+        .collect()
+}
+
+/// Records a run per updated branch and starts a detached runner for each. Returns one
+/// human line per run (git shows them to the pusher as `remote: …`).
+pub(super) fn post_receive(
+    state_dir: &Path,
+    config_file: &Path,
+    repo_name: &str,
+    input: &str,
+    exe: &Path,
+) -> Result<Vec<String>, LocalForgeError> {
+    let config = Config::load(config_file)?;
+    let repo = config.require_repo(repo_name)?;
+    let layout = Layout::new(state_dir);
+    let updates = branch_updates(input);
+    let mut lines = Vec::new();
+    if updates.is_empty() {
+        return Ok(lines);
+    }
+    if repo.jobs.is_empty() {
+        lines.push(format!(
+            "orch local forge: {repo_name} has no ci.jobs in {}; no CI run started",
+            config.file.display()
+        ));
+        return Ok(lines);
+    }
+    let mut store = Store::open(state_dir)?;
+    for u in updates {
+        let (run_id, number) =
+            store.write(|tx| db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs))?;
+        match spawn_runner(&layout, exe, config_file, repo_name, run_id, number) {
+            Ok(pid) => {
+                store.write(|tx| {
+                    tx.execute(
+                        "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
+                        rusqlite::params![run_id, pid as i64],
+                    )
+                })?;
+                lines.push(format!(
+                    "orch local forge: CI run #{number} started for {} at {} (logs: {})",
+                    u.git_ref,
+                    &u.sha[..u.sha.len().min(12)],
+                    layout.logs_dir(repo_name, number).display()
+                ));
+            }
+            Err(e) => {
+                let note = format!("runner could not start: {e}");
+                store.write(|tx| {
+                    db::finish_unfinished_jobs(tx, run_id, crate::forge::JobStatus::Failure, &note)
+                })?;
+                lines.push(format!("orch local forge: CI run #{number}: {note}"));
+            }
+        }
+    }
+    Ok(lines)
+}
+
+/// Starts `orch __local-forge run` in a new session with no terminal and its output in the
+/// run's `runner.log`, and does not wait for it.
+fn spawn_runner(
+    layout: &Layout,
+    exe: &Path,
+    config_file: &Path,
+    repo: &str,
+    run_id: i64,
+    number: i64,
+) -> std::io::Result<u32> {
+    let dir = layout.logs_dir(repo, number);
+    std::fs::create_dir_all(&dir)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("runner.log"))?;
+    let config_file: PathBuf =
+        std::path::absolute(config_file).unwrap_or_else(|_| config_file.to_path_buf());
+    let mut cmd = Command::new(exe);
+    cmd.arg(INTERNAL_COMMAND)
+        .arg("run")
+        .arg("--state-dir")
+        .arg(&layout.state_dir)
+        .arg("--config")
+        .arg(config_file)
+        .arg("--run-id")
+        .arg(run_id.to_string())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    scrub_env(&mut cmd, false);
+    // SAFETY: setsid is async-signal-safe and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    // Dropping a std Child neither waits nor kills; the hook exits right after and the
+    // runner is reparented.
+    Ok(child.id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_branch_updates_only() {
+        let z = "0".repeat(40);
+        let a = "a".repeat(40);
+        let b = "B".repeat(40);
+        let input = format!(
+            "{z} {a} refs/heads/feature\n{a} {z} refs/heads/gone\n{z} {a} refs/tags/v1\n{a} {b} refs/heads/main\n\n"
+        );
+        assert_eq!(
+            branch_updates(&input),
+            vec![
+                BranchUpdate {
+                    git_ref: "refs/heads/feature".into(),
+                    sha: a.clone()
+                },
+                BranchUpdate {
+                    git_ref: "refs/heads/main".into(),
+                    sha: b.to_ascii_lowercase()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn flags_are_strict() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let f = Flags::parse(&args(&["--repo", "a", "--run-id=3"]), &["repo", "run-id"]).unwrap();
+        assert_eq!(f.get("repo"), "a");
+        assert_eq!(f.get("run-id"), "3");
+        assert!(Flags::parse(&args(&["--repo"]), &["repo"]).is_err());
+        assert!(Flags::parse(&args(&["--x", "1", "--repo", "a"]), &["repo"]).is_err());
+        assert!(Flags::parse(&args(&[]), &["repo"]).is_err());
+        assert!(Flags::parse(&args(&["a"]), &["repo"]).is_err());
+    }
+
+    #[test]
+    fn internal_main_rejects_bad_usage() {
+        assert_eq!(internal_main(&[]), 2);
+        assert_eq!(internal_main(&["nope".to_string()]), 2);
+        assert_eq!(internal_main(&["run".to_string()]), 2);
+    }
+}

@@ -1,0 +1,379 @@
+//! The local forge's tables (`local_runs`, `local_jobs`, migration 2): every status change is
+//! one transaction that also re-aggregates the run's status.
+
+use crate::config::JobSpec;
+use crate::forge::{CiJob, CiRun, JobStatus};
+use crate::store::now_ms;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+/// A job's timeout when `ci.jobs[].timeout` is not set.
+pub const DEFAULT_JOB_TIMEOUT_MS: i64 = 30 * 60 * 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRow {
+    pub id: i64,
+    pub repo: String,
+    pub number: i64,
+    pub git_ref: String,
+    pub sha: String,
+    pub event: String,
+    pub status: JobStatus,
+    pub runner_pid: Option<i64>,
+    pub runner_start: Option<i64>,
+    pub note: Option<String>,
+    pub created_ms: i64,
+    /// Set once every job is done (the run's status may read `failure` earlier).
+    pub finished_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRow {
+    pub id: i64,
+    pub run_id: i64,
+    pub seq: i64,
+    pub name: String,
+    pub command: String,
+    pub needs: Vec<String>,
+    pub timeout_ms: i64,
+    pub status: JobStatus,
+    pub pid: Option<i64>,
+    pub exit_code: Option<i64>,
+    pub note: Option<String>,
+}
+
+const RUN_COLS: &str = "id, repo, number, ref, sha, event, status, runner_pid, runner_start, note, created_ms, finished_ms";
+const JOB_COLS: &str =
+    "id, run_id, seq, name, command, needs, timeout_ms, status, pid, exit_code, note";
+
+fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: r.get(0)?,
+        repo: r.get(1)?,
+        number: r.get(2)?,
+        git_ref: r.get(3)?,
+        sha: r.get(4)?,
+        event: r.get(5)?,
+        status: JobStatus::parse(&r.get::<_, String>(6)?),
+        runner_pid: r.get(7)?,
+        runner_start: r.get(8)?,
+        note: r.get(9)?,
+        created_ms: r.get(10)?,
+        finished_ms: r.get(11)?,
+    })
+}
+
+fn job_row(r: &rusqlite::Row) -> rusqlite::Result<JobRow> {
+    let needs: String = r.get(5)?;
+    Ok(JobRow {
+        id: r.get(0)?,
+        run_id: r.get(1)?,
+        seq: r.get(2)?,
+        name: r.get(3)?,
+        command: r.get(4)?,
+        needs: serde_json::from_str(&needs).unwrap_or_default(),
+        timeout_ms: r.get(6)?,
+        status: JobStatus::parse(&r.get::<_, String>(7)?),
+        pid: r.get(8)?,
+        exit_code: r.get(9)?,
+        note: r.get(10)?,
+    })
+}
+
+/// Forgejo's `AggregateJobStatus` (models/actions/run_job.go): all skipped → skipped; all
+/// success or skipped → success; then cancelled, failure, running, waiting, blocked win in
+/// that order. No jobs at all → unknown.
+pub fn aggregate(statuses: impl IntoIterator<Item = JobStatus>) -> JobStatus {
+    let mut any = false;
+    let (mut all_skipped, mut all_ok) = (true, true);
+    let (mut cancelled, mut failure, mut running, mut waiting, mut blocked) =
+        (false, false, false, false, false);
+    for s in statuses {
+        any = true;
+        all_ok &= matches!(s, JobStatus::Success | JobStatus::Skipped);
+        all_skipped &= s == JobStatus::Skipped;
+        cancelled |= s == JobStatus::Cancelled;
+        failure |= s == JobStatus::Failure;
+        running |= s == JobStatus::Running;
+        waiting |= s == JobStatus::Waiting;
+        blocked |= s == JobStatus::Blocked;
+    }
+    match () {
+        _ if !any => JobStatus::Unknown,
+        _ if all_skipped => JobStatus::Skipped,
+        _ if all_ok => JobStatus::Success,
+        _ if cancelled => JobStatus::Cancelled,
+        _ if failure => JobStatus::Failure,
+        _ if running => JobStatus::Running,
+        _ if waiting => JobStatus::Waiting,
+        _ if blocked => JobStatus::Blocked,
+        _ => JobStatus::Unknown,
+    }
+}
+
+/// Records a new push-triggered run of `jobs` with the repository's next run number. Jobs
+/// without needs start `waiting`, the others `blocked`.
+pub fn create_run(
+    tx: &Transaction,
+    repo: &str,
+    git_ref: &str,
+    sha: &str,
+    jobs: &[JobSpec],
+) -> rusqlite::Result<(i64, i64)> {
+    let number: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(number), 0) + 1 FROM local_runs WHERE repo = ?1",
+        [repo],
+        |r| r.get(0),
+    )?;
+    let statuses: Vec<JobStatus> = jobs
+        .iter()
+        .map(|j| {
+            if j.needs.is_empty() {
+                JobStatus::Waiting
+            } else {
+                JobStatus::Blocked
+            }
+        })
+        .collect();
+    let status = aggregate(statuses.iter().copied());
+    tx.execute(
+        "INSERT INTO local_runs (repo, number, ref, sha, event, status, created_ms)
+         VALUES (?1, ?2, ?3, ?4, 'push', ?5, ?6)",
+        params![repo, number, git_ref, sha, status.as_str(), now_ms()],
+    )?;
+    let run_id = tx.last_insert_rowid();
+    for (seq, (job, st)) in jobs.iter().zip(&statuses).enumerate() {
+        let timeout_ms = job
+            .timeout
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(DEFAULT_JOB_TIMEOUT_MS);
+        tx.execute(
+            "INSERT INTO local_jobs (run_id, seq, name, command, needs, timeout_ms, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                run_id,
+                seq as i64,
+                job.name,
+                job.run,
+                serde_json::to_string(&job.needs).unwrap_or_else(|_| "[]".into()),
+                timeout_ms,
+                st.as_str()
+            ],
+        )?;
+    }
+    Ok((run_id, number))
+}
+
+pub fn load_run(tx: &Transaction, id: i64) -> rusqlite::Result<Option<RunRow>> {
+    tx.query_row(
+        &format!("SELECT {RUN_COLS} FROM local_runs WHERE id = ?1"),
+        [id],
+        run_row,
+    )
+    .optional()
+}
+
+/// The jobs of a run, in declaration order.
+pub fn load_jobs(tx: &Transaction, run_id: i64) -> rusqlite::Result<Vec<JobRow>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {JOB_COLS} FROM local_jobs WHERE run_id = ?1 ORDER BY seq"
+    ))?;
+    stmt.query_map([run_id], job_row)?.collect()
+}
+
+/// Runs with a job that is not done yet, across all repositories.
+pub fn unfinished_runs(tx: &Transaction) -> rusqlite::Result<Vec<RunRow>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {RUN_COLS} FROM local_runs
+         WHERE finished_ms IS NULL ORDER BY id"
+    ))?;
+    stmt.query_map([], run_row)?.collect()
+}
+
+/// The runs `sha` triggered in `repo`, newest first, with their jobs.
+pub fn runs_for_sha(
+    tx: &Transaction,
+    repo: &str,
+    sha: &str,
+) -> rusqlite::Result<Vec<(RunRow, Vec<JobRow>)>> {
+    let runs: Vec<RunRow> = {
+        let mut stmt = tx.prepare_cached(&format!(
+            "SELECT {RUN_COLS} FROM local_runs WHERE repo = ?1 AND sha = ?2 ORDER BY number DESC"
+        ))?;
+        stmt.query_map(params![repo, sha], run_row)?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    runs.into_iter()
+        .map(|r| {
+            let jobs = load_jobs(tx, r.id)?;
+            Ok((r, jobs))
+        })
+        .collect()
+}
+
+/// Recomputes and stores a run's status from its jobs; stamps `finished_ms` once every job is
+/// done. Like Forgejo's, the status can be `failure` (a done status) while jobs still run.
+pub fn refresh_run_status(tx: &Transaction, run_id: i64) -> rusqlite::Result<JobStatus> {
+    let jobs = load_jobs(tx, run_id)?;
+    let status = aggregate(jobs.iter().map(|j| j.status));
+    let finished = jobs.iter().all(|j| j.status.is_done()).then(now_ms);
+    tx.execute(
+        "UPDATE local_runs SET status = ?2, finished_ms = COALESCE(finished_ms, ?3) WHERE id = ?1",
+        params![run_id, status.as_str(), finished],
+    )?;
+    Ok(status)
+}
+
+/// What changes with a job's status.
+#[derive(Debug, Default, Clone)]
+pub struct JobUpdate<'a> {
+    pub pid: Option<i64>,
+    pub exit_code: Option<i64>,
+    pub note: Option<&'a str>,
+}
+
+/// Sets one job's status (stamping start/finish times) and re-aggregates its run.
+pub fn set_job_status(
+    tx: &Transaction,
+    job_id: i64,
+    status: JobStatus,
+    update: &JobUpdate,
+) -> rusqlite::Result<JobStatus> {
+    let now = now_ms();
+    let started = (status == JobStatus::Running).then_some(now);
+    let finished = status.is_done().then_some(now);
+    tx.execute(
+        "UPDATE local_jobs SET status = ?2,
+             pid = COALESCE(?3, pid), exit_code = COALESCE(?4, exit_code),
+             note = COALESCE(?5, note),
+             started_ms = COALESCE(started_ms, ?6), finished_ms = COALESCE(finished_ms, ?7)
+         WHERE id = ?1",
+        params![
+            job_id,
+            status.as_str(),
+            update.pid,
+            update.exit_code,
+            update.note,
+            started,
+            finished
+        ],
+    )?;
+    let run_id: i64 = tx.query_row(
+        "SELECT run_id FROM local_jobs WHERE id = ?1",
+        [job_id],
+        |r| r.get(0),
+    )?;
+    refresh_run_status(tx, run_id)
+}
+
+/// Every job of the run that is not done becomes `status` with `note`, in one transaction.
+pub fn finish_unfinished_jobs(
+    tx: &Transaction,
+    run_id: i64,
+    status: JobStatus,
+    note: &str,
+) -> rusqlite::Result<JobStatus> {
+    let now = now_ms();
+    tx.execute(
+        "UPDATE local_jobs SET status = ?2, note = COALESCE(note || '; ', '') || ?3,
+             finished_ms = ?4
+         WHERE run_id = ?1 AND status NOT IN ('success', 'failure', 'cancelled', 'skipped')",
+        params![run_id, status.as_str(), note, now],
+    )?;
+    tx.execute(
+        "UPDATE local_runs SET note = COALESCE(note || '; ', '') || ?2 WHERE id = ?1",
+        params![run_id, note],
+    )?;
+    refresh_run_status(tx, run_id)
+}
+
+/// The forge-neutral view of a run.
+pub fn to_ci_run(run: &RunRow, jobs: &[JobRow]) -> CiRun {
+    CiRun {
+        id: run.id,
+        number: run.number,
+        event: run.event.clone(),
+        status: Some(run.status),
+        workflow: Some("ci.jobs".into()),
+        url: None,
+        jobs: jobs
+            .iter()
+            .map(|j| CiJob {
+                name: j.name.clone(),
+                status: j.status,
+                attempt: 1,
+                id: Some(j.id),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use JobStatus::*;
+
+    #[test]
+    fn aggregates_like_forgejo() {
+        assert_eq!(aggregate([]), Unknown);
+        assert_eq!(aggregate([Skipped, Skipped]), Skipped);
+        assert_eq!(aggregate([Success, Skipped]), Success);
+        assert_eq!(aggregate([Success, Failure, Cancelled]), Cancelled);
+        assert_eq!(aggregate([Success, Failure, Running]), Failure);
+        assert_eq!(aggregate([Success, Skipped, Failure]), Failure);
+        assert_eq!(aggregate([Success, Running, Waiting]), Running);
+        assert_eq!(aggregate([Success, Waiting, Blocked]), Waiting);
+        assert_eq!(aggregate([Success, Blocked]), Blocked);
+    }
+
+    #[test]
+    fn run_lifecycle_in_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = crate::store::Store::open(dir.path()).unwrap();
+        let jobs = vec![
+            JobSpec {
+                name: "check".into(),
+                run: "true".into(),
+                needs: vec![],
+                timeout: None,
+            },
+            JobSpec {
+                name: "radicle-push".into(),
+                run: "true".into(),
+                needs: vec!["check".into()],
+                timeout: Some(std::time::Duration::from_secs(5)),
+            },
+        ];
+        let (id, n) = store
+            .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+            .unwrap();
+        assert_eq!(n, 1);
+        let (_, n2) = store
+            .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs))
+            .unwrap();
+        assert_eq!(n2, 2);
+        let (_, other) = store
+            .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs))
+            .unwrap();
+        assert_eq!(other, 1, "numbers are per repository");
+        let rows = store.read(|tx| load_jobs(tx, id)).unwrap();
+        assert_eq!(rows[0].status, Waiting);
+        assert_eq!(rows[1].status, Blocked);
+        assert_eq!(rows[1].timeout_ms, 5000);
+        assert_eq!(rows[0].timeout_ms, DEFAULT_JOB_TIMEOUT_MS);
+        assert_eq!(rows[1].needs, vec!["check"]);
+        let st = store
+            .write(|tx| set_job_status(tx, rows[0].id, Running, &JobUpdate::default()))
+            .unwrap();
+        assert_eq!(st, Running);
+        let st = store
+            .write(|tx| finish_unfinished_jobs(tx, id, Failure, "runner died"))
+            .unwrap();
+        assert_eq!(st, Failure);
+        let runs = store.read(|tx| runs_for_sha(tx, "a", "abc")).unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].0.status, Failure);
+        assert_eq!(runs[0].1[1].note.as_deref(), Some("runner died"));
+        let unfinished = store.read(unfinished_runs).unwrap();
+        assert_eq!(unfinished.len(), 2);
+    }
+}

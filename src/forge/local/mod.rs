@@ -1,0 +1,611 @@
+//! The local forge (`forge.kind: local`): CI with no server.
+//!
+//! Each repository gets a bare remote at `<state>/forge/<repo>.git` whose `post-receive` hook
+//! runs `orch __local-forge post-receive …`. The hook records one run per pushed branch in
+//! SQLite (`local_runs`/`local_jobs`, jobs snapshotted from `ci.jobs`) and starts a detached
+//! runner (`orch __local-forge run … --run-id N`), so the push returns at once. The runner
+//! takes one of `forge.max_concurrent_runs` slots (flock on `<state>/forge/slots/<i>.lock`,
+//! shared by all repositories), checks the pushed commit out in a fresh directory and runs the
+//! jobs one at a time in declaration order, respecting `needs`, each in its own process group
+//! with its timeout. Statuses use Forgejo's words and the run's status is aggregated the way
+//! Forgejo does it.
+//!
+//! Layout under the state directory:
+//! ```text
+//! forge/<repo>.git                        bare remote (push here)
+//! forge/logs/<repo>/<number>/<job>.log    job output (stdout + stderr)
+//! forge/logs/<repo>/<number>/runner.log   the runner's own messages
+//! forge/work/<run id>/                    checkout while the run executes (removed after)
+//! forge/slots/<i>.lock                    concurrency slots
+//! ```
+//!
+//! A runner that dies leaves its run unfinished; every [`LocalForge::runs`] call (and every
+//! runner start) finds runs whose runner process is gone and marks their unfinished jobs
+//! `failure` ("runner died").
+
+mod cli;
+pub(crate) mod db;
+mod runner;
+
+pub use cli::internal_main;
+
+use crate::config::{Config, ConfigError, Repo, UnknownRepo};
+use crate::forge::{BlockingKind, CiRun, Forge, ForgeError};
+use crate::store::{Store, StoreError, now_ms};
+use std::ffi::OsStr;
+use std::future::Future;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The argv[1] under which orch's hidden local-forge commands live.
+pub const INTERNAL_COMMAND: &str = "__local-forge";
+
+/// How long a run may exist without a runner pid before it counts as never started.
+const RUNNER_START_GRACE_MS: i64 = 60_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalForgeError {
+    #[error("{context}: {error}")]
+    Io { context: String, error: io::Error },
+    #[error("{context}: {message}")]
+    Git { context: String, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    UnknownRepo(#[from] UnknownRepo),
+    #[error(
+        "the local forge has no remote for {repo} at {path} (orch creates it before the first worker starts)"
+    )]
+    NoRemote { repo: String, path: PathBuf },
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LocalForgeError {
+    let context = context.into();
+    move |error| LocalForgeError::Io { context, error }
+}
+
+impl From<LocalForgeError> for ForgeError {
+    fn from(e: LocalForgeError) -> ForgeError {
+        match e {
+            LocalForgeError::Store(StoreError::Locked { .. }) => ForgeError::Transient {
+                message: e.to_string(),
+                attempts: 1,
+            },
+            LocalForgeError::NoRemote { .. } => ForgeError::Blocking {
+                kind: BlockingKind::NotFound,
+                message: e.to_string(),
+            },
+            _ => ForgeError::Blocking {
+                kind: BlockingKind::Other,
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+/// Where the local forge keeps things under the state directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    state_dir: PathBuf,
+}
+
+impl Layout {
+    pub(crate) fn new(state_dir: &Path) -> Layout {
+        Layout {
+            state_dir: std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf()),
+        }
+    }
+    pub(crate) fn forge_dir(&self) -> PathBuf {
+        self.state_dir.join("forge")
+    }
+    pub(crate) fn remote(&self, repo: &str) -> PathBuf {
+        self.forge_dir().join(format!("{repo}.git"))
+    }
+    pub(crate) fn logs_dir(&self, repo: &str, number: i64) -> PathBuf {
+        self.forge_dir()
+            .join("logs")
+            .join(repo)
+            .join(number.to_string())
+    }
+    pub(crate) fn job_log(&self, repo: &str, number: i64, job: &str) -> PathBuf {
+        self.logs_dir(repo, number).join(format!("{job}.log"))
+    }
+    pub(crate) fn work_dir(&self, run_id: i64) -> PathBuf {
+        self.forge_dir().join("work").join(run_id.to_string())
+    }
+    pub(crate) fn slots_dir(&self) -> PathBuf {
+        self.forge_dir().join("slots")
+    }
+}
+
+/// The embedded forge. Cheap to clone (clones share one database connection).
+#[derive(Clone)]
+pub struct LocalForge {
+    layout: Layout,
+    config_file: PathBuf,
+    exe: PathBuf,
+    store: Arc<Mutex<Option<Store>>>,
+}
+
+impl std::fmt::Debug for LocalForge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalForge")
+            .field("state_dir", &self.layout.state_dir)
+            .field("config_file", &self.config_file)
+            .field("exe", &self.exe)
+            .finish()
+    }
+}
+
+impl LocalForge {
+    /// A forge under `state_dir` for the repositories of `config`. Hooks will run the current
+    /// executable (`std::env::current_exe()`).
+    pub fn new(state_dir: &Path, config: &Config) -> Self {
+        LocalForge {
+            layout: Layout::new(state_dir),
+            config_file: std::path::absolute(&config.file).unwrap_or_else(|_| config.file.clone()),
+            exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch")),
+            store: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Uses `exe` as the orch binary in hooks (tests point this at the built `orch`).
+    pub fn with_exe(mut self, exe: impl Into<PathBuf>) -> Self {
+        let exe = exe.into();
+        self.exe = std::path::absolute(&exe).unwrap_or(exe);
+        self
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.layout.state_dir
+    }
+
+    /// The bare remote of `repo`: `<state_dir>/forge/<repo>.git`.
+    pub fn remote_path(&self, repo: &str) -> PathBuf {
+        self.layout.remote(repo)
+    }
+
+    /// Creates the bare remote of `repo` if needed, (re)installs its `post-receive` hook, and
+    /// seeds it with `repo.branch` from the local clone when the remote lacks that branch.
+    /// Idempotent. Seeding imports the branch with a fetch run inside the remote, so it
+    /// does not start a CI run; every later push does.
+    pub fn ensure_remote(&self, repo: &Repo) -> Result<PathBuf, LocalForgeError> {
+        let remote = self.remote_path(&repo.name);
+        std::fs::create_dir_all(self.layout.forge_dir()).map_err(io_err(format!(
+            "cannot create {}",
+            self.layout.forge_dir().display()
+        )))?;
+        if git2::Repository::open_bare(&remote).is_err() {
+            git(
+                None,
+                [
+                    OsStr::new("init"),
+                    OsStr::new("--bare"),
+                    OsStr::new("-q"),
+                    OsStr::new(&format!("--initial-branch={}", repo.branch)),
+                    remote.as_os_str(),
+                ],
+            )
+            .map_err(|message| LocalForgeError::Git {
+                context: format!("cannot create the remote {}", remote.display()),
+                message,
+            })?;
+        }
+        self.install_hook(&remote, &repo.name)?;
+        if self.branch_head_sync(&repo.name, &repo.branch)?.is_none() {
+            let spec = format!("+refs/heads/{b}:refs/heads/{b}", b = repo.branch);
+            git(
+                Some(&remote),
+                [
+                    OsStr::new("fetch"),
+                    OsStr::new("-q"),
+                    OsStr::new("--no-tags"),
+                    repo.path.as_os_str(),
+                    OsStr::new(&spec),
+                ],
+            )
+            .map_err(|message| LocalForgeError::Git {
+                context: format!(
+                    "cannot seed {} with branch {} of {}",
+                    remote.display(),
+                    repo.branch,
+                    repo.path.display()
+                ),
+                message,
+            })?;
+        }
+        Ok(remote)
+    }
+
+    fn install_hook(&self, remote: &Path, repo: &str) -> Result<(), LocalForgeError> {
+        let hooks = remote.join("hooks");
+        std::fs::create_dir_all(&hooks)
+            .map_err(io_err(format!("cannot create {}", hooks.display())))?;
+        let text = hook_script(&self.exe, &self.layout.state_dir, &self.config_file, repo);
+        let path = hooks.join("post-receive");
+        if std::fs::read(&path).is_ok_and(|old| old == text) {
+            return Ok(());
+        }
+        let tmp = hooks.join(format!(".post-receive.{}.tmp", std::process::id()));
+        let write = || -> io::Result<()> {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o755)
+                .open(&tmp)?;
+            io::Write::write_all(&mut f, &text)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(io_err(format!("cannot install {}", path.display())))
+    }
+
+    fn with_store<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, LocalForgeError>,
+    ) -> Result<T, LocalForgeError> {
+        let mut guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(Store::open(&self.layout.state_dir)?);
+        }
+        f(guard.as_mut().expect("store was just opened"))
+    }
+
+    /// Marks the unfinished jobs of runs whose runner process is gone as `failure`
+    /// ("runner died"). Returns how many runs it finished. Called by [`Self::runs`].
+    pub fn reap_dead_runners(&self) -> Result<usize, LocalForgeError> {
+        self.with_store(|store| Ok(reap_dead_runners(store, &self.layout)?))
+    }
+
+    /// The runs `sha` triggered in `repo`, newest first (synchronous [`Forge::runs_for_commit`]).
+    pub fn runs(&self, repo: &str, sha: &str) -> Result<Vec<CiRun>, LocalForgeError> {
+        self.with_store(|store| {
+            reap_dead_runners(store, &self.layout)?;
+            let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
+            Ok(runs.iter().map(|(r, j)| db::to_ci_run(r, j)).collect())
+        })
+    }
+
+    /// Polls until `sha` has at least one run in `repo` and every job of its runs is done,
+    /// then returns the newest run; `None` if `deadline` passes first. (A run's status alone
+    /// is no end marker: as on Forgejo it reads `failure` as soon as one job failed.)
+    pub fn wait_for_run(
+        &self,
+        repo: &str,
+        sha: &str,
+        deadline: Instant,
+    ) -> Result<Option<CiRun>, LocalForgeError> {
+        loop {
+            let runs = self.runs(repo, sha)?;
+            if !runs.is_empty()
+                && runs
+                    .iter()
+                    .all(|r| r.jobs.iter().all(|j| j.status.is_done()))
+            {
+                return Ok(runs.into_iter().next());
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The head commit of `branch` in the bare remote of `repo` (synchronous
+    /// [`Forge::branch_head`]).
+    pub fn branch_head_sync(
+        &self,
+        repo: &str,
+        branch: &str,
+    ) -> Result<Option<String>, LocalForgeError> {
+        let remote = self.remote_path(repo);
+        let git = git2::Repository::open_bare(&remote).map_err(|_| LocalForgeError::NoRemote {
+            repo: repo.to_string(),
+            path: remote.clone(),
+        })?;
+        let reference = match git.find_reference(&format!("refs/heads/{branch}")) {
+            Ok(r) => r,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(LocalForgeError::Git {
+                    context: format!("cannot read branch {branch} of {}", remote.display()),
+                    message: e.message().to_string(),
+                });
+            }
+        };
+        let commit = reference
+            .peel_to_commit()
+            .map_err(|e| LocalForgeError::Git {
+                context: format!("branch {branch} of {}", remote.display()),
+                message: e.message().to_string(),
+            })?;
+        Ok(Some(commit.id().to_string()))
+    }
+
+    /// The log file of `job` in the newest run of `sha` that has such a job.
+    pub fn job_log_path(
+        &self,
+        repo: &str,
+        sha: &str,
+        job: &str,
+    ) -> Result<Option<PathBuf>, LocalForgeError> {
+        Ok(self
+            .find_job(repo, sha, job)?
+            .map(|(number, _)| self.layout.job_log(repo, number, job)))
+    }
+
+    fn find_job(
+        &self,
+        repo: &str,
+        sha: &str,
+        job: &str,
+    ) -> Result<Option<(i64, db::JobRow)>, LocalForgeError> {
+        self.with_store(|store| {
+            let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
+            Ok(runs.into_iter().find_map(|(run, jobs)| {
+                jobs.into_iter()
+                    .find(|j| j.name == job)
+                    .map(|j| (run.number, j))
+            }))
+        })
+    }
+
+    /// The output of `job` in the newest run of `sha` (synchronous [`Forge::job_log`]). A job
+    /// that never started (skipped, runner died) has no log file: its note is returned.
+    pub fn read_job_log(
+        &self,
+        repo: &str,
+        sha: &str,
+        job: &str,
+    ) -> Result<Option<String>, LocalForgeError> {
+        let Some((number, row)) = self.find_job(repo, sha, job)? else {
+            return Ok(None);
+        };
+        let path = self.layout.job_log(repo, number, job);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(row
+                .note
+                .map(|n| format!("orch: job {job} is {}: {n}\n", row.status))),
+            Err(e) => Err(io_err(format!("cannot read {}", path.display()))(e)),
+        }
+    }
+}
+
+/// Runs `f` on tokio's blocking pool when inside a runtime (SQLite and git are blocking).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, LocalForgeError> + Send + 'static,
+) -> Result<T, ForgeError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f().map_err(ForgeError::from);
+    }
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(ForgeError::from),
+        Err(e) => Err(ForgeError::Blocking {
+            kind: BlockingKind::Other,
+            message: format!("local forge task failed: {e}"),
+        }),
+    }
+}
+
+impl Forge for LocalForge {
+    fn runs_for_commit(
+        &self,
+        repo: &Repo,
+        sha: &str,
+        _pushed_ms: Option<i64>,
+    ) -> impl Future<Output = Result<Vec<CiRun>, ForgeError>> + Send {
+        let (this, repo, sha) = (self.clone(), repo.name.clone(), sha.to_string());
+        async move { blocking(move || this.runs(&repo, &sha)).await }
+    }
+
+    fn branch_head(
+        &self,
+        repo: &Repo,
+        branch: &str,
+    ) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send {
+        let (this, repo, branch) = (self.clone(), repo.name.clone(), branch.to_string());
+        async move { blocking(move || this.branch_head_sync(&repo, &branch)).await }
+    }
+
+    fn job_log(
+        &self,
+        repo: &Repo,
+        sha: &str,
+        job: &str,
+    ) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send {
+        let (this, repo, sha, job) = (
+            self.clone(),
+            repo.name.clone(),
+            sha.to_string(),
+            job.to_string(),
+        );
+        async move { blocking(move || this.read_job_log(&repo, &sha, &job)).await }
+    }
+}
+
+/// Finishes runs whose runner is gone (see [`LocalForge::reap_dead_runners`]).
+pub(crate) fn reap_dead_runners(store: &mut Store, layout: &Layout) -> Result<usize, StoreError> {
+    let runs = store.read(db::unfinished_runs)?;
+    let now = now_ms();
+    let mut reaped = 0;
+    for run in runs {
+        let note = match run.runner_pid {
+            Some(pid) if !runner_alive(pid, run.runner_start) => {
+                format!("runner died (pid {pid})")
+            }
+            None if now - run.created_ms > RUNNER_START_GRACE_MS => {
+                "runner never started".to_string()
+            }
+            _ => continue,
+        };
+        let orphans = store.write(|tx| match db::load_run(tx, run.id)? {
+            Some(r) if r.finished_ms.is_none() && r.runner_pid == run.runner_pid => {
+                let running: Vec<i64> = db::load_jobs(tx, run.id)?
+                    .into_iter()
+                    .filter(|j| j.status == crate::forge::JobStatus::Running)
+                    .filter_map(|j| j.pid)
+                    .collect();
+                db::finish_unfinished_jobs(tx, run.id, crate::forge::JobStatus::Failure, &note)?;
+                Ok(Some(running))
+            }
+            _ => Ok(None),
+        })?;
+        let Some(orphans) = orphans else { continue };
+        reaped += 1;
+        // The parent-death signal only reached each job's leader: kill what is left of the
+        // job groups. The runner led its own session (setsid), so a group that still has a
+        // member in that session is the job's, not a later reuse of the pgid.
+        if let Some(sid) = run.runner_pid.and_then(|p| i32::try_from(p).ok()) {
+            for pgid in orphans.into_iter().filter_map(|p| i32::try_from(p).ok()) {
+                if crate::process::group_in_session(pgid, sid) {
+                    let _ = crate::process::signal_group(pgid, crate::process::Signal::KILL);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(layout.work_dir(run.id));
+    }
+    Ok(reaped)
+}
+
+fn runner_alive(pid: i64, start: Option<i64>) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| crate::process::process_alive(pid, start.map(|s| s as u64)))
+}
+
+/// Quotes `s` for a POSIX shell: `'…'` with every `'` written as `'\''`.
+pub(crate) fn shell_quote(s: &OsStr) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    out.push(b'\'');
+    for &b in s.as_bytes() {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    out
+}
+
+fn hook_script(exe: &Path, state_dir: &Path, config_file: &Path, repo: &str) -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(
+        b"#!/bin/sh\n# Installed by orch (local forge): a push starts a CI run; this hook returns at once.\nexec ",
+    );
+    s.extend(shell_quote(exe.as_os_str()));
+    s.extend_from_slice(format!(" {INTERNAL_COMMAND} post-receive --state-dir ").as_bytes());
+    s.extend(shell_quote(state_dir.as_os_str()));
+    s.extend_from_slice(b" --config ");
+    s.extend(shell_quote(config_file.as_os_str()));
+    s.extend_from_slice(b" --repo ");
+    s.extend(shell_quote(OsStr::new(repo)));
+    s.push(b'\n');
+    s
+}
+
+/// Variables git sets for hooks and for commands it runs, which would make a `git` inside a
+/// job (or the runner's own clone) act on the bare remote instead of the checkout.
+const GIT_LOCAL_VARS: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_QUARANTINE_PATH",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_PREFIX",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_SHALLOW_FILE",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_PROTOCOL",
+    "GIT_REFLOG_ACTION",
+    "GIT_PUSH_OPTION_COUNT",
+];
+
+const GIT_LOCAL_PREFIXES: &[&str] = &[
+    "GIT_PUSH_OPTION_",
+    "GIT_CONFIG_KEY_",
+    "GIT_CONFIG_VALUE_",
+    "GIT_PUSH_CERT",
+];
+
+/// Removes git's hook variables from `cmd`'s environment (and, with `orch_vars`, every
+/// inherited `ORCH_*` variable, so a CI job never impersonates the worker that pushed).
+pub(crate) fn scrub_env(cmd: &mut Command, orch_vars: bool) {
+    for (key, _) in std::env::vars_os() {
+        let Some(k) = key.to_str() else { continue };
+        let git =
+            GIT_LOCAL_VARS.contains(&k) || GIT_LOCAL_PREFIXES.iter().any(|p| k.starts_with(p));
+        if git || (orch_vars && k.starts_with("ORCH_")) {
+            cmd.env_remove(&key);
+        }
+    }
+}
+
+/// Runs `git` (in `dir` when given) with a scrubbed environment; stdout on success, a message
+/// with stderr otherwise.
+pub(crate) fn git<I, S>(dir: Option<&Path>, args: I) -> Result<String, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new("git");
+    if let Some(d) = dir {
+        cmd.arg("-C").arg(d);
+    }
+    cmd.args(args).stdin(std::process::Stdio::null());
+    scrub_env(&mut cmd, false);
+    let out = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "git exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_for_the_shell() {
+        assert_eq!(shell_quote(OsStr::new("plain")), b"'plain'");
+        assert_eq!(shell_quote(OsStr::new("it's")), b"'it'\\''s'");
+        assert_eq!(shell_quote(OsStr::new("a b $x")), b"'a b $x'");
+    }
+
+    #[test]
+    fn hook_runs_orch_with_quoted_absolute_paths() {
+        let s = hook_script(
+            Path::new("/opt/my orch/orch"),
+            Path::new("/s/it's"),
+            Path::new("/c/repos.yaml"),
+            "acdc-core",
+        );
+        let s = String::from_utf8(s).unwrap();
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.contains(
+            "exec '/opt/my orch/orch' __local-forge post-receive --state-dir '/s/it'\\''s' --config '/c/repos.yaml' --repo 'acdc-core'\n"
+        ), "{s}");
+    }
+}

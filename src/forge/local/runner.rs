@@ -1,0 +1,403 @@
+//! The detached runner of one local-forge run (`orch __local-forge run … --run-id N`).
+//!
+//! Jobs run one at a time, in declaration order, each as soon as its `needs` succeeded: a
+//! run is one slot, so the machine-wide bound (`forge.max_concurrent_runs`) is also the bound
+//! on concurrently running jobs, and logs and timings stay easy to read.
+
+use super::db::{self, JobRow, JobUpdate, RunRow};
+use super::{Layout, LocalForgeError, git, io_err, reap_dead_runners, scrub_env};
+use crate::config::Config;
+use crate::forge::JobStatus;
+use crate::process::{GroupOptions, proc_stat, spawn_in_group};
+use crate::store::{Store, now_ms};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+/// Between SIGTERM and SIGKILL when a job is stopped (timeout, or leftovers after it exits).
+pub const JOB_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// How often a runner waiting for a slot looks again.
+const SLOT_POLL: Duration = Duration::from_millis(100);
+
+fn say(msg: std::fmt::Arguments) {
+    eprintln!("{} {msg}", crate::store::fmt_ms(now_ms()));
+}
+
+enum Claim {
+    Mine(RunRow),
+    Missing,
+    Done,
+    Other(i64),
+}
+
+/// Executes run `run_id` to the end. Returns once every job is done.
+pub(super) fn run(
+    state_dir: &Path,
+    config_file: &Path,
+    run_id: i64,
+) -> Result<(), LocalForgeError> {
+    let layout = Layout::new(state_dir);
+    let mut store = Store::open(state_dir)?;
+    let me = std::process::id() as i64;
+    let my_start = proc_stat(me as i32).map(|s| s.start_ticks as i64);
+    reap_dead_runners(&mut store, &layout)?;
+    let claim = store.write(|tx| {
+        let Some(run) = db::load_run(tx, run_id)? else {
+            return Ok(Claim::Missing);
+        };
+        if run.finished_ms.is_some() {
+            return Ok(Claim::Done);
+        }
+        if let Some(pid) = run.runner_pid
+            && pid != me
+            && super::runner_alive(pid, run.runner_start)
+        {
+            return Ok(Claim::Other(pid));
+        }
+        tx.execute(
+            "UPDATE local_runs SET runner_pid = ?2, runner_start = ?3 WHERE id = ?1",
+            rusqlite::params![run_id, me, my_start],
+        )?;
+        Ok(Claim::Mine(run))
+    })?;
+    let run = match claim {
+        Claim::Mine(run) => run,
+        Claim::Missing => {
+            return Err(LocalForgeError::Usage(format!(
+                "no local-forge run {run_id}"
+            )));
+        }
+        Claim::Done => {
+            say(format_args!("run {run_id} is already finished"));
+            return Ok(());
+        }
+        Claim::Other(pid) => {
+            say(format_args!("run {run_id} is executed by runner {pid}"));
+            return Ok(());
+        }
+    };
+    let result = execute(&layout, &mut store, config_file, &run);
+    if let Err(e) = &result {
+        say(format_args!("run {run_id} failed: {e}"));
+        let note = format!("runner error: {e}");
+        let _ = store.write(|tx| db::finish_unfinished_jobs(tx, run_id, JobStatus::Failure, &note));
+    }
+    let _ = std::fs::remove_dir_all(layout.work_dir(run_id));
+    result
+}
+
+fn execute(
+    layout: &Layout,
+    store: &mut Store,
+    config_file: &Path,
+    run: &RunRow,
+) -> Result<(), LocalForgeError> {
+    let config = Config::load(config_file)?;
+    let slots = config.forge.max_concurrent_runs.max(1);
+    say(format_args!(
+        "run {} ({} #{} {} at {}): waiting for one of {slots} slots",
+        run.id, run.repo, run.number, run.git_ref, run.sha
+    ));
+    let _slot = acquire_slot(&layout.slots_dir(), slots)?;
+    store.write(|tx| {
+        tx.execute(
+            "UPDATE local_runs SET started_ms = ?2 WHERE id = ?1",
+            rusqlite::params![run.id, now_ms()],
+        )
+    })?;
+    let work = layout.work_dir(run.id);
+    say(format_args!(
+        "run {}: checking out into {}",
+        run.id,
+        work.display()
+    ));
+    if let Err(message) = checkout(&layout.remote(&run.repo), &work, &run.sha) {
+        let note = format!("checkout of {} failed: {message}", run.sha);
+        say(format_args!("run {}: {note}", run.id));
+        for job in store.read(|tx| db::load_jobs(tx, run.id))? {
+            append(&layout.job_log(&run.repo, run.number, &job.name), &note);
+        }
+        store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, &note))?;
+        return Ok(());
+    }
+    while let Some(job) = next_job(store, run.id)? {
+        say(format_args!("run {}: job {} starts", run.id, job.name));
+        let status = run_job(layout, store, run, &work, &job)?;
+        say(format_args!(
+            "run {}: job {} ended {status}",
+            run.id, job.name
+        ));
+    }
+    let status = store.read(|tx| db::load_run(tx, run.id))?.map(|r| r.status);
+    say(format_args!(
+        "run {} finished: {}",
+        run.id,
+        status.unwrap_or(JobStatus::Unknown)
+    ));
+    Ok(())
+}
+
+/// Takes one of `slots` flock slots in `dir`, waiting until one frees. The lock lives as long
+/// as the returned file (opened close-on-exec, so job processes never inherit it).
+fn acquire_slot(dir: &Path, slots: usize) -> Result<File, LocalForgeError> {
+    std::fs::create_dir_all(dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    loop {
+        for i in 0..slots {
+            let path = dir.join(format!("{i}.lock"));
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(io_err(format!("cannot open {}", path.display())))?;
+            match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(f),
+                Err(rustix::io::Errno::WOULDBLOCK) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(io_err(format!("cannot lock {}", path.display()))(e.into())),
+            }
+        }
+        std::thread::sleep(SLOT_POLL);
+    }
+}
+
+/// A fresh checkout of `sha` in `dir` sharing the remote's objects.
+fn checkout(remote: &Path, dir: &Path, sha: &str) -> Result<(), String> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    }
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    git(
+        None,
+        [
+            "clone".as_ref(),
+            "-q".as_ref(),
+            "--no-checkout".as_ref(),
+            "--shared".as_ref(),
+            remote.as_os_str(),
+            dir.as_os_str(),
+        ],
+    )?;
+    git(Some(dir), ["checkout", "-q", "--detach", sha])?;
+    Ok(())
+}
+
+/// Moves blocked jobs whose needs are all done to `waiting` (all succeeded) or `skipped`
+/// (one failed, was cancelled or skipped), then returns the first waiting job.
+fn next_job(store: &mut Store, run_id: i64) -> Result<Option<JobRow>, LocalForgeError> {
+    loop {
+        let jobs = store.read(|tx| db::load_jobs(tx, run_id))?;
+        let by_name: HashMap<&str, JobStatus> =
+            jobs.iter().map(|j| (j.name.as_str(), j.status)).collect();
+        let mut change = None;
+        for job in jobs.iter().filter(|j| j.status == JobStatus::Blocked) {
+            let needs: Vec<(&str, Option<JobStatus>)> = job
+                .needs
+                .iter()
+                .map(|n| (n.as_str(), by_name.get(n.as_str()).copied()))
+                .collect();
+            if let Some((n, _)) = needs.iter().find(|(_, s)| s.is_none()) {
+                change = Some((
+                    job.id,
+                    JobStatus::Skipped,
+                    Some(format!("needs unknown job {n}")),
+                ));
+                break;
+            }
+            if needs.iter().all(|(_, s)| s.is_some_and(|s| s.is_done())) {
+                let unmet: Vec<String> = needs
+                    .iter()
+                    .filter(|(_, s)| *s != Some(JobStatus::Success))
+                    .map(|(n, s)| format!("{n} {}", s.unwrap_or(JobStatus::Unknown)))
+                    .collect();
+                change = Some(if unmet.is_empty() {
+                    (job.id, JobStatus::Waiting, None)
+                } else {
+                    (
+                        job.id,
+                        JobStatus::Skipped,
+                        Some(format!("skipped: needs {}", unmet.join(", "))),
+                    )
+                });
+                break;
+            }
+        }
+        match change {
+            Some((id, status, note)) => {
+                store.write(|tx| {
+                    db::set_job_status(
+                        tx,
+                        id,
+                        status,
+                        &JobUpdate {
+                            note: note.as_deref(),
+                            ..JobUpdate::default()
+                        },
+                    )
+                })?;
+            }
+            None => {
+                if let Some(job) = jobs.iter().find(|j| j.status == JobStatus::Waiting) {
+                    return Ok(Some(job.clone()));
+                }
+                if jobs.iter().any(|j| !j.status.is_done()) {
+                    // Only possible with cyclic needs, which config validation refuses.
+                    store.write(|tx| {
+                        db::finish_unfinished_jobs(
+                            tx,
+                            run_id,
+                            JobStatus::Skipped,
+                            "needs can never be met",
+                        )
+                    })?;
+                }
+                return Ok(None);
+            }
+        }
+    }
+}
+
+fn run_job(
+    layout: &Layout,
+    store: &mut Store,
+    run: &RunRow,
+    work: &Path,
+    job: &JobRow,
+) -> Result<JobStatus, LocalForgeError> {
+    let log_path = layout.job_log(&run.repo, run.number, &job.name);
+    let finish = |store: &mut Store, status: JobStatus, code: Option<i64>, note: Option<&str>| {
+        store.write(|tx| {
+            db::set_job_status(
+                tx,
+                job.id,
+                status,
+                &JobUpdate {
+                    exit_code: code,
+                    note,
+                    ..JobUpdate::default()
+                },
+            )
+        })
+    };
+    let (mut cmd, timeout) = match job_command(&log_path, run, work, job) {
+        Ok(c) => c,
+        Err(e) => {
+            let note = format!("cannot start: {e}");
+            append(&log_path, &note);
+            finish(store, JobStatus::Failure, None, Some(&note))?;
+            return Ok(JobStatus::Failure);
+        }
+    };
+    let mut child = match spawn_in_group(
+        &mut cmd,
+        &GroupOptions {
+            die_with_parent: true,
+        },
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let note = format!("cannot start sh: {e}");
+            append(&log_path, &note);
+            finish(store, JobStatus::Failure, None, Some(&note))?;
+            return Ok(JobStatus::Failure);
+        }
+    };
+    drop(cmd); // closes the runner's copies of the log file
+    store.write(|tx| {
+        db::set_job_status(
+            tx,
+            job.id,
+            JobStatus::Running,
+            &JobUpdate {
+                pid: Some(child.pgid() as i64),
+                ..JobUpdate::default()
+            },
+        )
+    })?;
+    let waited = child
+        .wait_timeout(timeout)
+        .map_err(io_err(format!("cannot wait for job {}", job.name)))?;
+    let (status, code, note) = match waited {
+        Some(exit) => {
+            // Sweep whatever the job left running in its group.
+            let _ = child.terminate(JOB_KILL_GRACE);
+            if exit.success() {
+                (JobStatus::Success, Some(0), None)
+            } else {
+                let note = describe_exit(exit);
+                append(&log_path, &note);
+                (JobStatus::Failure, exit.code().map(i64::from), Some(note))
+            }
+        }
+        None => {
+            let note = format!("timed out after {}", crate::duration::format(timeout));
+            let _ = child.terminate(JOB_KILL_GRACE);
+            append(
+                &log_path,
+                &format!(
+                    "{note}; its process group was terminated (SIGTERM, SIGKILL after {})",
+                    crate::duration::format(JOB_KILL_GRACE)
+                ),
+            );
+            (JobStatus::Failure, None, Some(note))
+        }
+    };
+    finish(store, status, code, note.as_deref())?;
+    Ok(status)
+}
+
+fn job_command(
+    log_path: &Path,
+    run: &RunRow,
+    work: &Path,
+    job: &JobRow,
+) -> std::io::Result<(Command, Duration)> {
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let log = File::create(log_path)?;
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(&job.command)
+        .current_dir(work)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    scrub_env(&mut cmd, true);
+    cmd.env("ORCH_CI_SHA", &run.sha)
+        .env("ORCH_CI_REPO", &run.repo)
+        .env("ORCH_CI_RUN", run.number.to_string())
+        .env("ORCH_CI_REF", &run.git_ref)
+        .env("ORCH_CI_JOB", &job.name);
+    let timeout = Duration::from_millis(u64::try_from(job.timeout_ms).unwrap_or(1).max(1));
+    Ok((cmd, timeout))
+}
+
+fn describe_exit(exit: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (exit.code(), exit.signal()) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => format!("ended with {exit}"),
+    }
+}
+
+/// Appends an `orch:` line to a job log (best effort: the database has the note too).
+fn append(path: &Path, line: &str) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "orch: {line}");
+    }
+}

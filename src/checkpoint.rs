@@ -137,7 +137,12 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
 /// One paragraph a replacement worker (or a human) can act on.
 pub fn summary(w: &WorkerRecord, commits: &[String]) -> String {
     let p = &w.progress;
-    let mut s = format!("{} on {}: {} commit(s) since base", p.milestone, w.repo, commits.len());
+    let mut s = format!(
+        "{} on {}: {} commit(s) since base",
+        p.milestone,
+        w.repo,
+        commits.len()
+    );
     if let Some(sha) = &p.tracked_sha {
         s.push_str(&format!("; last pushed {}", &sha[..sha.len().min(10)]));
         match p.verdict {

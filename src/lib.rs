@@ -17,6 +17,7 @@ pub mod milestone;
 pub mod process;
 pub mod prompt;
 pub mod secret;
+pub mod spawn;
 pub mod store;
 pub mod supervisor;
 pub mod yaml;

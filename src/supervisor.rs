@@ -15,7 +15,9 @@ use crate::forge::follow::CiFollower;
 use crate::forge::verdict::VerdictKind;
 use crate::forge::{Forge, ForgeError};
 use crate::gitops;
-use crate::milestone::{Channel, Effect, Event, LineSignal, Milestone, Progress, parse_line, sha_in, step};
+use crate::milestone::{
+    Channel, Effect, Event, LineSignal, Milestone, Progress, parse_line, sha_in, step,
+};
 use crate::process::{GroupChild, GroupOptions, Signal, spawn_in_group};
 use crate::store::workers::{self as ws, AlertRecord, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms, release_in};
@@ -53,7 +55,11 @@ pub enum SuperviseError {
     #[error("worker {id} is already supervised by pid {pid}")]
     AlreadySupervised { id: String, pid: i64 },
     #[error("cannot start worker {id} ({argv}): {source}")]
-    Start { id: String, argv: String, source: std::io::Error },
+    Start {
+        id: String,
+        argv: String,
+        source: std::io::Error,
+    },
 }
 
 /// The session directory of a worker: prompt, CI guide, worker.log, supervisor.log.
@@ -84,13 +90,21 @@ impl LogSink {
         self.written += take as u64;
         if take < bytes.len() {
             self.truncated = true;
-            let _ = writeln!(self.file, "\n[orch] worker.log truncated at {MAX_LOG_BYTES} bytes; further output discarded");
+            let _ = writeln!(
+                self.file,
+                "\n[orch] worker.log truncated at {MAX_LOG_BYTES} bytes; further output discarded"
+            );
         }
     }
 }
 
 /// Reads one stream of the worker until EOF. Runs on its own thread.
-fn pump(mut stream: impl Read, tx: SyncSender<Msg>, log: Arc<Mutex<LogSink>>, patterns: Vec<String>) {
+fn pump(
+    mut stream: impl Read,
+    tx: SyncSender<Msg>,
+    log: Arc<Mutex<LogSink>>,
+    patterns: Vec<String>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::with_capacity(1024);
     let mut last_activity = std::time::Instant::now() - Duration::from_secs(10);
@@ -145,7 +159,11 @@ struct Supervisor<'a, F: Forge> {
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
-pub fn supervise<F: Forge>(env: &Env, follower: &CiFollower<F>, id: &str) -> Result<Milestone, SuperviseError> {
+pub fn supervise<F: Forge>(
+    env: &Env,
+    follower: &CiFollower<F>,
+    id: &str,
+) -> Result<Milestone, SuperviseError> {
     let mut store = Store::open(env.state_dir)?;
     let me = std::process::id() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
@@ -234,7 +252,9 @@ impl<F: Forge> Supervisor<'_, F> {
                 if self.dirty {
                     self.persist_progress();
                 }
-                if now - self.last_checkpoint_ms >= self.env.contract.checkpoint_interval.as_millis() as i64 {
+                if now - self.last_checkpoint_ms
+                    >= self.env.contract.checkpoint_interval.as_millis() as i64
+                {
                     self.checkpoint();
                 }
                 if now - self.last_renew_ms >= RENEW_EVERY_MS && !self.renew_lease() {
@@ -255,7 +275,7 @@ impl<F: Forge> Supervisor<'_, F> {
         if p.milestone.is_terminal() {
             return true;
         }
-        !(p.milestone == Milestone::PushedToCi && !p.verdict.is_some_and(VerdictKind::is_terminal))
+        p.milestone != Milestone::PushedToCi || p.verdict.is_some_and(VerdictKind::is_terminal)
     }
 
     fn start_worker(&mut self) -> Result<(), SuperviseError> {
@@ -289,12 +309,16 @@ impl<F: Forge> Supervisor<'_, F> {
             .env("ORCH_BRANCH", &self.w.branch)
             .env("ORCH_PUSH_REMOTE", &self.w.remote)
             .env("ORCH_BIN", env.orch_exe);
-        let mut child = spawn_in_group(&mut cmd, &GroupOptions { die_with_parent: true }).map_err(|source| {
-            SuperviseError::Start {
-                id: self.w.id.clone(),
-                argv: argv.join(" "),
-                source,
-            }
+        let mut child = spawn_in_group(
+            &mut cmd,
+            &GroupOptions {
+                die_with_parent: true,
+            },
+        )
+        .map_err(|source| SuperviseError::Start {
+            id: self.w.id.clone(),
+            argv: argv.join(" "),
+            source,
         })?;
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -353,7 +377,16 @@ impl<F: Forge> Supervisor<'_, F> {
                 "UPDATE workers SET worker_running = 0, exit_code = ?2 WHERE id = ?1",
                 rusqlite::params![id, code],
             )?;
-            ws::add_event(tx, &id, "exited", m, &format!("exit code {}", code.map(|c| c.to_string()).unwrap_or("-".into())))
+            ws::add_event(
+                tx,
+                &id,
+                "exited",
+                m,
+                &format!(
+                    "exit code {}",
+                    code.map(|c| c.to_string()).unwrap_or("-".into())
+                ),
+            )
         });
     }
 
@@ -380,10 +413,19 @@ impl<F: Forge> Supervisor<'_, F> {
                     self.dirty = true;
                 }
                 Msg::Signal(LineSignal::PermissionDenial, line) => {
-                    self.apply(Event::PermissionDenial { line: truncate(&line, 300) }, None);
+                    self.apply(
+                        Event::PermissionDenial {
+                            line: truncate(&line, 300),
+                        },
+                        None,
+                    );
                 }
                 Msg::Signal(LineSignal::Milestone { milestone, rest }, _) => {
-                    let sha = if milestone == Milestone::PushedToCi { sha_in(&rest) } else { None };
+                    let sha = if milestone == Milestone::PushedToCi {
+                        sha_in(&rest)
+                    } else {
+                        None
+                    };
                     self.claim(milestone, sha, rest, Channel::Output, None);
                 }
             }
@@ -391,7 +433,14 @@ impl<F: Forge> Supervisor<'_, F> {
     }
 
     /// A worker's claim from either channel. Returns a one-line outcome for `orch report`.
-    fn claim(&mut self, m: Milestone, sha: Option<String>, note: String, via: Channel, request: Option<i64>) -> String {
+    fn claim(
+        &mut self,
+        m: Milestone,
+        sha: Option<String>,
+        note: String,
+        via: Channel,
+        request: Option<i64>,
+    ) -> String {
         let event = match m {
             Milestone::PushedToCi => self.verify_push(sha, via),
             Milestone::Done => {
@@ -399,7 +448,10 @@ impl<F: Forge> Supervisor<'_, F> {
                 self.poll_ci(true);
                 Event::DoneClaim { via }
             }
-            Milestone::Working | Milestone::FixingCi | Milestone::Blocked | Milestone::BlockedPermission => Event::Claim {
+            Milestone::Working
+            | Milestone::FixingCi
+            | Milestone::Blocked
+            | Milestone::BlockedPermission => Event::Claim {
                 milestone: m,
                 note: truncate(&note, 500),
                 via,
@@ -445,7 +497,10 @@ impl<F: Forge> Supervisor<'_, F> {
             }
             Ok(None) => Event::PushRejected {
                 claimed: spec,
-                reason: format!("commit {full} is not on any branch of remote {}", self.w.remote),
+                reason: format!(
+                    "commit {full} is not on any branch of remote {}",
+                    self.w.remote
+                ),
                 via,
             },
             Err(e) => Event::PushRejected {
@@ -458,7 +513,10 @@ impl<F: Forge> Supervisor<'_, F> {
 
     fn should_poll(&self, now: i64) -> bool {
         let p = &self.w.progress;
-        p.tracked_sha.is_some() && !p.milestone.is_terminal() && !p.verdict.is_some_and(VerdictKind::is_terminal) && now >= self.next_poll_ms
+        p.tracked_sha.is_some()
+            && !p.milestone.is_terminal()
+            && !p.verdict.is_some_and(VerdictKind::is_terminal)
+            && now >= self.next_poll_ms
     }
 
     /// Asks the forge for the tracked SHA's verdict and feeds it to the machine.
@@ -473,7 +531,9 @@ impl<F: Forge> Supervisor<'_, F> {
             return;
         };
         let pushed = self.w.progress.pushed_ms;
-        let result = self.rt.block_on(self.follower.poll(&repo, &sha, pushed, now_ms()));
+        let result = self
+            .rt
+            .block_on(self.follower.poll(&repo, &sha, pushed, now_ms()));
         let interval = self.env.config.ci.poll_interval.as_millis() as i64;
         match result {
             Ok((v, runs)) => {
@@ -483,7 +543,15 @@ impl<F: Forge> Supervisor<'_, F> {
                 let id = self.w.id.clone();
                 let runs_json = serde_json::to_value(&runs).unwrap_or_default();
                 let _ = self.store.write(|tx| {
-                    ws::record_verdict(tx, &id, &sha, v.kind.as_str(), &v.detail, &v.failed_jobs, &runs_json)
+                    ws::record_verdict(
+                        tx,
+                        &id,
+                        &sha,
+                        v.kind.as_str(),
+                        &v.detail,
+                        &v.failed_jobs,
+                        &runs_json,
+                    )
                 });
                 self.apply(
                     Event::Verdict {
@@ -498,13 +566,25 @@ impl<F: Forge> Supervisor<'_, F> {
             Err(e) => {
                 self.forge_failures += 1;
                 // Back off: blocking errors need a human; transient ones get longer pauses.
-                let factor = if e.is_blocking() { 6 } else { 1 + self.forge_failures.min(6) as i64 };
+                let factor = if e.is_blocking() {
+                    6
+                } else {
+                    1 + self.forge_failures.min(6) as i64
+                };
                 self.next_poll_ms = now_ms() + interval * factor;
                 let threshold = self.env.contract.deadlock.api_consecutive_failures;
                 if !self.forge_alerted && (e.is_blocking() || self.forge_failures >= threshold) {
                     self.forge_alerted = true;
-                    let kind = if matches!(e, ForgeError::Blocking { .. }) { "forge_blocking" } else { "forge_unavailable" };
-                    self.alert_only(crate::milestone::Severity::Critical, kind, &format!("CI for {} cannot be read: {e}", &sha[..10.min(sha.len())]));
+                    let kind = if matches!(e, ForgeError::Blocking { .. }) {
+                        "forge_blocking"
+                    } else {
+                        "forge_unavailable"
+                    };
+                    self.alert_only(
+                        crate::milestone::Severity::Critical,
+                        kind,
+                        &format!("CI for {} cannot be read: {e}", &sha[..10.min(sha.len())]),
+                    );
                 }
                 tracing::warn!(worker = %self.w.id, error = %e, "CI poll failed");
             }
@@ -539,7 +619,9 @@ impl<F: Forge> Supervisor<'_, F> {
             let _ = self.store.write(|tx| {
                 // apply() may already have written the outcome; only fill it if missing.
                 match ws::get_request(tx, r.id)? {
-                    Some(req) if req.processed_ms.is_none() => ws::finish_request(tx, r.id, &outcome),
+                    Some(req) if req.processed_ms.is_none() => {
+                        ws::finish_request(tx, r.id, &outcome)
+                    }
                     _ => Ok(()),
                 }
             });
@@ -566,9 +648,17 @@ impl<F: Forge> Supervisor<'_, F> {
         let repo = self.w.repo.clone();
         for e in &effects {
             match e {
-                Effect::Transition { from, to, .. } => outcome = format!("accepted: {from} -> {to}"),
-                Effect::Violation { kind, detail } => outcome = format!("refused ({kind}): {detail}"),
-                Effect::Alert { severity, kind, message } => alerts.push(AlertRecord {
+                Effect::Transition { from, to, .. } => {
+                    outcome = format!("accepted: {from} -> {to}")
+                }
+                Effect::Violation { kind, detail } => {
+                    outcome = format!("refused ({kind}): {detail}")
+                }
+                Effect::Alert {
+                    severity,
+                    kind,
+                    message,
+                } => alerts.push(AlertRecord {
                     id: 0,
                     at_ms: now,
                     severity: severity.as_str().into(),
@@ -587,10 +677,22 @@ impl<F: Forge> Supervisor<'_, F> {
             for e in &effects {
                 match e {
                     Effect::Transition { from, to, reason } => {
-                        ws::add_event(tx, &id, "transition", *to, &format!("{from} -> {to}: {reason}"))?;
+                        ws::add_event(
+                            tx,
+                            &id,
+                            "transition",
+                            *to,
+                            &format!("{from} -> {to}: {reason}"),
+                        )?;
                     }
                     Effect::Violation { kind, detail } => {
-                        ws::add_event(tx, &id, "violation", after.milestone, &format!("{kind}: {detail}"))?;
+                        ws::add_event(
+                            tx,
+                            &id,
+                            "violation",
+                            after.milestone,
+                            &format!("{kind}: {detail}"),
+                        )?;
                     }
                     Effect::ReleaseLock { reason } => {
                         release_in(tx, &id, Some(reason), Some("orch"))?;
@@ -646,7 +748,9 @@ impl<F: Forge> Supervisor<'_, F> {
     fn record_violation(&mut self, kind: &str, detail: &str) {
         let id = self.w.id.clone();
         let m = self.w.progress.milestone;
-        let _ = self.store.write(|tx| ws::add_event(tx, &id, "violation", m, &format!("{kind}: {detail}")));
+        let _ = self
+            .store
+            .write(|tx| ws::add_event(tx, &id, "violation", m, &format!("{kind}: {detail}")));
     }
 
     fn alert_only(&mut self, severity: crate::milestone::Severity, kind: &str, message: &str) {
@@ -693,7 +797,11 @@ impl<F: Forge> Supervisor<'_, F> {
     fn persist_progress(&mut self) {
         let id = self.w.id.clone();
         let p = self.w.progress.clone();
-        if self.store.write(|tx| ws::save_progress(tx, &id, &p)).is_ok() {
+        if self
+            .store
+            .write(|tx| ws::save_progress(tx, &id, &p))
+            .is_ok()
+        {
             self.dirty = false;
         }
     }
@@ -720,7 +828,10 @@ impl<F: Forge> Supervisor<'_, F> {
         let Ok((Some(w), pushes, held)) = self.store.read(|tx| {
             let w = ws::get_worker(tx, &id)?;
             let pushes = ws::pushes(tx, &id)?;
-            let held: bool = tx.query_row("SELECT COUNT(*) FROM locks WHERE holder = ?1", [&id], |r| r.get::<_, i64>(0))? > 0;
+            let held: bool =
+                tx.query_row("SELECT COUNT(*) FROM locks WHERE holder = ?1", [&id], |r| {
+                    r.get::<_, i64>(0)
+                })? > 0;
             Ok((w, pushes, held))
         }) else {
             return;

@@ -1,8 +1,8 @@
 //! `orch can-spawn`, `orch hold`, `orch unhold`, `orch status`: the chain locks seen by operators.
 
-use super::{Ctx, Failure, Outcome, age, operator_name, print_json};
+use super::{Ctx, Failure, Outcome, operator_name, print_json};
 use crate::lock::{HolderKind, blockers};
-use crate::store::{LockAttempt, fmt_ms, now_ms};
+use crate::store::{LockAttempt, fmt_ms};
 use serde_json::json;
 
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
@@ -98,34 +98,4 @@ pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
             lock.holder, lock.holder, lock.holder
         ))),
     }
-}
-
-pub fn status(ctx: &Ctx, json: bool) -> Outcome {
-    let config = ctx.config()?;
-    let mut store = ctx.store(&config)?;
-    let locks = store.locks()?;
-    let now = now_ms();
-    if json {
-        print_json(&json!({ "locks": locks }));
-        return Ok(0);
-    }
-    if locks.is_empty() {
-        println!("no locks held");
-        return Ok(0);
-    }
-    println!(
-        "{:<20} {:<28} {:<7} {:>7}  REASON",
-        "REPO", "HOLDER", "KIND", "AGE"
-    );
-    for l in &locks {
-        println!(
-            "{:<20} {:<28} {:<7} {:>7}  {}",
-            l.repo,
-            l.holder,
-            l.kind.as_str(),
-            age(l.acquired_ms, now),
-            l.reason.as_deref().unwrap_or("-")
-        );
-    }
-    Ok(0)
 }

@@ -3,8 +3,10 @@
 //! Exit codes: 0 success / yes, 1 a negative answer or a task that ended not DONE, 2 bad input
 //! or usage. Tables go to stdout, logs to stderr.
 
+mod ci;
 mod locks;
 mod show;
+pub mod workers;
 
 use crate::config::{Config, ConfigError};
 use crate::contract::{Contract, ContractError};
@@ -88,13 +90,128 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Workers, milestones, locks and holds.
-    Status {
+    /// Start a worker on REPO (takes the chain lock; detached unless --foreground).
+    Spawn {
+        #[arg(long)]
+        repo: String,
+        #[arg(long)]
+        task: String,
+        /// The task's id in your tracker or wave file.
+        #[arg(long = "id")]
+        task_id: Option<String>,
+        #[arg(long)]
+        component: Option<String>,
+        /// Path of the plan the worker should follow.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Queue until the chain is free instead of exiting 1.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: give up after this long (e.g. 30m).
+        #[arg(long, value_parser = parse_duration)]
+        wait_timeout: Option<std::time::Duration>,
+        /// Supervise in this process; exit 0 on DONE, 1 on any other end.
+        #[arg(long)]
+        foreground: bool,
         #[arg(long)]
         json: bool,
     },
+    /// Report a milestone (run by workers; identity from ORCH_WORKER_ID).
+    Report {
+        milestone: String,
+        #[arg(long)]
+        sha: Option<String>,
+        #[arg(long)]
+        job: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Workers with milestone, age, last SHA and its verdict; locks and holds.
+    Status {
+        #[arg(long)]
+        json: bool,
+        /// Refresh every 2 seconds.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Worker sessions: list, or show one with its events.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Stop a worker (CANCELLED) and release its lock.
+    Cancel {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// Release a worker's chain lock without a verified DONE (audited).
+    Release {
+        id: String,
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// CI of a commit as orch judges it.
+    Ci {
+        #[command(subcommand)]
+        command: CiCommand,
+    },
+    /// Internal: supervise a worker (started by `orch spawn`).
+    #[command(name = "__supervise", hide = true)]
+    Supervise { id: String },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CiCommand {
+    /// The verdict for a commit: green, red, pending, running, sync_not_done or no_run.
+    Status {
+        #[arg(long)]
+        repo: String,
+        #[arg(long)]
+        sha: String,
+        #[arg(long)]
+        json: bool,
+        /// Poll until the verdict is decided.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: give up after this long [default: 30m].
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Job logs, where the forge keeps them.
+    Logs {
+        #[arg(long)]
+        repo: String,
+        #[arg(long)]
+        sha: String,
+        #[arg(long)]
+        job: Option<String>,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse(s)
 }
 
 /// A failure to report to the user, with the exit code it maps to.
@@ -245,7 +362,61 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             json,
         } => locks::hold(ctx, &repo, &reason, by, json),
         Command::Unhold { repo, json } => locks::unhold(ctx, &repo, json),
-        Command::Status { json } => locks::status(ctx, json),
+        Command::Status { json, watch } => workers::status(ctx, json, watch),
+        Command::Spawn {
+            repo,
+            task,
+            task_id,
+            component,
+            plan,
+            wait,
+            wait_timeout,
+            foreground,
+            json,
+        } => workers::spawn(
+            ctx,
+            workers::SpawnArgs {
+                request: crate::spawn::SpawnRequest {
+                    repo,
+                    task,
+                    task_id,
+                    component,
+                    plan,
+                },
+                wait,
+                wait_timeout,
+                foreground,
+                json,
+            },
+        ),
+        Command::Report {
+            milestone,
+            sha,
+            job,
+            note,
+        } => workers::report(ctx, &milestone, sha, job, note),
+        Command::Sessions { command } => match command {
+            SessionsCommand::List { json } => workers::sessions_list(ctx, json),
+            SessionsCommand::Show { id, json } => workers::sessions_show(ctx, &id, json),
+        },
+        Command::Cancel { id, reason, by } => workers::cancel(ctx, &id, reason, by),
+        Command::Release {
+            id,
+            force,
+            reason,
+            by,
+        } => workers::release(ctx, &id, force, &reason, by),
+        Command::Ci { command } => match command {
+            CiCommand::Status {
+                repo,
+                sha,
+                json,
+                wait,
+                timeout,
+            } => ci::status(ctx, &repo, &sha, json, wait, timeout),
+            CiCommand::Logs { repo, sha, job } => ci::logs(ctx, &repo, &sha, job),
+        },
+        Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());

@@ -180,3 +180,71 @@ pub trait Forge: Send + Sync {
         job: &str,
     ) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send;
 }
+
+/// The forge chosen by `forge.kind`, so callers need not be generic over it.
+pub enum AnyForge {
+    Forgejo(forgejo::ForgejoForge),
+    Local(local::LocalForge),
+}
+
+impl AnyForge {
+    /// Builds the configured forge. Forgejo needs its token variable set.
+    pub fn from_config(
+        config: &crate::config::Config,
+        contract: &crate::contract::Contract,
+        state_dir: &std::path::Path,
+    ) -> Result<AnyForge, String> {
+        match config.forge.kind {
+            crate::config::ForgeKind::Local => {
+                Ok(AnyForge::Local(local::LocalForge::new(state_dir, config)))
+            }
+            crate::config::ForgeKind::Forgejo => {
+                let token = config.forge_token().map_err(|e| e.to_string())?;
+                let url = config.forge.url.as_deref().unwrap_or_default();
+                let owner = config.forge.owner.as_deref().unwrap_or_default();
+                forgejo::ForgejoForge::new(
+                    url,
+                    owner,
+                    token,
+                    config.forge.request_timeout,
+                    contract.transient_backoff,
+                )
+                .map(AnyForge::Forgejo)
+                .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+impl Forge for AnyForge {
+    async fn runs_for_commit(
+        &self,
+        repo: &Repo,
+        sha: &str,
+        pushed_ms: Option<i64>,
+    ) -> Result<Vec<CiRun>, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.runs_for_commit(repo, sha, pushed_ms).await,
+            AnyForge::Local(f) => f.runs_for_commit(repo, sha, pushed_ms).await,
+        }
+    }
+
+    async fn branch_head(&self, repo: &Repo, branch: &str) -> Result<Option<String>, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.branch_head(repo, branch).await,
+            AnyForge::Local(f) => f.branch_head(repo, branch).await,
+        }
+    }
+
+    async fn job_log(
+        &self,
+        repo: &Repo,
+        sha: &str,
+        job: &str,
+    ) -> Result<Option<String>, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.job_log(repo, sha, job).await,
+            AnyForge::Local(f) => f.job_log(repo, sha, job).await,
+        }
+    }
+}

@@ -76,7 +76,7 @@ fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
 
 pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
     tx.execute(
-        &format!("INSERT INTO workers ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"),
         params![
             w.id,
             w.repo,
@@ -99,7 +99,8 @@ pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()>
             w.respawns,
             w.resume_note,
             w.created_ms,
-            w.updated_ms
+            w.updated_ms,
+            w.progress.milestone.as_str()
         ],
     )?;
     Ok(())

@@ -1,0 +1,236 @@
+//! `orch ci status` and `orch ci logs`: a commit's CI as orch judges it.
+//!
+//! A worker never holds the forge token. When the forge needs one and it is not set, `ci
+//! status` answers from the verdict orch's supervisor last recorded for that commit.
+
+use super::workers::{Loaded, full_sha};
+use super::{Ctx, Failure, Outcome, print_json};
+use crate::forge::Forge;
+use crate::forge::verdict::{Verdict, VerdictKind};
+use crate::forge::{CiRun, ForgeError};
+use crate::store::now_ms;
+use crate::store::workers as ws;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
+    if !(4..=64).contains(&sha.len()) || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Failure::bad_input(format!(
+            "--sha {sha} is not a commit id"
+        )));
+    }
+    let sha = sha.to_ascii_lowercase();
+    if sha.len() == 40 || sha.len() == 64 {
+        return Ok(sha);
+    }
+    // Short: resolve where the commit can be found (the worker's worktree, then the clone).
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let clone = l
+        .config
+        .repo(repo)
+        .map(|r| r.path.clone())
+        .unwrap_or_default();
+    for place in [cwd, clone] {
+        if let Some(full) = full_sha(&place, &sha) {
+            return Ok(full);
+        }
+    }
+    Err(Failure::bad_input(format!(
+        "cannot resolve short SHA {sha}: give the full 40-character commit id (forges match only full SHAs)"
+    )))
+}
+
+fn forge_error(e: ForgeError) -> Failure {
+    if e.is_blocking() {
+        Failure::bad_input(e.to_string())
+    } else {
+        Failure::no(e.to_string())
+    }
+}
+
+pub fn status(
+    ctx: &Ctx,
+    repo: &str,
+    sha: &str,
+    json_out: bool,
+    wait: bool,
+    timeout: Option<Duration>,
+) -> Outcome {
+    let l = ctx.load()?;
+    let r = l.config.require_repo(repo)?.clone();
+    let sha = resolve_sha(&l, repo, sha)?;
+    let forge = match l.follower() {
+        Ok(f) => f,
+        Err(e) => return recorded(&l, repo, &sha, json_out).unwrap_or(Err(e)),
+    };
+    // When orch pushed/verified it, the push time bounds paging and the no-run timeout.
+    let pushed_ms = l
+        .store()
+        .ok()
+        .and_then(|mut s| {
+            s.read(|tx| {
+                tx.query_row(
+                    "SELECT MIN(pushed_ms) FROM pushes WHERE sha = ?1",
+                    [&sha],
+                    |row| row.get::<_, Option<i64>>(0),
+                )
+            })
+            .ok()
+        })
+        .flatten();
+    let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    loop {
+        let (v, runs) = rt
+            .block_on(forge.poll(&r, &sha, pushed_ms, now_ms()))
+            .map_err(forge_error)?;
+        if !wait || v.kind.is_terminal() || Instant::now() >= deadline {
+            print_verdict(repo, &sha, &v, &runs, json_out, None);
+            return Ok(if v.kind == VerdictKind::Green { 0 } else { 1 });
+        }
+        std::thread::sleep(l.config.ci.poll_interval.min(Duration::from_secs(5)));
+    }
+}
+
+/// The verdict a supervisor recorded, for callers without forge credentials.
+fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool) -> Option<Outcome> {
+    let mut store = l.store().ok()?;
+    let rec = store.read(|tx| ws::recorded_verdict(tx, sha)).ok()??;
+    let kind = match rec.verdict.as_deref()? {
+        "green" => VerdictKind::Green,
+        "red" => VerdictKind::Red,
+        "running" => VerdictKind::Running,
+        "sync_not_done" => VerdictKind::SyncNotDone,
+        "no_run" => VerdictKind::NoRun,
+        _ => VerdictKind::Pending,
+    };
+    let v = Verdict {
+        kind,
+        failed_jobs: rec.failed_jobs.clone(),
+        sync_status: None,
+        detail: rec.detail.clone().unwrap_or_default(),
+    };
+    let runs: Vec<CiRun> = Vec::new();
+    print_verdict(
+        repo,
+        sha,
+        &v,
+        &runs,
+        json_out,
+        Some((rec.runs.clone(), rec.checked_ms)),
+    );
+    Some(Ok(if kind == VerdictKind::Green { 0 } else { 1 }))
+}
+
+fn print_verdict(
+    repo: &str,
+    sha: &str,
+    v: &Verdict,
+    runs: &[CiRun],
+    json_out: bool,
+    recorded: Option<(Option<serde_json::Value>, Option<i64>)>,
+) {
+    let runs_json = match &recorded {
+        Some((Some(r), _)) => r.clone(),
+        _ => json!(runs),
+    };
+    if json_out {
+        let mut out = json!({
+            "repo": repo,
+            "sha": sha,
+            "verdict": v.kind.as_str(),
+            "runs": runs_json,
+            "failed_jobs": v.failed_jobs,
+            "detail": v.detail,
+        });
+        if let Some((_, at)) = recorded {
+            out["recorded_at"] = json!(at.map(crate::store::fmt_ms));
+        }
+        print_json(&out);
+        return;
+    }
+    println!("{repo} {}: {}", &sha[..12.min(sha.len())], v.kind);
+    if !v.detail.is_empty() {
+        println!("  {}", v.detail);
+    }
+    if let Some((_, at)) = recorded {
+        println!(
+            "  (as last recorded by orch at {})",
+            at.map(crate::store::fmt_ms).unwrap_or_default()
+        );
+    }
+    let empty = Vec::new();
+    for run in runs_json.as_array().unwrap_or(&empty) {
+        println!(
+            "  run #{} ({}, {})",
+            run["number"],
+            run["event"].as_str().unwrap_or("?"),
+            run["status"].as_str().unwrap_or("-")
+        );
+        for job in run["jobs"].as_array().unwrap_or(&empty) {
+            println!(
+                "    {:<20} {:<10} attempt {}",
+                job["name"].as_str().unwrap_or("?"),
+                job["status"].as_str().unwrap_or("?"),
+                job["attempt"]
+            );
+        }
+    }
+    if !v.failed_jobs.is_empty() {
+        println!("  failed: {}", v.failed_jobs.join(", "));
+    }
+}
+
+pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
+    let l = ctx.load()?;
+    let r = l.config.require_repo(repo)?.clone();
+    let sha = resolve_sha(&l, repo, sha)?;
+    let forge = l.forge()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let jobs: Vec<String> = match job {
+        Some(j) => vec![j],
+        None => {
+            let runs = rt
+                .block_on(forge.runs_for_commit(&r, &sha, None))
+                .map_err(forge_error)?;
+            let mut names: Vec<String> = runs
+                .iter()
+                .flat_map(|run| run.jobs.iter().map(|j| j.name.clone()))
+                .collect();
+            names.dedup();
+            if names.is_empty() {
+                return Err(Failure::no(format!("no CI jobs found for {repo} {sha}")));
+            }
+            names
+        }
+    };
+    let mut found = false;
+    for j in &jobs {
+        match rt
+            .block_on(forge.job_log(&r, &sha, j))
+            .map_err(forge_error)?
+        {
+            Some(text) => {
+                found = true;
+                if jobs.len() > 1 {
+                    println!("==> {j} <==");
+                }
+                print!("{text}");
+                if !text.ends_with('\n') {
+                    println!();
+                }
+            }
+            None => eprintln!(
+                "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
+                &sha[..12]
+            ),
+        }
+    }
+    Ok(if found { 0 } else { 1 })
+}

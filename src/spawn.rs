@@ -1,0 +1,260 @@
+//! Starting a worker: chain lock and worker record in one transaction, then the worktree on a
+//! fresh branch, the remote it pushes to, the rendered prompts, and the first checkpoint.
+//! The supervisor process is started by the caller (detached or in place).
+
+use crate::config::{Config, ForgeKind};
+use crate::contract::Contract;
+use crate::forge::local::LocalForge;
+use crate::gitops;
+use crate::lock::{Blocker, HolderKind};
+use crate::milestone::Progress;
+use crate::prompt;
+use crate::store::workers::{self as ws, WorkerRecord};
+use crate::store::{LockAttempt, Store, StoreError, now_ms, release_in, try_lock_in};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What the caller asks for.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnRequest {
+    pub repo: String,
+    pub task: String,
+    pub task_id: Option<String>,
+    pub component: Option<String>,
+    pub plan: Option<String>,
+}
+
+#[derive(Debug)]
+pub enum Spawned {
+    Ready(Box<WorkerRecord>),
+    /// The chain is locked by others.
+    Blocked(Vec<Blocker>),
+    /// `worker.max_parallel` workers already hold locks.
+    AtCapacity {
+        running: usize,
+        max: usize,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The remote a worker pushes to: the local forge's bare repository, or the clone's origin.
+pub const LOCAL_REMOTE: &str = "orch";
+
+fn new_id(repo: &str) -> String {
+    let mut bytes = [0u8; 4];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_err()
+    {
+        bytes = (now_ms() as u32 ^ std::process::id()).to_le_bytes();
+    }
+    format!(
+        "{repo}-{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// Prepares everything a worker needs and records it; does not start any process.
+pub fn prepare(
+    config: &Config,
+    contract: &Contract,
+    state_dir: &Path,
+    store: &mut Store,
+    req: &SpawnRequest,
+) -> Result<Spawned, SpawnError> {
+    let repo = config
+        .require_repo(&req.repo)
+        .map_err(|e| SpawnError::Setup(e.to_string()))?
+        .clone();
+    if !repo.path.join(".git").exists() && !repo.path.join("HEAD").exists() {
+        return Err(SpawnError::Setup(format!(
+            "repository {} has no local clone at {} (repos.yaml `path`)",
+            repo.name,
+            repo.path.display()
+        )));
+    }
+    // Where the worker's pushes go, and where CI picks them up.
+    let remote = match config.forge.kind {
+        ForgeKind::Local => {
+            let forge = LocalForge::new(state_dir, config);
+            let bare = forge
+                .ensure_remote(&repo)
+                .map_err(|e| SpawnError::Setup(format!("local forge for {}: {e}", repo.name)))?;
+            gitops::ensure_remote(&repo.path, LOCAL_REMOTE, &bare.display().to_string())
+                .map_err(|e| SpawnError::Setup(e.to_string()))?;
+            LOCAL_REMOTE.to_string()
+        }
+        ForgeKind::Forgejo => "origin".to_string(),
+    };
+    if let Err(e) = gitops::fetch(&repo.path, &remote) {
+        tracing::warn!(repo = %repo.name, error = %e, "fetch before spawn failed; using the local view of the base branch");
+    }
+    let base_sha = gitops::base_sha(&repo.path, &remote, &repo.branch)
+        .map_err(|e| SpawnError::Setup(e.to_string()))?;
+
+    let id = new_id(&repo.name);
+    let branch = format!("orch/{id}");
+    let session = crate::supervisor::session_dir(state_dir, &id);
+    let worktree = session.join("worktree");
+    let now = now_ms();
+    let record = WorkerRecord {
+        id: id.clone(),
+        repo: repo.name.clone(),
+        task: req.task.clone(),
+        task_id: req.task_id.clone(),
+        component: req.component.clone(),
+        plan: req.plan.clone(),
+        progress: Progress::new(contract, now),
+        branch: branch.clone(),
+        base_sha: base_sha.clone(),
+        worktree: worktree.display().to_string(),
+        remote: remote.clone(),
+        day: jiff::Timestamp::from_millisecond(now)
+            .map(|t| t.strftime("%Y-%m-%d").to_string())
+            .unwrap_or_else(|_| "1970-01-01".into()),
+        supervisor_pid: None,
+        supervisor_start: None,
+        lease_until_ms: None,
+        worker_pid: None,
+        worker_running: false,
+        exit_code: None,
+        respawns: 0,
+        resume_note: None,
+        created_ms: now,
+        updated_ms: now,
+    };
+
+    // The lock and the record commit together: a worker exists iff it holds its chain.
+    let max = config.worker.max_parallel;
+    let outcome = store.write(|tx| {
+        let running: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM locks WHERE kind = 'worker'",
+            [],
+            |r| r.get(0),
+        )?;
+        if running as usize >= max {
+            return Ok(Spawned::AtCapacity {
+                running: running as usize,
+                max,
+            });
+        }
+        match try_lock_in(
+            tx,
+            &config.graph,
+            &repo.name,
+            &id,
+            HolderKind::Worker,
+            Some(&req.task),
+            None,
+        )? {
+            LockAttempt::Blocked(b) => Ok(Spawned::Blocked(b)),
+            LockAttempt::Acquired(_) => {
+                ws::insert_worker(tx, &record)?;
+                ws::add_event(
+                    tx,
+                    &id,
+                    "spawned",
+                    record.progress.milestone,
+                    &format!("task: {}", req.task),
+                )?;
+                Ok(Spawned::Ready(Box::new(record.clone())))
+            }
+        }
+    })?;
+    let Spawned::Ready(record) = outcome else {
+        return Ok(outcome);
+    };
+
+    if let Err(e) = setup_worktree(config, contract, &repo, &record, &session) {
+        // Nothing ran: undo the lock so the chain is not held by a worker that never existed,
+        // and keep the record (FAILED) so the attempt is not lost.
+        let msg = format!("spawn failed: {e}");
+        let _ = store.write(|tx| {
+            let mut p = record.progress.clone();
+            p.milestone = crate::milestone::Milestone::Failed;
+            p.end_reason = Some(msg.clone());
+            ws::save_progress(tx, &record.id, &p)?;
+            ws::add_event(tx, &record.id, "spawn_failed", p.milestone, &msg)?;
+            release_in(tx, &record.id, Some(&msg), Some("orch"))
+        });
+        return Err(SpawnError::Setup(e));
+    }
+    Ok(Spawned::Ready(record))
+}
+
+fn setup_worktree(
+    config: &Config,
+    contract: &Contract,
+    repo: &crate::config::Repo,
+    w: &WorkerRecord,
+    session: &Path,
+) -> Result<(), String> {
+    std::fs::create_dir_all(session).map_err(|e| format!("{}: {e}", session.display()))?;
+    gitops::create_worktree(
+        &repo.path,
+        &w.id,
+        &w.branch,
+        &w.base_sha,
+        Path::new(&w.worktree),
+    )
+    .map_err(|e| e.to_string())?;
+    gitops::set_upstream(&repo.path, &w.branch, &w.remote).map_err(|e| e.to_string())?;
+    render_prompts(config, contract, w, session, "")
+}
+
+/// Writes `prompt.md` and `ci-guide.md` into the worker's session directory.
+pub fn render_prompts(
+    config: &Config,
+    contract: &Contract,
+    w: &WorkerRecord,
+    session: &Path,
+    resume: &str,
+) -> Result<(), String> {
+    let repo = config
+        .repo(&w.repo)
+        .ok_or_else(|| format!("unknown repository {}", w.repo))?;
+    let vars: BTreeMap<&str, String> = [
+        ("task", w.task.clone()),
+        ("repo", w.repo.clone()),
+        ("branch", w.branch.clone()),
+        ("base_branch", repo.branch.clone()),
+        (
+            "base_short",
+            w.base_sha[..w.base_sha.len().min(10)].to_string(),
+        ),
+        (
+            "component",
+            w.component.clone().unwrap_or_else(|| "-".into()),
+        ),
+        ("plan", w.plan.clone().unwrap_or_else(|| "-".into())),
+        ("sync_job", config.ci.sync_job.clone()),
+        (
+            "max_fix_attempts",
+            contract.fixing_ci_max_attempts.to_string(),
+        ),
+        ("resume", resume.to_string()),
+    ]
+    .into_iter()
+    .collect();
+    let root = config.root();
+    let worker = prompt::render(
+        &prompt::template(root, "worker.md", prompt::WORKER_TEMPLATE)?,
+        &vars,
+    )?;
+    let ci = prompt::render(
+        &prompt::template(root, "ci-worker.md", prompt::CI_TEMPLATE)?,
+        &vars,
+    )?;
+    crate::checkpoint::write_atomic(&session.join("prompt.md"), worker.as_bytes())
+        .map_err(|e| e.to_string())?;
+    crate::checkpoint::write_atomic(&session.join("ci-guide.md"), ci.as_bytes())
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}

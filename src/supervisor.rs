@@ -185,6 +185,9 @@ pub fn supervise<F: Forge>(
         )?;
         Ok(Ok(ws::get_worker(tx, id)?.expect("just read")))
     })??;
+    // Orphans of the worker (processes it started that outlived their parent) are reparented
+    // to us rather than to init, so we can reap them: no zombies after a worker ends.
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -234,6 +237,7 @@ impl<F: Forge> Supervisor<'_, F> {
                 if let Some(mut child) = self.child.take() {
                     let _ = child.terminate(Duration::from_millis(500));
                 }
+                self.reap_orphans();
                 self.rx = None;
                 let code = status.code();
                 self.set_worker_exited(code);
@@ -248,6 +252,7 @@ impl<F: Forge> Supervisor<'_, F> {
             }
             if now - last_tick >= 1000 {
                 last_tick = now;
+                self.reap_orphans();
                 self.apply(Event::Tick, None);
                 if self.dirty {
                     self.persist_progress();
@@ -365,6 +370,28 @@ impl<F: Forge> Supervisor<'_, F> {
         self.rx = Some(rx);
         tracing::info!(worker = %self.w.id, pid, "worker started");
         Ok(())
+    }
+
+    /// Reaps zombie children other than the worker leader (whose status `GroupChild` owns).
+    fn reap_orphans(&self) {
+        let me = std::process::id() as i32;
+        let leader = self.child.as_ref().map(|c| c.pid() as i32);
+        let Ok(dir) = std::fs::read_dir("/proc") else { return };
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if Some(pid) == leader {
+                continue;
+            }
+            if let Some(st) = crate::process::proc_stat(pid)
+                && st.ppid == me
+                && st.state == 'Z'
+                && let Some(p) = rustix::process::Pid::from_raw(pid)
+            {
+                let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+            }
+        }
     }
 
     fn set_worker_exited(&mut self, code: Option<i32>) {
@@ -784,6 +811,7 @@ impl<F: Forge> Supervisor<'_, F> {
             }
         };
         self.rx = None;
+        self.reap_orphans();
         let code = status.ok().and_then(|s| s.code());
         self.set_worker_exited(code);
     }

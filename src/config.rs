@@ -143,6 +143,30 @@ impl Config {
         })
     }
 
+    /// On the local forge, why a worker on `repo` could never reach DONE (no CI jobs, or no
+    /// sync job among them); `None` when it can.
+    pub fn local_ci_gap(&self, repo: &Repo) -> Option<String> {
+        if self.forge.kind != ForgeKind::Local {
+            return None;
+        }
+        if repo.jobs.is_empty() {
+            return Some(format!(
+                "repository {} has no ci.jobs in {}: on the local forge its pushes start no CI run, so a worker could never reach DONE",
+                repo.name,
+                self.file.display()
+            ));
+        }
+        if !repo.jobs.iter().any(|j| j.name == self.ci.sync_job) {
+            return Some(format!(
+                "repository {}'s ci.jobs in {} have no {} job (ci.sync_job): CI could never be green",
+                repo.name,
+                self.file.display(),
+                self.ci.sync_job
+            ));
+        }
+        None
+    }
+
     /// The forge token, read from the variable named by `forge.token_env`.
     pub fn forge_token(&self) -> Result<Option<crate::secret::Secret>, MissingToken> {
         match (self.forge.kind, &self.forge.token_env) {

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod demo;
 pub mod diag;
 pub mod duration;
 pub mod forge;

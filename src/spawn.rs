@@ -80,6 +80,9 @@ pub fn prepare(
             repo.path.display()
         )));
     }
+    if let Some(gap) = config.local_ci_gap(&repo) {
+        return Err(SpawnError::Setup(gap));
+    }
     // Where the worker's pushes go, and where CI picks them up.
     let remote = match config.forge.kind {
         ForgeKind::Local => {

@@ -376,9 +376,15 @@ impl<F: Forge> Supervisor<'_, F> {
     fn reap_orphans(&self) {
         let me = std::process::id() as i32;
         let leader = self.child.as_ref().map(|c| c.pid() as i32);
-        let Ok(dir) = std::fs::read_dir("/proc") else { return };
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
                 continue;
             };
             if Some(pid) == leader {

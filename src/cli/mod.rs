@@ -165,6 +165,12 @@ pub enum Command {
     /// Internal: supervise a worker (started by `orch spawn`).
     #[command(name = "__supervise", hide = true)]
     Supervise { id: String },
+    /// Run a throwaway example organisation end to end on the local forge.
+    Demo {
+        /// Keep the temporary directory for inspection.
+        #[arg(long)]
+        keep: bool,
+    },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
 }
@@ -417,6 +423,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             CiCommand::Logs { repo, sha, job } => ci::logs(ctx, &repo, &sha, job),
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
+        Command::Demo { keep } => crate::demo::run(keep).map_err(Failure::no),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());

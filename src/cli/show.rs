@@ -57,6 +57,11 @@ pub fn check(ctx: &Ctx) -> Outcome {
     {
         eprintln!("warning: {e}");
     }
+    for r in &config.repos {
+        if let Some(gap) = config.local_ci_gap(r) {
+            eprintln!("warning: {gap}");
+        }
+    }
     let missing: Vec<&str> = config
         .repos
         .iter()

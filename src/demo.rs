@@ -1,0 +1,320 @@
+//! `orch demo`: a throwaway organisation run end to end on the local forge.
+//!
+//! Four repositories (core ← vm ← net, and an independent sdk), CI jobs including the
+//! `radicle-push` sync job, and scripted workers that edit, commit, push and report. The vm
+//! worker's first push fails CI; it reads the log, fixes, pushes again. Workers are spawned
+//! through the real chain locks, in dependency order, and the timeline is read back from the
+//! database as it happens. Everything runs in a temporary directory.
+
+use crate::cli::workers::{Loaded, start_detached};
+use crate::config::Config;
+use crate::contract::Contract;
+use crate::milestone::Milestone;
+use crate::spawn::{SpawnRequest, Spawned, prepare};
+use crate::store::workers as ws;
+use crate::store::{Store, now_ms};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The demo organisation: every repository gets the same three CI jobs.
+fn repos_yaml(dir: &Path) -> String {
+    let jobs = r#"    ci:
+      jobs:
+        - { name: check, run: "sh ci/check.sh", timeout: 30s }
+        - { name: test, run: "sh ci/test.sh", timeout: 30s }
+        - { name: radicle-push, run: "sh ci/mirror.sh", needs: [check, test], timeout: 30s }
+"#;
+    let mut y = format!(
+        r#"# orch demo organisation (generated)
+forge: {{ kind: local, max_concurrent_runs: 4 }}
+ci:
+  sync_job: radicle-push
+  poll_interval: 300ms
+  start_timeout: 1m
+worker:
+  command: [sh, "{}/worker.sh"]
+  max_parallel: 4
+  env_passthrough: [HOME, PATH]
+  stop_grace: 2s
+repos:
+"#,
+        dir.display()
+    );
+    for (name, deps) in [
+        ("core", "[]"),
+        ("vm", "[core]"),
+        ("net", "[vm, core]"),
+        ("sdk", "[]"),
+    ] {
+        y.push_str(&format!(
+            "  {name}:\n    path: repos/{name}\n    deps: {deps}\n{jobs}"
+        ));
+    }
+    y
+}
+
+/// The scripted worker: what an agent does, minus the thinking.
+const WORKER_SH: &str = r#"#!/bin/sh
+# Scripted demo worker. The prompt arrives on stdin; milestones are reported through
+# `orch report` (and echoed), CI is followed with `orch ci status`.
+set -u
+cat > /dev/null
+orch() { "$ORCH_BIN" "$@"; }
+git_commit() { git -c user.name="demo worker" -c user.email=worker@demo.invalid commit -q "$@"; }
+orch report WORKING --note "implementing: $ORCH_TASK" >/dev/null
+mkdir -p src
+printf '%s\n' "$ORCH_TASK" > src/feature.txt
+if [ "$ORCH_REPO" = vm ]; then
+  echo "unfinished" > src/status.txt        # the first attempt forgets something the tests check
+else
+  echo "ready" > src/status.txt
+fi
+git add -A && git_commit -m "$ORCH_REPO: $ORCH_TASK"
+git push -q 2>/dev/null
+sha=$(git rev-parse HEAD)
+orch report PUSHED_TO_CI --sha "$sha" >/dev/null
+attempt=0
+while ! orch ci status --repo "$ORCH_REPO" --sha "$sha" --wait --timeout 60s >/dev/null; do
+  attempt=$((attempt + 1))
+  if [ "$attempt" -gt 3 ]; then orch report BLOCKED --note "CI keeps failing"; exit 1; fi
+  orch report FIXING_CI --job test --note "src/status.txt says unfinished" >/dev/null
+  echo "ready" > src/status.txt
+  git add -A && git_commit -m "$ORCH_REPO: finish status"
+  git push -q 2>/dev/null
+  sha=$(git rev-parse HEAD)
+  orch report PUSHED_TO_CI --sha "$sha" >/dev/null
+done
+orch report DONE --note "all green, radicle-push: success" >/dev/null
+"#;
+
+fn sh(dir: &Path, script: &str) -> Result<(), String> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("sh: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn build_org(dir: &Path) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir.join("repos")).map_err(|e| e.to_string())?;
+    for name in ["core", "vm", "net", "sdk"] {
+        let repo = dir.join("repos").join(name);
+        std::fs::create_dir_all(repo.join("ci")).map_err(|e| e.to_string())?;
+        std::fs::write(repo.join("README.md"), format!("# {name}\n")).map_err(|e| e.to_string())?;
+        std::fs::write(repo.join("ci/check.sh"), "test -f README.md\n")
+            .map_err(|e| e.to_string())?;
+        std::fs::write(
+            repo.join("ci/test.sh"),
+            "if [ -f src/status.txt ] && ! grep -qx ready src/status.txt; then echo 'src/status.txt: expected ready' >&2; exit 1; fi\n",
+        )
+        .map_err(|e| e.to_string())?;
+        std::fs::write(
+            repo.join("ci/mirror.sh"),
+            "echo \"mirrored $ORCH_CI_SHA to radicle\"\n",
+        )
+        .map_err(|e| e.to_string())?;
+        sh(
+            &repo,
+            "git init -q -b main . && git add -A && git -c user.name=demo -c user.email=demo@demo.invalid commit -qm 'initial commit'",
+        )?;
+    }
+    std::fs::write(dir.join("worker.sh"), WORKER_SH).map_err(|e| e.to_string())?;
+    let config = dir.join("repos.yaml");
+    std::fs::write(&config, repos_yaml(dir)).map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// Runs the demo; returns the process exit code (0 when every task is DONE and verified).
+pub fn run(keep: bool) -> Result<i32, String> {
+    let started = Instant::now();
+    let dir = std::env::temp_dir().join(format!("orch-demo-{}-{}", std::process::id(), now_ms()));
+    let config_path = build_org(&dir)?;
+    let config = Config::load(&config_path).map_err(|e| e.to_string())?;
+    let contract = Contract::embedded();
+    let state_dir = dir.join("sessions");
+    let l = Loaded {
+        config_path: config.file.clone(),
+        contract_path: dir.join("contract.yaml"),
+        state_dir: state_dir.clone(),
+        config,
+        contract,
+    };
+    std::fs::write(&l.contract_path, crate::contract::EMBEDDED).map_err(|e| e.to_string())?;
+    let mut store = Store::open(&state_dir).map_err(|e| e.to_string())?;
+
+    println!("orch demo — a throwaway organisation in {}", dir.display());
+    println!(
+        "  repositories: core <- vm <- net, and sdk (independent); CI: check, test, radicle-push (needs both)"
+    );
+    println!("  the vm worker's first push fails CI on purpose; watch it fix it.\n");
+
+    let tasks: Vec<(&str, &str)> = vec![
+        ("core", "Add the core feature flag"),
+        ("vm", "Implement the VM opcode table"),
+        ("net", "Wire the VM into the network node"),
+        ("sdk", "Expose the new API in the SDK"),
+    ];
+    let mut worker_of: BTreeMap<&str, String> = BTreeMap::new();
+    let mut name_of: BTreeMap<String, &str> = BTreeMap::new();
+    let mut last_seq = 0i64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut done: BTreeMap<&str, Milestone> = BTreeMap::new();
+    loop {
+        // Spawn what may run now: dependencies (within the demo) DONE, chain lock free.
+        for (repo, task) in &tasks {
+            if worker_of.contains_key(repo) {
+                continue;
+            }
+            let deps_done = l.config.graph.deps(repo).iter().all(|d| {
+                done.get(d.as_str()) == Some(&Milestone::Done) || !tasks.iter().any(|(r, _)| r == d)
+            });
+            if !deps_done {
+                continue;
+            }
+            let req = SpawnRequest {
+                repo: repo.to_string(),
+                task: task.to_string(),
+                ..Default::default()
+            };
+            match prepare(&l.config, &l.contract, &l.state_dir, &mut store, &req)
+                .map_err(|e| e.to_string())?
+            {
+                Spawned::Ready(w) => {
+                    start_detached(&l, &w.id).map_err(|e| e.message)?;
+                    println!(
+                        "{:>6.1}s  {:<5} spawned {} (chain lock taken)",
+                        started.elapsed().as_secs_f64(),
+                        repo,
+                        w.id
+                    );
+                    name_of.insert(w.id.clone(), repo);
+                    worker_of.insert(repo, w.id.clone());
+                }
+                Spawned::Blocked(b) => {
+                    let why: Vec<String> = b.iter().map(|x| x.describe(repo)).collect();
+                    tracing::debug!("{repo} waits: {}", why.join("; "));
+                }
+                Spawned::AtCapacity { .. } => {}
+            }
+        }
+        // Show what happened since last time.
+        let events = store
+            .read(|tx| ws::events_since(tx, last_seq))
+            .map_err(|e| e.to_string())?;
+        for e in events {
+            last_seq = e.seq;
+            let repo = name_of.get(&e.worker_id).copied().unwrap_or("?");
+            let line = match e.kind.as_str() {
+                "transition" => Some(e.detail.clone()),
+                "violation" => Some(format!("violation: {}", e.detail)),
+                "lock_released" => Some("chain lock released".to_string()),
+                _ => None,
+            };
+            if let Some(line) = line {
+                println!(
+                    "{:>6.1}s  {:<5} {}",
+                    started.elapsed().as_secs_f64(),
+                    repo,
+                    line
+                );
+            }
+        }
+        for (repo, id) in &worker_of {
+            if let Some(w) = store.worker(id).map_err(|e| e.to_string())?
+                && (w.milestone().is_terminal()
+                    || (!w.worker_running && w.lease_until_ms == Some(0)))
+            {
+                done.insert(repo, w.milestone());
+            }
+        }
+        if done.len() == tasks.len() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Verify every claim from the records, not from the workers.
+    println!(
+        "\n{:<6} {:<16} {:<10} {:<12} {:<8} RADICLE-PUSH",
+        "REPO", "WORKER", "MILESTONE", "COMMIT", "CI"
+    );
+    let mut all_ok = true;
+    for (repo, _) in &tasks {
+        let Some(id) = worker_of.get(repo) else {
+            println!("{repo:<6} never spawned");
+            all_ok = false;
+            continue;
+        };
+        let w = store
+            .worker(id)
+            .map_err(|e| e.to_string())?
+            .ok_or("worker vanished")?;
+        let pushes = store
+            .read(|tx| ws::pushes(tx, id))
+            .map_err(|e| e.to_string())?;
+        let last = pushes.last();
+        let sync = last
+            .and_then(|p| p.runs.as_ref())
+            .and_then(|runs| {
+                runs.as_array()?.iter().find_map(|r| {
+                    r["jobs"]
+                        .as_array()?
+                        .iter()
+                        .find(|j| j["name"] == "radicle-push")
+                        .map(|j| j["status"].as_str().unwrap_or("?").to_string())
+                })
+            })
+            .unwrap_or_else(|| "-".into());
+        let ok = w.milestone() == Milestone::Done
+            && last.and_then(|p| p.verdict.as_deref()) == Some("green")
+            && sync == "success";
+        all_ok &= ok;
+        println!(
+            "{:<6} {:<16} {:<10} {:<12} {:<8} {}{}",
+            repo,
+            id,
+            w.milestone().as_str(),
+            last.map(|p| &p.sha[..10]).unwrap_or("-"),
+            last.and_then(|p| p.verdict.as_deref()).unwrap_or("-"),
+            sync,
+            if w.progress.fix_attempts > 0 {
+                format!("   (after {} FIXING_CI attempt)", w.progress.fix_attempts)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let locks = store.locks().map_err(|e| e.to_string())?;
+    println!(
+        "\n{} in {:.1}s; locks held now: {}",
+        if all_ok {
+            "every task DONE with CI verified green and radicle-push success"
+        } else {
+            "NOT every task reached a verified DONE"
+        },
+        started.elapsed().as_secs_f64(),
+        locks.len()
+    );
+    if keep || !all_ok {
+        println!(
+            "state kept in {} (orch --config {} status)",
+            dir.display(),
+            config_path.display()
+        );
+    } else {
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(if all_ok { 0 } else { 1 })
+}

@@ -1,0 +1,35 @@
+//! `orch demo` is what a newcomer runs first: it must end with every task DONE and verified.
+
+#[test]
+fn demo_runs_every_task_to_a_verified_done() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_orch"))
+        .arg("demo")
+        .env_remove("ORCH_CONFIG")
+        .env_remove("ORCH_STATE_DIR")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("every task DONE with CI verified green and radicle-push success"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("PUSHED_TO_CI -> FIXING_CI"),
+        "the vm worker fails CI once: {stdout}"
+    );
+    assert!(stdout.contains("locks held now: 0"), "{stdout}");
+    // Dependency order: core's lock is released before vm starts, vm's before net starts.
+    let pos = |needle: &str| {
+        stdout
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle} missing:\n{stdout}"))
+    };
+    assert!(pos("core  chain lock released") < pos("vm    spawned"));
+    assert!(pos("vm    chain lock released") < pos("net   spawned"));
+}

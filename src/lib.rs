@@ -17,6 +17,7 @@ pub mod lock;
 pub mod milestone;
 pub mod process;
 pub mod prompt;
+pub mod resume;
 pub mod secret;
 pub mod spawn;
 pub mod store;

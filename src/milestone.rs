@@ -192,6 +192,11 @@ pub enum Event {
         by: String,
         reason: String,
     },
+    /// orch gives up on the worker (e.g. respawns exhausted); the lock is kept.
+    Fail {
+        kind: String,
+        reason: String,
+    },
     /// Cascade protection: an upstream repository went red / green again.
     Pause {
         reason: String,
@@ -542,6 +547,7 @@ pub fn step(
                 });
             }
         }
+        Event::Fail { kind, reason } => fail(contract, &mut p, worker, reason, kind, now, &mut fx),
         Event::Pause { reason } => {
             if p.milestone != Milestone::Paused
                 && transition(contract, &mut p, Milestone::Paused, reason, now, &mut fx)

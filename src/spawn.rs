@@ -122,9 +122,12 @@ pub fn prepare(
         day: jiff::Timestamp::from_millisecond(now)
             .map(|t| t.strftime("%Y-%m-%d").to_string())
             .unwrap_or_else(|_| "1970-01-01".into()),
-        supervisor_pid: None,
-        supervisor_start: None,
-        lease_until_ms: None,
+        // The spawning process holds the lease until the supervisor it starts takes over, so a
+        // half-spawned worker is never mistaken for an orphan — unless the spawner dies.
+        supervisor_pid: Some(std::process::id() as i64),
+        supervisor_start: crate::process::proc_stat(std::process::id() as i32)
+            .map(|s| s.start_ticks as i64),
+        lease_until_ms: Some(now + crate::supervisor::LEASE_MS),
         worker_pid: None,
         worker_running: false,
         exit_code: None,

@@ -27,6 +27,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Names the pid whose lease a new supervisor may take over (its spawner).
+pub const LEASE_FROM_ENV: &str = "ORCH_LEASE_FROM";
+
 /// A supervisor that has not renewed its lease for this long is considered gone.
 pub const LEASE_MS: i64 = 15_000;
 const RENEW_EVERY_MS: i64 = 3_000;
@@ -164,9 +167,24 @@ pub fn supervise<F: Forge>(
     follower: &CiFollower<F>,
     id: &str,
 ) -> Result<Milestone, SuperviseError> {
+    supervise_then(env, follower, id, || {})
+}
+
+/// Like [`supervise`], calling `on_claimed` once this process holds the worker's lease (the
+/// resume pass a supervisor runs for other workers must not see its own worker as orphaned).
+pub fn supervise_then<F: Forge>(
+    env: &Env,
+    follower: &CiFollower<F>,
+    id: &str,
+    on_claimed: impl FnOnce(),
+) -> Result<Milestone, SuperviseError> {
     let mut store = Store::open(env.state_dir)?;
     let me = std::process::id() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
+    // The process that started us (spawn, resume) hands its lease over.
+    let handoff: Option<i64> = std::env::var(LEASE_FROM_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
     // Claim the lease: exactly one supervisor per worker.
     let w = store.write(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
@@ -174,6 +192,7 @@ pub fn supervise<F: Forge>(
         };
         if let Some(pid) = w.supervisor_pid
             && pid != me
+            && Some(pid) != handoff
             && w.lease_until_ms.unwrap_or(0) > now_ms()
             && crate::process::process_alive(pid as i32, w.supervisor_start.map(|s| s as u64))
         {
@@ -185,6 +204,7 @@ pub fn supervise<F: Forge>(
         )?;
         Ok(Ok(ws::get_worker(tx, id)?.expect("just read")))
     })??;
+    on_claimed();
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
@@ -289,8 +309,13 @@ impl<F: Forge> Supervisor<'_, F> {
         let _ = std::fs::create_dir_all(&dir);
         let argv = &env.config.worker.command;
         let prompt = std::fs::read(dir.join("prompt.md")).unwrap_or_default();
-        let mut cmd = std::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..])
+        // The guard leads the group and takes it down if this supervisor dies (see process.rs).
+        let mut cmd = std::process::Command::new(env.orch_exe);
+        cmd.arg(crate::process::GUARD_COMMAND)
+            .arg("--parent")
+            .arg(std::process::id().to_string())
+            .arg("--")
+            .args(argv)
             .current_dir(&self.w.worktree)
             .env_clear()
             .stdin(std::process::Stdio::piped())

@@ -162,6 +162,14 @@ pub enum Command {
         #[command(subcommand)]
         command: CiCommand,
     },
+    /// Take over workers whose supervisor is gone and reconcile them from CI.
+    Resume {
+        /// Rebuild a missing or unreadable database from sessions/*.checkpoint.yaml first.
+        #[arg(long)]
+        from_checkpoints: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: supervise a worker (started by `orch spawn`).
     #[command(name = "__supervise", hide = true)]
     Supervise { id: String },
@@ -423,6 +431,10 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             CiCommand::Logs { repo, sha, job } => ci::logs(ctx, &repo, &sha, job),
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
+        Command::Resume {
+            from_checkpoints,
+            json,
+        } => workers::resume_cmd(ctx, from_checkpoints, json),
         Command::Demo { keep } => crate::demo::run(keep).map_err(Failure::no),
         Command::Completions { shell } => {
             use clap::CommandFactory;

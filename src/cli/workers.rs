@@ -81,6 +81,8 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
     // A forge that cannot be reached with the configured credentials is refused before
     // anything is locked or started.
     l.forge()?;
+    // Orphans hold locks this spawn may be waiting for: take them over first.
+    resume_quietly(&l);
     let mut store = l.store()?;
     let deadline = args.wait_timeout.map(|d| Instant::now() + d);
     let mut announced = false;
@@ -183,6 +185,10 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<(), Failure> {
         .arg("--contract")
         .arg(&l.contract_path)
         .args(["__supervise", id])
+        .env(
+            crate::supervisor::LEASE_FROM_ENV,
+            std::process::id().to_string(),
+        )
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
@@ -247,7 +253,19 @@ pub fn run_supervisor(l: &Loaded, id: &str) -> Result<Milestone, Failure> {
 
 pub fn supervise_cmd(ctx: &Ctx, id: &str) -> Outcome {
     let l = ctx.load()?;
-    let m = run_supervisor(&l, id)?;
+    let follower = l.follower()?;
+    let exe = orch_exe();
+    let env = Env {
+        config: &l.config,
+        contract: &l.contract,
+        state_dir: &l.state_dir,
+        config_path: &l.config_path,
+        contract_path: &l.contract_path,
+        orch_exe: &exe,
+    };
+    // Every supervisor start is also a resume pass for other workers, once it holds its own.
+    let m = crate::supervisor::supervise_then(&env, &follower, id, || resume_quietly(&l))
+        .map_err(|e| Failure::no(e.to_string()))?;
     Ok(if m == Milestone::Done { 0 } else { 1 })
 }
 
@@ -693,4 +711,56 @@ pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String
 /// Resolves a possibly short SHA to a full one in `repo_path` when it is a git repository.
 pub fn full_sha(repo_path: &Path, sha: &str) -> Option<String> {
     crate::gitops::resolve(repo_path, sha).ok()
+}
+
+pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome {
+    let l = ctx.load()?;
+    let mut rebuilt = None;
+    if from_checkpoints {
+        let r = crate::resume::rebuild_from_checkpoints(&l).map_err(Failure::bad_input)?;
+        if !json_out {
+            if let Some(p) = &r.moved_aside {
+                println!(
+                    "the unreadable database was moved to {} (not deleted)",
+                    p.display()
+                );
+            }
+            println!(
+                "rebuilt {} worker(s) and {} lock(s) from checkpoint files",
+                r.workers, r.locks
+            );
+            for p in &r.problems {
+                println!("  warning: {p}");
+            }
+        }
+        rebuilt = Some(r);
+    }
+    let results = crate::resume::resume(&l, true).map_err(Failure::bad_input)?;
+    if json_out {
+        print_json(&json!({"rebuilt": rebuilt, "resumed": results}));
+        return Ok(0);
+    }
+    if results.is_empty() {
+        println!("no orphaned workers");
+    }
+    for r in &results {
+        println!(
+            "{:<22} {:<14} {} -> {}  {}: {}",
+            r.worker_id, r.repo, r.before, r.after, r.action, r.detail
+        );
+    }
+    Ok(0)
+}
+
+/// The resume pass every spawn and supervisor start runs: best effort, never fatal.
+pub fn resume_quietly(l: &Loaded) {
+    match crate::resume::resume(l, true) {
+        Ok(r) if !r.is_empty() => {
+            for x in r {
+                tracing::warn!(worker = %x.worker_id, "resumed orphan: {} -> {} ({})", x.before, x.after, x.action);
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "resume pass failed"),
+    }
 }

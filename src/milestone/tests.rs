@@ -539,3 +539,26 @@ fn shas_are_found_in_push_lines() {
     assert_eq!(sha_in("no hash here, run #451"), None);
     assert_eq!(sha_in("deadbeef"), Some("deadbeef".into()));
 }
+
+#[test]
+fn fail_keeps_the_lock_and_alerts() {
+    let c = contract();
+    for m in [Working, PushedToCi, FixingCi, Blocked, Paused] {
+        let (p, fx) = step(
+            &c,
+            "w",
+            &at(m),
+            &Event::Fail {
+                kind: "respawns_exhausted".into(),
+                reason: "gave up".into(),
+            },
+            T0,
+        );
+        assert_eq!(p.milestone, Failed, "{m}");
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "respawns_exhausted"))
+        );
+        assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+    }
+}

@@ -100,7 +100,11 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
     }
     let mut pending_events: HashMap<String, Vec<Event>> = HashMap::new();
     for w in &mut claimed {
-        ensure_worktree(l, w);
+        // Only a worker that will run again needs its worktree (and only WORKING can lack one:
+        // the spawner died before making it); PUSHED_TO_CI workers need nothing but CI.
+        if matches!(w.milestone(), Milestone::Working | Milestone::FixingCi) {
+            ensure_worktree(l, w);
+        }
         if let Some(ev) = unreported_push(w) {
             pending_events.entry(w.id.clone()).or_default().push(ev);
         }

@@ -446,4 +446,3 @@ mod tests {
         assert!(!process_alive(0, None));
     }
 }
-

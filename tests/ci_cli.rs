@@ -1,0 +1,423 @@
+//! `orch ci status` / `orch ci logs` through the real binary, against the fake Forgejo and the
+//! local forge: verdict JSON shape, exit codes, `--wait`, and that a distinctive token never
+//! appears in any output or any file under the state directory.
+
+#[path = "support/fake_forgejo.rs"]
+#[allow(dead_code)]
+mod fake_forgejo;
+
+use fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(uri: &str) -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("repos.yaml"),
+            format!(
+                "forge: {{ kind: forgejo, url: '{uri}', owner: {OWNER}, token_env: ORCH_TEST_FORGE_TOKEN, request_timeout: 2s }}\n\
+                 ci: {{ sync_job: radicle-push, poll_interval: 100ms }}\n\
+                 repos:\n  {REPO}: {{ path: {REPO} }}\n"
+            ),
+        )
+        .unwrap();
+        let c = dir.path().join("contracts");
+        std::fs::create_dir_all(&c).unwrap();
+        // Fast retries for tests: same contract, tiny backoff.
+        let contract = include_str!("../contracts/worker-completion.yaml").replace(
+            "backoff: { initial: 5s, max: 60s, multiplier: 2, max_retries: 3 }",
+            "backoff: { initial: 10ms, max: 40ms, multiplier: 2, max_retries: 3 }",
+        );
+        std::fs::write(c.join("worker-completion.yaml"), contract).unwrap();
+        Setup { dir }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_orch"));
+        c.current_dir(self.dir.path())
+            .env("ORCH_CONFIG", self.dir.path().join("repos.yaml"))
+            .env("ORCH_STATE_DIR", self.dir.path().join("state"))
+            .env("ORCH_TEST_FORGE_TOKEN", TOKEN)
+            .env_remove("ORCH_CONTRACT")
+            .env_remove("ORCH_WORKER_ID")
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    /// Every byte orch wrote under the state directory must be free of the token.
+    fn assert_no_token_in_state(&self) {
+        let mut stack = vec![self.dir.path().join("state")];
+        let mut files = 0;
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    files += 1;
+                    let bytes = std::fs::read(&p).unwrap();
+                    assert!(
+                        !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+                        "token found in {}",
+                        p.display()
+                    );
+                }
+            }
+        }
+        assert!(files > 0, "the state directory should hold the database");
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn assert_no_token(o: &Output) {
+    assert!(
+        !text(o).contains(TOKEN),
+        "token leaked in output:\n{}",
+        text(o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn green_verdict_json_shape_and_exit_zero() {
+    let fake = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    fake.require_token(Some(TOKEN));
+    fake.add_run(
+        REPO,
+        SHA,
+        "push",
+        &[
+            ("check", "success"),
+            ("test", "success"),
+            ("radicle-push", "success"),
+        ],
+    );
+    let s = Setup::new(&fake.uri());
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["repo"], REPO);
+    assert_eq!(v["sha"], SHA);
+    assert_eq!(v["verdict"], "green");
+    assert_eq!(v["failed_jobs"], serde_json::json!([]));
+    let run = &v["runs"][0];
+    assert_eq!(run["event"], "push");
+    assert!(run["id"].is_i64() && run["number"].is_i64(), "{run}");
+    let jobs = run["jobs"].as_array().unwrap();
+    assert!(
+        jobs.iter()
+            .any(|j| j["name"] == "radicle-push" && j["status"] == "success" && j["attempt"] == 1)
+    );
+    assert_no_token(&out);
+    s.assert_no_token_in_state();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn red_with_skipped_sync_job_exits_one_and_names_the_failure() {
+    let fake = FakeForgejo::start("12.0.4+gitea-1.22.0").await;
+    fake.add_run(
+        REPO,
+        SHA,
+        "push",
+        &[("check", "failure"), ("radicle-push", "skipped")],
+    );
+    let s = Setup::new(&fake.uri());
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "red");
+    assert_eq!(v["failed_jobs"], serde_json::json!(["check"]));
+    // On 12–15 a job skipped by the server never gets a task, so radicle-push is invisible
+    // there; Forgejo 16's jobs endpoint shows it.
+    let fake16 = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    fake16.add_run(
+        REPO,
+        SHA,
+        "push",
+        &[("check", "failure"), ("radicle-push", "skipped")],
+    );
+    let s16 = Setup::new(&fake16.uri());
+    let human = s16.run(&["ci", "status", "--repo", REPO, "--sha", SHA]);
+    assert_eq!(human.status.code(), Some(1));
+    let h = text(&human);
+    assert!(
+        h.contains("red")
+            && h.contains("radicle-push")
+            && h.contains("skipped")
+            && h.contains("failed: check"),
+        "{h}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_job_skipped_alone_is_sync_not_done_and_dispatch_runs_do_not_count() {
+    let fake = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    fake.add_run(
+        REPO,
+        SHA,
+        "workflow_dispatch",
+        &[("check", "success"), ("radicle-push", "success")],
+    );
+    let s = Setup::new(&fake.uri());
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "pending", "a dispatch run is no proof: {v}");
+    fake.add_run(
+        REPO,
+        SHA,
+        "push",
+        &[("check", "success"), ("radicle-push", "skipped")],
+    );
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "sync_not_done", "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_follows_a_running_job_until_it_is_decided() {
+    let fake = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    let run = fake.add_run(
+        REPO,
+        SHA,
+        "push",
+        &[("check", "success"), ("radicle-push", "running")],
+    );
+    let s = Setup::new(&fake.uri());
+    let mut child = s
+        .cmd(&[
+            "ci",
+            "status",
+            "--repo",
+            REPO,
+            "--sha",
+            SHA,
+            "--wait",
+            "--timeout",
+            "30s",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the client see "running" at least once before the job finishes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fake.hit_paths().iter().any(|p| p.contains("/jobs")) {
+        assert!(Instant::now() < deadline, "the client never polled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "--wait must not return while running"
+    );
+    fake.set_job(run, "radicle-push", "success");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "green");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_token_is_a_blocking_error_exit_two_without_the_token() {
+    let fake = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    fake.require_token(Some("a-different-token"));
+    let s = Setup::new(&fake.uri());
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).to_lowercase().contains("token"),
+        "{}",
+        text(&out)
+    );
+    assert_no_token(&out);
+    // A server that echoes the Authorization header back in its error body.
+    fake.require_token(None);
+    fake.fail_always("/actions/", Fault::EchoAuthorization(403));
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA, "-vv"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_no_token(&out);
+    s.assert_no_token_in_state();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_repository_on_the_forge_and_missing_token_are_refused() {
+    let fake = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    let s = Setup::new(&fake.uri());
+    std::fs::write(
+        s.dir.path().join("repos.yaml"),
+        format!("forge: {{ kind: forgejo, url: '{}', owner: {OWNER}, token_env: ORCH_TEST_FORGE_TOKEN }}\nrepos:\n  ghost: {{}}\n", fake.uri()),
+    )
+    .unwrap();
+    let out = s.run(&["ci", "status", "--repo", "ghost", "--sha", SHA]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("not found"), "{}", text(&out));
+    let out = s
+        .cmd(&["ci", "status", "--repo", "ghost", "--sha", SHA])
+        .env_remove("ORCH_TEST_FORGE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("ORCH_TEST_FORGE_TOKEN is not set"),
+        "{}",
+        text(&out)
+    );
+    let out = s.run(&["ci", "status", "--repo", "ghost", "--sha", "not-a-sha"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_down_is_transient_exit_one() {
+    let fake = FakeForgejo::start("16.0.0+gitea-1.22.0").await;
+    fake.fail_always("/actions/", Fault::Status(502));
+    let s = Setup::new(&fake.uri());
+    let out = s.run(&["ci", "status", "--repo", REPO, "--sha", SHA]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("transient"), "{}", text(&out));
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn local_forge_status_and_logs_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(
+        root.join("repos.yaml"),
+        "forge: { kind: local }\nrepos:\n  core:\n    ci:\n      jobs:\n        - { name: check, run: \"echo checking $ORCH_CI_SHA; test -f ok\" }\n        - { name: radicle-push, run: \"echo mirrored\", needs: [check] }\n",
+    )
+    .unwrap();
+    let repo = root.join("core");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "x").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "init"]);
+    let state = root.join("state");
+    let config = orch::config::Config::load(&root.join("repos.yaml")).unwrap();
+    let forge =
+        orch::forge::local::LocalForge::new(&state, &config).with_exe(env!("CARGO_BIN_EXE_orch"));
+    let remote = forge.ensure_remote(config.repo("core").unwrap()).unwrap();
+    // A failing commit, then a fixed one.
+    std::fs::write(repo.join("f"), "1").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "no ok file"]);
+    let bad = git(&repo, &["rev-parse", "HEAD"]);
+    git(
+        &repo,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/feature",
+        ],
+    );
+    let orch = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_orch"))
+            .env("ORCH_CONFIG", root.join("repos.yaml"))
+            .env("ORCH_STATE_DIR", &state)
+            .env(
+                "ORCH_CONTRACT",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/contracts/worker-completion.yaml"
+                ),
+            )
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = orch(&[
+        "ci",
+        "status",
+        "--repo",
+        "core",
+        "--sha",
+        &bad,
+        "--wait",
+        "--timeout",
+        "30s",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "red", "{v}");
+    assert_eq!(out.status.code(), Some(1));
+    let jobs = &v["runs"][0]["jobs"];
+    assert!(
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["name"] == "radicle-push" && j["status"] == "skipped"),
+        "{v}"
+    );
+    let logs = orch(&[
+        "ci", "logs", "--repo", "core", "--sha", &bad, "--job", "check",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&logs.stdout).contains(&format!("checking {bad}")),
+        "{}",
+        text(&logs)
+    );
+    std::fs::write(repo.join("ok"), "1").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "ok"]);
+    let good = git(&repo, &["rev-parse", "HEAD"]);
+    git(
+        &repo,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/feature",
+        ],
+    );
+    // A short SHA is resolved in the clone.
+    let out = orch(&[
+        "ci",
+        "status",
+        "--repo",
+        "core",
+        "--sha",
+        &good[..8],
+        "--wait",
+        "--timeout",
+        "30s",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("green"), "{}", text(&out));
+}

@@ -3,7 +3,6 @@
 //! appears in any output or any file under the state directory.
 
 #[path = "support/fake_forgejo.rs"]
-#[allow(dead_code)]
 mod fake_forgejo;
 
 use fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};

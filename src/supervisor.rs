@@ -12,8 +12,8 @@
 use crate::config::Config;
 use crate::contract::Contract;
 use crate::forge::follow::CiFollower;
-use crate::forge::verdict::VerdictKind;
-use crate::forge::{Forge, ForgeError};
+use crate::forge::verdict::{Verdict, VerdictKind};
+use crate::forge::{CiRun, Forge, ForgeError};
 use crate::gitops;
 use crate::milestone::{
     Channel, Effect, Event, LineSignal, Milestone, Progress, parse_line, sha_in, step,
@@ -23,7 +23,7 @@ use crate::store::workers::{self as ws, AlertRecord, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms, release_in};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -145,10 +145,51 @@ fn pump(
     }
 }
 
+/// A CI query for the CI thread.
+struct CiQuery {
+    repo: crate::config::Repo,
+    sha: String,
+    pushed_ms: Option<i64>,
+}
+
+type CiAnswer = (String, Result<(Verdict, Vec<CiRun>), ForgeError>);
+
+/// Runs CI queries off the main loop: a slow or failing forge (timeouts, retries with backoff)
+/// must never delay reading the worker's output or the permission rule.
+fn spawn_ci_thread<F: Forge + 'static>(
+    follower: Arc<CiFollower<F>>,
+) -> (Sender<CiQuery>, Receiver<CiAnswer>) {
+    let (qtx, qrx) = channel::<CiQuery>();
+    let (atx, arx) = channel::<CiAnswer>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime builds");
+        while let Ok(q) = qrx.recv() {
+            let r = rt.block_on(follower.poll(&q.repo, &q.sha, q.pushed_ms, now_ms()));
+            if atx.send((q.sha, r)).is_err() {
+                return;
+            }
+        }
+    });
+    (qtx, arx)
+}
+
+/// The outcome of a claim that will be answered later.
+const DEFERRED: &str = "deferred";
+
+/// How long a DONE claim waits for a fresh verdict before it is judged on what is known.
+const DONE_VERDICT_WAIT_MS: i64 = 60_000;
+
 struct Supervisor<'a, F: Forge> {
     env: &'a Env<'a>,
-    follower: &'a CiFollower<F>,
-    rt: tokio::runtime::Runtime,
+    follower: Arc<CiFollower<F>>,
+    ci_tx: Sender<CiQuery>,
+    ci_rx: Receiver<CiAnswer>,
+    ci_in_flight: Option<(String, i64)>,
+    /// DONE claims waiting for a fresh verdict: (channel, request id, deadline).
+    pending_done: Vec<(Channel, Option<i64>, i64)>,
     store: Store,
     w: WorkerRecord,
     child: Option<GroupChild>,
@@ -159,12 +200,15 @@ struct Supervisor<'a, F: Forge> {
     last_renew_ms: i64,
     last_checkpoint_ms: i64,
     dirty: bool,
+    /// The worktree's HEAD when last looked at: a new commit is progress.
+    last_head: Option<String>,
+    last_head_check_ms: i64,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
-pub fn supervise<F: Forge>(
+pub fn supervise<F: Forge + 'static>(
     env: &Env,
-    follower: &CiFollower<F>,
+    follower: Arc<CiFollower<F>>,
     id: &str,
 ) -> Result<Milestone, SuperviseError> {
     supervise_then(env, follower, id, || {})
@@ -172,9 +216,9 @@ pub fn supervise<F: Forge>(
 
 /// Like [`supervise`], calling `on_claimed` once this process holds the worker's lease (the
 /// resume pass a supervisor runs for other workers must not see its own worker as orphaned).
-pub fn supervise_then<F: Forge>(
+pub fn supervise_then<F: Forge + 'static>(
     env: &Env,
-    follower: &CiFollower<F>,
+    follower: Arc<CiFollower<F>>,
     id: &str,
     on_claimed: impl FnOnce(),
 ) -> Result<Milestone, SuperviseError> {
@@ -208,14 +252,14 @@ pub fn supervise_then<F: Forge>(
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime builds");
+    let (ci_tx, ci_rx) = spawn_ci_thread(follower.clone());
     let mut s = Supervisor {
         env,
         follower,
-        rt,
+        ci_tx,
+        ci_rx,
+        ci_in_flight: None,
+        pending_done: Vec::new(),
         store,
         w,
         child: None,
@@ -226,13 +270,15 @@ pub fn supervise_then<F: Forge>(
         last_renew_ms: now_ms(),
         last_checkpoint_ms: now_ms(),
         dirty: false,
+        last_head: None,
+        last_head_check_ms: 0,
     };
     let result = s.run();
     s.finish();
     result
 }
 
-impl<F: Forge> Supervisor<'_, F> {
+impl<F: Forge + 'static> Supervisor<'_, F> {
     fn run(&mut self) -> Result<Milestone, SuperviseError> {
         if self.w.milestone().is_terminal() {
             return Ok(self.w.milestone());
@@ -267,12 +313,15 @@ impl<F: Forge> Supervisor<'_, F> {
                 last_inbox = now;
                 self.process_requests();
             }
+            self.take_ci_answers();
             if self.should_poll(now) {
                 self.poll_ci(false);
             }
+            self.judge_overdue_done_claims(now);
             if now - last_tick >= 1000 {
                 last_tick = now;
                 self.reap_orphans();
+                self.notice_commits(now);
                 self.apply(Event::Tick, None);
                 if self.dirty {
                     self.persist_progress();
@@ -397,6 +446,23 @@ impl<F: Forge> Supervisor<'_, F> {
         Ok(())
     }
 
+    /// A new commit in the worktree counts as progress (timeouts extend on recent progress).
+    fn notice_commits(&mut self, now: i64) {
+        if self.child.is_none() || now - self.last_head_check_ms < 5_000 {
+            return;
+        }
+        self.last_head_check_ms = now;
+        let Ok(head) = gitops::head(Path::new(&self.w.worktree)) else {
+            return;
+        };
+        let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
+        self.last_head = Some(head);
+        if changed {
+            self.apply(Event::Commit, None);
+            self.dirty = true;
+        }
+    }
+
     /// Reaps zombie children other than the worker leader (whose status `GroupChild` owns).
     fn reap_orphans(&self) {
         let me = std::process::id() as i32;
@@ -502,8 +568,18 @@ impl<F: Forge> Supervisor<'_, F> {
         let event = match m {
             Milestone::PushedToCi => self.verify_push(sha, via),
             Milestone::Done => {
-                // Judge DONE against a fresh look at CI, not a stale one.
-                self.poll_ci(true);
+                let p = &self.w.progress;
+                if p.milestone == Milestone::PushedToCi
+                    && p.verdict != Some(VerdictKind::Green)
+                    && p.tracked_sha.is_some()
+                {
+                    // Judge DONE against a fresh look at CI, not a stale one: the claim waits
+                    // for the answer of a new query (see take_ci_answers).
+                    self.pending_done
+                        .push((via, request, now_ms() + DONE_VERDICT_WAIT_MS));
+                    self.poll_ci(true);
+                    return DEFERRED.to_string();
+                }
                 Event::DoneClaim { via }
             }
             Milestone::Working
@@ -577,74 +653,117 @@ impl<F: Forge> Supervisor<'_, F> {
             && now >= self.next_poll_ms
     }
 
-    /// Asks the forge for the tracked SHA's verdict and feeds it to the machine.
+    /// Sends a CI query for the tracked SHA to the CI thread (one at a time).
     fn poll_ci(&mut self, force: bool) {
         let Some(sha) = self.w.progress.tracked_sha.clone() else {
             return;
         };
+        if self.ci_in_flight.as_ref().is_some_and(|(s, _)| *s == sha) {
+            return;
+        }
         if !force && !self.should_poll(now_ms()) {
             return;
         }
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return;
         };
-        let pushed = self.w.progress.pushed_ms;
-        let result = self
-            .rt
-            .block_on(self.follower.poll(&repo, &sha, pushed, now_ms()));
-        let interval = self.env.config.ci.poll_interval.as_millis() as i64;
-        match result {
-            Ok((v, runs)) => {
-                self.forge_failures = 0;
-                self.forge_alerted = false;
-                self.next_poll_ms = now_ms() + interval;
-                let id = self.w.id.clone();
-                let runs_json = serde_json::to_value(&runs).unwrap_or_default();
-                let _ = self.store.write(|tx| {
-                    ws::record_verdict(
-                        tx,
-                        &id,
-                        &sha,
-                        v.kind.as_str(),
-                        &v.detail,
-                        &v.failed_jobs,
-                        &runs_json,
-                    )
-                });
-                self.apply(
-                    Event::Verdict {
-                        sha,
-                        kind: v.kind,
-                        failed_jobs: v.failed_jobs,
-                        detail: v.detail,
-                    },
-                    None,
-                );
-            }
-            Err(e) => {
-                self.forge_failures += 1;
-                // Back off: blocking errors need a human; transient ones get longer pauses.
-                let factor = if e.is_blocking() {
-                    6
-                } else {
-                    1 + self.forge_failures.min(6) as i64
-                };
-                self.next_poll_ms = now_ms() + interval * factor;
-                let threshold = self.env.contract.deadlock.api_consecutive_failures;
-                if !self.forge_alerted && (e.is_blocking() || self.forge_failures >= threshold) {
-                    self.forge_alerted = true;
-                    let kind = if matches!(e, ForgeError::Blocking { .. }) {
-                        "forge_blocking"
-                    } else {
-                        "forge_unavailable"
-                    };
-                    self.alert_only(
-                        crate::milestone::Severity::Critical,
-                        kind,
-                        &format!("CI for {} cannot be read: {e}", &sha[..10.min(sha.len())]),
+        if force {
+            // A DONE claim wants the forge's answer, not a cached one.
+            self.follower.forget(&repo.name, &sha);
+        }
+        let q = CiQuery {
+            repo,
+            sha: sha.clone(),
+            pushed_ms: self.w.progress.pushed_ms,
+        };
+        if self.ci_tx.send(q).is_ok() {
+            self.ci_in_flight = Some((sha, now_ms()));
+        }
+    }
+
+    /// Feeds the CI thread's answers to the machine, then judges DONE claims that waited.
+    fn take_ci_answers(&mut self) {
+        while let Ok((sha, result)) = self.ci_rx.try_recv() {
+            self.ci_in_flight = None;
+            let interval = self.env.config.ci.poll_interval.as_millis() as i64;
+            match result {
+                Ok((v, runs)) => {
+                    self.forge_failures = 0;
+                    self.forge_alerted = false;
+                    self.next_poll_ms = now_ms() + interval;
+                    if self.w.progress.tracked_sha.as_deref() != Some(sha.as_str()) {
+                        continue; // a newer push replaced it while the query ran
+                    }
+                    let id = self.w.id.clone();
+                    let runs_json = serde_json::to_value(&runs).unwrap_or_default();
+                    let _ = self.store.write(|tx| {
+                        ws::record_verdict(
+                            tx,
+                            &id,
+                            &sha,
+                            v.kind.as_str(),
+                            &v.detail,
+                            &v.failed_jobs,
+                            &runs_json,
+                        )
+                    });
+                    self.apply(
+                        Event::Verdict {
+                            sha,
+                            kind: v.kind,
+                            failed_jobs: v.failed_jobs,
+                            detail: v.detail,
+                        },
+                        None,
                     );
                 }
-                tracing::warn!(worker = %self.w.id, error = %e, "CI poll failed");
+                Err(e) => {
+                    self.forge_failures += 1;
+                    // Back off: blocking errors need a human; transient ones get longer pauses.
+                    let factor = if e.is_blocking() {
+                        6
+                    } else {
+                        1 + self.forge_failures.min(6) as i64
+                    };
+                    self.next_poll_ms = now_ms() + interval * factor;
+                    let threshold = self.env.contract.deadlock.api_consecutive_failures;
+                    if !self.forge_alerted && (e.is_blocking() || self.forge_failures >= threshold)
+                    {
+                        self.forge_alerted = true;
+                        let kind = if matches!(e, ForgeError::Blocking { .. }) {
+                            "forge_blocking"
+                        } else {
+                            "forge_unavailable"
+                        };
+                        let short = &sha[..10.min(sha.len())];
+                        self.alert_only(
+                            crate::milestone::Severity::Critical,
+                            kind,
+                            &format!("CI for {short} cannot be read: {e}"),
+                        );
+                    }
+                    tracing::warn!(worker = %self.w.id, error = %e, "CI poll failed");
+                }
+            }
+            for (via, request, _) in std::mem::take(&mut self.pending_done) {
+                self.apply(Event::DoneClaim { via }, request);
+            }
+        }
+    }
+
+    /// DONE claims whose fresh verdict did not come in time are judged on what is known.
+    fn judge_overdue_done_claims(&mut self, now: i64) {
+        if self
+            .pending_done
+            .iter()
+            .any(|(_, _, deadline)| now >= *deadline)
+        {
+            let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_done)
+                .into_iter()
+                .partition(|(_, _, d)| now >= *d);
+            self.pending_done = keep;
+            for (via, request, _) in due {
+                self.apply(Event::DoneClaim { via }, request);
             }
         }
     }
@@ -674,6 +793,9 @@ impl<F: Forge> Supervisor<'_, F> {
                 },
                 other => format!("refused: unknown request kind {other}"),
             };
+            if outcome == DEFERRED {
+                continue; // answered when the fresh verdict arrives
+            }
             let _ = self.store.write(|tx| {
                 // apply() may already have written the outcome; only fill it if missing.
                 match ws::get_request(tx, r.id)? {

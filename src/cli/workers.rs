@@ -238,7 +238,7 @@ fn wait_until_running(l: &Loaded, store: &mut Store, id: &str) -> Result<(), Fai
 
 /// Supervises `id` in this process until it ends.
 pub fn run_supervisor(l: &Loaded, id: &str) -> Result<Milestone, Failure> {
-    let follower = l.follower()?;
+    let follower = std::sync::Arc::new(l.follower()?);
     let exe = orch_exe();
     let env = Env {
         config: &l.config,
@@ -248,12 +248,12 @@ pub fn run_supervisor(l: &Loaded, id: &str) -> Result<Milestone, Failure> {
         contract_path: &l.contract_path,
         orch_exe: &exe,
     };
-    supervise(&env, &follower, id).map_err(|e| Failure::no(e.to_string()))
+    supervise(&env, follower, id).map_err(|e| Failure::no(e.to_string()))
 }
 
 pub fn supervise_cmd(ctx: &Ctx, id: &str) -> Outcome {
     let l = ctx.load()?;
-    let follower = l.follower()?;
+    let follower = std::sync::Arc::new(l.follower()?);
     let exe = orch_exe();
     let env = Env {
         config: &l.config,
@@ -264,7 +264,7 @@ pub fn supervise_cmd(ctx: &Ctx, id: &str) -> Outcome {
         orch_exe: &exe,
     };
     // Every supervisor start is also a resume pass for other workers, once it holds its own.
-    let m = crate::supervisor::supervise_then(&env, &follower, id, || resume_quietly(&l))
+    let m = crate::supervisor::supervise_then(&env, follower, id, || resume_quietly(&l))
         .map_err(|e| Failure::no(e.to_string()))?;
     Ok(if m == Milestone::Done { 0 } else { 1 })
 }

@@ -170,6 +170,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Alerts recorded by orch (newest last).
+    Alerts {
+        /// Only alerts newer than this (e.g. 1h, 30m) [default: 24h].
+        #[arg(long, value_parser = parse_duration)]
+        since: Option<std::time::Duration>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: supervise a worker (started by `orch spawn`).
     #[command(name = "__supervise", hide = true)]
     Supervise { id: String },

@@ -764,3 +764,28 @@ pub fn resume_quietly(l: &Loaded) {
         Err(e) => tracing::warn!(error = %e, "resume pass failed"),
     }
 }
+
+pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
+    let l = ctx.load()?;
+    let since = since.unwrap_or(Duration::from_secs(24 * 3600));
+    let from = now_ms() - since.as_millis() as i64;
+    let alerts = l.store()?.read(|tx| ws::alerts(tx, from))?;
+    if json_out {
+        print_json(&json!({ "alerts": alerts }));
+        return Ok(0);
+    }
+    if alerts.is_empty() {
+        println!("no alerts in the last {}", crate::duration::format(since));
+    }
+    for a in &alerts {
+        println!(
+            "{} {:<8} {:<20} {:<14} {}",
+            fmt_ms(a.at_ms),
+            a.severity,
+            a.kind,
+            a.worker_id.as_deref().unwrap_or("-"),
+            a.message
+        );
+    }
+    Ok(0)
+}

@@ -439,6 +439,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             CiCommand::Logs { repo, sha, job } => ci::logs(ctx, &repo, &sha, job),
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
+        Command::Alerts { since, json } => workers::alerts(ctx, since, json),
         Command::Resume {
             from_checkpoints,
             json,

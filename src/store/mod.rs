@@ -16,8 +16,16 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How long a writer waits for another process's transaction before giving up.
+/// How long a writer waits for another process's transaction before giving up (override with
+/// `ORCH_DB_BUSY_TIMEOUT`, e.g. "5s").
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn busy_timeout() -> Duration {
+    std::env::var("ORCH_DB_BUSY_TIMEOUT")
+        .ok()
+        .and_then(|v| crate::duration::parse(&v).ok())
+        .unwrap_or(BUSY_TIMEOUT)
+}
 
 pub const DB_FILE: &str = "orch.db";
 
@@ -34,8 +42,8 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     #[error(
-        "database {path} is locked by another process (waited {}s); if no orch process is running, check for a stale lock holder",
-        BUSY_TIMEOUT.as_secs()
+        "database {path} is locked by another process (waited {}); retry, or find the process holding it (fuser {path})",
+        crate::duration::format(busy_timeout())
     )]
     Locked { path: PathBuf },
     #[error(
@@ -95,12 +103,13 @@ impl Store {
     }
 
     fn configure(&mut self) -> Result<(), StoreError> {
+        let timeout = busy_timeout();
         self.conn
-            .busy_timeout(BUSY_TIMEOUT)
+            .busy_timeout(timeout)
             .map_err(|e| self.classify(e))?;
         // WAL lets readers (orch status) proceed while a supervisor writes. Switching modes
         // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry.
-        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let deadline = std::time::Instant::now() + timeout;
         loop {
             match self
                 .conn

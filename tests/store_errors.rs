@@ -1,0 +1,93 @@
+//! A locked, unreadable or unwritable database gets a clear error naming the file, and loses
+//! nothing: the file is left as it was.
+
+use std::process::Command;
+
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("repos.yaml"),
+        "repos:\n  core: {}\n  vm: { deps: [core] }\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn orch(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .env("ORCH_CONFIG", dir.join("repos.yaml"))
+        .env("ORCH_STATE_DIR", dir.join("state"))
+        .env(
+            "ORCH_CONTRACT",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/contracts/worker-completion.yaml"
+            ),
+        )
+        .env("ORCH_DB_BUSY_TIMEOUT", "300ms")
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn unreadable_database_is_named_and_left_untouched() {
+    let dir = setup();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let garbage = vec![0xA5u8; 8192];
+    std::fs::write(state.join("orch.db"), &garbage).unwrap();
+    let (code, text) = orch(dir.path(), &["status"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("orch.db") && text.contains("unreadable"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--from-checkpoints"),
+        "the message says how to recover: {text}"
+    );
+    assert_eq!(
+        std::fs::read(state.join("orch.db")).unwrap(),
+        garbage,
+        "nothing lost"
+    );
+}
+
+#[test]
+fn locked_database_is_reported_after_the_busy_timeout() {
+    let dir = setup();
+    let state = dir.path().join("state");
+    assert_eq!(orch(dir.path(), &["status"]).0, 0, "creates the database");
+    // Another process holds the write lock.
+    let conn = rusqlite::Connection::open(state.join("orch.db")).unwrap();
+    conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let (code, text) = orch(dir.path(), &["hold", "core", "--reason", "freeze"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("locked by another process") && text.contains("orch.db"),
+        "{text}"
+    );
+    conn.execute_batch("ROLLBACK").unwrap();
+    let (code, text) = orch(dir.path(), &["hold", "core", "--reason", "freeze"]);
+    assert_eq!(code, 0, "works again once the lock is gone: {text}");
+}
+
+#[test]
+fn unwritable_state_directory_is_named() {
+    let dir = setup();
+    std::fs::write(
+        dir.path().join("state"),
+        "a file where the state directory should be",
+    )
+    .unwrap();
+    let (code, text) = orch(dir.path(), &["status"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("state"), "{text}");
+}

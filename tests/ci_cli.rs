@@ -420,3 +420,81 @@ fn local_forge_status_and_logs_through_the_cli() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("green"), "{}", text(&out));
 }
+
+#[test]
+fn local_forge_recovers_a_push_whose_hook_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(
+        root.join("repos.yaml"),
+        "forge: { kind: local }\nrepos:\n  core:\n    ci:\n      jobs:\n        - { name: check, run: \"true\" }\n        - { name: radicle-push, run: \"true\", needs: [check] }\n",
+    )
+    .unwrap();
+    let repo = root.join("core");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README"), "x").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "init"]);
+    let state = root.join("state");
+    let config = orch::config::Config::load(&root.join("repos.yaml")).unwrap();
+    let forge =
+        orch::forge::local::LocalForge::new(&state, &config).with_exe(env!("CARGO_BIN_EXE_orch"));
+    let remote = forge.ensure_remote(config.repo("core").unwrap()).unwrap();
+    std::fs::write(repo.join("f"), "1").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "change"]);
+    let sha = git(&repo, &["rev-parse", "HEAD"]);
+    // The pusher dies while git runs the hook: the ref is updated, no run is recorded.
+    let hook = remote.join("hooks/post-receive");
+    std::fs::rename(&hook, remote.join("hooks/post-receive.off")).unwrap();
+    git(
+        &repo,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/feature",
+        ],
+    );
+    std::fs::rename(remote.join("hooks/post-receive.off"), &hook).unwrap();
+    // Asked right away, the ref is too fresh to call the hook lost: no run is invented.
+    assert!(forge.runs("core", &sha).unwrap().is_empty());
+    let aged = Command::new("touch")
+        .args(["-d", "1 minute ago"])
+        .arg(remote.join("refs/heads/feature"))
+        .status()
+        .unwrap();
+    assert!(aged.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .env("ORCH_CONFIG", root.join("repos.yaml"))
+        .env("ORCH_STATE_DIR", &state)
+        .env(
+            "ORCH_CONTRACT",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/contracts/worker-completion.yaml"
+            ),
+        )
+        .args([
+            "ci",
+            "status",
+            "--repo",
+            "core",
+            "--sha",
+            &sha,
+            "--wait",
+            "--timeout",
+            "30s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "green", "{v}");
+    assert_eq!(
+        forge.runs("core", &sha).unwrap().len(),
+        1,
+        "exactly one run, however often it is asked"
+    );
+}

@@ -150,6 +150,20 @@ pub(super) fn post_receive(
     input: &str,
     exe: &Path,
 ) -> Result<Vec<String>, LocalForgeError> {
+    start_runs(state_dir, config_file, repo_name, input, exe, false)
+}
+
+/// Records and starts runs for branch updates. With `only_if_absent`, a SHA that already has
+/// a run is skipped, checked in the same transaction that creates the run (lost-hook recovery
+/// may race with other pollers and must never double a run).
+pub(super) fn start_runs(
+    state_dir: &Path,
+    config_file: &Path,
+    repo_name: &str,
+    input: &str,
+    exe: &Path,
+    only_if_absent: bool,
+) -> Result<Vec<String>, LocalForgeError> {
     let config = Config::load(config_file)?;
     let repo = config.require_repo(repo_name)?;
     let layout = Layout::new(state_dir);
@@ -167,8 +181,15 @@ pub(super) fn post_receive(
     }
     let mut store = Store::open(state_dir)?;
     for u in updates {
-        let (run_id, number) =
-            store.write(|tx| db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs))?;
+        let created = store.write(|tx| {
+            if only_if_absent && !db::runs_for_sha(tx, repo_name, &u.sha)?.is_empty() {
+                return Ok(None);
+            }
+            db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs).map(Some)
+        })?;
+        let Some((run_id, number)) = created else {
+            continue;
+        };
         match spawn_runner(&layout, exe, config_file, repo_name, run_id, number) {
             Ok(pid) => {
                 store.write(|tx| {

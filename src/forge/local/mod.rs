@@ -126,6 +126,9 @@ impl Layout {
     }
 }
 
+/// How old a branch ref must be before a missing run counts as a lost hook.
+pub const LOST_HOOK_GRACE: Duration = Duration::from_secs(5);
+
 /// The embedded forge. Cheap to clone (clones share one database connection).
 #[derive(Clone)]
 pub struct LocalForge {
@@ -269,11 +272,67 @@ impl LocalForge {
 
     /// The runs `sha` triggered in `repo`, newest first (synchronous [`Forge::runs_for_commit`]).
     pub fn runs(&self, repo: &str, sha: &str) -> Result<Vec<CiRun>, LocalForgeError> {
-        self.with_store(|store| {
+        let found = self.with_store(|store| {
             reap_dead_runners(store, &self.layout)?;
             let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
-            Ok(runs.iter().map(|(r, j)| db::to_ci_run(r, j)).collect())
-        })
+            Ok(runs
+                .iter()
+                .map(|(r, j)| db::to_ci_run(r, j))
+                .collect::<Vec<_>>())
+        })?;
+        if found.is_empty() && self.recover_lost_push(repo, sha) {
+            return self.with_store(|store| {
+                let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
+                Ok(runs.iter().map(|(r, j)| db::to_ci_run(r, j)).collect())
+            });
+        }
+        Ok(found)
+    }
+
+    /// A push whose hook never recorded a run: the pusher (a worker's whole process group) was
+    /// killed while git ran the hook, after the ref was updated. The push happened, so its CI
+    /// is due — like a forge redelivering a lost webhook. Only refs written more than
+    /// `LOST_HOOK_GRACE` ago count, so a hook that is merely slow is not raced.
+    fn recover_lost_push(&self, repo: &str, sha: &str) -> bool {
+        let remote = self.layout.remote(repo);
+        let Ok(bare) = git2::Repository::open_bare(&remote) else {
+            return false;
+        };
+        let Ok(branches) = bare.branches(Some(git2::BranchType::Local)) else {
+            return false;
+        };
+        let mut input = String::new();
+        for (b, _) in branches.flatten() {
+            let Ok(name) = b.get().name().map(str::to_string) else {
+                continue;
+            };
+            if b.get().target().map(|t| t.to_string()).as_deref() != Some(sha) {
+                continue;
+            }
+            let written = std::fs::metadata(remote.join(&name)).and_then(|m| m.modified());
+            let old_enough =
+                written.is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= LOST_HOOK_GRACE));
+            if old_enough {
+                input.push_str(&format!("{} {sha} {name}\n", "0".repeat(40)));
+            }
+        }
+        if input.is_empty() {
+            return false;
+        }
+        tracing::warn!(
+            repo,
+            sha,
+            "push without a CI run (its hook was lost); starting the run now"
+        );
+        cli::start_runs(
+            &self.layout.state_dir,
+            &self.config_file,
+            repo,
+            &input,
+            &self.exe,
+            true,
+        )
+        .is_ok()
     }
 
     /// Polls until `sha` has at least one run in `repo` and every job of its runs is done,

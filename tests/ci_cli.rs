@@ -312,13 +312,22 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-#[test]
-fn local_forge_status_and_logs_through_the_cli() {
+/// A one-repository organisation on the local forge whose `check` job runs `check`, with its
+/// bare remote ready.
+fn local_org(
+    check: &str,
+) -> (
+    tempfile::TempDir,
+    orch::forge::local::LocalForge,
+    std::path::PathBuf,
+) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::write(
         root.join("repos.yaml"),
-        "forge: { kind: local }\nrepos:\n  core:\n    ci:\n      jobs:\n        - { name: check, run: \"echo checking $ORCH_CI_SHA; test -f ok\" }\n        - { name: radicle-push, run: \"echo mirrored\", needs: [check] }\n",
+        format!(
+            "forge: {{ kind: local }}\nrepos:\n  core:\n    ci:\n      jobs:\n        - {{ name: check, run: \"{check}\" }}\n        - {{ name: radicle-push, run: \"echo mirrored\", needs: [check] }}\n"
+        ),
     )
     .unwrap();
     let repo = root.join("core");
@@ -327,11 +336,21 @@ fn local_forge_status_and_logs_through_the_cli() {
     std::fs::write(repo.join("README"), "x").unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "init"]);
-    let state = root.join("state");
     let config = orch::config::Config::load(&root.join("repos.yaml")).unwrap();
-    let forge =
-        orch::forge::local::LocalForge::new(&state, &config).with_exe(env!("CARGO_BIN_EXE_orch"));
+    let forge = orch::forge::local::LocalForge::new(&root.join("state"), &config)
+        .with_exe(env!("CARGO_BIN_EXE_orch"));
     let remote = forge.ensure_remote(config.repo("core").unwrap()).unwrap();
+    (dir, forge, remote)
+}
+
+#[test]
+fn local_forge_status_and_logs_through_the_cli() {
+    let (dir, _forge, remote) = local_org("echo checking $ORCH_CI_SHA; test -f ok");
+    let (root, repo, state) = (
+        dir.path(),
+        dir.path().join("core"),
+        dir.path().join("state"),
+    );
     // A failing commit, then a fixed one.
     std::fs::write(repo.join("f"), "1").unwrap();
     git(&repo, &["add", "."]);
@@ -423,24 +442,12 @@ fn local_forge_status_and_logs_through_the_cli() {
 
 #[test]
 fn local_forge_recovers_a_push_whose_hook_was_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    std::fs::write(
-        root.join("repos.yaml"),
-        "forge: { kind: local }\nrepos:\n  core:\n    ci:\n      jobs:\n        - { name: check, run: \"true\" }\n        - { name: radicle-push, run: \"true\", needs: [check] }\n",
-    )
-    .unwrap();
-    let repo = root.join("core");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README"), "x").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "init"]);
-    let state = root.join("state");
-    let config = orch::config::Config::load(&root.join("repos.yaml")).unwrap();
-    let forge =
-        orch::forge::local::LocalForge::new(&state, &config).with_exe(env!("CARGO_BIN_EXE_orch"));
-    let remote = forge.ensure_remote(config.repo("core").unwrap()).unwrap();
+    let (dir, forge, remote) = local_org("true");
+    let (root, repo, state) = (
+        dir.path(),
+        dir.path().join("core"),
+        dir.path().join("state"),
+    );
     std::fs::write(repo.join("f"), "1").unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-qm", "change"]);

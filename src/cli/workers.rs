@@ -51,6 +51,18 @@ impl Ctx {
 }
 
 impl Loaded {
+    /// What a supervisor needs, borrowed from here.
+    pub fn env<'a>(&'a self, orch_exe: &'a Path) -> Env<'a> {
+        Env {
+            config: &self.config,
+            contract: &self.contract,
+            state_dir: &self.state_dir,
+            config_path: &self.config_path,
+            contract_path: &self.contract_path,
+            orch_exe,
+        }
+    }
+
     pub fn store(&self) -> Result<Store, Failure> {
         Ok(Store::open(&self.state_dir)?)
     }
@@ -240,14 +252,7 @@ fn wait_until_running(l: &Loaded, store: &mut Store, id: &str) -> Result<(), Fai
 pub fn run_supervisor(l: &Loaded, id: &str) -> Result<Milestone, Failure> {
     let follower = std::sync::Arc::new(l.follower()?);
     let exe = orch_exe();
-    let env = Env {
-        config: &l.config,
-        contract: &l.contract,
-        state_dir: &l.state_dir,
-        config_path: &l.config_path,
-        contract_path: &l.contract_path,
-        orch_exe: &exe,
-    };
+    let env = l.env(&exe);
     supervise(&env, follower, id).map_err(|e| Failure::no(e.to_string()))
 }
 
@@ -255,14 +260,7 @@ pub fn supervise_cmd(ctx: &Ctx, id: &str) -> Outcome {
     let l = ctx.load()?;
     let follower = std::sync::Arc::new(l.follower()?);
     let exe = orch_exe();
-    let env = Env {
-        config: &l.config,
-        contract: &l.contract,
-        state_dir: &l.state_dir,
-        config_path: &l.config_path,
-        contract_path: &l.contract_path,
-        orch_exe: &exe,
-    };
+    let env = l.env(&exe);
     // Every supervisor start is also a resume pass for other workers, once it holds its own.
     let m = crate::supervisor::supervise_then(&env, follower, id, || resume_quietly(&l))
         .map_err(|e| Failure::no(e.to_string()))?;

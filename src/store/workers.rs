@@ -155,38 +155,29 @@ pub struct WorkerEvent {
     pub detail: String,
 }
 
+fn row_to_event(r: &rusqlite::Row) -> rusqlite::Result<WorkerEvent> {
+    Ok(WorkerEvent {
+        seq: r.get(0)?,
+        worker_id: r.get(1)?,
+        at_ms: r.get(2)?,
+        kind: r.get(3)?,
+        milestone: r.get(4)?,
+        detail: r.get(5)?,
+    })
+}
+
 pub fn events_since(tx: &Transaction, after_seq: i64) -> rusqlite::Result<Vec<WorkerEvent>> {
     let mut stmt = tx.prepare_cached(
         "SELECT seq, worker_id, at_ms, kind, milestone, detail FROM worker_events WHERE seq > ?1 ORDER BY seq",
     )?;
-    stmt.query_map([after_seq], |r| {
-        Ok(WorkerEvent {
-            seq: r.get(0)?,
-            worker_id: r.get(1)?,
-            at_ms: r.get(2)?,
-            kind: r.get(3)?,
-            milestone: r.get(4)?,
-            detail: r.get(5)?,
-        })
-    })?
-    .collect()
+    stmt.query_map([after_seq], row_to_event)?.collect()
 }
 
 pub fn worker_events(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<WorkerEvent>> {
     let mut stmt = tx.prepare_cached(
         "SELECT seq, worker_id, at_ms, kind, milestone, detail FROM worker_events WHERE worker_id = ?1 ORDER BY seq",
     )?;
-    stmt.query_map([worker], |r| {
-        Ok(WorkerEvent {
-            seq: r.get(0)?,
-            worker_id: r.get(1)?,
-            at_ms: r.get(2)?,
-            kind: r.get(3)?,
-            milestone: r.get(4)?,
-            detail: r.get(5)?,
-        })
-    })?
-    .collect()
+    stmt.query_map([worker], row_to_event)?.collect()
 }
 
 /// A claim or operator request waiting for the supervisor.
@@ -277,6 +268,22 @@ pub struct PushRecord {
     pub checked_ms: Option<i64>,
 }
 
+fn row_to_push(r: &rusqlite::Row) -> rusqlite::Result<PushRecord> {
+    let failed: Option<String> = r.get(4)?;
+    let runs: Option<String> = r.get(5)?;
+    Ok(PushRecord {
+        sha: r.get(0)?,
+        pushed_ms: r.get(1)?,
+        verdict: r.get(2)?,
+        detail: r.get(3)?,
+        failed_jobs: failed
+            .and_then(|f| serde_json::from_str(&f).ok())
+            .unwrap_or_default(),
+        runs: runs.and_then(|x| serde_json::from_str(&x).ok()),
+        checked_ms: r.get(6)?,
+    })
+}
+
 pub fn record_push(
     tx: &Transaction,
     worker: &str,
@@ -318,22 +325,7 @@ pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord
     let mut stmt = tx.prepare_cached(
         "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE worker_id = ?1 ORDER BY pushed_ms, rowid",
     )?;
-    stmt.query_map([worker], |r| {
-        let failed: Option<String> = r.get(4)?;
-        let runs: Option<String> = r.get(5)?;
-        Ok(PushRecord {
-            sha: r.get(0)?,
-            pushed_ms: r.get(1)?,
-            verdict: r.get(2)?,
-            detail: r.get(3)?,
-            failed_jobs: failed
-                .and_then(|f| serde_json::from_str(&f).ok())
-                .unwrap_or_default(),
-            runs: runs.and_then(|x| serde_json::from_str(&x).ok()),
-            checked_ms: r.get(6)?,
-        })
-    })?
-    .collect()
+    stmt.query_map([worker], row_to_push)?.collect()
 }
 
 /// The latest verdict any worker recorded for `sha` (lets `orch ci status` answer a worker
@@ -342,19 +334,7 @@ pub fn recorded_verdict(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<
     tx.query_row(
         "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE sha = ?1 AND verdict IS NOT NULL ORDER BY checked_ms DESC LIMIT 1",
         [sha],
-        |r| {
-            let failed: Option<String> = r.get(4)?;
-            let runs: Option<String> = r.get(5)?;
-            Ok(PushRecord {
-                sha: r.get(0)?,
-                pushed_ms: r.get(1)?,
-                verdict: r.get(2)?,
-                detail: r.get(3)?,
-                failed_jobs: failed.and_then(|f| serde_json::from_str(&f).ok()).unwrap_or_default(),
-                runs: runs.and_then(|x| serde_json::from_str(&x).ok()),
-                checked_ms: r.get(6)?,
-            })
-        },
+        row_to_push,
     )
     .optional()
 }

@@ -2,6 +2,7 @@
 # Happy path: edit, commit, push, PUSHED_TO_CI, wait for green, DONE.
 set -eu
 . "$(dirname "$0")/lib.sh"
+dump_env
 echo "WORKING: $ORCH_TASK"
 commit feature.txt "feature by $ORCH_WORKER_ID" "add feature"
 push_head

@@ -6,6 +6,12 @@ export GIT_AUTHOR_NAME=e2e-worker GIT_AUTHOR_EMAIL=worker@example.invalid
 export GIT_COMMITTER_NAME=e2e-worker GIT_COMMITTER_EMAIL=worker@example.invalid
 export GIT_CONFIG_NOSYSTEM=1
 
+# Writes the worker's environment to $E2E_OUT/env-$ORCH_WORKER_ID.txt (outside orch's state
+# directory) for the test to inspect.
+dump_env() {
+    env >"$E2E_OUT/env-$ORCH_WORKER_ID.txt"
+}
+
 # commit FILE CONTENT MESSAGE
 commit() {
     printf '%s\n' "$2" > "$1"

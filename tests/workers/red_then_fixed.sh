@@ -2,6 +2,7 @@
 # CI red on the first push (job `test` wants a file named `fixed`), then fixed.
 set -eu
 . "$(dirname "$0")/lib.sh"
+dump_env
 echo "WORKING: $ORCH_TASK"
 commit feature.txt "first try" "feature, first try"
 push_head

@@ -297,13 +297,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 None => None,
             };
             if let Some(status) = exited {
-                // Take what the readers still hold, then sweep the group: background
-                // processes the worker left behind must not outlive it.
-                self.drain_output(Duration::from_millis(50));
+                // Sweep the group (background processes the worker left behind must not
+                // outlive it; with them gone the readers reach EOF), then take every line the
+                // readers still hold: a worker's last lines are often its last claim, and up
+                // to a channel's worth of them can still be queued.
                 if let Some(mut child) = self.child.take() {
                     let _ = child.terminate(Duration::from_millis(500));
                 }
                 self.reap_orphans();
+                let until = std::time::Instant::now() + Duration::from_secs(5);
+                while !self.drain_output(Duration::from_millis(50))
+                    && std::time::Instant::now() < until
+                {}
                 self.rx = None;
                 let code = status.code();
                 self.set_worker_exited(code);
@@ -417,8 +422,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let patterns = env.contract.permission.patterns.clone();
         let c = child.child_mut();
         if let Some(mut stdin) = c.stdin.take() {
-            // A worker that never reads its stdin must not block the supervisor.
+            // A worker that never reads its stdin must not block the supervisor, and one that
+            // exits before reading it must not kill it: orch runs with SIGPIPE's default
+            // disposition (main.rs), so the write must see EPIPE instead. SIGPIPE from a
+            // write is thread-directed: blocking it in this thread alone is enough.
             std::thread::spawn(move || {
+                block_sigpipe_in_this_thread();
                 let _ = stdin.write_all(&prompt);
             });
         }
@@ -514,15 +523,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         });
     }
 
-    fn drain_output(&mut self, wait: Duration) {
+    /// Applies what the readers sent (waiting up to `wait` for the first message). Returns
+    /// true once both readers are done (EOF) and nothing is left.
+    fn drain_output(&mut self, wait: Duration) -> bool {
         let Some(rx) = &self.rx else {
             std::thread::sleep(wait);
-            return;
+            return true;
         };
         let mut msgs = Vec::new();
+        let mut closed = false;
         match rx.recv_timeout(wait) {
             Ok(m) => msgs.push(m),
-            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => closed = true,
         }
         while msgs.len() < 256 {
             match rx.try_recv() {
@@ -554,6 +567,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
             }
         }
+        if closed {
+            // Both readers are done (the worker closed its output or exited): later calls
+            // sleep instead of spinning on a disconnected channel.
+            self.rx = None;
+        }
+        closed
     }
 
     /// A worker's claim from either channel. Returns a one-line outcome for `orch report`.
@@ -1041,6 +1060,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             )
         });
         self.checkpoint();
+    }
+}
+
+/// Blocks SIGPIPE for the calling thread (a write to a closed pipe then fails with EPIPE).
+fn block_sigpipe_in_this_thread() {
+    // SAFETY: plain libc calls on a local, initialised signal set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 

@@ -59,9 +59,29 @@ pub fn status(
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
+    let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
     let forge = match l.follower() {
         Ok(f) => f,
-        Err(e) => return recorded(&l, repo, &sha, json_out).unwrap_or(Err(e)),
+        Err(e) => {
+            // No credentials (a worker): the supervisor's recorded verdict, polled like the
+            // forge would be when --wait asks to wait for a decided one.
+            loop {
+                let answer = recorded(
+                    &l,
+                    repo,
+                    &sha,
+                    json_out,
+                    !wait || Instant::now() >= deadline,
+                );
+                if let Some(outcome) = answer {
+                    return outcome;
+                }
+                if !wait || Instant::now() >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(l.config.ci.poll_interval.min(Duration::from_secs(5)));
+            }
+        }
     };
     // When orch pushed/verified it, the push time bounds paging and the no-run timeout.
     let pushed_ms = l
@@ -78,7 +98,6 @@ pub fn status(
             .ok()
         })
         .flatten();
-    let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -95,8 +114,9 @@ pub fn status(
     }
 }
 
-/// The verdict a supervisor recorded, for callers without forge credentials.
-fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool) -> Option<Outcome> {
+/// The verdict a supervisor recorded, for callers without forge credentials. With `last`
+/// false, only a decided (terminal) verdict is printed; `None`: nothing (printed) yet.
+fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool, last: bool) -> Option<Outcome> {
     let mut store = l.store().ok()?;
     let rec = store.read(|tx| ws::recorded_verdict(tx, sha)).ok()??;
     let kind = match rec.verdict.as_deref()? {
@@ -107,6 +127,9 @@ fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool) -> Option<Outcome
         "no_run" => VerdictKind::NoRun,
         _ => VerdictKind::Pending,
     };
+    if !last && !kind.is_terminal() {
+        return None;
+    }
     let v = Verdict {
         kind,
         failed_jobs: rec.failed_jobs.clone(),

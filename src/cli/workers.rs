@@ -324,13 +324,15 @@ pub fn report(
             l.state_dir.display()
         )));
     };
+    // Printed as "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read
+    // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
     match wait_for_request(&mut store, rid, Duration::from_secs(60))? {
         Some(outcome) => {
-            println!("{m}: {outcome}");
+            println!("{m} {outcome}");
             Ok(if outcome.starts_with("refused") { 1 } else { 0 })
         }
         None => {
-            println!("{m}: recorded; the supervisor will apply it");
+            println!("{m} recorded; the supervisor will apply it");
             Ok(0)
         }
     }

@@ -1,0 +1,290 @@
+//! Workers end to end with `forge.kind: forgejo`, against the fake Forgejo
+//! (`support/fake_forgejo.rs`, Forgejo 16: runs + jobs). Each repository's clone has a local
+//! bare `origin` that the worker pushes to; a small "CI" thread watches that bare repository
+//! like a forge receiving pushes and publishes a run for every pushed commit on the fake.
+//! The token (a distinctive value) must reach the forge and nothing else: not the state
+//! directory, not the worker's log, prompt or environment.
+
+#[path = "support/fake_forgejo.rs"]
+mod fake_forgejo;
+#[path = "support/org.rs"]
+mod org;
+
+use fake_forgejo::{FakeForgejo, OWNER, REPO, TOKEN};
+use orch::milestone::Milestone;
+use org::{ForgeSpec, Org, RepoSpec, Spec, assert_clean};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const V16: &str = "16.0.0+gitea-1.22.0";
+const TOKEN_ENV: &str = "E2E_FORGEJO_TOKEN";
+
+/// Decides whether the `test` job passes for a commit of the bare repository.
+type Judge = fn(&Path, &str) -> bool;
+
+/// A forge-side CI for the fake: every new commit at the head of an `orch/*` branch of the
+/// bare `origin` gets a push run (`test` running, `radicle-push` waiting, needing `test`); on
+/// the watcher's next round the jobs finish: `test` as `judge` says, `radicle-push` success
+/// after a green `test`, skipped otherwise.
+struct FakeCi {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeCi {
+    fn start(fake: FakeForgejo, origin: PathBuf, judge: Judge) -> FakeCi {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut seen = BTreeSet::new();
+            let mut started: Vec<(i64, String)> = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                for (run, sha) in started.drain(..) {
+                    let green = judge(&origin, &sha);
+                    fake.set_job(run, "test", if green { "success" } else { "failure" });
+                    if !green {
+                        fake.set_log(run, "test", "the file named fixed is missing\n");
+                    }
+                    fake.set_job(
+                        run,
+                        "radicle-push",
+                        if green { "success" } else { "skipped" },
+                    );
+                }
+                let heads = org::git(
+                    &origin,
+                    &["for-each-ref", "--format=%(objectname)", "refs/heads/orch/"],
+                );
+                for sha in heads.lines().filter(|l| !l.is_empty()) {
+                    if seen.insert(sha.to_string()) {
+                        let run = fake.add_run(
+                            REPO,
+                            sha,
+                            "push",
+                            &[("test", "running"), ("radicle-push", "waiting")],
+                        );
+                        fake.set_needs(run, "radicle-push", &["test"]);
+                        started.push((run, sha.to_string()));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        FakeCi {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FakeCi {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The fake (on its own runtime, so the test thread may block) and an organisation with the
+/// one repository [`REPO`] pointing at it.
+fn setup(worker: &str) -> (tokio::runtime::Runtime, FakeForgejo, Org) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(FakeForgejo::start(V16));
+    fake.require_token(Some(TOKEN));
+    let mut spec = Spec::local(worker).repo(RepoSpec::new(REPO));
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: TOKEN_ENV.into(),
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
+    (rt, fake, org)
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file()
+                && std::fs::read(&p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+            {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// The token went to the forge and nowhere else orch writes or passes things.
+fn assert_token_kept_secret(org: &Org, fake: &FakeForgejo, id: &str, out: &std::process::Output) {
+    let hits = fake.hits();
+    assert!(!hits.is_empty(), "the supervisor never asked the forge");
+    assert!(
+        hits.iter()
+            .all(|h| h.authorization.as_deref() == Some(&format!("token {TOKEN}"))),
+        "every request carries the token: {:?}",
+        hits.iter().map(|h| &h.authorization).collect::<Vec<_>>()
+    );
+    let leaks = files_containing(&org.state, TOKEN.as_bytes());
+    assert!(leaks.is_empty(), "token found in {leaks:?}");
+    let session = org.state.join(id);
+    for f in ["worker.log", "prompt.md", "ci-guide.md"] {
+        let text = std::fs::read_to_string(session.join(f)).unwrap();
+        assert!(!text.contains(TOKEN), "token in {f}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(TOKEN));
+
+    // The worker's environment: cleared, then only ORCH_*, the passthrough list and what a
+    // shell and tests/workers/lib.sh set themselves.
+    let env = std::fs::read_to_string(org.out.join(format!("env-{id}.txt"))).unwrap();
+    assert!(!env.contains(TOKEN), "token in the worker's environment");
+    assert!(
+        !env.contains(TOKEN_ENV),
+        "{TOKEN_ENV} in the worker's environment"
+    );
+    let names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        names.contains(&"ORCH_WORKER_ID") && names.contains(&"ORCH_BIN"),
+        "{env}"
+    );
+    let allowed = |k: &str| {
+        k.starts_with("ORCH_")
+            || k.starts_with("GIT_AUTHOR_")
+            || k.starts_with("GIT_COMMITTER_")
+            || matches!(
+                k,
+                "HOME"
+                    | "PATH"
+                    | "E2E_OUT"
+                    | "PWD"
+                    | "OLDPWD"
+                    | "SHLVL"
+                    | "_"
+                    | "GIT_CONFIG_NOSYSTEM"
+            )
+    };
+    let extra: Vec<&&str> = names.iter().filter(|k| !allowed(k)).collect();
+    assert!(
+        extra.is_empty(),
+        "unexpected variables in the worker's environment: {extra:?}"
+    );
+    assert_eq!(
+        env.lines().find(|l| l.starts_with("ORCH_PUSH_REMOTE=")),
+        Some("ORCH_PUSH_REMOTE=origin")
+    );
+}
+
+#[test]
+fn forgejo_happy_path_is_done_on_green_and_the_token_stays_secret() {
+    let (_rt, fake, org) = setup("happy.sh");
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    let (out, id) = org.spawn_foreground(REPO, "add a feature");
+    let pg = org.worker(&id).worker_pid.map(|p| p as i32);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        org.diag(&id)
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done);
+    assert_eq!(w.remote, "origin");
+    let sha = w.progress.tracked_sha.clone().unwrap();
+    // The worker pushed to the clone's origin, and the DONE is for that commit.
+    let pushed = org::git(
+        &org.origin_path(REPO),
+        &["rev-parse", &format!("refs/heads/{}", w.branch)],
+    );
+    assert_eq!(pushed, sha);
+    assert_eq!(
+        org.transitions(&id),
+        vec![
+            ("WORKING".to_string(), "PUSHED_TO_CI".to_string()),
+            ("PUSHED_TO_CI".to_string(), "DONE".to_string())
+        ]
+    );
+    assert!(org.violations(&id).is_empty(), "{:?}", org.violations(&id));
+    assert!(org.locks_of(&id).is_empty());
+    // orch asked the fake about this commit, by SHA.
+    assert!(
+        fake.hit_paths()
+            .iter()
+            .any(|p| p.contains("/actions/runs?") && p.contains(&sha)),
+        "{:?}",
+        fake.hit_paths()
+    );
+    let cp = org.checkpoint(&id);
+    assert_eq!(cp.current_milestone, "DONE");
+    assert_eq!(cp.ci_runs[0].verdict.as_deref(), Some("green"));
+    assert_token_kept_secret(&org, &fake, &id, &out);
+    assert_clean(pg);
+}
+
+#[test]
+fn forgejo_red_then_fixed_is_done_after_one_fix_attempt() {
+    let (_rt, fake, org) = setup("red_then_fixed.sh");
+    let has_fixed: Judge = |origin, sha| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(origin)
+            .args(["cat-file", "-e", &format!("{sha}:fixed")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), has_fixed);
+    let (out, id) = org.spawn_foreground(REPO, "make the tests pass");
+    let pg = org.worker(&id).worker_pid.map(|p| p as i32);
+    assert!(out.status.success(), "{}", org.diag(&id));
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done);
+    assert_eq!(w.progress.fix_attempts, 1);
+    let t: Vec<String> = org
+        .transitions(&id)
+        .into_iter()
+        .map(|(a, b)| format!("{a}->{b}"))
+        .collect();
+    assert_eq!(
+        t,
+        [
+            "WORKING->PUSHED_TO_CI",
+            "PUSHED_TO_CI->FIXING_CI",
+            "FIXING_CI->PUSHED_TO_CI",
+            "PUSHED_TO_CI->DONE"
+        ]
+    );
+    let show = org.show(&id);
+    let pushes = show["pushes"].as_array().unwrap();
+    assert_eq!(pushes.len(), 2, "{show:#}");
+    assert_eq!(pushes[0]["verdict"], "red");
+    assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
+    assert_eq!(pushes[1]["verdict"], "green");
+    assert_eq!(w.progress.tracked_sha.as_deref(), pushes[1]["sha"].as_str());
+    assert!(org.locks_of(&id).is_empty());
+    assert_token_kept_secret(&org, &fake, &id, &out);
+    assert_clean(pg);
+}

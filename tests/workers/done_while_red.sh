@@ -1,0 +1,21 @@
+#!/bin/sh
+# Claims DONE through `orch report` although CI is red. orch's answer goes to the worker's
+# stdout too (as a shell-driven agent would show it): it must not count as a second claim.
+# Then reports BLOCKED (so the test knows every earlier line was read), records the answer
+# and exit code, and waits for the test.
+set -eu
+. "$(dirname "$0")/lib.sh"
+echo "WORKING: $ORCH_TASK"
+commit feature.txt "broken" "a change that breaks the tests"
+push_head
+if ci_wait "$SHA"; then
+    echo "BLOCKED: CI was expected to be red"
+    exit 1
+fi
+rc=0
+answer=$("$ORCH_BIN" report DONE --note "claiming anyway" 2>&1) || rc=$?
+echo "$answer"
+echo "BLOCKED: DONE was refused, a human should look"
+echo "$answer" >"$E2E_OUT/report.txt"
+echo "$rc" >"$E2E_OUT/report.rc"
+await_release

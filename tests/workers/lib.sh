@@ -1,0 +1,46 @@
+# Sourced by the scripted workers (tests/supervise*.rs). A worker runs with a cleared
+# environment: ORCH_* from orch, plus HOME, PATH and E2E_OUT (a directory outside orch's state
+# directory that the test reads) passed through.
+
+export GIT_AUTHOR_NAME=e2e-worker GIT_AUTHOR_EMAIL=worker@example.invalid
+export GIT_COMMITTER_NAME=e2e-worker GIT_COMMITTER_EMAIL=worker@example.invalid
+export GIT_CONFIG_NOSYSTEM=1
+
+# Writes the worker's environment to $E2E_OUT/env-$ORCH_WORKER_ID.txt (outside orch's state
+# directory) for the test to inspect.
+dump_env() {
+    env >"$E2E_OUT/env-$ORCH_WORKER_ID.txt"
+}
+
+# commit FILE CONTENT MESSAGE
+commit() {
+    printf '%s\n' "$2" > "$1"
+    git add "$1"
+    git commit -q -m "$3"
+}
+
+# Pushes HEAD (a plain `git push`: orch set the branch's upstream), sets SHA and reports
+# PUSHED_TO_CI on stdout.
+push_head() {
+    git push -q 2>&1
+    SHA=$(git rev-parse HEAD)
+    echo "PUSHED_TO_CI: $ORCH_REPO commit $SHA"
+}
+
+# ci_wait SHA: exit 0 only when orch judges the commit green.
+ci_wait() {
+    "$ORCH_BIN" ci status --repo "$ORCH_REPO" --sha "$1" --wait --timeout 60s
+}
+
+# Waits (at most 60 s) for the test to create $E2E_OUT/release-$ORCH_WORKER_ID.
+await_release() {
+    n=0
+    while [ ! -e "$E2E_OUT/release-$ORCH_WORKER_ID" ]; do
+        n=$((n + 1))
+        if [ "$n" -gt 600 ]; then
+            echo "BLOCKED: the test never released me"
+            exit 9
+        fi
+        sleep 0.1
+    done
+}

@@ -145,6 +145,17 @@ fn pump(
     }
 }
 
+/// How a worker's process group is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGKILL to the whole group at once (permission rule, lost lease).
+    Kill,
+    /// SIGTERM to the group, `worker.stop_grace`, then SIGKILL (timeout, cancel).
+    Terminate,
+    /// DONE: give the worker the grace period to exit by itself first.
+    LetFinish,
+}
+
 /// A CI query for the CI thread.
 struct CiQuery {
     repo: crate::config::Repo,
@@ -338,7 +349,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
                 if now - self.last_renew_ms >= RENEW_EVERY_MS && !self.renew_lease() {
                     tracing::warn!(worker = %self.w.id, "lease taken over by another supervisor; stopping");
-                    self.stop_worker(true);
+                    self.stop_worker(Stop::Kill);
                     return Ok(self.w.milestone());
                 }
             }
@@ -710,9 +721,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     self.forge_failures = 0;
                     self.forge_alerted = false;
                     self.next_poll_ms = now_ms() + interval;
-                    if self.w.progress.tracked_sha.as_deref() != Some(sha.as_str()) {
-                        continue; // a newer push replaced it while the query ran
-                    }
+                    // The SHA's own record always gets the answer; the machine only hears about
+                    // the SHA it still tracks (a newer push may have replaced it meanwhile).
                     let id = self.w.id.clone();
                     let runs_json = serde_json::to_value(&runs).unwrap_or_default();
                     let _ = self.store.write(|tx| {
@@ -726,6 +736,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                             &runs_json,
                         )
                     });
+                    if self.w.progress.tracked_sha.as_deref() != Some(sha.as_str()) {
+                        continue;
+                    }
                     self.apply(
                         Event::Verdict {
                             sha,
@@ -923,7 +936,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
                 Effect::StopWorker { immediate, reason } => {
                     tracing::info!(worker = %id, reason, "stopping worker");
-                    self.stop_worker(*immediate || reason != "done");
+                    let how = if *immediate {
+                        Stop::Kill
+                    } else if reason == "done" {
+                        Stop::LetFinish
+                    } else {
+                        Stop::Terminate
+                    };
+                    self.stop_worker(how);
                 }
                 Effect::SuspendWorker => self.signal_worker(Signal::STOP),
                 Effect::ContinueWorker => self.signal_worker(Signal::CONT),
@@ -968,19 +988,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Ends the worker's process group: at once (SIGKILL) or politely (SIGTERM → grace → SIGKILL).
     /// A worker that just reached DONE first gets the grace period to exit by itself.
-    fn stop_worker(&mut self, now: bool) {
+    fn stop_worker(&mut self, how: Stop) {
         let Some(mut child) = self.child.take() else {
             return;
         };
         let grace = self.env.config.worker.stop_grace;
-        let status = if now {
-            let _ = child.signal_group(Signal::KILL);
-            child.terminate(Duration::from_millis(200))
-        } else {
-            match child.wait_timeout(grace) {
+        let status = match how {
+            Stop::Kill => {
+                let _ = child.signal_group(Signal::KILL);
+                child.terminate(Duration::from_millis(200))
+            }
+            Stop::Terminate => child.terminate(grace),
+            Stop::LetFinish => match child.wait_timeout(grace) {
                 Ok(Some(_)) => child.terminate(Duration::from_millis(200)),
                 _ => child.terminate(grace),
-            }
+            },
         };
         self.rx = None;
         self.reap_orphans();
@@ -1046,7 +1068,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn finish(&mut self) {
         if self.child.is_some() {
             // Only reached on an error path: never leave a worker running unsupervised.
-            self.stop_worker(false);
+            self.stop_worker(Stop::Terminate);
         }
         if self.dirty {
             self.persist_progress();

@@ -106,6 +106,27 @@ pub fn status(
         let (v, runs) = rt
             .block_on(forge.poll(&r, &sha, pushed_ms, now_ms()))
             .map_err(forge_error)?;
+        // What orch saw on the forge goes into the pushing worker's history (its supervisor
+        // stops following a SHA once a newer one is pushed, and may not have seen this).
+        if let Ok(mut store) = l.store() {
+            let runs_json = serde_json::to_value(&runs).unwrap_or_default();
+            let worker = std::env::var("ORCH_WORKER_ID").ok();
+            let (kind, detail, failed) = (v.kind.as_str(), &v.detail, &v.failed_jobs);
+            let _ = store.write(|tx| {
+                let n = ws::record_observed_verdict(tx, &sha, kind, detail, failed, &runs_json)?;
+                // A worker may see its verdict before its supervisor has recorded the push.
+                // A decided verdict proves a push run exists, so the history row may be made here.
+                if n == 0
+                    && v.kind.is_terminal()
+                    && let Some(w) = worker.as_deref()
+                    && ws::get_worker(tx, w)?.is_some_and(|rec| rec.repo == repo)
+                {
+                    ws::record_push(tx, w, &sha, now_ms())?;
+                    ws::record_observed_verdict(tx, &sha, kind, detail, failed, &runs_json)?;
+                }
+                Ok(())
+            });
+        }
         if !wait || v.kind.is_terminal() || Instant::now() >= deadline {
             print_verdict(repo, &sha, &v, &runs, json_out, None);
             return Ok(if v.kind == VerdictKind::Green { 0 } else { 1 });

@@ -321,9 +321,30 @@ pub fn record_verdict(
     Ok(())
 }
 
+/// Records a verdict orch observed for `sha` (e.g. by `orch ci status`) in the push history of
+/// whichever worker pushed it. Returns how many records were updated.
+pub fn record_observed_verdict(
+    tx: &Transaction,
+    sha: &str,
+    verdict: &str,
+    detail: &str,
+    failed_jobs: &[String],
+    runs: &serde_json::Value,
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached("UPDATE pushes SET verdict = ?2, detail = ?3, failed_jobs = ?4, runs = ?5, checked_ms = ?6 WHERE sha = ?1")?
+        .execute(params![
+            sha,
+            verdict,
+            detail,
+            serde_json::to_string(failed_jobs).expect("strings serialise"),
+            runs.to_string(),
+            now_ms()
+        ])
+}
+
 pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord>> {
     let mut stmt = tx.prepare_cached(
-        "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE worker_id = ?1 ORDER BY pushed_ms, rowid",
+        "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE worker_id = ?1 ORDER BY rowid",
     )?;
     stmt.query_map([worker], row_to_push)?.collect()
 }

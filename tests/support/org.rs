@@ -377,9 +377,28 @@ impl Org {
                 yaml_str(&clone.display().to_string()),
                 r.deps.join(", ")
             ));
-            if !r.jobs.is_empty() {
+            // On the local forge a repository without CI jobs could never reach DONE (orch
+            // refuses to spawn there): scenarios that do not care get a passing pair.
+            let default_jobs = [
+                Job {
+                    name: "check".into(),
+                    run: "true".into(),
+                    needs: vec![],
+                },
+                Job {
+                    name: "radicle-push".into(),
+                    run: "true".into(),
+                    needs: vec!["check".into()],
+                },
+            ];
+            let jobs: &[Job] = if r.jobs.is_empty() && matches!(spec.forge, ForgeSpec::Local(_)) {
+                &default_jobs
+            } else {
+                &r.jobs
+            };
+            if !jobs.is_empty() {
                 yaml.push_str("    ci:\n      jobs:\n");
-                for j in &r.jobs {
+                for j in jobs {
                     yaml.push_str(&format!(
                         "        - {{name: {}, run: {}, needs: [{}], timeout: 60s}}\n",
                         j.name,

@@ -23,6 +23,37 @@ pub fn template(root: &Path, name: &str, default: &str) -> Result<String, String
     }
 }
 
+/// The placeholders the spawn code fills in.
+pub const PLACEHOLDERS: &[&str] = &[
+    "task",
+    "repo",
+    "branch",
+    "base_branch",
+    "base_short",
+    "component",
+    "plan",
+    "sync_job",
+    "max_fix_attempts",
+    "resume",
+];
+
+/// Problems with the project's templates (unreadable, unknown placeholder), for `orch check`.
+pub fn check_templates(root: &Path) -> Vec<String> {
+    let vars: BTreeMap<&str, String> = PLACEHOLDERS.iter().map(|k| (*k, String::new())).collect();
+    let mut problems = Vec::new();
+    for (name, default) in [
+        ("worker.md", WORKER_TEMPLATE),
+        ("ci-worker.md", CI_TEMPLATE),
+    ] {
+        let path = root.join("contracts/prompts").join(name);
+        match template(root, name, default).and_then(|t| render(&t, &vars)) {
+            Ok(_) => {}
+            Err(e) => problems.push(format!("{}: {e}", path.display())),
+        }
+    }
+    problems
+}
+
 /// Replaces every `{{key}}` with its value.
 pub fn render(template: &str, vars: &BTreeMap<&str, String>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len() + 256);

@@ -287,3 +287,34 @@ fn missing_config_file_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn prompt_template_with_an_unknown_placeholder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("repos.yaml"), "repos:\n  core: {}\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("contracts/prompts")).unwrap();
+    std::fs::write(
+        dir.path().join("contracts/worker-completion.yaml"),
+        CONTRACT,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("contracts/prompts/worker.md"),
+        "TASK: {{taks}}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+        .current_dir(dir.path())
+        .env_remove("ORCH_CONFIG")
+        .env_remove("ORCH_STATE_DIR")
+        .env_remove("ORCH_CONTRACT")
+        .arg("check")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("worker.md") && err.contains("{{taks}}"),
+        "{err}"
+    );
+}

@@ -40,6 +40,9 @@ pub fn check(ctx: &Ctx) -> Outcome {
             None
         }
     };
+    if let Some(c) = &config {
+        problems.extend(crate::prompt::check_templates(c.root()));
+    }
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("{p}");

@@ -20,6 +20,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How many CI queries a resume runs at once.
 pub const CI_CONCURRENCY: usize = 16;
@@ -119,7 +120,38 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
             Err(e) => tracing::error!(error = %e, "resume could not reconcile a worker"),
         }
     }
+    if start_supervisors {
+        let started: Vec<&str> = out
+            .iter()
+            .filter(|r| matches!(r.action.as_str(), "respawned" | "following"))
+            .map(|r| r.worker_id.as_str())
+            .collect();
+        await_handover(&mut store, &started, me);
+    }
     Ok(out)
+}
+
+/// How long a resumer keeps its claims while the supervisors it started take them over.
+const HANDOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// Keeps this process (and so its claims) alive until the supervisors it started hold their
+/// workers' leases. A claim whose holder exits before the handover makes the worker look
+/// orphaned to any other resumer in between, which would claim it again and count (and
+/// start) a second replacement. A supervisor that never takes over is left to the lease.
+fn await_handover(store: &mut Store, ids: &[&str], me: i64) {
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    let mut waiting: Vec<&str> = ids.to_vec();
+    while !waiting.is_empty() {
+        waiting
+            .retain(|id| matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me)));
+        if waiting.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for id in waiting {
+        tracing::warn!(worker = %id, "its new supervisor did not take over within {}s", HANDOVER_WAIT.as_secs());
+    }
 }
 
 /// Recreates the worktree and prompts when the spawner died before making them.

@@ -783,3 +783,114 @@ fn an_unreadable_database_is_moved_aside_and_rebuilt() {
     org.wait_done(&id);
     assert_verified_done(&org, &id);
 }
+
+#[test]
+fn a_push_that_never_got_a_ci_run_goes_to_a_replacement() {
+    // The worker's push lands but its post-receive hook never runs (what a kill inside
+    // `git push` does on the local forge): no CI run will ever exist for that commit.
+    let org = Org::new(&OrgSpec {
+        repos: &[("core", &[])],
+        start_timeout: "3s",
+        ..OrgSpec::default()
+    });
+    org.open_all_gates();
+    let id = org.spawn("core", "nohook-push-hang add the feature", "t-norun");
+    org.wait_mark(&id, 1, "pushed");
+    org.kill_supervisor(&id);
+
+    // The unreported push is found and followed while a run may still appear …
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(
+        (&r["before"], &r["after"]),
+        (&"WORKING".into(), &"PUSHED_TO_CI".into())
+    );
+    assert_eq!(r["action"], "following", "{r}");
+    let sha = org.worker(&id).progress.tracked_sha.unwrap();
+    // … until `ci.start_timeout` says none will: the follower stops, as there is no worker
+    // to push again …
+    org.wait_until(
+        "the follower to give up on no_run",
+        Duration::from_secs(30),
+        || {
+            let w = org.worker(&id);
+            w.progress.verdict.map(|v| v.as_str()) == Some("no_run") && !supervisor_alive(&w)
+        },
+    );
+    assert_eq!(org.worker(&id).milestone(), Milestone::PushedToCi);
+    // … and the next resume hands the task to a replacement that pushes again.
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["before"], "PUSHED_TO_CI");
+    assert_eq!(r["after"], "FIXING_CI");
+    assert_eq!(r["action"], "respawned", "{r}");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let p = org.prompt(&id, 2);
+    assert!(p.contains("Last CI: no_run."), "{p}");
+    assert!(
+        p.contains(&format!(
+            "Still missing: no push-triggered CI run appeared for {}: push again and report PUSHED_TO_CI",
+            short(&sha)
+        )),
+        "{p}"
+    );
+    assert_eq!(org.worker(&id).respawns, 1);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn git_locks_left_by_a_killed_worker_do_not_stop_its_replacement() {
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let id = org.spawn("core", "lock-hang add the feature", "t-locks");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    let answer = org.resume();
+    assert_eq!(resumed_entry(&answer, &id).unwrap()["action"], "respawned");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    assert_eq!(org.lives(&id), 2);
+    assert_eq!(org.worker(&id).respawns, 1);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn a_half_made_worktree_is_set_aside_and_made_again() {
+    // What a spawner killed inside `git worktree add` leaves: the worktree's `.git` file
+    // points at a git directory that has no HEAD yet.
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let id = org.spawn("core", "hang add the feature", "t-halfmade");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    let w = org.worker(&id);
+    let wt = Path::new(&w.worktree);
+    let gitdir = std::fs::read_to_string(wt.join(".git")).unwrap();
+    let gitdir = Path::new(gitdir.trim().strip_prefix("gitdir:").unwrap().trim());
+    std::fs::remove_file(gitdir.join("HEAD")).unwrap();
+    std::fs::remove_file(gitdir.join("index")).unwrap();
+
+    let answer = org.resume();
+    assert_eq!(resumed_entry(&answer, &id).unwrap()["action"], "respawned");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let aside: Vec<_> = std::fs::read_dir(wt.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("worktree.unusable-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "the unusable worktree is kept aside");
+    // The committed work of the first life was on the branch and is still there.
+    let log = std::process::Command::new("git")
+        .args(["-C", &w.worktree, "log", "--format=%s"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("status wip (life 1)"), "{log}");
+    assert_no_leftovers(&org);
+}

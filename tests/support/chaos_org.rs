@@ -52,6 +52,8 @@ pub struct OrgSpec<'a> {
     pub ci: Ci,
     pub max_parallel: usize,
     pub max_respawns: u32,
+    /// `ci.start_timeout`: a pushed SHA without a push run after this is `no_run`.
+    pub start_timeout: &'a str,
 }
 
 impl Default for OrgSpec<'_> {
@@ -62,6 +64,7 @@ impl Default for OrgSpec<'_> {
             ci: Ci::Gated,
             max_parallel: 8,
             max_respawns: 2,
+            start_timeout: "2m",
         }
     }
 }
@@ -115,9 +118,10 @@ impl Org {
         }
         let mut y = format!(
             "forge: {{kind: local, max_concurrent_runs: 8}}\n\
-             ci: {{sync_job: radicle-push, poll_interval: 300ms, start_timeout: 2m}}\n\
+             ci: {{sync_job: radicle-push, poll_interval: 300ms, start_timeout: {}}}\n\
              worker:\n  command: [sh, {}, {}]\n  env_passthrough: [HOME, PATH]\n  stop_grace: 1s\n  max_parallel: {}\n  max_respawns: {}\n\
              repos:\n",
+            spec.start_timeout,
             yaml_str(&worker_script(spec.worker).display().to_string()),
             yaml_str(&ctl.display().to_string()),
             spec.max_parallel,

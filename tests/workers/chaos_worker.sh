@@ -13,7 +13,6 @@ cat > "$ctl/prompts/$ORCH_WORKER_ID.$life"
 orch() { "$ORCH_BIN" "$@"; }
 step() { sleep 0.2; }
 change() {
-  rm -f "$(git rev-parse --git-dir)/index.lock"
   printf '%s\n' "$1" > status.txt
   git add -A
   git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
@@ -27,7 +26,7 @@ push() {
 
 first=good
 if [ "${ORCH_TASK%% *}" = flaky ] && [ "$life" = 1 ]; then first=bad; fi
-echo "WORKING: life $life of $ORCH_WORKER_ID"
+echo "chaos worker: life $life of $ORCH_WORKER_ID"
 step
 change "$first"
 step

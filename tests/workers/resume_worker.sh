@@ -14,6 +14,11 @@
 #   fix-hang       push a change CI rejects, wait for the red verdict, report FIXING_CI,
 #                  mark `fixing`, wait
 #   blocked        report BLOCKED and exit 0
+#   lock-hang      commit locally, then leave the lock files of a git killed mid-commit and
+#                  mid-push (index.lock, HEAD.lock, the branch's ref lock in the clone and in
+#                  the remote), mark `hanging`, wait
+#   nohook-push-hang  push a good change without its post-receive hook running (as when a
+#                  worker dies inside `git push`: no CI run, ever), mark `pushed`, wait
 #   (other)        the whole job: commit, push, PUSHED_TO_CI, wait for CI, fix while red, DONE
 # CI (see chaos_org.rs) passes when status.txt says `good`.
 set -u
@@ -33,8 +38,6 @@ orch() { "$ORCH_BIN" "$@"; }
 mark() { : > "$ctl/marks/$ORCH_WORKER_ID.$life.$1"; }
 wait_to_be_killed() { while :; do sleep 1; done; }
 change() {
-  # A predecessor killed inside `git commit` leaves the index locked.
-  rm -f "$(git rev-parse --git-dir)/index.lock"
   printf '%s\n' "$1" > status.txt
   git add -A
   git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
@@ -67,6 +70,24 @@ case "$mode" in
     orch ci status --repo "$ORCH_REPO" --sha "$sha" --wait --timeout 120s >/dev/null 2>&1
     orch report FIXING_CI --job check --note "status.txt says bad" >/dev/null
     mark fixing
+    wait_to_be_killed ;;
+  lock-hang)
+    change wip
+    gitdir=$(git rev-parse --absolute-git-dir)
+    common=$(cd "$(git rev-parse --git-common-dir)" && pwd)
+    remote=$(git remote get-url "$ORCH_PUSH_REMOTE")
+    : > "$gitdir/index.lock"
+    : > "$gitdir/HEAD.lock"
+    mkdir -p "$(dirname "$common/refs/heads/$ORCH_BRANCH")" "$(dirname "$remote/refs/heads/$ORCH_BRANCH")"
+    : > "$common/refs/heads/$ORCH_BRANCH.lock"
+    : > "$remote/refs/heads/$ORCH_BRANCH.lock"
+    mark hanging
+    wait_to_be_killed ;;
+  nohook-push-hang)
+    change good
+    git push -q --receive-pack="git -c core.hooksPath=/dev/null receive-pack" \
+      "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH"
+    mark pushed
     wait_to_be_killed ;;
   blocked)
     orch report BLOCKED --note "needs a human" >/dev/null

@@ -108,16 +108,24 @@ pub fn create_worktree(
 
 /// Makes `remote` point at `url` in the clone (adding it if missing).
 pub fn ensure_remote(repo_path: &Path, remote: &str, url: &str) -> Result<(), GitError> {
-    let repo = open(repo_path)?;
-    match repo.find_remote(remote) {
-        Ok(r) if r.url() == Ok(url) => Ok(()),
-        Ok(_) => repo
-            .remote_set_url(remote, url)
-            .map_err(|e| err(repo_path, e)),
-        Err(_) => repo
-            .remote(remote, url)
-            .map(|_| ())
-            .map_err(|e| err(repo_path, e)),
+    // Spawns for the same clone run this at once (before any lock): the loser of the
+    // clone's config lock, or of adding the remote, tries again and finds it done.
+    let mut tries = 0;
+    loop {
+        let repo = open(repo_path)?;
+        let result = match repo.find_remote(remote) {
+            Ok(r) if r.url() == Ok(url) => return Ok(()),
+            Ok(_) => repo.remote_set_url(remote, url),
+            Err(_) => repo.remote(remote, url).map(|_| ()),
+        };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(_) if tries < 40 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(e) => return Err(err(repo_path, e)),
+        }
     }
 }
 

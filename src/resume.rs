@@ -20,6 +20,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How many CI queries a resume runs at once.
 pub const CI_CONCURRENCY: usize = 16;
@@ -96,6 +97,11 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
             && crate::process::group_alive(pgid as i32)
         {
             let _ = crate::process::signal_group(pgid as i32, crate::process::Signal::KILL);
+            // Gone before anything of its worktree is touched (see clear_stale_git_locks).
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while crate::process::group_alive(pgid as i32) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
     let mut pending_events: HashMap<String, Vec<Event>> = HashMap::new();
@@ -119,7 +125,38 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
             Err(e) => tracing::error!(error = %e, "resume could not reconcile a worker"),
         }
     }
+    if start_supervisors {
+        let started: Vec<&str> = out
+            .iter()
+            .filter(|r| matches!(r.action.as_str(), "respawned" | "following"))
+            .map(|r| r.worker_id.as_str())
+            .collect();
+        await_handover(&mut store, &started, me);
+    }
     Ok(out)
+}
+
+/// How long a resumer keeps its claims while the supervisors it started take them over.
+const HANDOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// Keeps this process (and so its claims) alive until the supervisors it started hold their
+/// workers' leases. A claim whose holder exits before the handover makes the worker look
+/// orphaned to any other resumer in between, which would claim it again and count (and
+/// start) a second replacement. A supervisor that never takes over is left to the lease.
+fn await_handover(store: &mut Store, ids: &[&str], me: i64) {
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    let mut waiting: Vec<&str> = ids.to_vec();
+    while !waiting.is_empty() {
+        waiting
+            .retain(|id| matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me)));
+        if waiting.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for id in waiting {
+        tracing::warn!(worker = %id, "its new supervisor did not take over within {}s", HANDOVER_WAIT.as_secs());
+    }
 }
 
 /// Recreates the worktree and prompts when the spawner died before making them.
@@ -128,7 +165,21 @@ fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     let Some(repo) = l.config.repo(&w.repo) else {
         return;
     };
-    if !wt.join(".git").exists() {
+    if !worktree_usable(wt) {
+        if wt.exists() {
+            // A spawner killed inside `git worktree add` leaves a half-made worktree (a `.git`
+            // file whose git directory has no HEAD, or no index yet): set it aside, never
+            // delete, and make it again.
+            let aside = wt.with_file_name(format!("worktree.unusable-{}", now_ms()));
+            match std::fs::rename(wt, &aside) {
+                Ok(()) => {
+                    tracing::warn!(worker = %w.id, "the worktree was unusable; moved to {}", aside.display())
+                }
+                Err(e) => {
+                    tracing::error!(worker = %w.id, error = %e, "cannot move the unusable worktree aside")
+                }
+            }
+        }
         let _ = gitops::git(&repo.path, &["worktree", "prune"]);
         let branch_exists =
             gitops::resolve(&repo.path, &format!("refs/heads/{}", w.branch)).is_ok();
@@ -145,6 +196,52 @@ fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     let session = crate::supervisor::session_dir(&l.state_dir, &w.id);
     if !session.join("prompt.md").exists() {
         let _ = crate::spawn::render_prompts(&l.config, &l.contract, w, &session, "");
+    }
+}
+
+/// The git directory of a worktree (from its `.git` file).
+fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(wt.join(".git")).ok()?;
+    let gitdir = text.trim().strip_prefix("gitdir:")?;
+    Some(wt.join(gitdir.trim()))
+}
+
+/// A worktree a worker can use: HEAD resolves and the checkout got as far as its index.
+fn worktree_usable(wt: &Path) -> bool {
+    gitops::head(wt).is_ok() && worktree_git_dir(wt).is_some_and(|d| d.join("index").exists())
+}
+
+/// Removes the lock files a worker killed inside a git command leaves behind, so that its
+/// replacement can commit and push. Safe: the previous worker's group is dead, and its
+/// worktree, branch and remote branch belong to this worker alone.
+fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
+    let wt = Path::new(&w.worktree);
+    let mut stale = Vec::new();
+    if let Some(gitdir) = worktree_git_dir(wt) {
+        stale.push(gitdir.join("index.lock"));
+        stale.push(gitdir.join("HEAD.lock"));
+    }
+    let branch_lock = format!("refs/heads/{}.lock", w.branch);
+    if let Some(repo) = l.config.repo(&w.repo) {
+        let common = repo.path.join(".git");
+        let common = if common.is_dir() {
+            common
+        } else {
+            repo.path.clone()
+        };
+        stale.push(common.join(&branch_lock));
+        if l.config.forge.kind == crate::config::ForgeKind::Local {
+            stale.push(
+                crate::forge::local::LocalForge::new(&l.state_dir, &l.config)
+                    .remote_path(&w.repo)
+                    .join(&branch_lock),
+            );
+        }
+    }
+    for p in stale {
+        if p.exists() && std::fs::remove_file(&p).is_ok() {
+            tracing::warn!(worker = %w.id, "removed a stale git lock its previous worker left: {}", p.display());
+        }
     }
 }
 
@@ -331,10 +428,14 @@ fn reconcile(
             Ok((v, runs)) => {
                 let id = w.id.clone();
                 let runs_json = serde_json::to_value(runs).unwrap_or_default();
-                let pushed = events.iter().any(|e| matches!(e, Event::Push { .. }));
-                // Record the newly found push first so the verdict has a row to land in.
-                if pushed {
-                    let _ = store.write(|tx| ws::record_push(tx, &id, sha, now_ms()));
+                let pushed = events.iter().find_map(|e| match e {
+                    Event::Push { pushed_ms, .. } => Some(*pushed_ms),
+                    _ => None,
+                });
+                // Record the newly found push first so the verdict has a row to land in, with
+                // the push time the supervisor would have used (pushes are ordered by it).
+                if let Some(pushed_ms) = pushed {
+                    let _ = store.write(|tx| ws::record_push(tx, &id, sha, pushed_ms));
                 }
                 let _ = store.write(|tx| {
                     ws::record_verdict(
@@ -421,6 +522,7 @@ fn reconcile(
             action = "failed".into();
         } else {
             respawns += 1;
+            clear_stale_git_locks(l, &w);
             w.progress = progress.clone();
             let n = resume_note(l, &w, &why, respawns);
             note = Some(n);

@@ -360,12 +360,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     }
 
     /// Nothing left to do once the worker is gone, unless CI for a pushed SHA is undecided.
+    /// `no_run` (no push run within `ci.start_timeout`) needs a new push, which only a worker
+    /// can make: stop, so that `orch resume` gives it to a replacement (a push whose
+    /// post-receive hook died with its worker never gets a run on the local forge).
     fn done_supervising(&self) -> bool {
         let p = &self.w.progress;
         if p.milestone.is_terminal() {
             return true;
         }
-        p.milestone != Milestone::PushedToCi || p.verdict.is_some_and(VerdictKind::is_terminal)
+        p.milestone != Milestone::PushedToCi
+            || p.verdict
+                .is_some_and(|v| v.is_terminal() || v == VerdictKind::NoRun)
     }
 
     fn start_worker(&mut self) -> Result<(), SuperviseError> {

@@ -187,6 +187,14 @@ impl LocalForge {
             self.layout.forge_dir().display()
         )))?;
         if git2::Repository::open_bare(&remote).is_err() {
+            // Made aside and renamed into place: two spawns creating the same remote at once,
+            // or a spawn killed half-way, never leave a half-made repository at `remote`.
+            let tmp = self.layout.forge_dir().join(format!(
+                ".{}.git.tmp-{}",
+                repo.name,
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&tmp);
             git(
                 None,
                 [
@@ -194,18 +202,24 @@ impl LocalForge {
                     OsStr::new("--bare"),
                     OsStr::new("-q"),
                     OsStr::new(&format!("--initial-branch={}", repo.branch)),
-                    remote.as_os_str(),
+                    tmp.as_os_str(),
                 ],
             )
             .map_err(|message| LocalForgeError::Git {
                 context: format!("cannot create the remote {}", remote.display()),
                 message,
             })?;
+            if let Err(e) = std::fs::rename(&tmp, &remote) {
+                let _ = std::fs::remove_dir_all(&tmp);
+                if git2::Repository::open_bare(&remote).is_err() {
+                    return Err(io_err(format!("cannot create {}", remote.display()))(e));
+                } // else another process made it first
+            }
         }
         self.install_hook(&remote, &repo.name)?;
         if self.branch_head_sync(&repo.name, &repo.branch)?.is_none() {
             let spec = format!("+refs/heads/{b}:refs/heads/{b}", b = repo.branch);
-            git(
+            let seeded = git(
                 Some(&remote),
                 [
                     OsStr::new("fetch"),
@@ -214,16 +228,21 @@ impl LocalForge {
                     repo.path.as_os_str(),
                     OsStr::new(&spec),
                 ],
-            )
-            .map_err(|message| LocalForgeError::Git {
-                context: format!(
-                    "cannot seed {} with branch {} of {}",
-                    remote.display(),
-                    repo.branch,
-                    repo.path.display()
-                ),
-                message,
-            })?;
+            );
+            // A concurrent spawn may have seeded it meanwhile (and held the ref lock).
+            if let Err(message) = seeded
+                && self.branch_head_sync(&repo.name, &repo.branch)?.is_none()
+            {
+                return Err(LocalForgeError::Git {
+                    context: format!(
+                        "cannot seed {} with branch {} of {}",
+                        remote.display(),
+                        repo.branch,
+                        repo.path.display()
+                    ),
+                    message,
+                });
+            }
         }
         Ok(remote)
     }

@@ -1,0 +1,442 @@
+//! Chaos: a batch of tasks over dependent and independent repositories runs on the local
+//! forge while a driver SIGKILLs random supervisors and random in-flight `orch spawn`
+//! processes at random moments (seeded), running `orch resume` after each kill (and now and
+//! then SIGKILLing that resumer too, mid-work, before a full one). In the end
+//! every task must be DONE exactly once with its CI verified, the lock history must never
+//! have held two conflicting locks, no process of the run may be left, and every checkpoint
+//! file must agree with the database.
+//!
+//! Short version (what `cargo test` runs): 12 kill points.
+//! Long version:
+//!   ORCH_CHAOS_KILLS=60 cargo test --release --test chaos -- --nocapture
+//! Replay a run: ORCH_CHAOS_SEED=<printed seed>. When every task is DONE before the kill
+//! target is reached, the driver starts another round of the same tasks (new task ids).
+
+#[path = "support/chaos_org.rs"]
+mod chaos_org;
+
+use chaos_org::{Ci, Org, OrgSpec, job_status, kill9};
+use orch::cli::workers::supervisor_alive;
+use orch::milestone::Milestone;
+use std::collections::BTreeMap;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const REPOS: &[(&str, &[&str])] = &[
+    ("core", &[]),
+    ("vm", &["core"]),
+    ("net", &["vm"]),
+    ("sdk", &[]),
+    ("ui", &["sdk"]),
+    ("tools", &[]),
+    ("docs", &[]),
+];
+
+/// (task id suffix, repository, task). A task whose first word is `flaky` fails CI once.
+const TASKS: &[(&str, &str, &str)] = &[
+    ("core", "core", "flaky add the core feature flag"),
+    ("vm", "vm", "implement the opcode table"),
+    ("net", "net", "flaky wire the vm into the node"),
+    ("sdk", "sdk", "expose the new api"),
+    ("ui", "ui", "flaky show the new api"),
+    ("tools", "tools", "lint the new api"),
+    ("docs", "docs", "document the new api"),
+    ("sdk2", "sdk", "version the api"),
+];
+
+/// splitmix64: small, seedable, good enough to pick victims and moments.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo))
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+struct InFlight {
+    task_id: String,
+    child: Child,
+    log: std::path::PathBuf,
+    /// Killed at this moment, or (`on_record`) as soon as its worker record exists: right
+    /// after its lock transaction, while it makes the worktree and starts the supervisor.
+    kill_at: Option<Instant>,
+    on_record: bool,
+}
+
+#[derive(Default)]
+struct Tally {
+    supervisor: usize,
+    spawn: usize,
+    resume: usize,
+    /// Where the killed spawns were: before their lock transaction, between it and the
+    /// supervisor's takeover, after it.
+    spawn_phase: BTreeMap<&'static str, usize>,
+    resumes: usize,
+    /// Resumes run because `orch status` showed an unsupervised worker, not after a kill.
+    operator_resumes: usize,
+    resumed: BTreeMap<String, usize>,
+}
+
+impl Tally {
+    fn total(&self) -> usize {
+        self.supervisor + self.spawn + self.resume
+    }
+}
+
+fn run_resume(org: &Org, tally: &mut Tally) {
+    let answer = org.resume();
+    tally.resumes += 1;
+    for r in answer["resumed"].as_array().unwrap() {
+        *tally
+            .resumed
+            .entry(r["action"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+}
+
+#[test]
+fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
+    let target = env_u64("ORCH_CHAOS_KILLS").unwrap_or(12) as usize;
+    let seed = env_u64("ORCH_CHAOS_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            ^ u64::from(std::process::id())
+    });
+    let limit =
+        Duration::from_secs(env_u64("ORCH_CHAOS_DEADLINE_SECS").unwrap_or(60 + 4 * target as u64));
+    println!(
+        "chaos: seed {seed} (ORCH_CHAOS_SEED={seed} replays the choices), kill target {target}"
+    );
+    let mut rng = Rng(seed);
+    let org = Org::new(&OrgSpec {
+        repos: REPOS,
+        worker: "chaos_worker.sh",
+        ci: Ci::Sleep(Duration::from_millis(300)),
+        max_parallel: 4,
+        // Kills may hit one task many times; the bound itself is tested in tests/resume.rs.
+        max_respawns: 1000,
+        // A push killed inside its post-receive hook never gets a run: don't wait long.
+        start_timeout: "5s",
+    });
+    std::fs::create_dir_all(org.ctl.join("spawns")).unwrap();
+    let started = Instant::now();
+    let deadline = started + limit;
+    let mut tally = Tally::default();
+    let mut inflight: Vec<InFlight> = Vec::new();
+    let mut retry_at: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut tasks: Vec<(String, &str, &str)> = Vec::new();
+    let mut round = 0;
+    let mut spawns = 0usize;
+    let mut next_kill = Instant::now() + rng.ms(300, 1200);
+    let mut next_look = Instant::now();
+    loop {
+        // Finished spawns.
+        let mut i = 0;
+        while i < inflight.len() {
+            if let Some(status) = inflight[i].child.try_wait().unwrap() {
+                let f = inflight.remove(i);
+                if status.code() == Some(2) {
+                    panic!(
+                        "orch spawn for {} failed: {}\n{}",
+                        f.task_id,
+                        std::fs::read_to_string(&f.log).unwrap_or_default(),
+                        org.dump()
+                    );
+                }
+            } else {
+                i += 1;
+            }
+        }
+        let workers = org.workers();
+        let done = |id: &str| {
+            workers
+                .iter()
+                .any(|w| w.task_id.as_deref() == Some(id) && w.milestone() == Milestone::Done)
+        };
+        if tasks.iter().all(|(id, _, _)| done(id)) {
+            if tally.total() >= target || round >= 20 {
+                break;
+            }
+            round += 1;
+            tasks.extend(
+                TASKS
+                    .iter()
+                    .map(|(t, repo, task)| (format!("r{round}-{t}"), *repo, *task)),
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "chaos: not every task DONE after {limit:?} (seed {seed}, {} kill points)\n{}",
+            tally.total(),
+            org.dump()
+        );
+        // Spawn every task that has no worker yet (by task id: never twice).
+        for (id, repo, task) in &tasks {
+            let has_worker = workers.iter().any(|w| w.task_id.as_deref() == Some(id));
+            let in_flight = inflight.iter().any(|f| &f.task_id == id);
+            if has_worker || in_flight || retry_at.get(id).is_some_and(|t| Instant::now() < *t) {
+                continue;
+            }
+            retry_at.insert(id.clone(), Instant::now() + Duration::from_millis(400));
+            spawns += 1;
+            let log = org.ctl.join("spawns").join(format!("{spawns}-{id}.log"));
+            let out = std::fs::File::create(&log).unwrap();
+            let child = org
+                .cmd()
+                .args([
+                    "spawn", "--repo", repo, "--task", task, "--id", id, "--json",
+                ])
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            let planned = tally.total() < target && rng.chance(30);
+            let on_record = planned && rng.chance(50);
+            let kill_at = (planned && !on_record).then(|| Instant::now() + rng.ms(0, 500));
+            inflight.push(InFlight {
+                task_id: id.clone(),
+                child,
+                log,
+                kill_at,
+                on_record,
+            });
+        }
+        // Planned kills of in-flight spawns.
+        let recorded: Vec<String> = if inflight.iter().any(|f| f.on_record) {
+            org.workers()
+                .into_iter()
+                .filter_map(|w| w.task_id)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let due: Vec<usize> = (0..inflight.len())
+            .filter(|&i| {
+                let f = &inflight[i];
+                f.kill_at.is_some_and(|t| Instant::now() >= t)
+                    || (f.on_record && recorded.contains(&f.task_id))
+            })
+            .collect();
+        for i in due.into_iter().rev() {
+            let mut f = inflight.remove(i);
+            if tally.total() < target && f.child.try_wait().unwrap().is_none() {
+                f.child.kill().unwrap(); // SIGKILL
+                f.child.wait().unwrap();
+                tally.spawn += 1;
+                let pid = f.child.id() as i64;
+                let phase = match org
+                    .workers()
+                    .into_iter()
+                    .find(|w| w.task_id.as_deref() == Some(f.task_id.as_str()))
+                {
+                    None => "before its lock transaction",
+                    Some(w) if w.supervisor_pid == Some(pid) => {
+                        "after its lock transaction, before the supervisor took over"
+                    }
+                    Some(_) => "after the supervisor took over",
+                };
+                *tally.spawn_phase.entry(phase).or_default() += 1;
+                println!(
+                    "{:>6.1}s kill #{}: orch spawn of {} (pid {pid}) {phase}",
+                    started.elapsed().as_secs_f64(),
+                    tally.total(),
+                    f.task_id,
+                );
+                run_resume(&org, &mut tally);
+            } else {
+                f.child.wait().unwrap();
+            }
+        }
+        // A random live supervisor.
+        if tally.total() < target && Instant::now() >= next_kill {
+            let live: Vec<(String, i32)> = workers
+                .iter()
+                .filter(|w| !w.milestone().is_terminal() && supervisor_alive(w))
+                .filter_map(|w| {
+                    let pid = w.supervisor_pid? as i32;
+                    let cmd = chaos_org::cmdline(pid)?;
+                    (cmd.contains("__supervise") && cmd.contains(&w.id))
+                        .then(|| (w.id.clone(), pid))
+                })
+                .collect();
+            if !live.is_empty() {
+                let (id, pid) = live[rng.below(live.len() as u64) as usize].clone();
+                let m = workers.iter().find(|w| w.id == id).unwrap().milestone();
+                kill9(pid);
+                org.wait_until(
+                    &format!("supervisor {pid} to die"),
+                    Duration::from_secs(10),
+                    || !orch::process::process_alive(pid, None),
+                );
+                tally.supervisor += 1;
+                println!(
+                    "{:>6.1}s kill #{}: supervisor {pid} of {id} in {m}",
+                    started.elapsed().as_secs_f64(),
+                    tally.total()
+                );
+                // Sometimes the resumer dies too, at a random moment of its work.
+                if tally.total() < target && rng.chance(30) {
+                    let mut r = org
+                        .cmd()
+                        .args(["resume", "--json"])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap();
+                    std::thread::sleep(rng.ms(0, 400));
+                    if r.try_wait().unwrap().is_none() {
+                        r.kill().unwrap();
+                        tally.resume += 1;
+                        println!(
+                            "{:>6.1}s kill #{}: orch resume (pid {})",
+                            started.elapsed().as_secs_f64(),
+                            tally.total(),
+                            r.id()
+                        );
+                    }
+                    r.wait().unwrap();
+                }
+                run_resume(&org, &mut tally);
+                next_kill = Instant::now() + rng.ms(200, 1500);
+            }
+        }
+        // What an operator does when `orch status` shows a worker nobody supervises (e.g. a
+        // supervisor that gave up on a push that never got a CI run).
+        if Instant::now() >= next_look {
+            next_look = Instant::now() + Duration::from_secs(2);
+            let unsupervised = org.workers().iter().any(|w| {
+                matches!(
+                    w.milestone(),
+                    Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+                ) && !supervisor_alive(w)
+            });
+            if unsupervised {
+                tally.operator_resumes += 1;
+                run_resume(&org, &mut tally);
+            }
+        }
+        let watching = inflight.iter().any(|f| f.on_record);
+        std::thread::sleep(Duration::from_millis(if watching { 5 } else { 40 }));
+    }
+    for mut f in inflight {
+        f.child.wait().unwrap();
+    }
+    let elapsed = started.elapsed();
+
+    // Nothing of the run is left running once every task is DONE.
+    org.wait_until(
+        "every process of the run to end",
+        Duration::from_secs(30),
+        || org.leftovers().is_empty(),
+    );
+
+    let config = &org.config;
+    let mut store = org.store();
+    let workers = store.workers().unwrap();
+    let forge = orch::forge::local::LocalForge::new(&org.state, config);
+    for (task_id, repo, _) in &tasks {
+        let mine: Vec<_> = workers
+            .iter()
+            .filter(|w| w.task_id.as_deref() == Some(task_id.as_str()))
+            .collect();
+        assert_eq!(mine.len(), 1, "task {task_id} has {} workers", mine.len());
+        let w = mine[0];
+        assert_eq!(w.repo, *repo);
+        assert_eq!(w.milestone(), Milestone::Done, "{task_id}\n{}", org.dump());
+        let events = org.events(&w.id);
+        let dones = events
+            .iter()
+            .filter(|e| e.kind == "transition" && e.milestone == "DONE")
+            .count();
+        assert_eq!(dones, 1, "{task_id} reached DONE {dones} times");
+        // CI verified: orch's record of the tracked (last) push …
+        let pushes = org.pushes(&w.id);
+        let last = pushes.last().expect("pushed");
+        assert_eq!(w.progress.tracked_sha.as_deref(), Some(last.sha.as_str()));
+        assert_eq!(last.verdict.as_deref(), Some("green"), "{task_id}");
+        assert_eq!(job_status(last, "radicle-push").as_deref(), Some("success"));
+        // … and the forge's own runs for that commit.
+        let runs = forge.runs(repo, &last.sha).unwrap();
+        let run = runs.first().expect("a CI run");
+        for job in ["check", "radicle-push"] {
+            let st = run.jobs.iter().find(|j| j.name == job).map(|j| j.status);
+            assert_eq!(
+                st,
+                Some(orch::forge::JobStatus::Success),
+                "{task_id}: {job} of {}",
+                last.sha
+            );
+        }
+    }
+    // Never two conflicting locks at once; nothing held at the end; one lock per worker.
+    let history = store.lock_history().unwrap();
+    assert!(
+        orch::store::first_conflict(&config.graph, &history).is_none(),
+        "{:?}",
+        orch::store::first_conflict(&config.graph, &history)
+    );
+    assert!(store.locks().unwrap().is_empty());
+    for w in &workers {
+        let acquired = history
+            .iter()
+            .filter(|h| h.holder == w.id && h.action == "acquire")
+            .count();
+        assert_eq!(acquired, 1, "{} took its lock {acquired} times", w.id);
+    }
+    // Every checkpoint file agrees with the database.
+    let held: Vec<String> = store
+        .locks()
+        .unwrap()
+        .into_iter()
+        .map(|l| l.holder)
+        .collect();
+    for w in &workers {
+        let path = orch::checkpoint::path_for(&org.state, w);
+        let cp = orch::checkpoint::read(&path).unwrap_or_else(|e| panic!("{}: {e}", w.id));
+        assert_eq!(cp.current_milestone, w.milestone().as_str(), "{}", w.id);
+        assert_eq!(cp.tracked_sha, w.progress.tracked_sha, "{}", w.id);
+        assert_eq!(cp.respawns, w.respawns, "{}", w.id);
+        assert_eq!(cp.lock_held, held.contains(&w.id), "{}", w.id);
+    }
+    let respawns: i64 = workers.iter().map(|w| w.respawns).sum();
+    println!(
+        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes), {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
+        tally.total(),
+        tally.supervisor,
+        tally.spawn,
+        tally.spawn_phase,
+        tally.resume,
+        tally.resumes,
+        tally.operator_resumes,
+        tally.resumed,
+        tasks.len(),
+        round,
+        respawns,
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        tally.total() >= target,
+        "only {} kill points",
+        tally.total()
+    );
+}

@@ -1,0 +1,896 @@
+//! `orch resume`: every reconciliation branch produced for real (scripted workers on the local
+//! forge, the real `orch` binary, supervisors killed with SIGKILL), concurrent resumers, the
+//! respawn bound, and rebuilding the database from checkpoint files.
+//!
+//! The workers are `tests/workers/resume_worker.sh`; the first word of a task picks what the
+//! first life of a worker does (see the script). CI `check` waits for a gate file, so a test
+//! decides when CI finishes.
+
+#[path = "support/chaos_org.rs"]
+mod chaos_org;
+
+use chaos_org::{Org, OrgSpec, dead_pid, job_status, resumed_entry};
+use orch::cli::workers::supervisor_alive;
+use orch::milestone::Milestone;
+use orch::store::workers as ws;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+fn org(repos: &'static [(&'static str, &'static [&'static str])]) -> Org {
+    Org::new(&OrgSpec {
+        repos,
+        ..OrgSpec::default()
+    })
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..10]
+}
+
+/// The `orch status --json` entry of `id`.
+fn status_of(org: &Org, id: &str) -> Value {
+    let st = org.json(&["status"]);
+    st["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} missing from orch status: {st}"))
+}
+
+/// DONE with CI verified: the tracked SHA is the last push, its verdict green and the sync job
+/// `success`; the chain lock is released.
+fn assert_verified_done(org: &Org, id: &str) {
+    let w = org.worker(id);
+    assert_eq!(w.milestone(), Milestone::Done, "{}", org.dump());
+    let pushes = org.pushes(id);
+    let last = pushes.last().expect("a push");
+    assert_eq!(w.progress.tracked_sha.as_deref(), Some(last.sha.as_str()));
+    assert_eq!(last.verdict.as_deref(), Some("green"), "{last:?}");
+    assert_eq!(job_status(last, "radicle-push").as_deref(), Some("success"));
+    assert_eq!(job_status(last, "check").as_deref(), Some("success"));
+    assert_eq!(org.lock_of(id), None, "DONE releases the lock");
+}
+
+fn assert_no_leftovers(org: &Org) {
+    org.wait_until(
+        "no process of the run left",
+        Duration::from_secs(20),
+        || org.leftovers().is_empty(),
+    );
+}
+
+#[test]
+fn ci_green_while_the_supervisor_was_down_resumes_to_done_without_a_worker() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "push-hang add the feature", "t-green");
+    org.wait_mark(&id, 1, "pushed");
+    assert_eq!(org.worker(&id).milestone(), Milestone::PushedToCi);
+    org.kill_supervisor(&id);
+    // CI finishes green while nobody watches.
+    org.open_gate("core");
+    org.wait_ci_idle();
+    let w = org.worker(&id);
+    assert_eq!(w.milestone(), Milestone::PushedToCi);
+    assert_ne!(w.progress.verdict.map(|v| v.as_str()), Some("green"));
+    assert_eq!(status_of(&org, &id)["supervisor_alive"], false);
+
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["before"], "PUSHED_TO_CI");
+    assert_eq!(r["after"], "DONE");
+    assert_eq!(r["action"], "done", "{r}");
+    assert_eq!(answer["resumed"].as_array().unwrap().len(), 1);
+
+    assert_verified_done(&org, &id);
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 0);
+    assert!(
+        !supervisor_alive(&w),
+        "no supervisor is started for a DONE worker"
+    );
+    assert_eq!(org.lives(&id), 1, "no worker was started");
+    assert_eq!(org.count_events(&id, "started"), 1);
+    assert_eq!(org.count_events(&id, "resume_claimed"), 1);
+    let released = org.store().lock_history().unwrap();
+    let rel = released
+        .iter()
+        .find(|h| h.holder == id && h.action == "release")
+        .expect("lock released");
+    assert_eq!(rel.by.as_deref(), Some("orch resume"));
+    assert!(
+        rel.reason.as_deref().unwrap_or("").contains("DONE"),
+        "{rel:?}"
+    );
+    assert_no_leftovers(&org);
+    // Nothing is left to resume.
+    assert_eq!(org.resume()["resumed"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn ci_red_while_the_supervisor_was_down_respawns_a_briefed_replacement() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "bad-push-hang add the feature", "t-red");
+    org.wait_mark(&id, 1, "pushed");
+    let bad_sha = org.worker(&id).progress.tracked_sha.unwrap();
+    let dead = org.kill_supervisor(&id);
+    org.open_gate("core");
+    org.wait_ci_idle();
+
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["before"], "PUSHED_TO_CI");
+    assert_eq!(r["after"], "FIXING_CI");
+    assert_eq!(r["action"], "respawned", "{r}");
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 1);
+    assert_eq!(w.progress.fix_attempts, 1);
+    assert_eq!(org.lock_of(&id).as_deref(), Some("core"), "lock kept");
+
+    org.wait_until("the replacement to start", Duration::from_secs(30), || {
+        org.lives(&id) >= 2
+    });
+    let first = org.prompt(&id, 1);
+    assert!(!first.contains("RESUMING"), "{first}");
+    let p = org.prompt(&id, 2);
+    for needle in [
+        "RESUMING as replacement worker 1 of 2".to_string(),
+        format!("its supervisor (pid {dead}) died while it was running"),
+        format!(
+            "Work so far: 1 commit(s) on your branch ({})",
+            short(&bad_sha)
+        ),
+        "files: status.txt".to_string(),
+        "Last CI: red.".to_string(),
+        format!(
+            "Still missing: CI is red for {} (failing: check): fix it, push, report PUSHED_TO_CI",
+            short(&bad_sha)
+        ),
+    ] {
+        assert!(
+            p.contains(&needle),
+            "replacement prompt lacks {needle:?}:\n{p}"
+        );
+    }
+
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 1);
+    assert_eq!(org.lives(&id), 2);
+    assert_eq!(org.count_events(&id, "resume_claimed"), 1);
+    assert_eq!(org.count_events(&id, "respawn"), 1);
+    let shas: Vec<String> = org.pushes(&id).into_iter().map(|p| p.sha).collect();
+    assert_eq!(shas.len(), 2, "the red push and the fix: {shas:?}");
+    assert_eq!(shas[0], bad_sha);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn ci_still_running_is_followed_by_a_new_supervisor_without_a_replacement() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "push-hang add the feature", "t-running");
+    org.wait_mark(&id, 1, "pushed");
+    let dead = org.kill_supervisor(&id);
+
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["before"], "PUSHED_TO_CI");
+    assert_eq!(r["after"], "PUSHED_TO_CI");
+    assert_eq!(r["action"], "following", "{r}");
+    assert!(
+        r["detail"].as_str().unwrap().contains("CI running")
+            || r["detail"].as_str().unwrap().contains("CI pending"),
+        "{r}"
+    );
+    // A new supervisor takes the worker over (and starts no worker).
+    org.wait_until("a new supervisor", Duration::from_secs(20), || {
+        let w = org.worker(&id);
+        supervisor_alive(&w) && w.supervisor_pid != Some(dead as i64)
+    });
+    let sup = org.supervisor_pid(&id);
+    assert_ne!(sup, dead);
+    assert_eq!(status_of(&org, &id)["supervisor_alive"], true);
+
+    org.open_gate("core");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 0);
+    assert_eq!(org.lives(&id), 1, "no replacement worker");
+    assert_eq!(org.count_events(&id, "started"), 1);
+    assert_eq!(org.count_events(&id, "respawn"), 0);
+    assert_eq!(org.pushes(&id).len(), 1);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn nothing_pushed_orphan_is_shown_unsupervised_then_replaced_and_finishes() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "hang add the feature", "t-working");
+    org.wait_mark(&id, 1, "hanging");
+    assert_eq!(status_of(&org, &id)["supervisor_alive"], true);
+    let dead = org.kill_supervisor(&id);
+
+    // orch status: the orphan is not supervised (JSON and table).
+    let s = status_of(&org, &id);
+    assert_eq!(s["supervisor_alive"], false, "{s}");
+    assert_eq!(s["milestone"], "WORKING");
+    let table = String::from_utf8(org.run(&["status"]).stdout).unwrap();
+    let row = table.lines().find(|l| l.starts_with(&id)).unwrap();
+    assert!(row.contains("GONE (orch resume)"), "{table}");
+
+    org.open_all_gates();
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["before"], "WORKING");
+    assert_eq!(r["after"], "WORKING");
+    assert_eq!(r["action"], "respawned", "{r}");
+
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let p = org.prompt(&id, 2);
+    let pushed = org.pushes(&id)[0].sha.clone();
+    for needle in [
+        "RESUMING as replacement worker 1 of 2".to_string(),
+        format!("its supervisor (pid {dead}) died while it was running"),
+        "Work so far: 1 commit(s) on your branch".to_string(),
+        "Last CI: none.".to_string(),
+        "Still missing: push your work and report PUSHED_TO_CI.".to_string(),
+    ] {
+        assert!(p.contains(&needle), "prompt lacks {needle:?}:\n{p}");
+    }
+    // The unpushed work-in-progress commit was kept and pushed by the replacement.
+    let wt = org.worker(&id).worktree;
+    let log = std::process::Command::new("git")
+        .args(["-C", &wt, "log", "--format=%s", "-n", "2", &pushed])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("status good (life 2)"), "{log}");
+    assert!(log.contains("status wip (life 1)"), "{log}");
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 1);
+    assert_eq!(org.lives(&id), 2);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
+    use orch::contract::Contract;
+    use orch::forge::local::LocalForge;
+    use orch::spawn::{SpawnRequest, Spawned, prepare};
+    use orch::store::{LockAttempt, now_ms, try_lock_in};
+
+    let org = org(&[("core", &[]), ("sdk", &[])]);
+    org.open_all_gates();
+    let contract = Contract::load(&chaos_org::contract_path()).unwrap();
+    let config = &org.config;
+    let forge = LocalForge::new(&org.state, config).with_exe(chaos_org::ORCH);
+    let mut store = org.store();
+
+    // (B) A spawner that got through `prepare` (lock + record, worktree, prompt) and died
+    // before starting the supervisor. While it lives (it is this test process, lease
+    // valid), nobody takes its worker.
+    let Spawned::Ready(b) = prepare(
+        config,
+        &contract,
+        &org.state,
+        &mut store,
+        &SpawnRequest {
+            repo: "sdk".into(),
+            task: "finish the sdk".into(),
+            task_id: Some("t-b".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap() else {
+        panic!("sdk's chain is free")
+    };
+    // `prepare` in this process points the remote's hook at this test binary: point it back
+    // at orch, as `orch spawn` would have.
+    forge.ensure_remote(config.repo("sdk").unwrap()).unwrap();
+    assert!(Path::new(&b.worktree).join(".git").exists());
+    let answer = org.resume();
+    assert_eq!(
+        answer["resumed"].as_array().unwrap().len(),
+        0,
+        "a live spawner's worker is not an orphan: {answer}"
+    );
+
+    // (A) A spawner that died right after its lock transaction: the remote exists (spawn
+    // makes it first), but no worktree, prompt or checkpoint.
+    let core = config.repo("core").unwrap();
+    let bare = forge.ensure_remote(core).unwrap();
+    orch::gitops::ensure_remote(&core.path, "orch", &bare.display().to_string()).unwrap();
+    let base = orch::gitops::base_sha(&core.path, "orch", "main").unwrap();
+    let (pid, start) = dead_pid();
+    let a_id = "core-0badc0de".to_string();
+    let now = now_ms();
+    let a = ws::WorkerRecord {
+        id: a_id.clone(),
+        repo: "core".into(),
+        task: "finish the core".into(),
+        task_id: Some("t-a".into()),
+        component: None,
+        plan: None,
+        progress: orch::milestone::Progress::new(&contract, now),
+        branch: format!("orch/{a_id}"),
+        base_sha: base,
+        worktree: org.state.join(&a_id).join("worktree").display().to_string(),
+        remote: "orch".into(),
+        day: "2026-01-01".into(),
+        supervisor_pid: Some(pid),
+        supervisor_start: Some(start),
+        lease_until_ms: Some(now + 15_000),
+        worker_pid: None,
+        worker_running: false,
+        exit_code: None,
+        respawns: 0,
+        resume_note: None,
+        created_ms: now,
+        updated_ms: now,
+    };
+    store
+        .write(|tx| {
+            let LockAttempt::Acquired(_) = try_lock_in(
+                tx,
+                &config.graph,
+                "core",
+                &a.id,
+                orch::lock::HolderKind::Worker,
+                Some(&a.task),
+                None,
+            )?
+            else {
+                panic!("core's chain is free")
+            };
+            ws::insert_worker(tx, &a)?;
+            ws::add_event(
+                tx,
+                &a.id,
+                "spawned",
+                Milestone::Working,
+                "task: finish the core",
+            )
+        })
+        .unwrap();
+    // (B)'s spawner dies too (its lease has not run out: the dead pid is what tells).
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3 WHERE id = ?1",
+                rusqlite::params![b.id, pid, start],
+            )
+        })
+        .unwrap();
+    drop(store);
+    assert_eq!(status_of(&org, &a_id)["supervisor_alive"], false);
+    assert_eq!(status_of(&org, &b.id)["supervisor_alive"], false);
+
+    let answer = org.resume();
+    for id in [&a_id, &b.id] {
+        let r = resumed_entry(&answer, id).unwrap_or_else(|| panic!("{id}: {answer}"));
+        assert_eq!(r["before"], "WORKING");
+        assert_eq!(r["action"], "respawned", "{r}");
+        assert!(
+            r["detail"].as_str().unwrap().contains("never started"),
+            "{r}"
+        );
+    }
+    for id in [&a_id, &b.id] {
+        org.wait_done(id);
+        assert_verified_done(&org, id);
+        let w = org.worker(id);
+        assert_eq!(w.respawns, 1);
+        assert_eq!(org.lives(id), 1, "exactly one worker ever ran");
+        let p = org.prompt(id, 1);
+        assert!(
+            p.contains("RESUMING as replacement worker 1 of 2: the previous worker ended because it was never started (the spawning process died)"),
+            "{p}"
+        );
+        assert!(
+            p.contains("Work so far: no commits on your branch yet."),
+            "{p}"
+        );
+        assert!(orch::checkpoint::path_for(&org.state, &w).exists());
+    }
+    assert!(
+        orch::store::first_conflict(&config.graph, &org.store().lock_history().unwrap()).is_none()
+    );
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn concurrent_resumes_claim_each_orphan_exactly_once() {
+    const REPOS: &[(&str, &[&str])] = &[("a", &[]), ("b", &[]), ("c", &[]), ("d", &[]), ("e", &[])];
+    let org = org(REPOS);
+    let ids: Vec<String> = REPOS
+        .iter()
+        .map(|(r, _)| org.spawn(r, "hang then finish", &format!("t-{r}")))
+        .collect();
+    for id in &ids {
+        org.wait_mark(id, 1, "hanging");
+    }
+    for id in &ids {
+        org.kill_supervisor(id);
+    }
+    org.open_all_gates();
+    // Eight resumers at once.
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            org.cmd()
+                .args(["resume", "--json"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut claimed: BTreeMap<String, usize> = BTreeMap::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for r in v["resumed"].as_array().unwrap() {
+            assert_eq!(r["action"], "respawned", "{r}");
+            *claimed
+                .entry(r["worker_id"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    for id in &ids {
+        assert_eq!(claimed.get(id), Some(&1), "{id}: {claimed:?}");
+    }
+    assert_eq!(claimed.len(), ids.len());
+    for id in &ids {
+        org.wait_done(id);
+        assert_verified_done(&org, id);
+    }
+    for id in &ids {
+        assert_eq!(
+            org.count_events(id, "resume_claimed"),
+            1,
+            "{id} claimed more than once\n{}",
+            org.dump()
+        );
+        assert_eq!(org.count_events(id, "respawn"), 1, "{id}");
+        assert_eq!(org.worker(id).respawns, 1, "{id}");
+        assert_eq!(org.lives(id), 2, "{id}: exactly one replacement");
+    }
+    assert!(
+        orch::store::first_conflict(&org.config.graph, &org.store().lock_history().unwrap())
+            .is_none()
+    );
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn a_worker_that_always_dies_fails_after_max_respawns_keeping_its_lock() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "die at once", "t-die");
+    let mut actions = Vec::new();
+    while org.worker(&id).milestone() != Milestone::Failed {
+        assert!(actions.len() < 5, "{actions:?}\n{}", org.dump());
+        org.wait_until("the supervisor to let go", Duration::from_secs(30), || {
+            let w = org.worker(&id);
+            !supervisor_alive(&w)
+        });
+        let answer = org.resume();
+        if let Some(r) = resumed_entry(&answer, &id) {
+            actions.push(r["action"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(actions, ["respawned", "respawned", "failed"]);
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 2);
+    assert_eq!(org.lives(&id), 3, "the first worker and two replacements");
+    assert_eq!(org.lock_of(&id).as_deref(), Some("core"), "lock kept");
+    assert!(
+        w.progress
+            .end_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("respawns exhausted (2 of 2)"),
+        "{:?}",
+        w.progress.end_reason
+    );
+    let alerts = org.store().read(|tx| ws::alerts(tx, 0)).unwrap();
+    assert!(
+        alerts
+            .iter()
+            .any(|a| a.kind == "respawns_exhausted" && a.worker_id.as_deref() == Some(&id)),
+        "{alerts:?}"
+    );
+    let jsonl = std::fs::read_to_string(org.state.join("alerts.jsonl")).unwrap();
+    assert!(jsonl.contains("respawns_exhausted"), "{jsonl}");
+    // FAILED is final: nothing more to resume, the lock stays for an operator.
+    assert_eq!(org.resume()["resumed"].as_array().unwrap().len(), 0);
+    assert_eq!(org.lock_of(&id).as_deref(), Some("core"));
+    assert_no_leftovers(&org);
+}
+
+/// What a rebuild must preserve of one worker.
+#[derive(Debug, Clone, PartialEq)]
+struct WorkerView {
+    repo: String,
+    task_id: Option<String>,
+    milestone: String,
+    tracked_sha: Option<String>,
+    verdict: Option<String>,
+    fix_attempts: u32,
+    respawns: i64,
+    branch: String,
+    base_sha: String,
+    pushes: Vec<(String, Option<String>)>,
+}
+
+fn view(org: &Org) -> (BTreeMap<String, WorkerView>, Vec<(String, String)>) {
+    let mut store = org.store();
+    let workers = store
+        .workers()
+        .unwrap()
+        .into_iter()
+        .map(|w| {
+            let pushes = store
+                .read(|tx| ws::pushes(tx, &w.id))
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.sha, p.verdict))
+                .collect();
+            (
+                w.id.clone(),
+                WorkerView {
+                    repo: w.repo.clone(),
+                    task_id: w.task_id.clone(),
+                    milestone: w.milestone().as_str().into(),
+                    tracked_sha: w.progress.tracked_sha.clone(),
+                    verdict: w.progress.verdict.map(|v| v.as_str().to_string()),
+                    fix_attempts: w.progress.fix_attempts,
+                    respawns: w.respawns,
+                    branch: w.branch.clone(),
+                    base_sha: w.base_sha.clone(),
+                    pushes,
+                },
+            )
+        })
+        .collect();
+    let locks = store
+        .locks()
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.repo, l.holder))
+        .collect();
+    (workers, locks)
+}
+
+fn remove_db(state: &Path) {
+    for f in ["orch.db", "orch.db-wal", "orch.db-shm"] {
+        let _ = std::fs::remove_file(state.join(f));
+    }
+}
+
+#[test]
+fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
+    const REPOS: &[(&str, &[&str])] = &[
+        ("done", &[]),
+        ("pushed", &[]),
+        ("working", &[]),
+        ("fixing", &[]),
+        ("blocked", &[]),
+    ];
+    let org = org(REPOS);
+    org.open_gate("done");
+    org.open_gate("fixing");
+    let done = org.spawn("done", "finish it", "t-done");
+    let pushed = org.spawn("pushed", "push-hang it", "t-pushed");
+    let working = org.spawn("working", "hang in it", "t-working");
+    let fixing = org.spawn("fixing", "fix-hang it", "t-fixing");
+    let blocked = org.spawn("blocked", "blocked on it", "t-blocked");
+    org.wait_done(&done);
+    org.wait_mark(&pushed, 1, "pushed");
+    org.wait_mark(&working, 1, "hanging");
+    org.wait_mark(&fixing, 1, "fixing");
+    org.wait_milestone(&fixing, "FIXING_CI", Duration::from_secs(30));
+    org.wait_milestone(&blocked, "BLOCKED", Duration::from_secs(30));
+    // Stop everything: supervisors die, pending CI finishes, nothing touches the database.
+    for id in [&pushed, &working, &fixing] {
+        org.kill_supervisor(id);
+    }
+    org.wait_until(
+        "the blocked worker's supervisor to end",
+        Duration::from_secs(30),
+        || !supervisor_alive(&org.worker(&blocked)),
+    );
+    org.open_gate("pushed");
+    org.wait_ci_idle();
+    assert_no_leftovers(&org);
+
+    let (before, locks_before) = view(&org);
+    assert_eq!(before.len(), 5);
+    assert_eq!(before[&done].milestone, "DONE");
+    assert_eq!(before[&pushed].milestone, "PUSHED_TO_CI");
+    assert_eq!(before[&working].milestone, "WORKING");
+    assert_eq!(before[&fixing].milestone, "FIXING_CI");
+    assert_eq!(before[&fixing].verdict.as_deref(), Some("red"));
+    assert_eq!(before[&blocked].milestone, "BLOCKED");
+    assert_eq!(locks_before.len(), 4, "{locks_before:?}");
+
+    // 1. The rebuild alone (library, on a copy of the checkpoint files) gives back exactly
+    //    what the database held.
+    let copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&org.state).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".checkpoint.yaml") {
+            std::fs::copy(e.path(), copy.path().join(&name)).unwrap();
+        }
+    }
+    let loaded = orch::cli::workers::Loaded {
+        config: org.config.clone(),
+        contract: orch::contract::Contract::load(&chaos_org::contract_path()).unwrap(),
+        state_dir: copy.path().to_path_buf(),
+        config_path: org.config_path.clone(),
+        contract_path: chaos_org::contract_path(),
+    };
+    let r = orch::resume::rebuild_from_checkpoints(&loaded).unwrap();
+    assert_eq!((r.workers, r.locks), (5, 4), "{:?}", r.problems);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let mut copy_store = orch::store::Store::open(copy.path()).unwrap();
+    let mut copy_locks: Vec<(String, String)> = copy_store
+        .locks()
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.repo, l.holder))
+        .collect();
+    copy_locks.sort();
+    let mut expected_locks = locks_before.clone();
+    expected_locks.sort();
+    assert_eq!(copy_locks, expected_locks);
+    for w in copy_store.workers().unwrap() {
+        let b = &before[&w.id];
+        assert_eq!(w.milestone().as_str(), b.milestone, "{}", w.id);
+        assert_eq!(w.progress.tracked_sha, b.tracked_sha, "{}", w.id);
+        assert_eq!(w.respawns, b.respawns, "{}", w.id);
+        assert_eq!(w.progress.fix_attempts, b.fix_attempts, "{}", w.id);
+        assert_eq!((&w.branch, &w.base_sha), (&b.branch, &b.base_sha));
+        let pushes: Vec<(String, Option<String>)> = copy_store
+            .read(|tx| ws::pushes(tx, &w.id))
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.sha, p.verdict))
+            .collect();
+        assert_eq!(pushes, b.pushes, "{}", w.id);
+    }
+    drop(copy_store);
+
+    // 2. The real thing: the database is gone; `orch resume --from-checkpoints` rebuilds it
+    //    and reconciles.
+    remove_db(&org.state);
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    let rebuilt = &answer["rebuilt"];
+    assert_eq!(rebuilt["workers"], 5, "{answer}");
+    assert_eq!(rebuilt["locks"], 4, "{answer}");
+    assert_eq!(rebuilt["moved_aside"], Value::Null);
+    assert_eq!(rebuilt["problems"].as_array().unwrap().len(), 0, "{answer}");
+    let (after, mut locks_after) = view(&org);
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>()
+    );
+    let resumed = answer["resumed"].as_array().unwrap();
+    for (id, b) in &before {
+        let a = &after[id];
+        assert_eq!(org.count_events(id, "rebuilt"), 1, "{id}");
+        match resumed_entry(&answer, id) {
+            None => assert_eq!(a, b, "{id} was not resumed and must be as it was"),
+            Some(r) => {
+                assert_eq!(r["before"], b.milestone.as_str(), "{id}: {r}");
+                let respawned = (r["action"] == "respawned") as i64;
+                assert_eq!(a.respawns, b.respawns + respawned, "{id}");
+                assert_eq!(a.tracked_sha, b.tracked_sha, "{id}");
+                assert_eq!((&a.repo, &a.task_id), (&b.repo, &b.task_id));
+            }
+        }
+    }
+    // Orphans only: not the DONE or the BLOCKED worker.
+    assert_eq!(resumed.len(), 3, "{answer}");
+    assert!(resumed_entry(&answer, &done).is_none());
+    assert!(resumed_entry(&answer, &blocked).is_none());
+    assert_eq!(
+        resumed_entry(&answer, &working).unwrap()["action"],
+        "respawned"
+    );
+    assert_eq!(
+        resumed_entry(&answer, &fixing).unwrap()["action"],
+        "respawned"
+    );
+    // The local forge kept its run history in the lost database: CI of the pushed SHA can no
+    // longer be proven, so that worker is followed (never DONE without proof).
+    assert_eq!(
+        resumed_entry(&answer, &pushed).unwrap()["action"],
+        "following"
+    );
+    locks_after.sort();
+    assert_eq!(locks_after, expected_locks, "no lock lost, none doubled");
+    assert!(
+        orch::store::first_conflict(&org.config.graph, &org.store().lock_history().unwrap())
+            .is_none()
+    );
+
+    // Reconciliation proceeds: the replacements finish.
+    org.open_all_gates();
+    org.wait_done(&working);
+    org.wait_done(&fixing);
+    assert_verified_done(&org, &working);
+    assert_verified_done(&org, &fixing);
+}
+
+#[test]
+fn an_unreadable_database_is_moved_aside_and_rebuilt() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "hang in it", "t-garbage");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    assert_no_leftovers(&org);
+    let db = org.state.join("orch.db");
+    let garbage: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&db, &garbage).unwrap();
+    let _ = std::fs::remove_file(org.state.join("orch.db-wal"));
+    let _ = std::fs::remove_file(org.state.join("orch.db-shm"));
+
+    // Plain commands refuse it and point at the remedy.
+    let out = org.run(&["status"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--from-checkpoints"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = org.run(&["resume", "--from-checkpoints"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let moved = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("the unreadable database was moved to ")
+                .and_then(|r| r.strip_suffix(" (not deleted)"))
+        })
+        .unwrap_or_else(|| panic!("no moved-aside message: {text}"));
+    let moved = Path::new(moved);
+    assert!(moved.starts_with(&org.state), "{}", moved.display());
+    assert_eq!(std::fs::read(moved).unwrap(), garbage, "moved, not altered");
+    assert!(text.contains("rebuilt 1 worker(s) and 1 lock(s)"), "{text}");
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 1, "{text}");
+    assert_eq!(org.lock_of(&id).as_deref(), Some("core"));
+    org.open_all_gates();
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+}
+
+#[test]
+fn a_push_that_never_got_a_ci_run_goes_to_a_replacement() {
+    // The worker's push lands but its post-receive hook never runs (what a kill inside
+    // `git push` does on the local forge): no CI run will ever exist for that commit.
+    let org = Org::new(&OrgSpec {
+        repos: &[("core", &[])],
+        start_timeout: "3s",
+        ..OrgSpec::default()
+    });
+    org.open_all_gates();
+    let id = org.spawn("core", "nohook-push-hang add the feature", "t-norun");
+    org.wait_mark(&id, 1, "pushed");
+    org.kill_supervisor(&id);
+
+    // The unreported push is found and followed while a run may still appear …
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(
+        (&r["before"], &r["after"]),
+        (&"WORKING".into(), &"PUSHED_TO_CI".into())
+    );
+    assert_eq!(r["action"], "following", "{r}");
+    let sha = org.worker(&id).progress.tracked_sha.unwrap();
+    // … until `ci.start_timeout` says none will: the follower stops, as there is no worker
+    // to push again …
+    org.wait_until(
+        "the follower to give up on no_run",
+        Duration::from_secs(30),
+        || {
+            let w = org.worker(&id);
+            w.progress.verdict.map(|v| v.as_str()) == Some("no_run") && !supervisor_alive(&w)
+        },
+    );
+    assert_eq!(org.worker(&id).milestone(), Milestone::PushedToCi);
+    // … and the next resume hands the task to a replacement that pushes again.
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["before"], "PUSHED_TO_CI");
+    assert_eq!(r["after"], "FIXING_CI");
+    assert_eq!(r["action"], "respawned", "{r}");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let p = org.prompt(&id, 2);
+    assert!(p.contains("Last CI: no_run."), "{p}");
+    assert!(
+        p.contains(&format!(
+            "Still missing: no push-triggered CI run appeared for {}: push again and report PUSHED_TO_CI",
+            short(&sha)
+        )),
+        "{p}"
+    );
+    assert_eq!(org.worker(&id).respawns, 1);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn git_locks_left_by_a_killed_worker_do_not_stop_its_replacement() {
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let id = org.spawn("core", "lock-hang add the feature", "t-locks");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    let answer = org.resume();
+    assert_eq!(resumed_entry(&answer, &id).unwrap()["action"], "respawned");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    assert_eq!(org.lives(&id), 2);
+    assert_eq!(org.worker(&id).respawns, 1);
+    assert_no_leftovers(&org);
+}
+
+#[test]
+fn a_half_made_worktree_is_set_aside_and_made_again() {
+    // What a spawner killed inside `git worktree add` leaves: the worktree's `.git` file
+    // points at a git directory that has no HEAD yet.
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let id = org.spawn("core", "hang add the feature", "t-halfmade");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    let w = org.worker(&id);
+    let wt = Path::new(&w.worktree);
+    let gitdir = std::fs::read_to_string(wt.join(".git")).unwrap();
+    let gitdir = Path::new(gitdir.trim().strip_prefix("gitdir:").unwrap().trim());
+    std::fs::remove_file(gitdir.join("HEAD")).unwrap();
+    std::fs::remove_file(gitdir.join("index")).unwrap();
+
+    let answer = org.resume();
+    assert_eq!(resumed_entry(&answer, &id).unwrap()["action"], "respawned");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    let aside: Vec<_> = std::fs::read_dir(wt.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("worktree.unusable-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "the unusable worktree is kept aside");
+    // The committed work of the first life was on the branch and is still there.
+    let log = std::process::Command::new("git")
+        .args(["-C", &w.worktree, "log", "--format=%s"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("status wip (life 1)"), "{log}");
+    assert_no_leftovers(&org);
+}

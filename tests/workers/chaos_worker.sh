@@ -1,0 +1,49 @@
+#!/bin/sh
+# Scripted worker for tests/chaos.rs: the whole job, a little slowly, so that kills land in
+# every phase. $1 is a control directory outside orch's state directory (prompts are saved
+# there as prompts/<worker id>.<life>). A task whose first word is `flaky` pushes a change CI
+# rejects first (in its first life only), then fixes it. CI passes when status.txt says `good`.
+set -u
+ctl=$1
+mkdir -p "$ctl/prompts" "$ctl/lives"
+echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
+life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
+cat > "$ctl/prompts/$ORCH_WORKER_ID.$life"
+
+orch() { "$ORCH_BIN" "$@"; }
+step() { sleep 0.2; }
+change() {
+  printf '%s\n' "$1" > status.txt
+  git add -A
+  git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
+    -m "$ORCH_REPO: status $1 (life $life)"
+}
+push() {
+  git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH" 2>/dev/null ||
+    git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH"
+  sha=$(git rev-parse HEAD)
+}
+
+first=good
+if [ "${ORCH_TASK%% *}" = flaky ] && [ "$life" = 1 ]; then first=bad; fi
+echo "chaos worker: life $life of $ORCH_WORKER_ID"
+step
+change "$first"
+step
+push
+orch report PUSHED_TO_CI --sha "$sha" >/dev/null
+attempt=0
+while ! orch ci status --repo "$ORCH_REPO" --sha "$sha" --wait --timeout 120s >/dev/null 2>&1; do
+  attempt=$((attempt + 1))
+  if [ "$attempt" -gt 5 ]; then
+    orch report BLOCKED --note "CI keeps failing" >/dev/null
+    exit 1
+  fi
+  orch report FIXING_CI --job check --note "status.txt must say good" >/dev/null
+  step
+  change good
+  push
+  orch report PUSHED_TO_CI --sha "$sha" >/dev/null
+done
+orch report DONE --note "$ORCH_REPO all green, radicle-push: success" >/dev/null
+exit 0

@@ -106,41 +106,59 @@ pub fn create_worktree(
     Ok(())
 }
 
-/// Makes `remote` point at `url` in the clone (adding it if missing).
-pub fn ensure_remote(repo_path: &Path, remote: &str, url: &str) -> Result<(), GitError> {
-    // Spawns for the same clone run this at once (before any lock): the loser of the
-    // clone's config lock, or of adding the remote, tries again and finds it done.
-    let mut tries = 0;
+/// A `config.lock` older than this was left by a process killed while writing the config
+/// (a live writer holds it for milliseconds).
+const STALE_CONFIG_LOCK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Writes the clone's config, which git guards with `config.lock`. Spawns for one clone write
+/// it at once, and one killed mid-write leaves the lock behind for good: a live writer's lock
+/// is waited out, a stale one removed, and the write tried again (bounded).
+fn write_config(
+    repo_path: &Path,
+    mut write: impl FnMut(&Repository) -> Result<(), git2::Error>,
+) -> Result<(), GitError> {
+    let deadline = std::time::Instant::now() + STALE_CONFIG_LOCK * 2;
     loop {
         let repo = open(repo_path)?;
-        let result = match repo.find_remote(remote) {
-            Ok(r) if r.url() == Ok(url) => return Ok(()),
-            Ok(_) => repo.remote_set_url(remote, url),
-            Err(_) => repo.remote(remote, url).map(|_| ()),
-        };
-        match result {
+        let e = match write(&repo) {
             Ok(()) => return Ok(()),
-            Err(_) if tries < 40 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-            Err(e) => return Err(err(repo_path, e)),
+            Err(e) => e,
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(err(repo_path, e));
         }
+        let lock = repo.commondir().join("config.lock");
+        let age = std::fs::metadata(&lock)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok());
+        if age.is_some_and(|a| a > STALE_CONFIG_LOCK) && std::fs::remove_file(&lock).is_ok() {
+            tracing::warn!("removed a stale {} (its writer died)", lock.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
     }
+}
+
+/// Makes `remote` point at `url` in the clone (adding it if missing).
+pub fn ensure_remote(repo_path: &Path, remote: &str, url: &str) -> Result<(), GitError> {
+    // A concurrent spawn may add it first: the next try finds it.
+    write_config(repo_path, |repo| match repo.find_remote(remote) {
+        Ok(r) if r.url() == Ok(url) => Ok(()),
+        Ok(_) => repo.remote_set_url(remote, url),
+        Err(_) => repo.remote(remote, url).map(|_| ()),
+    })
 }
 
 /// Makes a plain `git push` from the worker's branch go to `remote`, same branch name.
 pub fn set_upstream(repo_path: &Path, branch: &str, remote: &str) -> Result<(), GitError> {
-    let repo = open(repo_path)?;
-    let mut cfg = repo.config().map_err(|e| err(repo_path, e))?;
-    cfg.set_str(&format!("branch.{branch}.remote"), remote)
-        .and_then(|_| {
-            cfg.set_str(
-                &format!("branch.{branch}.merge"),
-                &format!("refs/heads/{branch}"),
-            )
-        })
-        .map_err(|e| err(repo_path, e))
+    write_config(repo_path, |repo| {
+        let mut cfg = repo.config()?;
+        cfg.set_str(&format!("branch.{branch}.remote"), remote)?;
+        cfg.set_str(
+            &format!("branch.{branch}.merge"),
+            &format!("refs/heads/{branch}"),
+        )
+    })
 }
 
 /// Resolves `spec` (a short or full SHA, or a ref such as HEAD) to a full commit id.

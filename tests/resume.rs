@@ -894,3 +894,23 @@ fn a_half_made_worktree_is_set_aside_and_made_again() {
     assert!(log.contains("status wip (life 1)"), "{log}");
     assert_no_leftovers(&org);
 }
+
+#[test]
+fn a_config_lock_left_by_a_killed_spawner_does_not_stop_later_spawns() {
+    // A spawner killed while git held the clone's config lock (set_upstream) leaves
+    // `config.lock` behind; every later spawn on that repository writes the config too.
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let first = org.spawn("core", "finish it", "t-first");
+    org.wait_done(&first);
+    let lock = org.root.join("repos/core/.git/config.lock");
+    let f = std::fs::File::create(&lock).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    drop(f);
+    let id = org.spawn("core", "finish it again", "t-second");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    assert!(!lock.exists(), "the stale lock was removed");
+    assert_no_leftovers(&org);
+}

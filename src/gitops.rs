@@ -106,9 +106,37 @@ pub fn create_worktree(
     Ok(())
 }
 
-/// A `config.lock` older than this was left by a process killed while writing the config
-/// (a live writer holds it for milliseconds).
-const STALE_CONFIG_LOCK: std::time::Duration = std::time::Duration::from_secs(5);
+/// A git lock file older than this was left by a process killed while holding it (a live
+/// git holds one for milliseconds).
+const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Removes `lock` if it is older than [`STALE_LOCK`]; true if it did.
+fn remove_if_stale(lock: &Path) -> bool {
+    let age = std::fs::metadata(lock)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok());
+    let removed = age.is_some_and(|a| a > STALE_LOCK) && std::fs::remove_file(lock).is_ok();
+    if removed {
+        tracing::warn!("removed a stale {} (its git died)", lock.display());
+    }
+    removed
+}
+
+/// [`remove_if_stale`] for every `*.lock` under `dir`.
+fn remove_stale_locks_under(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            remove_stale_locks_under(&path);
+        } else if path.extension().is_some_and(|x| x == "lock") {
+            remove_if_stale(&path);
+        }
+    }
+}
 
 /// Writes the clone's config, which git guards with `config.lock`. Spawns for one clone write
 /// it at once, and one killed mid-write leaves the lock behind for good: a live writer's lock
@@ -117,7 +145,7 @@ fn write_config(
     repo_path: &Path,
     mut write: impl FnMut(&Repository) -> Result<(), git2::Error>,
 ) -> Result<(), GitError> {
-    let deadline = std::time::Instant::now() + STALE_CONFIG_LOCK * 2;
+    let deadline = std::time::Instant::now() + STALE_LOCK * 2;
     loop {
         let repo = open(repo_path)?;
         let e = match write(&repo) {
@@ -127,14 +155,7 @@ fn write_config(
         if std::time::Instant::now() >= deadline {
             return Err(err(repo_path, e));
         }
-        let lock = repo.commondir().join("config.lock");
-        let age = std::fs::metadata(&lock)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok());
-        if age.is_some_and(|a| a > STALE_CONFIG_LOCK) && std::fs::remove_file(&lock).is_ok() {
-            tracing::warn!("removed a stale {} (its writer died)", lock.display());
-        }
+        remove_if_stale(&repo.commondir().join("config.lock"));
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
 }
@@ -174,7 +195,27 @@ pub fn resolve(dir: &Path, spec: &str) -> Result<String, GitError> {
 
 /// Fetches `remote` so that remote-tracking refs reflect what was really pushed.
 pub fn fetch(dir: &Path, remote: &str) -> Result<(), GitError> {
-    git(dir, &["fetch", "--quiet", "--no-tags", "--prune", remote]).map(|_| ())
+    // The worktrees of a clone share its remote-tracking refs: fetches by several orch
+    // processes (a spawn's, a supervisor's, a resume's) meet on their ref locks, and a fetch
+    // killed half-way leaves its locks behind for good. Live locks are waited out, stale
+    // ones removed (bounded).
+    let deadline = std::time::Instant::now() + STALE_LOCK * 2;
+    loop {
+        match git(dir, &["fetch", "--quiet", "--no-tags", "--prune", remote]) {
+            Ok(_) => return Ok(()),
+            Err(GitError::Cli { stderr, .. })
+                if stderr.contains(".lock") && std::time::Instant::now() < deadline =>
+            {
+                if let Ok(repo) = open(dir) {
+                    let common = repo.commondir();
+                    remove_stale_locks_under(&common.join("refs/remotes").join(remote));
+                    remove_if_stale(&common.join("packed-refs.lock"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The remote-tracking branch of `remote` that contains `sha`, if any (after a fetch).

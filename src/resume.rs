@@ -61,9 +61,9 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
     let mut store = l.store().map_err(|f| f.message)?;
     let me = std::process::id() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
-    let candidates: Vec<String> = store
-        .workers()
-        .map_err(|e| e.to_string())?
+    let workers = store.workers().map_err(|e| e.to_string())?;
+    refresh_stale_checkpoints(l, &mut store, &workers);
+    let candidates: Vec<String> = workers
         .into_iter()
         .filter(|w| orphaned(w, now_ms()))
         .map(|w| w.id)
@@ -134,6 +134,26 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
         await_handover(&mut store, &started, me);
     }
     Ok(out)
+}
+
+/// Checkpoint files are views written after each commit: a process killed in between (a
+/// supervisor right after committing DONE) leaves a file older than its database row, and
+/// nobody would write it again for a worker that is not resumed. Rewrites those of workers
+/// no live supervisor writes (orphans get theirs when reconciled).
+fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, workers: &[WorkerRecord]) {
+    for w in workers {
+        if orphaned(w, now_ms()) || crate::cli::workers::supervisor_alive(w) {
+            continue;
+        }
+        let written_ms = std::fs::metadata(crate::checkpoint::path_for(&l.state_dir, w))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64);
+        if written_ms.is_none_or(|t| t < w.updated_ms) {
+            crate::cli::workers::write_checkpoint(l, store, &w.id);
+        }
+    }
 }
 
 /// How long a resumer keeps its claims while the supervisors it started take them over.

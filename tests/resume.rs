@@ -914,3 +914,44 @@ fn a_config_lock_left_by_a_killed_spawner_does_not_stop_later_spawns() {
     assert!(!lock.exists(), "the stale lock was removed");
     assert_no_leftovers(&org);
 }
+
+#[test]
+fn a_checkpoint_its_writer_died_before_writing_is_brought_up_to_date() {
+    // A supervisor killed right after committing DONE never writes the DONE checkpoint; a
+    // DONE worker is never resumed, so the next resume pass must write it.
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let id = org.spawn("core", "finish it", "t-stale-checkpoint");
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let path = orch::checkpoint::path_for(&org.state, &w);
+    let mut cp = orch::checkpoint::read(&path).unwrap();
+    assert_eq!(cp.current_milestone, "DONE");
+    // What the file said before the DONE commit.
+    cp.current_milestone = "PUSHED_TO_CI".into();
+    cp.lock_held = true;
+    orch::checkpoint::write(&org.state, &w, &cp).unwrap();
+    let f = std::fs::File::options().append(true).open(&path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_millis(w.updated_ms as u64 - 1000))
+        .unwrap();
+    drop(f);
+
+    assert_eq!(org.resume()["resumed"].as_array().unwrap().len(), 0);
+    let cp = orch::checkpoint::read(&path).unwrap();
+    assert_eq!(cp.current_milestone, "DONE");
+    assert!(!cp.lock_held);
+    assert_eq!(cp.tracked_sha, w.progress.tracked_sha);
+}
+
+#[test]
+fn a_ref_lock_left_by_a_killed_fetch_does_not_block_push_verification() {
+    // Every worktree of a clone shares its remote-tracking refs; a fetch killed half-way (a
+    // supervisor verifying a push, a resumer looking for unreported pushes) leaves a ref lock
+    // that would make every later verification fetch fail.
+    let org = org(&[("core", &[])]);
+    org.open_all_gates();
+    let id = org.spawn("core", "fetch-lock then finish", "t-fetch-lock");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    assert_eq!(org.count_events(&id, "violation"), 0, "{}", org.dump());
+}

@@ -17,6 +17,8 @@
 #   lock-hang      commit locally, then leave the lock files of a git killed mid-commit and
 #                  mid-push (index.lock, HEAD.lock, the branch's ref lock in the clone and in
 #                  the remote), mark `hanging`, wait
+#   fetch-lock     first leave the lock a `git fetch` killed half-way leaves on this branch's
+#                  remote-tracking ref (a minute old), then the whole job
 #   nohook-push-hang  push a good change without its post-receive hook running (as when a
 #                  worker dies inside `git push`: no CI run, ever), mark `pushed`, wait
 #   (other)        the whole job: commit, push, PUSHED_TO_CI, wait for CI, fix while red, DONE
@@ -83,6 +85,12 @@ case "$mode" in
     : > "$remote/refs/heads/$ORCH_BRANCH.lock"
     mark hanging
     wait_to_be_killed ;;
+  fetch-lock)
+    common=$(cd "$(git rev-parse --git-common-dir)" && pwd)
+    lock="$common/refs/remotes/$ORCH_PUSH_REMOTE/$ORCH_BRANCH.lock"
+    mkdir -p "$(dirname "$lock")"
+    : > "$lock"
+    touch -d '1 minute ago' "$lock" ;;
   nohook-push-hang)
     change good
     git push -q --receive-pack="git -c core.hooksPath=/dev/null receive-pack" \

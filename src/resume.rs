@@ -365,9 +365,14 @@ fn why_ended(w: &WorkerRecord) -> String {
             None => "its supervisor died while it was running".into(),
         };
     }
-    match w.exit_code {
-        Some(c) => format!("it exited with code {c} before finishing"),
-        None => "it was never started (the spawning process died)".into(),
+    match (w.exit_code, &w.progress.tracked_sha) {
+        (Some(c), _) => format!("it exited with code {c} before finishing"),
+        // A supervisor that only followed CI for a pushed SHA had no worker to lose.
+        (None, Some(sha)) => format!(
+            "orch was following CI for {} with no worker running when its supervisor died",
+            &sha[..10.min(sha.len())]
+        ),
+        (None, None) => "it was never started (the spawning process died)".into(),
     }
 }
 

@@ -343,6 +343,44 @@ fn local_org(
     (dir, forge, remote)
 }
 
+/// Writes `name`, commits it with `message`, returns the new commit's SHA.
+fn commit_file(repo: &Path, name: &str, message: &str) -> String {
+    std::fs::write(repo.join(name), "1").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", message]);
+    git(repo, &["rev-parse", "HEAD"])
+}
+
+/// Pushes HEAD to the local forge's remote as branch `feature`.
+fn push_feature(repo: &Path, remote: &Path) {
+    git(
+        repo,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/feature",
+        ],
+    );
+}
+
+/// Runs orch on the organisation in `root` with state in `state`.
+fn orch_in(root: &Path, state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_orch"))
+        .env("ORCH_CONFIG", root.join("repos.yaml"))
+        .env("ORCH_STATE_DIR", state)
+        .env(
+            "ORCH_CONTRACT",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/contracts/worker-completion.yaml"
+            ),
+        )
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn local_forge_status_and_logs_through_the_cli() {
     let (dir, _forge, remote) = local_org("echo checking $ORCH_CI_SHA; test -f ok");
@@ -352,34 +390,9 @@ fn local_forge_status_and_logs_through_the_cli() {
         dir.path().join("state"),
     );
     // A failing commit, then a fixed one.
-    std::fs::write(repo.join("f"), "1").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "no ok file"]);
-    let bad = git(&repo, &["rev-parse", "HEAD"]);
-    git(
-        &repo,
-        &[
-            "push",
-            "-q",
-            remote.to_str().unwrap(),
-            "HEAD:refs/heads/feature",
-        ],
-    );
-    let orch = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_orch"))
-            .env("ORCH_CONFIG", root.join("repos.yaml"))
-            .env("ORCH_STATE_DIR", &state)
-            .env(
-                "ORCH_CONTRACT",
-                concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/contracts/worker-completion.yaml"
-                ),
-            )
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let bad = commit_file(&repo, "f", "no ok file");
+    push_feature(&repo, &remote);
+    let orch = |args: &[&str]| orch_in(root, &state, args);
     let out = orch(&[
         "ci",
         "status",
@@ -411,19 +424,8 @@ fn local_forge_status_and_logs_through_the_cli() {
         "{}",
         text(&logs)
     );
-    std::fs::write(repo.join("ok"), "1").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "ok"]);
-    let good = git(&repo, &["rev-parse", "HEAD"]);
-    git(
-        &repo,
-        &[
-            "push",
-            "-q",
-            remote.to_str().unwrap(),
-            "HEAD:refs/heads/feature",
-        ],
-    );
+    let good = commit_file(&repo, "ok", "ok");
+    push_feature(&repo, &remote);
     // A short SHA is resolved in the clone.
     let out = orch(&[
         "ci",
@@ -448,22 +450,11 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
         dir.path().join("core"),
         dir.path().join("state"),
     );
-    std::fs::write(repo.join("f"), "1").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "change"]);
-    let sha = git(&repo, &["rev-parse", "HEAD"]);
+    let sha = commit_file(&repo, "f", "change");
     // The pusher dies while git runs the hook: the ref is updated, no run is recorded.
     let hook = remote.join("hooks/post-receive");
     std::fs::rename(&hook, remote.join("hooks/post-receive.off")).unwrap();
-    git(
-        &repo,
-        &[
-            "push",
-            "-q",
-            remote.to_str().unwrap(),
-            "HEAD:refs/heads/feature",
-        ],
-    );
+    push_feature(&repo, &remote);
     std::fs::rename(remote.join("hooks/post-receive.off"), &hook).unwrap();
     // Asked right away, the ref is too fresh to call the hook lost: no run is invented.
     assert!(forge.runs("core", &sha).unwrap().is_empty());
@@ -473,17 +464,10 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
         .status()
         .unwrap();
     assert!(aged.success());
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
-        .env("ORCH_CONFIG", root.join("repos.yaml"))
-        .env("ORCH_STATE_DIR", &state)
-        .env(
-            "ORCH_CONTRACT",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/contracts/worker-completion.yaml"
-            ),
-        )
-        .args([
+    let out = orch_in(
+        root,
+        &state,
+        &[
             "ci",
             "status",
             "--repo",
@@ -494,9 +478,8 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
             "--timeout",
             "30s",
             "--json",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "green", "{v}");
     assert_eq!(

@@ -281,9 +281,17 @@ impl Org {
     }
 
     /// The prompt (stdin) the `life`-th start of worker `id` received.
+    ///
+    /// A worker counts its life before it has read its prompt, so this waits for the file
+    /// (the worker saves it atomically) rather than racing the worker's `cat`.
     pub fn prompt(&self, id: &str, life: usize) -> String {
-        std::fs::read_to_string(self.ctl.join("prompts").join(format!("{id}.{life}")))
-            .unwrap_or_else(|e| panic!("prompt {life} of {id}: {e}"))
+        let path = self.ctl.join("prompts").join(format!("{id}.{life}"));
+        self.wait_until(
+            &format!("prompt {life} of {id} to be saved"),
+            Duration::from_secs(30),
+            || path.exists(),
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("prompt {life} of {id}: {e}"))
     }
 
     pub fn has_mark(&self, id: &str, life: usize, point: &str) -> bool {

@@ -8,7 +8,9 @@ ctl=$1
 mkdir -p "$ctl/prompts" "$ctl/lives"
 echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
 life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
-cat > "$ctl/prompts/$ORCH_WORKER_ID.$life"
+# Saved whole or not at all: the tests read it as soon as it exists.
+cat > "$ctl/prompts/$ORCH_WORKER_ID.$life.tmp" &&
+  mv "$ctl/prompts/$ORCH_WORKER_ID.$life.tmp" "$ctl/prompts/$ORCH_WORKER_ID.$life"
 
 orch() { "$ORCH_BIN" "$@"; }
 step() { sleep 0.2; }

@@ -29,7 +29,8 @@ mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks"
 echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
 life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
 prompt="$ctl/prompts/$ORCH_WORKER_ID.$life"
-cat > "$prompt"
+# Saved whole or not at all: the tests read it as soon as it exists.
+cat > "$prompt.tmp" && mv "$prompt.tmp" "$prompt"
 
 mode=${ORCH_TASK%% *}
 if [ "$mode" != die ] && grep -q "RESUMING as replacement worker" "$prompt"; then

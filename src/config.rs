@@ -24,6 +24,11 @@ pub enum ForgeKind {
     Forgejo,
 }
 
+/// Local forge: how old a branch ref without a CI run must be before the push counts as one
+/// whose hook was lost, unless `forge.lost_hook_grace` says otherwise. Long enough that a hook
+/// which is merely slow is not raced.
+pub const LOST_HOOK_GRACE: Duration = Duration::from_secs(5);
+
 #[derive(Debug, Clone)]
 pub struct ForgeConfig {
     pub kind: ForgeKind,
@@ -34,6 +39,9 @@ pub struct ForgeConfig {
     pub request_timeout: Duration,
     /// Local forge: how many runs may execute at once across all repositories.
     pub max_concurrent_runs: usize,
+    /// Local forge: how old a branch ref without a CI run must be before its push counts as
+    /// one whose hook was lost (and its run is started then).
+    pub lost_hook_grace: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -232,6 +240,8 @@ struct RawForge {
     request_timeout: Option<Spanned<String>>,
     #[serde(default)]
     max_concurrent_runs: Option<Spanned<i64>>,
+    #[serde(default)]
+    lost_hook_grace: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -397,6 +407,7 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
             token_env: None,
             request_timeout: Duration::from_secs(30),
             max_concurrent_runs: 4,
+            lost_hook_grace: LOST_HOOK_GRACE,
         },
         Some(f) => {
             if f.kind.value == ForgeKind::Forgejo {
@@ -442,6 +453,8 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
             );
             let max_concurrent_runs =
                 c.positive("forge.max_concurrent_runs", &f.max_concurrent_runs, 4) as usize;
+            let lost_hook_grace =
+                c.duration("forge.lost_hook_grace", &f.lost_hook_grace, LOST_HOOK_GRACE);
             ForgeConfig {
                 kind: f.kind.value,
                 url: f.url.map(|s| s.value.trim_end_matches('/').to_string()),
@@ -449,6 +462,7 @@ fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
                 token_env: f.token_env.map(|s| s.value),
                 request_timeout,
                 max_concurrent_runs,
+                lost_hook_grace,
             }
         }
     };

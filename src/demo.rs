@@ -208,9 +208,17 @@ pub fn run(keep: bool) -> Result<i32, String> {
                 Spawned::AtCapacity { .. } => {}
             }
         }
-        // Show what happened since last time.
-        let events = store
-            .read(|tx| ws::events_since(tx, last_seq))
+        // Show what happened since last time. Events and worker states come from one read
+        // transaction: a worker seen ended here has its last events printed in this same pass,
+        // before anything the next pass spawns because of it.
+        let (events, workers) = store
+            .read(|tx| {
+                let workers = worker_of
+                    .iter()
+                    .map(|(repo, id)| Ok((*repo, ws::get_worker(tx, id)?)))
+                    .collect::<Result<Vec<_>, rusqlite::Error>>()?;
+                Ok((ws::events_since(tx, last_seq)?, workers))
+            })
             .map_err(|e| e.to_string())?;
         for e in events {
             last_seq = e.seq;
@@ -230,8 +238,8 @@ pub fn run(keep: bool) -> Result<i32, String> {
                 );
             }
         }
-        for (repo, id) in &worker_of {
-            if let Some(w) = store.worker(id).map_err(|e| e.to_string())?
+        for (repo, w) in workers {
+            if let Some(w) = w
                 && (w.milestone().is_terminal()
                     || (!w.worker_running && w.lease_until_ms == Some(0)))
             {

@@ -117,22 +117,17 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
     }
     let verdicts = poll_all(l, &claimed, &pending_events);
     let mut out = Vec::new();
+    let mut started = Vec::new();
     for w in claimed {
         let events = pending_events.remove(&w.id).unwrap_or_default();
         let verdict = verdicts.get(&w.id).cloned();
-        match reconcile(l, &mut store, w, events, verdict, start_supervisors) {
+        let supervisors = start_supervisors.then_some(&mut started);
+        match reconcile(l, &mut store, w, events, verdict, supervisors) {
             Ok(r) => out.push(r),
             Err(e) => tracing::error!(error = %e, "resume could not reconcile a worker"),
         }
     }
-    if start_supervisors {
-        let started: Vec<&str> = out
-            .iter()
-            .filter(|r| matches!(r.action.as_str(), "respawned" | "following"))
-            .map(|r| r.worker_id.as_str())
-            .collect();
-        await_handover(&mut store, &started, me);
-    }
+    await_handover(&mut store, started, me);
     Ok(out)
 }
 
@@ -156,25 +151,32 @@ fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, workers: &[WorkerRec
     }
 }
 
-/// How long a resumer keeps its claims while the supervisors it started take them over.
-const HANDOVER_WAIT: Duration = Duration::from_secs(10);
+/// How long a resumer keeps its claims while a supervisor it started, still running, has not
+/// taken over yet (a machine so loaded that this passes is one to hear about).
+const HANDOVER_WAIT: Duration = Duration::from_secs(120);
 
-/// Keeps this process (and so its claims) alive until the supervisors it started hold their
-/// workers' leases. A claim whose holder exits before the handover makes the worker look
-/// orphaned to any other resumer in between, which would claim it again and count (and
-/// start) a second replacement. A supervisor that never takes over is left to the lease.
-fn await_handover(store: &mut Store, ids: &[&str], me: i64) {
+/// Keeps this process (and so its claims) alive until each supervisor it started holds its
+/// worker's lease or has exited. A claim whose holder exits before the handover makes the
+/// worker look orphaned to any other resumer in between, which would claim it again and count
+/// (and start) a second replacement. A supervisor that exits without taking over leaves the
+/// worker to the next resume, as does one that takes longer than `HANDOVER_WAIT`.
+fn await_handover(store: &mut Store, mut started: Vec<(String, std::process::Child)>, me: i64) {
     let deadline = Instant::now() + HANDOVER_WAIT;
-    let mut waiting: Vec<&str> = ids.to_vec();
-    while !waiting.is_empty() {
-        waiting
-            .retain(|id| matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me)));
-        if waiting.is_empty() || Instant::now() >= deadline {
+    while !started.is_empty() {
+        started.retain_mut(|(id, child)| {
+            let taken = !matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me));
+            let exited = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
+            if exited && !taken {
+                tracing::warn!(worker = %id, "its new supervisor exited before taking over");
+            }
+            !(taken || exited)
+        });
+        if started.is_empty() || Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    for id in waiting {
+    for (id, _) in started {
         tracing::warn!(worker = %id, "its new supervisor did not take over within {}s", HANDOVER_WAIT.as_secs());
     }
 }
@@ -442,7 +444,7 @@ fn reconcile(
     mut w: WorkerRecord,
     mut events: Vec<Event>,
     polled: Option<(String, Polled)>,
-    start_supervisors: bool,
+    supervisors: Option<&mut Vec<(String, std::process::Child)>>,
 ) -> Result<Reconciled, String> {
     let before = w.milestone();
     let why = why_ended(&w);
@@ -569,7 +571,7 @@ fn reconcile(
             .get(m.as_str())
             .map(|t| now + t.timeout.as_millis() as i64);
     }
-    let keep_lease = start_supervisors && matches!(action.as_str(), "respawned" | "following");
+    let keep_lease = supervisors.is_some() && matches!(action.as_str(), "respawned" | "following");
     persist(
         l,
         store,
@@ -588,8 +590,9 @@ fn reconcile(
         crate::spawn::render_prompts(&l.config, &l.contract, &w, &session, n)?;
     }
     crate::cli::workers::write_checkpoint(l, store, &w.id);
-    if keep_lease {
-        start_detached(l, &w.id).map_err(|f| f.message)?;
+    if let Some(started) = supervisors.filter(|_| keep_lease) {
+        let child = start_detached(l, &w.id).map_err(|f| f.message)?;
+        started.push((w.id.clone(), child));
     }
     detail.push(format!("previous worker: {why}"));
     Ok(Reconciled {

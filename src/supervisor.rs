@@ -193,14 +193,26 @@ const DEFERRED: &str = "deferred";
 /// How long a DONE claim waits for a fresh verdict before it is judged on what is known.
 const DONE_VERDICT_WAIT_MS: i64 = 60_000;
 
+/// A DONE claim waiting for the answer of a CI query sent after it was made.
+struct PendingDone {
+    via: Channel,
+    request: Option<i64>,
+    /// Only an answer to a query numbered above this is fresh enough to judge the claim.
+    after_query: u64,
+    deadline_ms: i64,
+}
+
 struct Supervisor<'a, F: Forge> {
     env: &'a Env<'a>,
     follower: Arc<CiFollower<F>>,
     ci_tx: Sender<CiQuery>,
     ci_rx: Receiver<CiAnswer>,
-    ci_in_flight: Option<(String, i64)>,
-    /// DONE claims waiting for a fresh verdict: (channel, request id, deadline).
-    pending_done: Vec<(Channel, Option<i64>, i64)>,
+    /// The query the CI thread is answering: (SHA, sent at, its number).
+    ci_in_flight: Option<(String, i64, u64)>,
+    /// How many CI queries were sent so far (numbers the queries).
+    ci_sent: u64,
+    /// DONE claims waiting for a fresh verdict.
+    pending_done: Vec<PendingDone>,
     store: Store,
     w: WorkerRecord,
     child: Option<GroupChild>,
@@ -231,7 +243,7 @@ pub fn supervise_then<F: Forge + 'static>(
     env: &Env,
     follower: Arc<CiFollower<F>>,
     id: &str,
-    on_claimed: impl FnOnce(),
+    on_claimed: impl FnOnce() + Send,
 ) -> Result<Milestone, SuperviseError> {
     let mut store = Store::open(env.state_dir)?;
     let me = std::process::id() as i64;
@@ -259,7 +271,6 @@ pub fn supervise_then<F: Forge + 'static>(
         )?;
         Ok(Ok(ws::get_worker(tx, id)?.expect("just read")))
     })??;
-    on_claimed();
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
@@ -270,6 +281,7 @@ pub fn supervise_then<F: Forge + 'static>(
         ci_tx,
         ci_rx,
         ci_in_flight: None,
+        ci_sent: 0,
         pending_done: Vec::new(),
         store,
         w,
@@ -284,9 +296,16 @@ pub fn supervise_then<F: Forge + 'static>(
         last_head: None,
         last_head_check_ms: 0,
     };
-    let result = s.run();
-    s.finish();
-    result
+    // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
+    // it may wait for the supervisors it starts to take over, and meanwhile this worker must
+    // start and this lease be renewed. The scope joins it before the process can exit, so its
+    // claims are handed over, never dropped.
+    std::thread::scope(|scope| {
+        scope.spawn(on_claimed);
+        let result = s.run();
+        s.finish();
+        result
+    })
 }
 
 impl<F: Forge + 'static> Supervisor<'_, F> {
@@ -316,7 +335,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     let _ = child.terminate(Duration::from_millis(500));
                 }
                 self.reap_orphans();
-                let until = std::time::Instant::now() + Duration::from_secs(5);
+                // Bounded (a process that left the group may hold the pipe) yet well inside the lease.
+                let until = std::time::Instant::now() + Duration::from_secs(10);
                 while !self.drain_output(Duration::from_millis(50))
                     && std::time::Instant::now() < until
                 {}
@@ -609,9 +629,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     && p.tracked_sha.is_some()
                 {
                     // Judge DONE against a fresh look at CI, not a stale one: the claim waits
-                    // for the answer of a new query (see take_ci_answers).
-                    self.pending_done
-                        .push((via, request, now_ms() + DONE_VERDICT_WAIT_MS));
+                    // for the answer of a query sent after it (see take_ci_answers) — not
+                    // one already in flight, which may have read the forge before CI ended.
+                    self.pending_done.push(PendingDone {
+                        via,
+                        request,
+                        after_query: self.ci_sent,
+                        deadline_ms: now_ms() + DONE_VERDICT_WAIT_MS,
+                    });
                     self.poll_ci(true);
                     return DEFERRED.to_string();
                 }
@@ -693,7 +718,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let Some(sha) = self.w.progress.tracked_sha.clone() else {
             return;
         };
-        if self.ci_in_flight.as_ref().is_some_and(|(s, _)| *s == sha) {
+        if self
+            .ci_in_flight
+            .as_ref()
+            .is_some_and(|(s, _, _)| *s == sha)
+        {
             return;
         }
         if !force && !self.should_poll(now_ms()) {
@@ -712,14 +741,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             pushed_ms: self.w.progress.pushed_ms,
         };
         if self.ci_tx.send(q).is_ok() {
-            self.ci_in_flight = Some((sha, now_ms()));
+            self.ci_sent += 1;
+            self.ci_in_flight = Some((sha, now_ms(), self.ci_sent));
         }
     }
 
     /// Feeds the CI thread's answers to the machine, then judges DONE claims that waited.
     fn take_ci_answers(&mut self) {
         while let Ok((sha, result)) = self.ci_rx.try_recv() {
-            self.ci_in_flight = None;
+            let answered = self.ci_in_flight.take().map_or(0, |(_, _, n)| n);
+            let about_tracked = self.w.progress.tracked_sha.as_deref() == Some(sha.as_str());
+            let failed = result.is_err();
             let interval = self.env.config.ci.poll_interval.as_millis() as i64;
             match result {
                 Ok((v, runs)) => {
@@ -782,25 +814,30 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     tracing::warn!(worker = %self.w.id, error = %e, "CI poll failed");
                 }
             }
-            for (via, request, _) in std::mem::take(&mut self.pending_done) {
-                self.apply(Event::DoneClaim { via }, request);
+            // Claims this answer is fresh for are judged now (on what is known, if the forge
+            // failed); the others wait for the query sent next.
+            let (fresh, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_done)
+                .into_iter()
+                .partition(|d| answered > d.after_query && (about_tracked || failed));
+            self.pending_done = waiting;
+            for d in fresh {
+                self.apply(Event::DoneClaim { via: d.via }, d.request);
+            }
+            if !self.pending_done.is_empty() {
+                self.poll_ci(true);
             }
         }
     }
 
     /// DONE claims whose fresh verdict did not come in time are judged on what is known.
     fn judge_overdue_done_claims(&mut self, now: i64) {
-        if self
-            .pending_done
-            .iter()
-            .any(|(_, _, deadline)| now >= *deadline)
-        {
+        if self.pending_done.iter().any(|d| now >= d.deadline_ms) {
             let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_done)
                 .into_iter()
-                .partition(|(_, _, d)| now >= *d);
+                .partition(|d| now >= d.deadline_ms);
             self.pending_done = keep;
-            for (via, request, _) in due {
-                self.apply(Event::DoneClaim { via }, request);
+            for d in due {
+                self.apply(Event::DoneClaim { via: d.via }, d.request);
             }
         }
     }
@@ -857,6 +894,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             return "no change".into();
         }
+        if effects.is_empty() && request.is_none() {
+            // Bookkeeping only (the time of the last progress, a repeated claim): written with
+            // the next tick, so a worker repeating itself costs no write per line.
+            self.w.progress = after;
+            self.dirty = true;
+            return "accepted".into();
+        }
         self.w.progress = after.clone();
         let mut outcome = String::from("accepted");
         let mut alerts: Vec<AlertRecord> = Vec::new();
@@ -887,6 +931,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 Effect::Checkpoint => checkpoint = true,
                 _ => {}
             }
+        }
+        // The permission rule's stop lands before anything is written: the group gets no more
+        // time to act while SQLite and the checkpoint are busy. (stop_worker below reaps it.)
+        if effects.iter().any(|e| {
+            matches!(
+                e,
+                Effect::StopWorker {
+                    immediate: true,
+                    ..
+                }
+            )
+        }) {
+            self.signal_worker(Signal::KILL);
         }
         let outcome_for_tx = outcome.clone();
         let write = self.store.write(|tx| {

@@ -402,7 +402,7 @@ fn local_forge_status_and_logs_through_the_cli() {
         &bad,
         "--wait",
         "--timeout",
-        "30s",
+        "120s",
         "--json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -436,7 +436,7 @@ fn local_forge_status_and_logs_through_the_cli() {
         &good[..8],
         "--wait",
         "--timeout",
-        "30s",
+        "120s",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("green"), "{}", text(&out));
@@ -476,7 +476,7 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
             &sha,
             "--wait",
             "--timeout",
-            "30s",
+            "120s",
             "--json",
         ],
     );

@@ -618,7 +618,9 @@ async fn slow_server_is_transient_after_retries(version: &str) {
         version,
         Some(TOKEN),
         Some(TOKEN),
-        Duration::from_millis(300),
+        // Long enough for the (instant) version probe on a loaded machine; the delayed
+        // answers below exceed it threefold.
+        Duration::from_secs(1),
     )
     .await;
     env.fake

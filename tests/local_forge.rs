@@ -465,6 +465,70 @@ fn runner_death_fails_the_run_and_its_jobs_die_with_it() {
 }
 
 #[test]
+fn a_run_whose_hook_died_before_starting_its_runner_is_started_not_failed() {
+    // What a pusher killed inside its post-receive hook can leave: the push landed and the
+    // hook recorded the run (same rows as db::create_run), then died before starting a
+    // runner. Nothing of the run executed, so it must run — not be reported as failed.
+    let jobs = job("check", "test -f feature.txt", &[], None)
+        + &job("radicle-push", "true", &["check"], None);
+    let org = Org::new(&[("theta", jobs)], 4);
+    let clone = org.clone_dir("theta");
+    std::fs::write(clone.join("feature.txt"), "t").unwrap();
+    git(&clone, &["add", "feature.txt"]);
+    git(&clone, &["commit", "-q", "-m", "t"]);
+    let remote = org.forge.remote_path("theta");
+    git(
+        &clone,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "push",
+            "-q",
+            "--receive-pack=git -c core.hooksPath=/dev/null receive-pack",
+            remote.to_str().unwrap(),
+            "HEAD:refs/heads/feature",
+        ],
+    );
+    let sha = git(&clone, &["rev-parse", "HEAD"]);
+    assert!(org.forge.runs("theta", &sha).unwrap().is_empty());
+    let recorded_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 60_000;
+    let db = rusqlite::Connection::open(org.root.join("it's state").join("orch.db")).unwrap();
+    db.execute(
+        "INSERT INTO local_runs (repo, number, ref, sha, event, status, created_ms)
+         VALUES ('theta', 1, 'refs/heads/feature', ?1, 'push', 'waiting', ?2)",
+        rusqlite::params![sha, recorded_ms],
+    )
+    .unwrap();
+    let run_id = db.last_insert_rowid();
+    for (seq, name, command, needs, status) in [
+        (0, "check", "test -f feature.txt", "[]", "waiting"),
+        (1, "radicle-push", "true", r#"["check"]"#, "blocked"),
+    ] {
+        db.execute(
+            "INSERT INTO local_jobs (run_id, seq, name, command, needs, timeout_ms, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, 600000, ?6)",
+            rusqlite::params![run_id, seq, name, command, needs, status],
+        )
+        .unwrap();
+    }
+    drop(db);
+
+    let run = org.wait("theta", &sha);
+    assert_eq!(run.status, Some(JobStatus::Success), "{run:#?}");
+    assert_eq!(status_of(&run, "check"), JobStatus::Success);
+    assert_eq!(status_of(&run, "radicle-push"), JobStatus::Success);
+    assert_eq!(
+        org.forge.runs("theta", &sha).unwrap().len(),
+        1,
+        "no second run"
+    );
+}
+
+#[test]
 fn ensure_remote_is_idempotent_and_seeds_the_base_branch() {
     let org = Org::new(&[("eta", job("radicle-push", "true", &[], None))], 4);
     let repo = org.config.repo("eta").unwrap().clone();

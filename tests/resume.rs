@@ -601,6 +601,43 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     org.wait_mark(&fixing, 1, "fixing");
     org.wait_milestone(&fixing, "FIXING_CI", Duration::from_secs(30));
     org.wait_milestone(&blocked, "BLOCKED", Duration::from_secs(30));
+    // Kill only once each supervisor has nothing left to write: its verdict is as final as
+    // it gets (running behind a closed gate; red) and its checkpoint — written just after
+    // the database — says what the database says. A kill between the two is resume's
+    // business (tested elsewhere), not what this test compares.
+    for (id, verdict) in [
+        (&pushed, Some("running")),
+        (&working, None),
+        (&fixing, Some("red")),
+    ] {
+        org.wait_until(
+            &format!("{id} to settle with verdict {verdict:?}"),
+            Duration::from_secs(60),
+            || {
+                let w = org.worker(id);
+                let pushes: Vec<(String, Option<String>)> = org
+                    .store()
+                    .read(|tx| ws::pushes(tx, id))
+                    .unwrap()
+                    .into_iter()
+                    .map(|p| (p.sha, p.verdict))
+                    .collect();
+                let cp = orch::checkpoint::read(&orch::checkpoint::path_for(&org.state, &w));
+                w.progress.verdict.map(|v| v.as_str()) == verdict
+                    && cp.is_ok_and(|cp| {
+                        cp.current_milestone == w.milestone().as_str()
+                            && cp.tracked_sha == w.progress.tracked_sha
+                            && cp.fix_attempts == w.progress.fix_attempts
+                            && cp
+                                .ci_runs
+                                .iter()
+                                .map(|c| (c.sha.clone(), c.verdict.clone()))
+                                .collect::<Vec<_>>()
+                                == pushes
+                    })
+            },
+        );
+    }
     // Stop everything: supervisors die, pending CI finishes, nothing touches the database.
     for id in [&pushed, &working, &fixing] {
         org.kill_supervisor(id);
@@ -787,10 +824,14 @@ fn an_unreadable_database_is_moved_aside_and_rebuilt() {
 #[test]
 fn a_push_that_never_got_a_ci_run_goes_to_a_replacement() {
     // The worker's push lands but its post-receive hook never runs (what a kill inside
-    // `git push` does on the local forge): no CI run will ever exist for that commit.
+    // `git push` does on the local forge). The local forge would start the lost run after
+    // `lost_hook_grace`; set far beyond the test, no CI run will ever exist for that commit,
+    // as on a forge whose push event was lost for good. `start_timeout` is long enough that
+    // the first resume, on a loaded machine, still polls before it.
     let org = Org::new(&OrgSpec {
         repos: &[("core", &[])],
-        start_timeout: "3s",
+        start_timeout: "12s",
+        lost_hook_grace: "1h",
         ..OrgSpec::default()
     });
     org.open_all_gates();
@@ -811,7 +852,7 @@ fn a_push_that_never_got_a_ci_run_goes_to_a_replacement() {
     // to push again …
     org.wait_until(
         "the follower to give up on no_run",
-        Duration::from_secs(30),
+        Duration::from_secs(90),
         || {
             let w = org.worker(&id);
             w.progress.verdict.map(|v| v.as_str()) == Some("no_run") && !supervisor_alive(&w)

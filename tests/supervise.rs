@@ -64,9 +64,12 @@ fn pair(from: &str, to: &str) -> (String, String) {
 
 #[test]
 fn happy_path_is_done_only_with_green_ci_and_releases_the_lock() {
-    let org = Org::new(
-        Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("test -f feature.txt")),
-    );
+    let mut spec =
+        Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("test -f feature.txt"));
+    // orch may see green before the worker does; the worker then gets `stop_grace` to say
+    // DONE itself, which the log is checked for below (1s is short on a loaded machine).
+    spec.stop_grace = "20s".into();
+    let org = Org::new(spec);
     let (out, id) = org.spawn_foreground("alpha", "add a feature");
     let pg = pgid(&org, &id);
     assert!(

@@ -182,7 +182,8 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
 }
 
 /// Starts `orch __supervise <id>` in its own session, so it survives the terminal closing.
-pub fn start_detached(l: &Loaded, id: &str) -> Result<(), Failure> {
+/// The caller may drop the handle (the supervisor goes on) or watch it take over.
+pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child, Failure> {
     let dir = session_dir(&l.state_dir, id);
     std::fs::create_dir_all(&dir)?;
     let log = std::fs::OpenOptions::new()
@@ -212,8 +213,7 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<(), Failure> {
         });
     }
     cmd.spawn()
-        .map_err(|e| Failure::bad_input(format!("cannot start the supervisor for {id}: {e}")))?;
-    Ok(())
+        .map_err(|e| Failure::bad_input(format!("cannot start the supervisor for {id}: {e}")))
 }
 
 fn wait_until_running(l: &Loaded, store: &mut Store, id: &str) -> Result<(), Failure> {

@@ -54,6 +54,8 @@ pub struct OrgSpec<'a> {
     pub max_respawns: u32,
     /// `ci.start_timeout`: a pushed SHA without a push run after this is `no_run`.
     pub start_timeout: &'a str,
+    /// `forge.lost_hook_grace`: a pushed ref this old without a CI run gets its run started.
+    pub lost_hook_grace: &'a str,
 }
 
 impl Default for OrgSpec<'_> {
@@ -65,6 +67,7 @@ impl Default for OrgSpec<'_> {
             max_parallel: 8,
             max_respawns: 2,
             start_timeout: "2m",
+            lost_hook_grace: "5s",
         }
     }
 }
@@ -117,10 +120,11 @@ impl Org {
             std::fs::create_dir_all(ctl.join(d)).unwrap();
         }
         let mut y = format!(
-            "forge: {{kind: local, max_concurrent_runs: 8}}\n\
+            "forge: {{kind: local, max_concurrent_runs: 8, lost_hook_grace: {}}}\n\
              ci: {{sync_job: radicle-push, poll_interval: 300ms, start_timeout: {}}}\n\
              worker:\n  command: [sh, {}, {}]\n  env_passthrough: [HOME, PATH]\n  stop_grace: 1s\n  max_parallel: {}\n  max_respawns: {}\n\
              repos:\n",
+            spec.lost_hook_grace,
             spec.start_timeout,
             yaml_str(&worker_script(spec.worker).display().to_string()),
             yaml_str(&ctl.display().to_string()),

@@ -137,7 +137,7 @@ pub fn assert_clean(pgid: Option<i32>) {
         assert!(pgid > 1, "bad worker pgid {pgid}");
         poll_until(
             &format!("process group {pgid} to be empty"),
-            Duration::from_secs(5),
+            DEADLINE,
             || group_members(pgid).is_empty().then_some(()),
             || format!("members: {:?}", group_members(pgid)),
         );

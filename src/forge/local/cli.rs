@@ -219,7 +219,7 @@ pub(super) fn start_runs(
 
 /// Starts `orch __local-forge run` in a new session with no terminal and its output in the
 /// run's `runner.log`, and does not wait for it.
-fn spawn_runner(
+pub(super) fn spawn_runner(
     layout: &Layout,
     exe: &Path,
     config_file: &Path,

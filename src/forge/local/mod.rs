@@ -21,7 +21,8 @@
 //!
 //! A runner that dies leaves its run unfinished; every [`LocalForge::runs`] call (and every
 //! runner start) finds runs whose runner process is gone and marks their unfinished jobs
-//! `failure` ("runner died").
+//! `failure` ("runner died"). A run whose runner never started (its hook was killed in
+//! between) is started by the next [`LocalForge::runs`] call instead.
 
 mod cli;
 pub(crate) mod db;
@@ -44,8 +45,11 @@ use std::time::{Duration, Instant};
 /// The argv[1] under which orch's hidden local-forge commands live.
 pub const INTERNAL_COMMAND: &str = "__local-forge";
 
-/// How long a run may exist without a runner pid before it counts as never started.
-const RUNNER_START_GRACE_MS: i64 = 60_000;
+/// How long a run may exist without a runner before it counts as never started: the hook
+/// that recorded it was killed before starting its runner (a pusher killed mid-push). Such a
+/// run is started again, as a Forgejo job waits for a runner; it is not failed, since
+/// nothing of it ran.
+const RUNNER_START_GRACE_MS: i64 = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalForgeError {
@@ -126,15 +130,13 @@ impl Layout {
     }
 }
 
-/// How old a branch ref must be before a missing run counts as a lost hook.
-pub const LOST_HOOK_GRACE: Duration = Duration::from_secs(5);
-
 /// The embedded forge. Cheap to clone (clones share one database connection).
 #[derive(Clone)]
 pub struct LocalForge {
     layout: Layout,
     config_file: PathBuf,
     exe: PathBuf,
+    lost_hook_grace: Duration,
     store: Arc<Mutex<Option<Store>>>,
 }
 
@@ -156,6 +158,7 @@ impl LocalForge {
             layout: Layout::new(state_dir),
             config_file: std::path::absolute(&config.file).unwrap_or_else(|_| config.file.clone()),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch")),
+            lost_hook_grace: config.forge.lost_hook_grace,
             store: Arc::new(Mutex::new(None)),
         }
     }
@@ -289,10 +292,53 @@ impl LocalForge {
         self.with_store(|store| Ok(reap_dead_runners(store, &self.layout)?))
     }
 
+    /// Starts a runner for every run recorded more than `RUNNER_START_GRACE_MS` ago that none
+    /// has claimed. Two pollers may both start one: the runners' claim is a transaction, so
+    /// the second sees the first and exits.
+    fn start_unstarted_runs(&self, store: &mut Store) -> Result<(), LocalForgeError> {
+        let now = now_ms();
+        let unstarted: Vec<_> = store
+            .read(db::unfinished_runs)?
+            .into_iter()
+            .filter(|r| r.runner_pid.is_none() && now - r.created_ms > RUNNER_START_GRACE_MS)
+            .collect();
+        for run in unstarted {
+            tracing::warn!(
+                repo = %run.repo,
+                run = run.number,
+                "CI run recorded without a runner (its hook was killed); starting it now"
+            );
+            match cli::spawn_runner(
+                &self.layout,
+                &self.exe,
+                &self.config_file,
+                &run.repo,
+                run.id,
+                run.number,
+            ) {
+                Ok(pid) => store.write(|tx| {
+                    tx.execute(
+                        "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
+                        rusqlite::params![run.id, pid as i64],
+                    )
+                    .map(|_| ())
+                })?,
+                Err(e) => {
+                    let note = format!("runner could not start: {e}");
+                    store.write(|tx| {
+                        db::finish_unfinished_jobs(tx, run.id, crate::forge::JobStatus::Failure, &note)
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The runs `sha` triggered in `repo`, newest first (synchronous [`Forge::runs_for_commit`]).
     pub fn runs(&self, repo: &str, sha: &str) -> Result<Vec<CiRun>, LocalForgeError> {
         let found = self.with_store(|store| {
             reap_dead_runners(store, &self.layout)?;
+            self.start_unstarted_runs(store)?;
             let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
             Ok(runs
                 .iter()
@@ -311,7 +357,7 @@ impl LocalForge {
     /// A push whose hook never recorded a run: the pusher (a worker's whole process group) was
     /// killed while git ran the hook, after the ref was updated. The push happened, so its CI
     /// is due — like a forge redelivering a lost webhook. Only refs written more than
-    /// `LOST_HOOK_GRACE` ago count, so a hook that is merely slow is not raced.
+    /// `forge.lost_hook_grace` ago count, so a hook that is merely slow is not raced.
     fn recover_lost_push(&self, repo: &str, sha: &str) -> bool {
         let remote = self.layout.remote(repo);
         let Ok(bare) = git2::Repository::open_bare(&remote) else {
@@ -330,7 +376,7 @@ impl LocalForge {
             }
             let written = std::fs::metadata(remote.join(&name)).and_then(|m| m.modified());
             let old_enough =
-                written.is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= LOST_HOOK_GRACE));
+                written.is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= self.lost_hook_grace));
             if old_enough {
                 input.push_str(&format!("{} {sha} {name}\n", "0".repeat(40)));
             }
@@ -515,16 +561,13 @@ impl Forge for LocalForge {
 /// Finishes runs whose runner is gone (see [`LocalForge::reap_dead_runners`]).
 pub(crate) fn reap_dead_runners(store: &mut Store, layout: &Layout) -> Result<usize, StoreError> {
     let runs = store.read(db::unfinished_runs)?;
-    let now = now_ms();
     let mut reaped = 0;
     for run in runs {
         let note = match run.runner_pid {
             Some(pid) if !runner_alive(pid, run.runner_start) => {
                 format!("runner died (pid {pid})")
             }
-            None if now - run.created_ms > RUNNER_START_GRACE_MS => {
-                "runner never started".to_string()
-            }
+            // Never started: LocalForge::runs starts it (see start_unstarted_runs).
             _ => continue,
         };
         let orphans = store.write(|tx| match db::load_run(tx, run.id)? {

@@ -162,7 +162,21 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(120);
 /// worker to the next resume, as does one that takes longer than `HANDOVER_WAIT`.
 fn await_handover(store: &mut Store, mut started: Vec<(String, std::process::Child)>, me: i64) {
     let deadline = Instant::now() + HANDOVER_WAIT;
+    let mut renewed = Instant::now();
     while !started.is_empty() {
+        // The claims stay ours while we wait: an expired lease would make the workers look
+        // orphaned to other resumers however alive this process is.
+        if renewed.elapsed() >= Duration::from_secs(3) {
+            renewed = Instant::now();
+            for (id, _) in &started {
+                let _ = store.write(|tx| {
+                    tx.execute(
+                        "UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND supervisor_pid = ?2",
+                        rusqlite::params![id, me, now_ms() + LEASE_MS],
+                    )
+                });
+            }
+        }
         started.retain_mut(|(id, child)| {
             let taken = !matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me));
             let exited = matches!(child.try_wait(), Ok(Some(_)) | Err(_));

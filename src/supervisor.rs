@@ -158,12 +158,15 @@ enum Stop {
 
 /// A CI query for the CI thread.
 struct CiQuery {
+    /// Numbers the query; its answer carries the number back.
+    n: u64,
     repo: crate::config::Repo,
     sha: String,
     pushed_ms: Option<i64>,
 }
 
-type CiAnswer = (String, Result<(Verdict, Vec<CiRun>), ForgeError>);
+/// (query number, SHA, result).
+type CiAnswer = (u64, String, Result<(Verdict, Vec<CiRun>), ForgeError>);
 
 /// Runs CI queries off the main loop: a slow or failing forge (timeouts, retries with backoff)
 /// must never delay reading the worker's output or the permission rule.
@@ -179,7 +182,7 @@ fn spawn_ci_thread<F: Forge + 'static>(
             .expect("a current-thread runtime builds");
         while let Ok(q) = qrx.recv() {
             let r = rt.block_on(follower.poll(&q.repo, &q.sha, q.pushed_ms, now_ms()));
-            if atx.send((q.sha, r)).is_err() {
+            if atx.send((q.n, q.sha, r)).is_err() {
                 return;
             }
         }
@@ -213,6 +216,8 @@ struct Supervisor<'a, F: Forge> {
     ci_sent: u64,
     /// DONE claims waiting for a fresh verdict.
     pending_done: Vec<PendingDone>,
+    /// Another supervisor took the worker over: this one must stop without acting.
+    lease_lost: bool,
     store: Store,
     w: WorkerRecord,
     child: Option<GroupChild>,
@@ -283,6 +288,7 @@ pub fn supervise_then<F: Forge + 'static>(
         ci_in_flight: None,
         ci_sent: 0,
         pending_done: Vec::new(),
+        lease_lost: false,
         store,
         w,
         child: None,
@@ -339,7 +345,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let until = std::time::Instant::now() + Duration::from_secs(10);
                 while !self.drain_output(Duration::from_millis(50))
                     && std::time::Instant::now() < until
-                {}
+                {
+                    if now_ms() - self.last_renew_ms >= RENEW_EVERY_MS && !self.renew_lease() {
+                        break; // lost: the check below stops this supervisor
+                    }
+                }
                 self.rx = None;
                 let code = status.code();
                 self.set_worker_exited(code);
@@ -367,7 +377,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 {
                     self.checkpoint();
                 }
-                if now - self.last_renew_ms >= RENEW_EVERY_MS && !self.renew_lease() {
+                if self.lease_lost
+                    || (now - self.last_renew_ms >= RENEW_EVERY_MS && !self.renew_lease())
+                {
+                    self.lease_lost = true;
                     tracing::warn!(worker = %self.w.id, "lease taken over by another supervisor; stopping");
                     self.stop_worker(Stop::Kill);
                     return Ok(self.w.milestone());
@@ -512,6 +525,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn reap_orphans(&self) {
         let me = std::process::id() as i32;
         let leader = self.child.as_ref().map(|c| c.pid() as i32);
+        let my_group = rustix::process::getpgrp().as_raw_nonzero().get();
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return;
         };
@@ -526,9 +540,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if Some(pid) == leader {
                 continue;
             }
+            // Children in our own group (git commands, run by a thread that waits for them
+            // itself: the resume pass) are not orphans; reaping one would steal its status.
             if let Some(st) = crate::process::proc_stat(pid)
                 && st.ppid == me
                 && st.state == 'Z'
+                && st.pgrp != my_group
                 && let Some(p) = rustix::process::Pid::from_raw(pid)
             {
                 let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
@@ -736,6 +753,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.follower.forget(&repo.name, &sha);
         }
         let q = CiQuery {
+            n: self.ci_sent + 1,
             repo,
             sha: sha.clone(),
             pushed_ms: self.w.progress.pushed_ms,
@@ -748,8 +766,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Feeds the CI thread's answers to the machine, then judges DONE claims that waited.
     fn take_ci_answers(&mut self) {
-        while let Ok((sha, result)) = self.ci_rx.try_recv() {
-            let answered = self.ci_in_flight.take().map_or(0, |(_, _, n)| n);
+        while let Ok((answered, sha, result)) = self.ci_rx.try_recv() {
+            if self
+                .ci_in_flight
+                .as_ref()
+                .is_some_and(|(_, _, n)| *n == answered)
+            {
+                self.ci_in_flight = None;
+            }
             let about_tracked = self.w.progress.tracked_sha.as_deref() == Some(sha.as_str());
             let failed = result.is_err();
             let interval = self.env.config.ci.poll_interval.as_millis() as i64;
@@ -848,6 +872,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         };
         for r in reqs {
+            if self.pending_done.iter().any(|d| d.request == Some(r.id)) {
+                continue; // a deferred DONE report, answered when its fresh verdict arrives
+            }
             let outcome = match r.kind.as_str() {
                 "cancel" => {
                     let by = r.by.clone().unwrap_or_else(|| "operator".into());
@@ -946,7 +973,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.signal_worker(Signal::KILL);
         }
         let outcome_for_tx = outcome.clone();
+        let me = std::process::id() as i64;
         let write = self.store.write(|tx| {
+            if !ws::supervised_by(tx, &id, me)? {
+                return Ok(false);
+            }
             ws::save_progress(tx, &id, &after)?;
             for e in &effects {
                 match e {
@@ -984,10 +1015,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if let Some(r) = request {
                 ws::finish_request(tx, r, &outcome_for_tx)?;
             }
-            Ok(())
+            Ok(true)
         });
-        if let Err(e) = write {
-            tracing::error!(worker = %id, error = %e, "could not persist worker state");
+        match write {
+            Ok(true) => {}
+            Ok(false) => {
+                // Another supervisor owns the worker now (this one's lease expired): its state
+                // is not ours to change, nor its worker ours to act on.
+                self.w.progress = before;
+                self.lease_lost = true;
+                return "refused: its supervisor lost its lease".into();
+            }
+            Err(e) => tracing::error!(worker = %id, error = %e, "could not persist worker state"),
         }
         self.dirty = false;
         crate::alerts::append_jsonl(self.env.state_dir, &alerts);
@@ -1081,12 +1120,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn persist_progress(&mut self) {
         let id = self.w.id.clone();
         let p = self.w.progress.clone();
-        if self
-            .store
-            .write(|tx| ws::save_progress(tx, &id, &p))
-            .is_ok()
-        {
-            self.dirty = false;
+        let me = std::process::id() as i64;
+        match self.store.write(|tx| {
+            if !ws::supervised_by(tx, &id, me)? {
+                return Ok(false);
+            }
+            ws::save_progress(tx, &id, &p).map(|_| true)
+        }) {
+            Ok(true) => self.dirty = false,
+            Ok(false) => {
+                self.dirty = false;
+                self.lease_lost = true;
+            }
+            Err(_) => {}
         }
     }
 
@@ -1128,6 +1174,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Leaves the worker row consistent when the supervisor stops for any reason.
     fn finish(&mut self) {
+        // DONE claims still waiting for a fresh verdict get their answer (on what is known)
+        // rather than none; apply refuses them itself if the lease was lost.
+        for d in std::mem::take(&mut self.pending_done) {
+            self.apply(Event::DoneClaim { via: d.via }, d.request);
+        }
         if self.child.is_some() {
             // Only reached on an error path: never leave a worker running unsupervised.
             self.stop_worker(Stop::Terminate);

@@ -120,6 +120,19 @@ pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
 }
 
 /// Saves the state machine's state.
+/// Whether process `pid` is the worker's supervisor of record (it holds, or held, the lease
+/// and nobody claimed it since).
+pub fn supervised_by(tx: &Transaction, id: &str, pid: i64) -> rusqlite::Result<bool> {
+    let holder: Option<Option<i64>> = tx
+        .query_row(
+            "SELECT supervisor_pid FROM workers WHERE id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(holder.flatten() == Some(pid))
+}
+
 pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4 WHERE id = ?1",

@@ -836,12 +836,34 @@ async fn job_log_on_16_and_none_before() {
     }
 }
 
+/// A TCP socket on 127.0.0.1 that is bound but not listening, and its port.
+fn bound_not_listening() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a fresh descriptor owned by the returned OwnedFd; the
+    // address structs are zero-initialised and sized as the calls expect.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = libc::bind(fd, (&raw const addr).cast(), len);
+        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut got_len = len;
+        let rc = libc::getsockname(fd, (&raw mut got).cast(), &mut got_len);
+        assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+        (owned, u16::from_be(got.sin_port))
+    }
+}
+
 #[tokio::test]
 async fn connection_refused_is_transient() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A socket bound but never listening keeps its port ours (no parallel test can take it)
+    // while every connection to it is refused.
+    let (_socket, port) = bound_not_listening();
     let forge = ForgejoForge::new(
         &format!("http://127.0.0.1:{port}"),
         OWNER,

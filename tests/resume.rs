@@ -750,7 +750,7 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
         "respawned"
     );
     // The local forge kept its run history in the lost database: CI of the pushed SHA can no
-    // longer be proven, so that worker is followed (never DONE without proof).
+    // longer be proven from it, so that worker is followed (never DONE without proof) …
     assert_eq!(
         resumed_entry(&answer, &pushed).unwrap()["action"],
         "following"
@@ -762,12 +762,17 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
             .is_none()
     );
 
-    // Reconciliation proceeds: the replacements finish.
+    // Reconciliation proceeds: the replacements finish, and the pushed SHA, whose run the
+    // forge no longer knows, gets a new one (its ref on the forge has no run: a lost push)
+    // and is DONE on that evidence.
     org.open_all_gates();
     org.wait_done(&working);
     org.wait_done(&fixing);
+    org.wait_done(&pushed);
     assert_verified_done(&org, &working);
     assert_verified_done(&org, &fixing);
+    assert_verified_done(&org, &pushed);
+    assert_eq!(org.worker(&pushed).respawns, 0, "no replacement was needed");
 }
 
 #[test]

@@ -280,7 +280,7 @@ pub fn supervise_then<F: Forge + 'static>(
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let (ci_tx, ci_rx) = spawn_ci_thread(follower.clone());
-    let mut s = Supervisor {
+    let s = Supervisor {
         env,
         follower,
         ci_tx,
@@ -308,6 +308,9 @@ pub fn supervise_then<F: Forge + 'static>(
     // claims are handed over, never dropped.
     std::thread::scope(|scope| {
         scope.spawn(on_claimed);
+        // Owned by this closure: should supervision panic, unwinding drops it here (its worker
+        // group is killed) before the scope waits for the resume pass.
+        let mut s = s;
         let result = s.run();
         s.finish();
         result

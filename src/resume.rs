@@ -72,15 +72,20 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>, St
     for id in candidates {
         let won = store
             .write(|tx| {
-                let Some(w) = ws::get_worker(tx, &id)? else { return Ok(None) };
+                let Some(w) = ws::get_worker(tx, &id)? else {
+                    return Ok(None);
+                };
                 if !orphaned(&w, now_ms()) {
                     return Ok(None); // another resumer (or a new supervisor) got there first
                 }
-                tx.execute(
-                    "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4 WHERE id = ?1",
-                    rusqlite::params![id, me, my_start, now_ms() + LEASE_MS],
+                ws::claim_lease(tx, &id, me, my_start, now_ms() + LEASE_MS)?;
+                ws::add_event(
+                    tx,
+                    &id,
+                    "resume_claimed",
+                    w.milestone(),
+                    &format!("claimed by orch resume (pid {me})"),
                 )?;
-                ws::add_event(tx, &id, "resume_claimed", w.milestone(), &format!("claimed by orch resume (pid {me})"))?;
                 // The record as the dead supervisor left it: it says why the worker stopped.
                 Ok(Some(w))
             })
@@ -169,12 +174,7 @@ fn await_handover(store: &mut Store, mut started: Vec<(String, std::process::Chi
         if renewed.elapsed() >= Duration::from_secs(3) {
             renewed = Instant::now();
             for (id, _) in &started {
-                let _ = store.write(|tx| {
-                    tx.execute(
-                        "UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND supervisor_pid = ?2",
-                        rusqlite::params![id, me, now_ms() + LEASE_MS],
-                    )
-                });
+                let _ = store.write(|tx| ws::set_lease(tx, id, me, now_ms() + LEASE_MS));
             }
         }
         started.retain_mut(|(id, child)| {

@@ -268,12 +268,12 @@ pub fn supervise_then<F: Forge + 'static>(
             && w.lease_until_ms.unwrap_or(0) > now_ms()
             && crate::process::process_alive(pid as i32, w.supervisor_start.map(|s| s as u64))
         {
-            return Ok(Err(SuperviseError::AlreadySupervised { id: id.to_string(), pid }));
+            return Ok(Err(SuperviseError::AlreadySupervised {
+                id: id.to_string(),
+                pid,
+            }));
         }
-        tx.execute(
-            "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4 WHERE id = ?1",
-            rusqlite::params![id, me, my_start, now_ms() + LEASE_MS],
-        )?;
+        ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
         Ok(Ok(ws::get_worker(tx, id)?.expect("just read")))
     })??;
     // Orphans of the worker (processes it started that outlived their parent) are reparented
@@ -978,10 +978,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let outcome_for_tx = outcome.clone();
         let me = std::process::id() as i64;
         let write = self.store.write(|tx| {
-            if !ws::supervised_by(tx, &id, me)? {
+            if !ws::save_progress_as(tx, &id, me, &after)? {
                 return Ok(false);
             }
-            ws::save_progress(tx, &id, &after)?;
             for e in &effects {
                 match e {
                     Effect::Transition { from, to, reason } => {
@@ -1124,12 +1123,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let id = self.w.id.clone();
         let p = self.w.progress.clone();
         let me = std::process::id() as i64;
-        match self.store.write(|tx| {
-            if !ws::supervised_by(tx, &id, me)? {
-                return Ok(false);
-            }
-            ws::save_progress(tx, &id, &p).map(|_| true)
-        }) {
+        match self.store.write(|tx| ws::save_progress_as(tx, &id, me, &p)) {
             Ok(true) => self.dirty = false,
             Ok(false) => {
                 self.dirty = false;
@@ -1144,13 +1138,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let id = self.w.id.clone();
         let me = std::process::id() as i64;
         self.store
-            .write(|tx| {
-                tx.execute(
-                    "UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND supervisor_pid = ?2",
-                    rusqlite::params![id, me, now_ms() + LEASE_MS],
-                )
-            })
-            .map(|n| n == 1)
+            .write(|tx| ws::set_lease(tx, &id, me, now_ms() + LEASE_MS))
             .unwrap_or(true) // a busy database is not a lost lease
     }
 
@@ -1191,12 +1179,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         let id = self.w.id.clone();
         let me = std::process::id() as i64;
-        let _ = self.store.write(|tx| {
-            tx.execute(
-                "UPDATE workers SET lease_until_ms = 0 WHERE id = ?1 AND supervisor_pid = ?2",
-                rusqlite::params![id, me],
-            )
-        });
+        let _ = self.store.write(|tx| ws::set_lease(tx, &id, me, 0));
         self.checkpoint();
     }
 }

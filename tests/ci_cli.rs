@@ -296,21 +296,9 @@ async fn forge_down_is_transient_exit_one() {
     assert!(text(&out).contains("transient"), "{}", text(&out));
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+#[path = "support/git.rs"]
+mod git_cmd;
+use git_cmd::git;
 
 /// A one-repository organisation on the local forge whose `check` job runs `check`, with its
 /// bare remote ready.

@@ -12,26 +12,9 @@ use std::time::{Duration, Instant};
 /// Generous: debug binaries, two cores, tests in parallel.
 const RUN_DEADLINE: Duration = Duration::from_secs(90);
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+#[path = "support/git.rs"]
+mod git_cmd;
+use git_cmd::git;
 
 /// One `ci.jobs` entry as YAML flow mapping (the command as a JSON = YAML double-quoted string).
 fn job(name: &str, run: &str, needs: &[&str], timeout: Option<&str>) -> String {

@@ -120,17 +120,54 @@ pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
 }
 
 /// Saves the state machine's state.
-/// Whether process `pid` is the worker's supervisor of record (it holds, or held, the lease
-/// and nobody claimed it since).
-pub fn supervised_by(tx: &Transaction, id: &str, pid: i64) -> rusqlite::Result<bool> {
-    let holder: Option<Option<i64>> = tx
-        .query_row(
-            "SELECT supervisor_pid FROM workers WHERE id = ?1",
-            [id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    Ok(holder.flatten() == Some(pid))
+/// Makes process `pid` (started at `start` ticks) the worker's supervisor with a lease until
+/// `until_ms`. Callers check in the same transaction that they may.
+pub fn claim_lease(
+    tx: &Transaction,
+    id: &str,
+    pid: i64,
+    start: Option<i64>,
+    until_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4 WHERE id = ?1",
+    )?
+    .execute(params![id, pid, start, until_ms])?;
+    Ok(())
+}
+
+/// Moves the lease of `pid` on the worker to `until_ms` (0 gives it up). False when `pid` no
+/// longer holds it.
+pub fn set_lease(tx: &Transaction, id: &str, pid: i64, until_ms: i64) -> rusqlite::Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND supervisor_pid = ?2",
+        )?
+        .execute(params![id, pid, until_ms])?;
+    Ok(n == 1)
+}
+
+/// [`save_progress`] by the worker's supervisor of record only: false (and nothing written)
+/// when process `pid` no longer owns the worker (another supervisor claimed it).
+pub fn save_progress_as(
+    tx: &Transaction,
+    id: &str,
+    pid: i64,
+    p: &Progress,
+) -> rusqlite::Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4
+             WHERE id = ?1 AND supervisor_pid = ?5",
+        )?
+        .execute(params![
+            id,
+            serde_json::to_string(p).expect("progress serialises"),
+            p.milestone.as_str(),
+            now_ms(),
+            pid
+        ])?;
+    Ok(n == 1)
 }
 
 pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Result<()> {

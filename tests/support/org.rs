@@ -38,27 +38,9 @@ pub fn worker_script(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Runs git in `dir` with a fixed identity and no system/global configuration surprises.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "e2e")
-        .env("GIT_AUTHOR_EMAIL", "e2e@example.invalid")
-        .env("GIT_COMMITTER_NAME", "e2e")
-        .env("GIT_COMMITTER_EMAIL", "e2e@example.invalid")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+#[path = "git.rs"]
+mod git_cmd;
+pub use git_cmd::git;
 
 /// Polls `f` until it returns `Some`, or panics naming `what` (plus `diag()`) after `limit`.
 pub fn poll_until<T>(

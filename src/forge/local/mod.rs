@@ -295,13 +295,15 @@ impl LocalForge {
     /// Starts a runner for every run recorded more than `RUNNER_START_GRACE_MS` ago that none
     /// has claimed. Two pollers may both start one: the runners' claim is a transaction, so
     /// the second sees the first and exits.
-    fn start_unstarted_runs(&self, store: &mut Store) -> Result<(), LocalForgeError> {
+    fn start_unstarted_runs(
+        &self,
+        store: &mut Store,
+        unfinished: &[db::RunRow],
+    ) -> Result<(), LocalForgeError> {
         let now = now_ms();
-        let unstarted: Vec<_> = store
-            .read(db::unfinished_runs)?
-            .into_iter()
-            .filter(|r| r.runner_pid.is_none() && now - r.created_ms > RUNNER_START_GRACE_MS)
-            .collect();
+        let unstarted = unfinished
+            .iter()
+            .filter(|r| r.runner_pid.is_none() && now - r.created_ms > RUNNER_START_GRACE_MS);
         for run in unstarted {
             tracing::warn!(
                 repo = %run.repo,
@@ -337,8 +339,9 @@ impl LocalForge {
     /// The runs `sha` triggered in `repo`, newest first (synchronous [`Forge::runs_for_commit`]).
     pub fn runs(&self, repo: &str, sha: &str) -> Result<Vec<CiRun>, LocalForgeError> {
         let found = self.with_store(|store| {
-            reap_dead_runners(store, &self.layout)?;
-            self.start_unstarted_runs(store)?;
+            let unfinished = store.read(db::unfinished_runs)?;
+            reap_runs(store, &self.layout, &unfinished)?;
+            self.start_unstarted_runs(store, &unfinished)?;
             let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
             Ok(runs
                 .iter()
@@ -561,6 +564,11 @@ impl Forge for LocalForge {
 /// Finishes runs whose runner is gone (see [`LocalForge::reap_dead_runners`]).
 pub(crate) fn reap_dead_runners(store: &mut Store, layout: &Layout) -> Result<usize, StoreError> {
     let runs = store.read(db::unfinished_runs)?;
+    reap_runs(store, layout, &runs)
+}
+
+/// [`reap_dead_runners`] over runs already read.
+fn reap_runs(store: &mut Store, layout: &Layout, runs: &[db::RunRow]) -> Result<usize, StoreError> {
     let mut reaped = 0;
     for run in runs {
         let note = match run.runner_pid {

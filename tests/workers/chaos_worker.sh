@@ -3,28 +3,8 @@
 # every phase. $1 is a control directory outside orch's state directory (prompts are saved
 # there as prompts/<worker id>.<life>). A task whose first word is `flaky` pushes a change CI
 # rejects first (in its first life only), then fixes it. CI passes when status.txt says `good`.
-set -u
-ctl=$1
-mkdir -p "$ctl/prompts" "$ctl/lives"
-echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
-life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
-# Saved whole or not at all: the tests read it as soon as it exists.
-cat > "$ctl/prompts/$ORCH_WORKER_ID.$life.tmp" &&
-  mv "$ctl/prompts/$ORCH_WORKER_ID.$life.tmp" "$ctl/prompts/$ORCH_WORKER_ID.$life"
-
-orch() { "$ORCH_BIN" "$@"; }
+. "$(dirname "$0")/chaos_lib.sh"
 step() { sleep 0.2; }
-change() {
-  printf '%s\n' "$1" > status.txt
-  git add -A
-  git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
-    -m "$ORCH_REPO: status $1 (life $life)"
-}
-push() {
-  git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH" 2>/dev/null ||
-    git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH"
-  sha=$(git rev-parse HEAD)
-}
 
 first=good
 if [ "${ORCH_TASK%% *}" = flaky ] && [ "$life" = 1 ]; then first=bad; fi

@@ -23,34 +23,15 @@
 #                  worker dies inside `git push`: no CI run, ever), mark `pushed`, wait
 #   (other)        the whole job: commit, push, PUSHED_TO_CI, wait for CI, fix while red, DONE
 # CI (see chaos_org.rs) passes when status.txt says `good`.
-set -u
-ctl=$1
-mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks"
-echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
-life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
-prompt="$ctl/prompts/$ORCH_WORKER_ID.$life"
-# Saved whole or not at all: the tests read it as soon as it exists.
-cat > "$prompt.tmp" && mv "$prompt.tmp" "$prompt"
+. "$(dirname "$0")/chaos_lib.sh"
 
 mode=${ORCH_TASK%% *}
 if [ "$mode" != die ] && grep -q "RESUMING as replacement worker" "$prompt"; then
   mode=full
 fi
 
-orch() { "$ORCH_BIN" "$@"; }
 mark() { : > "$ctl/marks/$ORCH_WORKER_ID.$life.$1"; }
 wait_to_be_killed() { while :; do sleep 1; done; }
-change() {
-  printf '%s\n' "$1" > status.txt
-  git add -A
-  git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
-    -m "$ORCH_REPO: status $1 (life $life)"
-}
-push() {
-  git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH" 2>/dev/null ||
-    git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH"
-  sha=$(git rev-parse HEAD)
-}
 
 case "$mode" in
   die)

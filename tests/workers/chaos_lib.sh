@@ -1,0 +1,29 @@
+# Sourced by the scripted workers of tests/chaos.rs and tests/resume.rs (chaos_worker.sh,
+# resume_worker.sh) with the control directory as $1. Counts this start of the worker (its
+# "life": lives/<worker id> gets its pid), saves its prompt (stdin) as
+# prompts/<worker id>.<life> and defines what both scripts do with git and orch.
+# CI (see tests/support/chaos_org.rs) passes when status.txt says `good`.
+set -u
+ctl=$1
+mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks"
+echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
+life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
+prompt="$ctl/prompts/$ORCH_WORKER_ID.$life"
+# Saved whole or not at all: the tests read it as soon as it exists.
+cat > "$prompt.tmp" && mv "$prompt.tmp" "$prompt"
+
+orch() { "$ORCH_BIN" "$@"; }
+# change WORD: commit status.txt saying WORD
+change() {
+  printf '%s\n' "$1" > status.txt
+  git add -A
+  git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
+    -m "$ORCH_REPO: status $1 (life $life)"
+}
+# Pushes HEAD to the worker's branch on the forge (once more if the first try fails) and
+# sets $sha.
+push() {
+  git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH" 2>/dev/null ||
+    git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH"
+  sha=$(git rev-parse HEAD)
+}

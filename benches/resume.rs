@@ -12,7 +12,7 @@
 //!   (rebuild, then the same reconciliation).
 //!
 //! Knobs: ORCH_BENCH_WORKERS (1000), ORCH_BENCH_RUNS (5), ORCH_BENCH_LATENCY_MS (10).
-//! Resume polls CI with `orch::resume::CI_CONCURRENCY` (16) queries in flight; the Forgejo 16
+//! Resume polls CI with `orch::app::resume::CI_CONCURRENCY` (16) queries in flight; the Forgejo 16
 //! path costs 2 requests per SHA (`runs?head_sha=`, `runs/{id}/jobs`) plus one version probe.
 
 #[path = "../tests/support/fake_forgejo.rs"]
@@ -59,7 +59,7 @@ fn seed(state: &Path, config: &orch::config::Config, contract: &Contract, n: usi
                 let id = format!("{}-{i:08x}", repo(i));
                 let mut progress = Progress::new(contract, now - 60_000);
                 progress.milestone = Milestone::PushedToCi;
-                progress.tracked_sha = Some(sha(i));
+                progress.tracked_sha = Some(sha(i).into());
                 progress.pushed_ms = Some(now - 30_000);
                 let w = WorkerRecord {
                     id: id.clone(),
@@ -165,7 +165,7 @@ fn main() {
     println!(
         "orch resume: {n} orphaned PUSHED_TO_CI workers, fake Forgejo 16 at {} ms per request, {} CI queries in flight",
         latency.as_millis(),
-        orch::resume::CI_CONCURRENCY
+        orch::app::resume::CI_CONCURRENCY
     );
     for variant in ["db", "checkpoints"] {
         let mut times = Vec::new();

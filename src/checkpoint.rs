@@ -70,27 +70,22 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
             let mut passed = Vec::new();
             let mut run_ids = Vec::new();
             let mut run_numbers = Vec::new();
-            if let Some(serde_json::Value::Array(runs)) = &p.runs {
-                for r in runs {
-                    run_ids.extend(r.get("id").and_then(|v| v.as_i64()));
-                    run_numbers.extend(r.get("number").and_then(|v| v.as_i64()));
-                    if let Some(serde_json::Value::Array(jobs)) = r.get("jobs") {
-                        for j in jobs {
-                            if j.get("status").and_then(|s| s.as_str()) == Some("success")
-                                && let Some(n) = j.get("name").and_then(|s| s.as_str())
-                            {
-                                passed.push(n.to_string());
-                            }
-                        }
-                    }
-                }
+            for r in p.runs.iter().flatten() {
+                run_ids.push(r.id);
+                run_numbers.push(r.number);
+                passed.extend(
+                    r.jobs
+                        .iter()
+                        .filter(|j| j.status == crate::ci::JobStatus::Success)
+                        .map(|j| j.name.clone()),
+                );
             }
             passed.sort();
             passed.dedup();
             CheckpointCi {
-                sha: p.sha.clone(),
+                sha: p.sha.to_string(),
                 pushed_at: fmt_ms(p.pushed_ms),
-                verdict: p.verdict.clone(),
+                verdict: p.verdict.map(|v| v.as_str().to_string()),
                 run_ids,
                 run_numbers,
                 jobs_passed: passed,
@@ -124,7 +119,7 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
         base_sha: w.base_sha.clone(),
         worktree: w.worktree.clone(),
         remote: w.remote.clone(),
-        tracked_sha: pr.tracked_sha.clone(),
+        tracked_sha: pr.tracked_sha.as_ref().map(|s| s.to_string()),
         fix_attempts: pr.fix_attempts,
         respawns: w.respawns,
         lock_held,
@@ -144,7 +139,7 @@ pub fn summary(w: &WorkerRecord, commits: &[String]) -> String {
         commits.len()
     );
     if let Some(sha) = &p.tracked_sha {
-        s.push_str(&format!("; last pushed {}", &sha[..sha.len().min(10)]));
+        s.push_str(&format!("; last pushed {}", sha.short()));
         match p.verdict {
             Some(v) => s.push_str(&format!(", CI {v}")),
             None => s.push_str(", CI not yet known"),

@@ -7,7 +7,6 @@
 
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration;
-use crate::forge::RetryPolicy;
 use crate::yaml::{Pos, from_yaml_str};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -545,6 +544,24 @@ fn validate(raw: RawContract, file: &Path) -> Result<Contract, Diagnostics> {
     } else {
         c.diags.sort_by_key(|d| d.pos);
         Err(Diagnostics(c.diags))
+    }
+}
+
+/// Backoff for transient forge errors (from the contract's failure taxonomy).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    pub initial: Duration,
+    pub max: Duration,
+    pub multiplier: f64,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `n` (0-based).
+    pub fn delay(&self, n: u32) -> Duration {
+        let d = self.initial.as_secs_f64() * self.multiplier.powi(n as i32);
+        Duration::from_secs_f64(d.min(self.max.as_secs_f64()))
     }
 }
 

@@ -3,11 +3,12 @@
 //! See ARCHITECTURE.md for the code map and the invariants.
 
 pub mod alerts;
+pub mod app;
 pub mod checkpoint;
+pub mod ci;
 pub mod cli;
 pub mod config;
 pub mod contract;
-pub mod demo;
 pub mod diag;
 pub mod duration;
 pub mod forge;
@@ -17,9 +18,7 @@ pub mod lock;
 pub mod milestone;
 pub mod process;
 pub mod prompt;
-pub mod resume;
 pub mod secret;
-pub mod spawn;
+pub mod sha;
 pub mod store;
-pub mod supervisor;
 pub mod yaml;

@@ -7,11 +7,13 @@
 mod fake_forgejo;
 
 use fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};
+use orch::ci::verdict::{CiPolicy, Verdict, VerdictKind};
+use orch::ci::{CiRun, JobStatus};
 use orch::config::Repo;
+use orch::contract::RetryPolicy;
 use orch::forge::follow::CiFollower;
 use orch::forge::forgejo::{ApiPath, ForgejoForge};
-use orch::forge::verdict::{CiPolicy, Verdict, VerdictKind};
-use orch::forge::{BlockingKind, CiRun, Forge, ForgeError, JobStatus, RetryPolicy};
+use orch::forge::{BlockingKind, Forge, ForgeError};
 use orch::secret::Secret;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,9 +1,10 @@
 //! The local forge end to end: real git, real bare remotes, the real `orch` binary in the
 //! post-receive hook and as the detached runner. Everything stays in temp directories.
 
+use orch::ci::{CiRun, JobStatus};
 use orch::config::Config;
+use orch::forge::Forge;
 use orch::forge::local::LocalForge;
-use orch::forge::{CiRun, Forge, JobStatus};
 use orch::process::group_alive;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -10,7 +10,10 @@
 mod chaos_org;
 
 use chaos_org::{Org, OrgSpec, dead_pid, job_status, resumed_entry};
-use orch::cli::workers::supervisor_alive;
+/// Is the worker's supervisor alive (lease valid, same process)?
+fn supervisor_alive(w: &orch::store::workers::WorkerRecord) -> bool {
+    w.supervised(orch::store::now_ms())
+}
 use orch::milestone::Milestone;
 use orch::store::workers as ws;
 use serde_json::Value;
@@ -49,7 +52,7 @@ fn assert_verified_done(org: &Org, id: &str) {
     let pushes = org.pushes(id);
     let last = pushes.last().expect("a push");
     assert_eq!(w.progress.tracked_sha.as_deref(), Some(last.sha.as_str()));
-    assert_eq!(last.verdict.as_deref(), Some("green"), "{last:?}");
+    assert_eq!(last.verdict.map(|v| v.as_str()), Some("green"), "{last:?}");
     assert_eq!(job_status(last, "radicle-push").as_deref(), Some("success"));
     assert_eq!(job_status(last, "check").as_deref(), Some("success"));
     assert_eq!(org.lock_of(id), None, "DONE releases the lock");
@@ -163,7 +166,11 @@ fn ci_red_while_the_supervisor_was_down_respawns_a_briefed_replacement() {
     assert_eq!(org.lives(&id), 2);
     assert_eq!(org.count_events(&id, "resume_claimed"), 1);
     assert_eq!(org.count_events(&id, "respawn"), 1);
-    let shas: Vec<String> = org.pushes(&id).into_iter().map(|p| p.sha).collect();
+    let shas: Vec<String> = org
+        .pushes(&id)
+        .into_iter()
+        .map(|p| p.sha.to_string())
+        .collect();
     assert_eq!(shas.len(), 2, "the red push and the fix: {shas:?}");
     assert_eq!(shas[0], bad_sha);
     assert_no_leftovers(&org);
@@ -260,9 +267,9 @@ fn nothing_pushed_orphan_is_shown_unsupervised_then_replaced_and_finishes() {
 
 #[test]
 fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
+    use orch::app::spawn::{SpawnRequest, Spawned, prepare};
     use orch::contract::Contract;
     use orch::forge::local::LocalForge;
-    use orch::spawn::{SpawnRequest, Spawned, prepare};
     use orch::store::{LockAttempt, now_ms, try_lock_in};
 
     let org = org(&[("core", &[]), ("sdk", &[])]);
@@ -544,7 +551,7 @@ fn view(org: &Org) -> (BTreeMap<String, WorkerView>, Vec<(String, String)>) {
                 .read(|tx| ws::pushes(tx, &w.id))
                 .unwrap()
                 .into_iter()
-                .map(|p| (p.sha, p.verdict))
+                .map(|p| (p.sha.to_string(), p.verdict.map(|v| v.as_str().to_string())))
                 .collect();
             (
                 w.id.clone(),
@@ -552,7 +559,7 @@ fn view(org: &Org) -> (BTreeMap<String, WorkerView>, Vec<(String, String)>) {
                     repo: w.repo.clone(),
                     task_id: w.task_id.clone(),
                     milestone: w.milestone().as_str().into(),
-                    tracked_sha: w.progress.tracked_sha.clone(),
+                    tracked_sha: w.progress.tracked_sha.as_ref().map(|s| s.to_string()),
                     verdict: w.progress.verdict.map(|v| v.as_str().to_string()),
                     fix_attempts: w.progress.fix_attempts,
                     respawns: w.respawns,
@@ -620,13 +627,13 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
                     .read(|tx| ws::pushes(tx, id))
                     .unwrap()
                     .into_iter()
-                    .map(|p| (p.sha, p.verdict))
+                    .map(|p| (p.sha.to_string(), p.verdict.map(|v| v.as_str().to_string())))
                     .collect();
                 let cp = orch::checkpoint::read(&orch::checkpoint::path_for(&org.state, &w));
                 w.progress.verdict.map(|v| v.as_str()) == verdict
                     && cp.is_ok_and(|cp| {
                         cp.current_milestone == w.milestone().as_str()
-                            && cp.tracked_sha == w.progress.tracked_sha
+                            && cp.tracked_sha.as_deref() == w.progress.tracked_sha.as_deref()
                             && cp.fix_attempts == w.progress.fix_attempts
                             && cp
                                 .ci_runs
@@ -670,14 +677,14 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
             std::fs::copy(e.path(), copy.path().join(&name)).unwrap();
         }
     }
-    let loaded = orch::cli::workers::Loaded {
+    let loaded = orch::app::Loaded {
         config: org.config.clone(),
         contract: orch::contract::Contract::load(&chaos_org::contract_path()).unwrap(),
         state_dir: copy.path().to_path_buf(),
         config_path: org.config_path.clone(),
         contract_path: chaos_org::contract_path(),
     };
-    let r = orch::resume::rebuild_from_checkpoints(&loaded).unwrap();
+    let r = orch::app::resume::rebuild_from_checkpoints(&loaded).unwrap();
     assert_eq!((r.workers, r.locks), (5, 4), "{:?}", r.problems);
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     let mut copy_store = orch::store::Store::open(copy.path()).unwrap();
@@ -694,7 +701,12 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     for w in copy_store.workers().unwrap() {
         let b = &before[&w.id];
         assert_eq!(w.milestone().as_str(), b.milestone, "{}", w.id);
-        assert_eq!(w.progress.tracked_sha, b.tracked_sha, "{}", w.id);
+        assert_eq!(
+            w.progress.tracked_sha.as_deref(),
+            b.tracked_sha.as_deref(),
+            "{}",
+            w.id
+        );
         assert_eq!(w.respawns, b.respawns, "{}", w.id);
         assert_eq!(w.progress.fix_attempts, b.fix_attempts, "{}", w.id);
         assert_eq!((&w.branch, &w.base_sha), (&b.branch, &b.base_sha));
@@ -702,7 +714,7 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
             .read(|tx| ws::pushes(tx, &w.id))
             .unwrap()
             .into_iter()
-            .map(|p| (p.sha, p.verdict))
+            .map(|p| (p.sha.to_string(), p.verdict.map(|v| v.as_str().to_string())))
             .collect();
         assert_eq!(pushes, b.pushes, "{}", w.id);
     }
@@ -986,7 +998,7 @@ fn a_checkpoint_its_writer_died_before_writing_is_brought_up_to_date() {
     let cp = orch::checkpoint::read(&path).unwrap();
     assert_eq!(cp.current_milestone, "DONE");
     assert!(!cp.lock_held);
-    assert_eq!(cp.tracked_sha, w.progress.tracked_sha);
+    assert_eq!(cp.tracked_sha.as_deref(), w.progress.tracked_sha.as_deref());
 }
 
 #[test]

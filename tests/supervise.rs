@@ -83,7 +83,12 @@ fn happy_path_is_done_only_with_green_ci_and_releases_the_lock() {
     assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
     assert_eq!(w.progress.end_reason.as_deref(), Some("done"));
     assert_eq!(w.progress.fix_attempts, 0);
-    let sha = w.progress.tracked_sha.clone().expect("a tracked commit");
+    let sha = w
+        .progress
+        .tracked_sha
+        .clone()
+        .expect("a tracked commit")
+        .into_string();
     // The tracked commit is the worker's own commit on its branch, pushed to the forge.
     let head = org::git(std::path::Path::new(&w.worktree), &["rev-parse", "HEAD"]);
     assert_eq!(sha, head);
@@ -474,7 +479,7 @@ fn a_worker_printing_200_mb_leaves_the_supervisor_small_and_the_log_capped() {
         peak.1
     );
     let size = std::fs::metadata(org.worker_log_path(&id)).unwrap().len();
-    let cap = orch::supervisor::MAX_LOG_BYTES;
+    let cap = orch::app::supervisor::MAX_LOG_BYTES;
     assert!(size >= cap, "worker.log is {size} bytes");
     assert!(size <= cap + 200, "worker.log is {size} bytes, cap {cap}");
     let tail = {

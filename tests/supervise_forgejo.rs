@@ -213,7 +213,7 @@ fn forgejo_happy_path_is_done_on_green_and_the_token_stays_secret() {
     let w = org.worker(&id);
     assert_eq!(w.progress.milestone, Milestone::Done);
     assert_eq!(w.remote, "origin");
-    let sha = w.progress.tracked_sha.clone().unwrap();
+    let sha = w.progress.tracked_sha.clone().unwrap().into_string();
     // The worker pushed to the clone's origin, and the DONE is for that commit.
     let pushed = org::git(
         &org.origin_path(REPO),

@@ -3,11 +3,12 @@
 //! A worker never holds the forge token. When the forge needs one and it is not set, `ci
 //! status` answers from the verdict orch's supervisor last recorded for that commit.
 
-use super::workers::{Loaded, full_sha};
 use super::{Ctx, Failure, Outcome, print_json};
+use crate::app::Loaded;
+use crate::ci::CiRun;
+use crate::ci::verdict::{Verdict, VerdictKind};
 use crate::forge::Forge;
-use crate::forge::verdict::{Verdict, VerdictKind};
-use crate::forge::{CiRun, ForgeError};
+use crate::forge::ForgeError;
 use crate::store::now_ms;
 use crate::store::workers as ws;
 use serde_json::json;
@@ -31,7 +32,7 @@ fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
         .map(|r| r.path.clone())
         .unwrap_or_default();
     for place in [cwd, clone] {
-        if let Some(full) = full_sha(&place, &sha) {
+        if let Ok(full) = crate::gitops::resolve(&place, &sha) {
             return Ok(full);
         }
     }
@@ -77,7 +78,7 @@ pub fn status(
                     return outcome;
                 }
                 if !wait || Instant::now() >= deadline {
-                    return Err(e);
+                    return Err(e.into());
                 }
                 std::thread::sleep(l.config.ci.poll_interval.min(Duration::from_secs(5)));
             }
@@ -87,16 +88,7 @@ pub fn status(
     let pushed_ms = l
         .store()
         .ok()
-        .and_then(|mut s| {
-            s.read(|tx| {
-                tx.query_row(
-                    "SELECT MIN(pushed_ms) FROM pushes WHERE sha = ?1",
-                    [&sha],
-                    |row| row.get::<_, Option<i64>>(0),
-                )
-            })
-            .ok()
-        })
+        .and_then(|mut s| s.read(|tx| ws::first_pushed_ms(tx, &sha)).ok())
         .flatten();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -109,11 +101,10 @@ pub fn status(
         // What orch saw on the forge goes into the pushing worker's history (its supervisor
         // stops following a SHA once a newer one is pushed, and may not have seen this).
         if let Ok(mut store) = l.store() {
-            let runs_json = serde_json::to_value(&runs).unwrap_or_default();
             let worker = std::env::var("ORCH_WORKER_ID").ok();
-            let (kind, detail, failed) = (v.kind.as_str(), &v.detail, &v.failed_jobs);
+            let row = ws::VerdictRow::of(&v, &runs);
             let _ = store.write(|tx| {
-                let n = ws::record_observed_verdict(tx, &sha, kind, detail, failed, &runs_json)?;
+                let n = ws::record_observed_verdict(tx, &sha, row)?;
                 // A worker may see its verdict before its supervisor has recorded the push.
                 // A decided verdict proves a push run exists, so the history row may be made here.
                 if n == 0
@@ -122,7 +113,7 @@ pub fn status(
                     && ws::get_worker(tx, w)?.is_some_and(|rec| rec.repo == repo)
                 {
                     ws::record_push(tx, w, &sha, now_ms())?;
-                    ws::record_observed_verdict(tx, &sha, kind, detail, failed, &runs_json)?;
+                    ws::record_observed_verdict(tx, &sha, row)?;
                 }
                 Ok(())
             });
@@ -140,14 +131,7 @@ pub fn status(
 fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool, last: bool) -> Option<Outcome> {
     let mut store = l.store().ok()?;
     let rec = store.read(|tx| ws::recorded_verdict(tx, sha)).ok()??;
-    let kind = match rec.verdict.as_deref()? {
-        "green" => VerdictKind::Green,
-        "red" => VerdictKind::Red,
-        "running" => VerdictKind::Running,
-        "sync_not_done" => VerdictKind::SyncNotDone,
-        "no_run" => VerdictKind::NoRun,
-        _ => VerdictKind::Pending,
-    };
+    let kind = rec.verdict?;
     if !last && !kind.is_terminal() {
         return None;
     }
@@ -157,15 +141,8 @@ fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool, last: bool) -> Op
         sync_status: None,
         detail: rec.detail.clone().unwrap_or_default(),
     };
-    let runs: Vec<CiRun> = Vec::new();
-    print_verdict(
-        repo,
-        sha,
-        &v,
-        &runs,
-        json_out,
-        Some((rec.runs.clone(), rec.checked_ms)),
-    );
+    let runs: Vec<CiRun> = rec.runs.clone().unwrap_or_default();
+    print_verdict(repo, sha, &v, &runs, json_out, Some(rec.checked_ms));
     Some(Ok(if kind == VerdictKind::Green { 0 } else { 1 }))
 }
 
@@ -175,51 +152,44 @@ fn print_verdict(
     v: &Verdict,
     runs: &[CiRun],
     json_out: bool,
-    recorded: Option<(Option<serde_json::Value>, Option<i64>)>,
+    recorded: Option<Option<i64>>,
 ) {
-    let runs_json = match &recorded {
-        Some((Some(r), _)) => r.clone(),
-        _ => json!(runs),
-    };
     if json_out {
         let mut out = json!({
             "repo": repo,
             "sha": sha,
             "verdict": v.kind.as_str(),
-            "runs": runs_json,
+            "runs": runs,
             "failed_jobs": v.failed_jobs,
             "detail": v.detail,
         });
-        if let Some((_, at)) = recorded {
+        if let Some(at) = recorded {
             out["recorded_at"] = json!(at.map(crate::store::fmt_ms));
         }
         print_json(&out);
         return;
     }
-    println!("{repo} {}: {}", &sha[..12.min(sha.len())], v.kind);
+    println!("{repo} {}: {}", crate::sha::short_to(sha, 12), v.kind);
     if !v.detail.is_empty() {
         println!("  {}", v.detail);
     }
-    if let Some((_, at)) = recorded {
+    if let Some(at) = recorded {
         println!(
             "  (as last recorded by orch at {})",
             at.map(crate::store::fmt_ms).unwrap_or_default()
         );
     }
-    let empty = Vec::new();
-    for run in runs_json.as_array().unwrap_or(&empty) {
+    for run in runs {
         println!(
             "  run #{} ({}, {})",
-            run["number"],
-            run["event"].as_str().unwrap_or("?"),
-            run["status"].as_str().unwrap_or("-")
+            run.number,
+            run.event,
+            run.status.map(|s| s.as_str()).unwrap_or("-")
         );
-        for job in run["jobs"].as_array().unwrap_or(&empty) {
+        for job in &run.jobs {
             println!(
                 "    {:<20} {:<10} attempt {}",
-                job["name"].as_str().unwrap_or("?"),
-                job["status"].as_str().unwrap_or("?"),
-                job["attempt"]
+                job.name, job.status, job.attempt
             );
         }
     }
@@ -272,7 +242,7 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
             }
             None => eprintln!(
                 "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
-                &sha[..12]
+                crate::sha::short_to(&sha, 12)
             ),
         }
     }

@@ -1,12 +1,14 @@
 //! The command line: argument parsing, global options, and dispatch to command handlers.
 //!
 //! Exit codes: 0 success / yes, 1 a negative answer or a task that ended not DONE, 2 bad input
-//! or usage. Tables go to stdout, logs to stderr.
+//! or usage, 3 the system could not do the job (a locked database, an I/O failure).
+//! Tables go to stdout, logs to stderr.
 
 mod ci;
+mod demo;
 mod locks;
 mod show;
-pub mod workers;
+mod workers;
 
 use crate::config::{Config, ConfigError};
 use crate::contract::{Contract, ContractError};
@@ -256,6 +258,14 @@ impl Failure {
             message: message.into(),
         }
     }
+    /// The system could not do the job (a locked database, an I/O failure): not the
+    /// user's input; retrying may work.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Failure {
+            code: 3,
+            message: message.into(),
+        }
+    }
 }
 
 impl From<ConfigError> for Failure {
@@ -270,7 +280,7 @@ impl From<ContractError> for Failure {
 }
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::app::Error::from(e).into()
     }
 }
 impl From<crate::config::UnknownRepo> for Failure {
@@ -280,7 +290,18 @@ impl From<crate::config::UnknownRepo> for Failure {
 }
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
-        Failure::bad_input(e.to_string())
+        Failure::unavailable(e.to_string())
+    }
+}
+impl From<crate::app::Error> for Failure {
+    fn from(e: crate::app::Error) -> Self {
+        use crate::app::ErrorKind;
+        let message = e.to_string();
+        match e.kind() {
+            ErrorKind::BadInput => Failure::bad_input(message),
+            ErrorKind::Unavailable => Failure::unavailable(message),
+            ErrorKind::No => Failure::no(message),
+        }
     }
 }
 
@@ -318,6 +339,21 @@ impl Ctx {
 
     pub fn store(&self, config: &Config) -> Result<Store, Failure> {
         Ok(Store::open(&self.state_dir(config))?)
+    }
+
+    /// The organisation, the contract and the state directory, for commands that run workers.
+    pub fn load(&self) -> Result<crate::app::Loaded, Failure> {
+        let config = self.config()?;
+        let contract = self.contract(&config)?;
+        let state_dir = self.state_dir(&config);
+        let contract_path = contract.file.clone();
+        Ok(crate::app::Loaded {
+            config_path: config.file.clone(),
+            contract_path,
+            state_dir,
+            config,
+            contract,
+        })
     }
 }
 
@@ -398,7 +434,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
         } => workers::spawn(
             ctx,
             workers::SpawnArgs {
-                request: crate::spawn::SpawnRequest {
+                request: crate::app::spawn::SpawnRequest {
                     repo,
                     task,
                     task_id,
@@ -444,7 +480,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             from_checkpoints,
             json,
         } => workers::resume_cmd(ctx, from_checkpoints, json),
-        Command::Demo { keep } => crate::demo::run(keep).map_err(Failure::no),
+        Command::Demo { keep } => demo::run(keep).map_err(Failure::no),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());

@@ -1,20 +1,16 @@
 //! Worker commands: spawn, the hidden supervisor entry point, report, status, sessions,
-//! cancel and release.
+//! cancel and release — arguments in, the app's answer printed.
 
 use super::{Ctx, Failure, Outcome, age, operator_name, print_json};
-use crate::config::Config;
-use crate::contract::Contract;
-use crate::forge::AnyForge;
-use crate::forge::follow::CiFollower;
-use crate::forge::verdict::CiPolicy;
-use crate::milestone::{Event, Milestone, step};
-use crate::spawn::{SpawnRequest, Spawned, prepare};
-use crate::store::workers::{self as ws, WorkerRecord};
-use crate::store::{Store, fmt_ms, now_ms, release_in};
-use crate::supervisor::{Env, session_dir, supervise};
+use crate::app::operator::{self, ANSWER_WAIT, Cancelled};
+use crate::app::spawn::{SpawnRequest, Spawned, prepare};
+use crate::app::supervisor::{self, session_dir, supervise};
+use crate::app::{Loaded, orch_exe, start_detached};
+use crate::milestone::Milestone;
+use crate::sha::short;
+use crate::store::workers::{self as ws, RequestKind, WorkerRecord};
+use crate::store::{Store, fmt_ms, now_ms};
 use serde_json::json;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub struct SpawnArgs {
@@ -23,65 +19,6 @@ pub struct SpawnArgs {
     pub wait_timeout: Option<Duration>,
     pub foreground: bool,
     pub json: bool,
-}
-
-/// Everything a command that runs workers needs, resolved once.
-pub struct Loaded {
-    pub config: Config,
-    pub contract: Contract,
-    pub state_dir: PathBuf,
-    pub config_path: PathBuf,
-    pub contract_path: PathBuf,
-}
-
-impl Ctx {
-    pub fn load(&self) -> Result<Loaded, Failure> {
-        let config = self.config()?;
-        let contract = self.contract(&config)?;
-        let state_dir = self.state_dir(&config);
-        let contract_path = contract.file.clone();
-        Ok(Loaded {
-            config_path: config.file.clone(),
-            contract_path,
-            state_dir,
-            config,
-            contract,
-        })
-    }
-}
-
-impl Loaded {
-    /// What a supervisor needs, borrowed from here.
-    pub fn env<'a>(&'a self, orch_exe: &'a Path) -> Env<'a> {
-        Env {
-            config: &self.config,
-            contract: &self.contract,
-            state_dir: &self.state_dir,
-            config_path: &self.config_path,
-            contract_path: &self.contract_path,
-            orch_exe,
-        }
-    }
-
-    pub fn store(&self) -> Result<Store, Failure> {
-        Ok(Store::open(&self.state_dir)?)
-    }
-
-    pub fn forge(&self) -> Result<AnyForge, Failure> {
-        AnyForge::from_config(&self.config, &self.contract, &self.state_dir)
-            .map_err(Failure::bad_input)
-    }
-
-    pub fn follower(&self) -> Result<CiFollower<AnyForge>, Failure> {
-        Ok(CiFollower::new(
-            self.forge()?,
-            CiPolicy::from(&self.config.ci),
-        ))
-    }
-}
-
-fn orch_exe() -> PathBuf {
-    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch"))
 }
 
 pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
@@ -106,7 +43,7 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
             &mut store,
             &args.request,
         )
-        .map_err(|e| Failure::bad_input(e.to_string()))?
+        .map_err(crate::app::Error::from)?
         {
             Spawned::Ready(r) => break r,
             blocked => {
@@ -181,41 +118,6 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
     Ok(0)
 }
 
-/// Starts `orch __supervise <id>` in its own session, so it survives the terminal closing.
-/// The caller may drop the handle (the supervisor goes on) or watch it take over.
-pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child, Failure> {
-    let dir = session_dir(&l.state_dir, id);
-    std::fs::create_dir_all(&dir)?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("supervisor.log"))?;
-    let mut cmd = std::process::Command::new(orch_exe());
-    cmd.arg("--config")
-        .arg(&l.config_path)
-        .arg("--state-dir")
-        .arg(&l.state_dir)
-        .arg("--contract")
-        .arg(&l.contract_path)
-        .args(["__supervise", id])
-        .env(
-            crate::supervisor::LEASE_FROM_ENV,
-            std::process::id().to_string(),
-        )
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    // SAFETY: setsid is async-signal-safe and touches no memory.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid().map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-    cmd.spawn()
-        .map_err(|e| Failure::bad_input(format!("cannot start the supervisor for {id}: {e}")))
-}
-
 fn wait_until_running(l: &Loaded, store: &mut Store, id: &str) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -253,7 +155,7 @@ pub fn run_supervisor(l: &Loaded, id: &str) -> Result<Milestone, Failure> {
     let follower = std::sync::Arc::new(l.follower()?);
     let exe = orch_exe();
     let env = l.env(&exe);
-    supervise(&env, follower, id).map_err(|e| Failure::no(e.to_string()))
+    Ok(supervise(&env, follower, id).map_err(crate::app::Error::from)?)
 }
 
 pub fn supervise_cmd(ctx: &Ctx, id: &str) -> Outcome {
@@ -262,8 +164,8 @@ pub fn supervise_cmd(ctx: &Ctx, id: &str) -> Outcome {
     let exe = orch_exe();
     let env = l.env(&exe);
     // Every supervisor start is also a resume pass for other workers, once it holds its own.
-    let m = crate::supervisor::supervise_then(&env, follower, id, || resume_quietly(&l))
-        .map_err(|e| Failure::no(e.to_string()))?;
+    let m = supervisor::supervise_then(&env, follower, id, || resume_quietly(&l))
+        .map_err(crate::app::Error::from)?;
     Ok(if m == Milestone::Done { 0 } else { 1 })
 }
 
@@ -302,69 +204,23 @@ pub fn report(
     }
     let l = ctx.load()?;
     let mut store = l.store()?;
-    let rid = store.write(|tx| {
-        if ws::get_worker(tx, &id)?.is_none() {
-            return Ok(None);
-        }
-        ws::add_request(
-            tx,
-            &id,
-            "report",
-            Some(m.as_str()),
-            sha.as_deref(),
-            job.as_deref(),
-            note.as_deref(),
-            None,
-        )
-        .map(Some)
-    })?;
-    let Some(rid) = rid else {
-        return Err(Failure::bad_input(format!(
-            "no worker {id} in {}",
-            l.state_dir.display()
-        )));
+    let kind = RequestKind::Report {
+        milestone: m,
+        sha,
+        job,
+        note,
     };
     // Printed as "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read
     // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
-    match wait_for_request(&mut store, rid, Duration::from_secs(60))? {
-        Some(outcome) => {
-            println!("{m} {outcome}");
-            Ok(if outcome.starts_with("refused") { 1 } else { 0 })
+    match operator::ask(&mut store, &id, &kind, ANSWER_WAIT)? {
+        Some(a) => {
+            println!("{m} {}", a.outcome);
+            Ok(if a.refused { 1 } else { 0 })
         }
         None => {
             println!("{m} recorded; the supervisor will apply it");
             Ok(0)
         }
-    }
-}
-
-fn wait_for_request(
-    store: &mut Store,
-    id: i64,
-    limit: Duration,
-) -> Result<Option<String>, Failure> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(r) = store.read(|tx| ws::get_request(tx, id))?
-            && r.processed_ms.is_some()
-        {
-            return Ok(r.outcome);
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Is the worker's supervisor alive (lease valid and its process the same one)?
-pub fn supervisor_alive(w: &WorkerRecord) -> bool {
-    match w.supervisor_pid {
-        Some(pid) => {
-            w.lease_until_ms.unwrap_or(0) > now_ms()
-                && crate::process::process_alive(pid as i32, w.supervisor_start.map(|s| s as u64))
-        }
-        None => false,
     }
 }
 
@@ -387,7 +243,7 @@ fn worker_json(w: &WorkerRecord, pushes: &[ws::PushRecord]) -> serde_json::Value
         "fix_attempts": p.fix_attempts,
         "end_reason": p.end_reason,
         "worker_running": w.worker_running,
-        "supervisor_alive": supervisor_alive(w),
+        "supervisor_alive": w.supervised(now_ms()),
         "respawns": w.respawns,
         "pushes": pushes,
     })
@@ -422,7 +278,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                     let p = &w.progress;
                     let sup = if p.milestone.is_terminal() {
                         "-"
-                    } else if supervisor_alive(w) {
+                    } else if w.supervised(now) {
                         "alive"
                     } else {
                         "GONE (orch resume)"
@@ -433,10 +289,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                         w.repo,
                         p.milestone.as_str(),
                         age(p.since_ms, now),
-                        p.tracked_sha
-                            .as_deref()
-                            .map(|s| &s[..10.min(s.len())])
-                            .unwrap_or("-"),
+                        p.tracked_sha.as_ref().map(|s| s.short()).unwrap_or("-"),
                         p.verdict.map(|v| v.as_str()).unwrap_or("-"),
                         sup
                     );
@@ -527,7 +380,7 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         "repo       {} (branch {}, base {})",
         w.repo,
         w.branch,
-        &w.base_sha[..10.min(w.base_sha.len())]
+        short(&w.base_sha)
     );
     println!("task       {}", w.task);
     println!("milestone  {} since {}", p.milestone, fmt_ms(p.since_ms));
@@ -536,7 +389,7 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     }
     println!(
         "supervisor {}",
-        if supervisor_alive(&w) {
+        if w.supervised(now_ms()) {
             "alive"
         } else {
             "not running"
@@ -550,8 +403,8 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         for ps in &pushes {
             println!(
                 "  {} {}{}",
-                &ps.sha[..10.min(ps.sha.len())],
-                ps.verdict.as_deref().unwrap_or("pending"),
+                ps.sha.short(),
+                ps.verdict.map(|v| v.as_str()).unwrap_or("pending"),
                 ps.detail
                     .as_deref()
                     .map(|d| format!(" — {d}"))
@@ -568,101 +421,21 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
 
 pub fn cancel(ctx: &Ctx, id: &str, reason: Option<String>, by: Option<String>) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
-    let Some(w) = store.worker(id)? else {
-        return Err(Failure::bad_input(format!("no worker {id}")));
-    };
-    if w.milestone().is_terminal() {
-        return Err(Failure::no(format!("{id} is already {}", w.milestone())));
-    }
     let by = operator_name(by);
     let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
-    if supervisor_alive(&w) {
-        let rid = store.write(|tx| {
-            ws::add_request(tx, id, "cancel", None, None, None, Some(&reason), Some(&by))
-        })?;
-        if let Some(outcome) = wait_for_request(&mut store, rid, Duration::from_secs(60))? {
+    match operator::cancel(&l, id, by, reason)? {
+        Cancelled::BySupervisor(outcome) => {
             println!("{id}: {outcome}");
-            return Ok(0);
+            Ok(0)
         }
-        return Err(Failure::no(format!(
-            "{id}: the supervisor did not answer within 60s; the cancel stays queued"
-        )));
-    }
-    // No supervisor: stop whatever is left of the worker ourselves.
-    if let Some(pid) = w.worker_pid
-        && crate::process::group_alive(pid as i32)
-    {
-        let _ = crate::process::signal_group(pid as i32, crate::process::Signal::TERM);
-        let deadline = Instant::now() + l.config.worker.stop_grace;
-        while crate::process::group_alive(pid as i32) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
+        Cancelled::Queued => Err(Failure::no(format!(
+            "{id}: the supervisor did not answer within {}s; the cancel stays queued",
+            ANSWER_WAIT.as_secs()
+        ))),
+        Cancelled::Offline(_) => {
+            println!("{id}: CANCELLED, lock released");
+            Ok(0)
         }
-        let _ = crate::process::signal_group(pid as i32, crate::process::Signal::KILL);
-    }
-    apply_offline(&l, &mut store, id, Event::Cancel { by, reason })?;
-    println!("{id}: CANCELLED, lock released");
-    Ok(0)
-}
-
-/// Applies an event to a worker that has no live supervisor (same machine, same effects on
-/// the database; there is no process left to signal).
-pub fn apply_offline(
-    l: &Loaded,
-    store: &mut Store,
-    id: &str,
-    event: Event,
-) -> Result<Milestone, Failure> {
-    let m = store.write(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(None);
-        };
-        let (p, fx) = step(&l.contract, id, &w.progress, &event, now_ms());
-        ws::save_progress(tx, id, &p)?;
-        for e in &fx {
-            match e {
-                crate::milestone::Effect::Transition { from, to, reason } => ws::add_event(
-                    tx,
-                    id,
-                    "transition",
-                    *to,
-                    &format!("{from} -> {to}: {reason}"),
-                )?,
-                crate::milestone::Effect::Violation { kind, detail } => ws::add_event(
-                    tx,
-                    id,
-                    "violation",
-                    p.milestone,
-                    &format!("{kind}: {detail}"),
-                )?,
-                crate::milestone::Effect::ReleaseLock { reason } => {
-                    release_in(tx, id, Some(reason), Some("orch"))?;
-                }
-                _ => {}
-            }
-        }
-        tx.execute("UPDATE workers SET worker_running = 0 WHERE id = ?1", [id])?;
-        Ok(Some(p.milestone))
-    })?;
-    let m = m.ok_or_else(|| Failure::bad_input(format!("no worker {id}")))?;
-    write_checkpoint(l, store, id);
-    Ok(m)
-}
-
-pub fn write_checkpoint(l: &Loaded, store: &mut Store, id: &str) {
-    if let Ok(Some((w, pushes, held))) = store.read(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(None);
-        };
-        let pushes = ws::pushes(tx, id)?;
-        let held: i64 =
-            tx.query_row("SELECT COUNT(*) FROM locks WHERE holder = ?1", [id], |r| {
-                r.get(0)
-            })?;
-        Ok(Some((w, pushes, held > 0)))
-    }) {
-        let cp = crate::checkpoint::build(&w, &pushes, held);
-        let _ = crate::checkpoint::write(&l.state_dir, &w, &cp);
     }
 }
 
@@ -678,26 +451,9 @@ pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String
         ));
     }
     let l = ctx.load()?;
-    let mut store = l.store()?;
     let by = operator_name(by);
-    let released = store.write(|tx| {
-        let lock = release_in(tx, id, Some(&format!("forced: {reason}")), Some(&by))?;
-        if lock.is_some()
-            && let Some(w) = ws::get_worker(tx, id)?
-        {
-            ws::add_event(
-                tx,
-                id,
-                "lock_released",
-                w.progress.milestone,
-                &format!("forced by {by}: {reason}"),
-            )?;
-        }
-        Ok(lock)
-    })?;
-    match released {
+    match operator::release(&l, id, &by, reason)? {
         Some(lock) => {
-            write_checkpoint(&l, &mut store, id);
             println!(
                 "released {}'s chain lock ({}) — by {by}: {reason}",
                 id, lock.repo
@@ -708,16 +464,11 @@ pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String
     }
 }
 
-/// Resolves a possibly short SHA to a full one in `repo_path` when it is a git repository.
-pub fn full_sha(repo_path: &Path, sha: &str) -> Option<String> {
-    crate::gitops::resolve(repo_path, sha).ok()
-}
-
 pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let mut rebuilt = None;
     if from_checkpoints {
-        let r = crate::resume::rebuild_from_checkpoints(&l).map_err(Failure::bad_input)?;
+        let r = crate::app::resume::rebuild_from_checkpoints(&l)?;
         if !json_out {
             if let Some(p) = &r.moved_aside {
                 println!(
@@ -735,7 +486,7 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
         }
         rebuilt = Some(r);
     }
-    let results = crate::resume::resume(&l, true).map_err(Failure::bad_input)?;
+    let results = crate::app::resume::resume(&l, true)?;
     if json_out {
         print_json(&json!({"rebuilt": rebuilt, "resumed": results}));
         return Ok(0);
@@ -754,7 +505,7 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
 
 /// The resume pass every spawn and supervisor start runs: best effort, never fatal.
 pub fn resume_quietly(l: &Loaded) {
-    match crate::resume::resume(l, true) {
+    match crate::app::resume::resume(l, true) {
         Ok(r) if !r.is_empty() => {
             for x in r {
                 tracing::warn!(worker = %x.worker_id, "resumed orphan: {} -> {} ({})", x.before, x.after, x.action);

@@ -1,8 +1,9 @@
 //! Following the CI of pushed commits: poll the forge, compute the verdict, and remember
 //! decided commits so that they cost no more requests.
 
-use super::verdict::{CiPolicy, Verdict, verdict};
-use super::{CiRun, Forge, ForgeError};
+use super::{Forge, ForgeError};
+use crate::ci::CiRun;
+use crate::ci::verdict::{CiPolicy, Verdict, verdict};
 use crate::config::Repo;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -81,7 +82,7 @@ fn key(repo: &str, sha: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::{CiJob, JobStatus};
+    use crate::ci::{CiJob, JobStatus};
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 

@@ -16,8 +16,10 @@
 //! [`ForgeError::Malformed`]. The token only ever goes into the `Authorization` header: it is
 //! never logged, and server bodies are scrubbed of it before they reach an error message.
 
-use super::{BlockingKind, CiJob, CiRun, Forge, ForgeError, JobStatus, RetryPolicy};
+use super::{BlockingKind, Forge, ForgeError};
+use crate::ci::{CiJob, CiRun, JobStatus};
 use crate::config::Repo;
+use crate::contract::RetryPolicy;
 use crate::secret::Secret;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde::de::DeserializeOwned;

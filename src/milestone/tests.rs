@@ -13,7 +13,7 @@ fn at(m: Milestone) -> Progress {
     let c = contract();
     let mut p = Progress::new(&c, T0);
     p.enter(&c, m, T0);
-    p.tracked_sha = Some("a".repeat(40));
+    p.tracked_sha = Some("a".repeat(40).into());
     p
 }
 
@@ -91,7 +91,7 @@ fn claims_from_every_state_follow_the_contract() {
             (
                 PushedToCi,
                 Event::Push {
-                    sha: "b".repeat(40),
+                    sha: "b".repeat(40).into(),
                     pushed_ms: T0,
                     via: Channel::Report,
                 },
@@ -209,7 +209,7 @@ fn red_moves_to_fixing_ci_and_counts_attempts_up_to_the_limit() {
             "w",
             &q,
             &Event::Push {
-                sha: sha.clone(),
+                sha: sha.clone().into(),
                 pushed_ms: T0,
                 via: Channel::Output,
             },
@@ -262,13 +262,15 @@ fn sync_not_done_stays_pushed_until_a_new_push_succeeds() {
         "w",
         &p,
         &Event::Push {
-            sha: new.clone(),
+            sha: new.clone().into(),
             pushed_ms: T0,
             via: Channel::Report,
         },
         T0,
     );
-    assert!(fx.contains(&Effect::Track { sha: new.clone() }));
+    assert!(fx.contains(&Effect::Track {
+        sha: new.clone().into()
+    }));
     assert_eq!(p.verdict, None, "a new push resets the verdict");
     let (p, _) = step(&c, "w", &p, &verdict(VerdictKind::Green, &new), T0);
     assert_eq!(p.milestone, Done);

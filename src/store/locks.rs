@@ -49,6 +49,22 @@ pub fn active_locks(tx: &Transaction) -> rusqlite::Result<Vec<ChainLock>> {
     stmt.query_map([], row_to_lock)?.collect()
 }
 
+/// Whether `holder` (a worker id) holds a chain lock.
+pub fn holds_lock(tx: &Transaction, holder: &str) -> rusqlite::Result<bool> {
+    let n: i64 = tx
+        .prepare_cached("SELECT COUNT(*) FROM locks WHERE holder = ?1")?
+        .query_row([holder], |r| r.get(0))?;
+    Ok(n > 0)
+}
+
+/// How many workers hold chain locks (what `worker.max_parallel` bounds).
+pub fn worker_lock_count(tx: &Transaction) -> rusqlite::Result<usize> {
+    let n: i64 = tx
+        .prepare_cached("SELECT COUNT(*) FROM locks WHERE kind = 'worker'")?
+        .query_row([], |r| r.get(0))?;
+    Ok(n as usize)
+}
+
 /// Takes `repo`'s chain lock inside an already-open IMMEDIATE transaction, or reports what
 /// blocks it. Callers that must record more in the same transaction (spawn) use this.
 pub fn try_lock_in(

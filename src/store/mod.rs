@@ -9,7 +9,8 @@ mod schema;
 pub mod workers;
 
 pub use locks::{
-    LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, release_in, try_lock_in,
+    LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock, release_in,
+    try_lock_in, worker_lock_count,
 };
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};

@@ -142,6 +142,10 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (run_id, name)
     );
     "#,
+    // 3: whether a request's outcome is a refusal (typed, instead of read from its text).
+    r#"
+    ALTER TABLE requests ADD COLUMN refused INTEGER;
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

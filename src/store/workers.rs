@@ -1,7 +1,10 @@
 //! Workers, their event log, the request inbox, pushes and alerts in SQLite.
 
 use super::{Store, StoreError, now_ms};
+use crate::ci::CiRun;
+use crate::ci::verdict::VerdictKind;
 use crate::milestone::{Milestone, Progress};
+use crate::sha::Sha;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 
@@ -36,6 +39,37 @@ pub struct WorkerRecord {
 impl WorkerRecord {
     pub fn milestone(&self) -> Milestone {
         self.progress.milestone
+    }
+
+    /// The lease of whoever supervises (or last supervised) the worker.
+    pub fn lease(&self) -> Option<Lease> {
+        self.supervisor_pid.map(|pid| Lease {
+            pid,
+            start: self.supervisor_start,
+            until_ms: self.lease_until_ms.unwrap_or(0),
+        })
+    }
+
+    /// Is the worker's supervisor alive: its lease valid and its process the same one?
+    pub fn supervised(&self, now: i64) -> bool {
+        self.lease().is_some_and(|l| l.is_live(now))
+    }
+}
+
+/// One process's claim to supervise a worker: pid, process start time (so a reused pid is
+/// not mistaken for it) and expiry. Renewed by its holder; given up by setting it to 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub pid: i64,
+    pub start: Option<i64>,
+    pub until_ms: i64,
+}
+
+impl Lease {
+    /// Valid at `now` and held by a process that is still the one that took it.
+    pub fn is_live(&self, now: i64) -> bool {
+        self.until_ms > now
+            && crate::process::process_alive(self.pid as i32, self.start.map(|s| s as u64))
     }
 }
 
@@ -119,7 +153,6 @@ pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
     stmt.query_map([], row_to_worker)?.collect()
 }
 
-/// Saves the state machine's state.
 /// Makes process `pid` (started at `start` ticks) the worker's supervisor with a lease until
 /// `until_ms`. Callers check in the same transaction that they may.
 pub fn claim_lease(
@@ -170,6 +203,8 @@ pub fn save_progress_as(
     Ok(n == 1)
 }
 
+/// Saves the state machine's state whoever holds the lease (an operator acting on a worker
+/// that has no live supervisor).
 pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4 WHERE id = ?1",
@@ -180,6 +215,47 @@ pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Resu
         p.milestone.as_str(),
         now_ms()
     ])?;
+    Ok(())
+}
+
+/// The worker process `pid` started.
+pub fn mark_worker_started(tx: &Transaction, id: &str, pid: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE workers SET worker_pid = ?2, worker_running = 1, exit_code = NULL WHERE id = ?1",
+    )?
+    .execute(params![id, pid])?;
+    Ok(())
+}
+
+/// The worker process ended (`code` None: by a signal, or unknown).
+pub fn mark_worker_exited(tx: &Transaction, id: &str, code: Option<i32>) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE workers SET worker_running = 0, exit_code = ?2 WHERE id = ?1")?
+        .execute(params![id, code])?;
+    Ok(())
+}
+
+/// Nothing of the worker runs any more (it was stopped by someone other than its supervisor).
+pub fn mark_worker_stopped(tx: &Transaction, id: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE workers SET worker_running = 0 WHERE id = ?1")?
+        .execute([id])?;
+    Ok(())
+}
+
+/// A resumer's bookkeeping for a worker it reconciled: how many replacements it had, what
+/// the next one is told (`note`; kept when None), no worker process of its own any more, and
+/// the lease kept (for the supervisor about to take over) or given up.
+pub fn record_resumed(
+    tx: &Transaction,
+    id: &str,
+    respawns: i64,
+    note: Option<&str>,
+    keep_lease: bool,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE workers SET respawns = ?2, resume_note = COALESCE(?3, resume_note), worker_running = 0, worker_pid = NULL,
+             lease_until_ms = CASE WHEN ?4 THEN lease_until_ms ELSE 0 END WHERE id = ?1",
+    )?
+    .execute(params![id, respawns, note, keep_lease])?;
     Ok(())
 }
 
@@ -230,56 +306,100 @@ pub fn worker_events(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<Wor
     stmt.query_map([worker], row_to_event)?.collect()
 }
 
-/// A claim or operator request waiting for the supervisor.
+/// What a request asks of a worker's supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum RequestKind {
+    /// `orch report`: a worker's claim.
+    Report {
+        milestone: Milestone,
+        sha: Option<String>,
+        job: Option<String>,
+        note: Option<String>,
+    },
+    /// `orch cancel`: an operator stops the worker.
+    Cancel { by: String, reason: String },
+    /// A row this orch does not understand (written by a newer one): refused, never dropped.
+    Unknown { kind: String },
+}
+
+/// A claim or operator request waiting for the supervisor (the inbox).
 #[derive(Debug, Clone, Serialize)]
 pub struct Request {
     pub id: i64,
     pub worker_id: String,
-    /// `report` or `cancel`.
-    pub kind: String,
-    pub milestone: Option<String>,
-    pub sha: Option<String>,
-    pub job: Option<String>,
-    pub note: Option<String>,
-    pub by: Option<String>,
+    pub kind: RequestKind,
     pub created_ms: i64,
     pub processed_ms: Option<i64>,
+    /// One line for whoever asked (what `orch report` prints).
     pub outcome: Option<String>,
+    /// Whether the outcome is a refusal (what `orch report`'s exit code says).
+    pub refused: Option<bool>,
 }
 
 fn row_to_request(r: &rusqlite::Row) -> rusqlite::Result<Request> {
+    let kind: String = r.get(2)?;
+    let milestone: Option<String> = r.get(3)?;
+    let kind = match (
+        kind.as_str(),
+        milestone.as_deref().and_then(Milestone::parse),
+    ) {
+        ("report", Some(milestone)) => RequestKind::Report {
+            milestone,
+            sha: r.get(4)?,
+            job: r.get(5)?,
+            note: r.get(6)?,
+        },
+        ("cancel", _) => RequestKind::Cancel {
+            by: r
+                .get::<_, Option<String>>(7)?
+                .unwrap_or_else(|| "operator".into()),
+            reason: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+        },
+        _ => RequestKind::Unknown { kind },
+    };
     Ok(Request {
         id: r.get(0)?,
         worker_id: r.get(1)?,
-        kind: r.get(2)?,
-        milestone: r.get(3)?,
-        sha: r.get(4)?,
-        job: r.get(5)?,
-        note: r.get(6)?,
-        by: r.get(7)?,
+        kind,
         created_ms: r.get(8)?,
         processed_ms: r.get(9)?,
         outcome: r.get(10)?,
+        refused: r.get::<_, Option<i64>>(11)?.map(|v| v != 0),
     })
 }
 
-const REQUEST_COLUMNS: &str =
-    "id, worker_id, kind, milestone, sha, job, note, by, created_ms, processed_ms, outcome";
+const REQUEST_COLUMNS: &str = "id, worker_id, kind, milestone, sha, job, note, by, created_ms, processed_ms, outcome, refused";
 
-#[allow(clippy::too_many_arguments)]
-pub fn add_request(
-    tx: &Transaction,
-    worker: &str,
-    kind: &str,
-    milestone: Option<&str>,
-    sha: Option<&str>,
-    job: Option<&str>,
-    note: Option<&str>,
-    by: Option<&str>,
-) -> rusqlite::Result<i64> {
+/// Queues a request for the worker's supervisor; returns its id.
+pub fn add_request(tx: &Transaction, worker: &str, kind: &RequestKind) -> rusqlite::Result<i64> {
+    let (word, milestone, sha, job, note, by) = match kind {
+        RequestKind::Report {
+            milestone,
+            sha,
+            job,
+            note,
+        } => (
+            "report",
+            Some(milestone.as_str()),
+            sha.as_deref(),
+            job.as_deref(),
+            note.as_deref(),
+            None,
+        ),
+        RequestKind::Cancel { by, reason } => (
+            "cancel",
+            None,
+            None,
+            None,
+            Some(reason.as_str()),
+            Some(by.as_str()),
+        ),
+        RequestKind::Unknown { kind } => (kind.as_str(), None, None, None, None, None),
+    };
     tx.execute(
         "INSERT INTO requests (worker_id, kind, milestone, sha, job, note, by, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![worker, kind, milestone, sha, job, note, by, now_ms()],
+        params![worker, word, milestone, sha, job, note, by, now_ms()],
     )?;
     Ok(tx.last_insert_rowid())
 }
@@ -299,32 +419,74 @@ pub fn get_request(tx: &Transaction, id: i64) -> rusqlite::Result<Option<Request
     .optional()
 }
 
-pub fn finish_request(tx: &Transaction, id: i64, outcome: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached("UPDATE requests SET processed_ms = ?2, outcome = ?3 WHERE id = ?1")?
-        .execute(params![id, now_ms(), outcome])?;
-    Ok(())
+/// Answers a request, once: false (nothing written) if it was already answered.
+pub fn finish_request(
+    tx: &Transaction,
+    id: i64,
+    outcome: &str,
+    refused: bool,
+) -> rusqlite::Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE requests SET processed_ms = ?2, outcome = ?3, refused = ?4 WHERE id = ?1 AND processed_ms IS NULL",
+        )?
+        .execute(params![id, now_ms(), outcome, refused])?;
+    Ok(n == 1)
 }
 
 /// A pushed SHA and orch's verdict for it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PushRecord {
-    pub sha: String,
+    pub sha: Sha,
     pub pushed_ms: i64,
-    pub verdict: Option<String>,
+    pub verdict: Option<VerdictKind>,
     pub detail: Option<String>,
     pub failed_jobs: Vec<String>,
-    /// The CI runs as JSON (forge::CiRun list), when known.
-    pub runs: Option<serde_json::Value>,
+    /// The CI runs orch judged, when known.
+    pub runs: Option<Vec<CiRun>>,
     pub checked_ms: Option<i64>,
 }
 
+/// A verdict as recorded against a push.
+#[derive(Debug, Clone, Copy)]
+pub struct VerdictRow<'a> {
+    pub kind: VerdictKind,
+    pub detail: &'a str,
+    pub failed_jobs: &'a [String],
+    /// The runs it was judged on (None: not known, e.g. rebuilt from a checkpoint).
+    pub runs: Option<&'a [CiRun]>,
+}
+
+impl<'a> VerdictRow<'a> {
+    pub fn of(v: &'a crate::ci::verdict::Verdict, runs: &'a [CiRun]) -> VerdictRow<'a> {
+        VerdictRow {
+            kind: v.kind,
+            detail: &v.detail,
+            failed_jobs: &v.failed_jobs,
+            runs: Some(runs),
+        }
+    }
+
+    fn params(&self) -> (String, String) {
+        (
+            serde_json::to_string(self.failed_jobs).expect("strings serialise"),
+            self.runs
+                .map(|r| serde_json::to_string(r).expect("runs serialise"))
+                .unwrap_or_else(|| "null".into()),
+        )
+    }
+}
+
+const PUSH_COLUMNS: &str = "sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms";
+
 fn row_to_push(r: &rusqlite::Row) -> rusqlite::Result<PushRecord> {
+    let verdict: Option<String> = r.get(2)?;
     let failed: Option<String> = r.get(4)?;
     let runs: Option<String> = r.get(5)?;
     Ok(PushRecord {
         sha: r.get(0)?,
         pushed_ms: r.get(1)?,
-        verdict: r.get(2)?,
+        verdict: verdict.as_deref().and_then(VerdictKind::parse),
         detail: r.get(3)?,
         failed_jobs: failed
             .and_then(|f| serde_json::from_str(&f).ok())
@@ -340,10 +502,10 @@ pub fn record_push(
     sha: &str,
     pushed_ms: i64,
 ) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR IGNORE INTO pushes (worker_id, sha, pushed_ms) VALUES (?1, ?2, ?3)",
-        params![worker, sha, pushed_ms],
-    )?;
+    )?
+    .execute(params![worker, sha, pushed_ms])?;
     Ok(())
 }
 
@@ -351,23 +513,13 @@ pub fn record_verdict(
     tx: &Transaction,
     worker: &str,
     sha: &str,
-    verdict: &str,
-    detail: &str,
-    failed_jobs: &[String],
-    runs: &serde_json::Value,
+    v: VerdictRow,
 ) -> rusqlite::Result<()> {
+    let (failed, runs) = v.params();
     tx.prepare_cached(
         "UPDATE pushes SET verdict = ?3, detail = ?4, failed_jobs = ?5, runs = ?6, checked_ms = ?7 WHERE worker_id = ?1 AND sha = ?2",
     )?
-    .execute(params![
-        worker,
-        sha,
-        verdict,
-        detail,
-        serde_json::to_string(failed_jobs).expect("strings serialise"),
-        runs.to_string(),
-        now_ms()
-    ])?;
+    .execute(params![worker, sha, v.kind.as_str(), v.detail, failed, runs, now_ms()])?;
     Ok(())
 }
 
@@ -376,26 +528,17 @@ pub fn record_verdict(
 pub fn record_observed_verdict(
     tx: &Transaction,
     sha: &str,
-    verdict: &str,
-    detail: &str,
-    failed_jobs: &[String],
-    runs: &serde_json::Value,
+    v: VerdictRow,
 ) -> rusqlite::Result<usize> {
+    let (failed, runs) = v.params();
     tx.prepare_cached("UPDATE pushes SET verdict = ?2, detail = ?3, failed_jobs = ?4, runs = ?5, checked_ms = ?6 WHERE sha = ?1")?
-        .execute(params![
-            sha,
-            verdict,
-            detail,
-            serde_json::to_string(failed_jobs).expect("strings serialise"),
-            runs.to_string(),
-            now_ms()
-        ])
+        .execute(params![sha, v.kind.as_str(), v.detail, failed, runs, now_ms()])
 }
 
 pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE worker_id = ?1 ORDER BY rowid",
-    )?;
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 ORDER BY rowid"
+    ))?;
     stmt.query_map([worker], row_to_push)?.collect()
 }
 
@@ -403,11 +546,20 @@ pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord
 /// without the forge token, which workers never hold).
 pub fn recorded_verdict(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<PushRecord>> {
     tx.query_row(
-        "SELECT sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms FROM pushes WHERE sha = ?1 AND verdict IS NOT NULL ORDER BY checked_ms DESC LIMIT 1",
+        &format!("SELECT {PUSH_COLUMNS} FROM pushes WHERE sha = ?1 AND verdict IS NOT NULL ORDER BY checked_ms DESC LIMIT 1"),
         [sha],
         row_to_push,
     )
     .optional()
+}
+
+/// When `sha` was first pushed by any worker (bounds a forge's paging and the no-run timeout).
+pub fn first_pushed_ms(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<i64>> {
+    tx.query_row(
+        "SELECT MIN(pushed_ms) FROM pushes WHERE sha = ?1",
+        [sha],
+        |row| row.get(0),
+    )
 }
 
 #[derive(Debug, Clone, Serialize)]

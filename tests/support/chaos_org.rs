@@ -323,7 +323,7 @@ impl Org {
     pub fn wait_done(&self, id: &str) {
         self.wait_until(&format!("{id} DONE"), Duration::from_secs(90), || {
             let w = self.worker(id);
-            w.milestone().as_str() == "DONE" && !orch::cli::workers::supervisor_alive(&w)
+            w.milestone().as_str() == "DONE" && !w.supervised(orch::store::now_ms())
         });
     }
 
@@ -519,11 +519,10 @@ pub fn resumed_entry<'a>(answer: &'a Value, id: &str) -> Option<&'a Value> {
 
 /// The status of `job` in the CI runs JSON of a push record.
 pub fn job_status(push: &PushRecord, job: &str) -> Option<String> {
-    push.runs.as_ref()?.as_array()?.iter().find_map(|r| {
-        r["jobs"]
-            .as_array()?
-            .iter()
-            .find(|j| j["name"] == job)
-            .map(|j| j["status"].as_str().unwrap_or("?").to_string())
-    })
+    push.runs
+        .as_ref()?
+        .iter()
+        .flat_map(|r| &r.jobs)
+        .find(|j| j.name == job)
+        .map(|j| j.status.as_str().to_string())
 }

@@ -192,23 +192,18 @@ pub(super) fn start_runs(
         };
         match spawn_runner(&layout, exe, config_file, repo_name, run_id, number) {
             Ok(pid) => {
-                store.write(|tx| {
-                    tx.execute(
-                        "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
-                        rusqlite::params![run_id, pid as i64],
-                    )
-                })?;
+                store.write(|tx| db::set_runner_if_none(tx, run_id, pid as i64))?;
                 lines.push(format!(
                     "orch local forge: CI run #{number} started for {} at {} (logs: {})",
                     u.git_ref,
-                    &u.sha[..u.sha.len().min(12)],
+                    crate::sha::short_to(&u.sha, 12),
                     layout.logs_dir(repo_name, number).display()
                 ));
             }
             Err(e) => {
                 let note = format!("runner could not start: {e}");
                 store.write(|tx| {
-                    db::finish_unfinished_jobs(tx, run_id, crate::forge::JobStatus::Failure, &note)
+                    db::finish_unfinished_jobs(tx, run_id, crate::ci::JobStatus::Failure, &note)
                 })?;
                 lines.push(format!("orch local forge: CI run #{number}: {note}"));
             }

@@ -1,8 +1,8 @@
 //! The local forge's tables (`local_runs`, `local_jobs`, migration 2): every status change is
 //! one transaction that also re-aggregates the run's status.
 
+use crate::ci::{CiJob, CiRun, JobStatus};
 use crate::config::JobSpec;
-use crate::forge::{CiJob, CiRun, JobStatus};
 use crate::store::now_ms;
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -161,6 +161,35 @@ pub fn create_run(
         )?;
     }
     Ok((run_id, number))
+}
+
+/// Records the runner started for a run whose hook (or poll) had none yet; a runner already
+/// recorded by someone else is kept.
+pub fn set_runner_if_none(tx: &Transaction, run_id: i64, pid: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
+    )?
+    .execute(rusqlite::params![run_id, pid])?;
+    Ok(())
+}
+
+/// Makes process `pid` (started at `start` ticks) the runner that executes the run.
+pub fn claim_runner(
+    tx: &Transaction,
+    run_id: i64,
+    pid: i64,
+    start: Option<i64>,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE local_runs SET runner_pid = ?2, runner_start = ?3 WHERE id = ?1")?
+        .execute(rusqlite::params![run_id, pid, start])?;
+    Ok(())
+}
+
+/// The run got one of the runner slots and starts executing now.
+pub fn mark_run_started(tx: &Transaction, run_id: i64, at_ms: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE local_runs SET started_ms = ?2 WHERE id = ?1")?
+        .execute(rusqlite::params![run_id, at_ms])?;
+    Ok(())
 }
 
 pub fn load_run(tx: &Transaction, id: i64) -> rusqlite::Result<Option<RunRow>> {

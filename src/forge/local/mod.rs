@@ -30,8 +30,9 @@ mod runner;
 
 pub use cli::internal_main;
 
+use crate::ci::CiRun;
 use crate::config::{Config, ConfigError, Repo, UnknownRepo};
-use crate::forge::{BlockingKind, CiRun, Forge, ForgeError};
+use crate::forge::{BlockingKind, Forge, ForgeError};
 use crate::store::{Store, StoreError, now_ms};
 use std::ffi::OsStr;
 use std::future::Future;
@@ -318,17 +319,11 @@ impl LocalForge {
                 run.id,
                 run.number,
             ) {
-                Ok(pid) => store.write(|tx| {
-                    tx.execute(
-                        "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
-                        rusqlite::params![run.id, pid as i64],
-                    )
-                    .map(|_| ())
-                })?,
+                Ok(pid) => store.write(|tx| db::set_runner_if_none(tx, run.id, pid as i64))?,
                 Err(e) => {
                     let note = format!("runner could not start: {e}");
                     store.write(|tx| {
-                        db::finish_unfinished_jobs(tx, run.id, crate::forge::JobStatus::Failure, &note)
+                        db::finish_unfinished_jobs(tx, run.id, crate::ci::JobStatus::Failure, &note)
                     })?;
                 }
             }
@@ -582,10 +577,10 @@ fn reap_runs(store: &mut Store, layout: &Layout, runs: &[db::RunRow]) -> Result<
             Some(r) if r.finished_ms.is_none() && r.runner_pid == run.runner_pid => {
                 let running: Vec<i64> = db::load_jobs(tx, run.id)?
                     .into_iter()
-                    .filter(|j| j.status == crate::forge::JobStatus::Running)
+                    .filter(|j| j.status == crate::ci::JobStatus::Running)
                     .filter_map(|j| j.pid)
                     .collect();
-                db::finish_unfinished_jobs(tx, run.id, crate::forge::JobStatus::Failure, &note)?;
+                db::finish_unfinished_jobs(tx, run.id, crate::ci::JobStatus::Failure, &note)?;
                 Ok(Some(running))
             }
             _ => Ok(None),

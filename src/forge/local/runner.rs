@@ -6,8 +6,8 @@
 
 use super::db::{self, JobRow, JobUpdate, RunRow};
 use super::{Layout, LocalForgeError, git, io_err, reap_dead_runners, scrub_env};
+use crate::ci::JobStatus;
 use crate::config::Config;
-use crate::forge::JobStatus;
 use crate::process::{GroupOptions, proc_stat, spawn_in_group};
 use crate::store::{Store, now_ms};
 use std::collections::HashMap;
@@ -58,10 +58,7 @@ pub(super) fn run(
         {
             return Ok(Claim::Other(pid));
         }
-        tx.execute(
-            "UPDATE local_runs SET runner_pid = ?2, runner_start = ?3 WHERE id = ?1",
-            rusqlite::params![run_id, me, my_start],
-        )?;
+        db::claim_runner(tx, run_id, me, my_start)?;
         Ok(Claim::Mine(run))
     })?;
     let run = match claim {
@@ -103,12 +100,7 @@ fn execute(
         run.id, run.repo, run.number, run.git_ref, run.sha
     ));
     let _slot = acquire_slot(&layout.slots_dir(), slots)?;
-    store.write(|tx| {
-        tx.execute(
-            "UPDATE local_runs SET started_ms = ?2 WHERE id = ?1",
-            rusqlite::params![run.id, now_ms()],
-        )
-    })?;
+    store.write(|tx| db::mark_run_started(tx, run.id, now_ms()))?;
     let work = layout.work_dir(run.id);
     say(format_args!(
         "run {}: checking out into {}",

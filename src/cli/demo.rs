@@ -6,11 +6,12 @@
 //! through the real chain locks, in dependency order, and the timeline is read back from the
 //! database as it happens. Everything runs in a temporary directory.
 
-use crate::cli::workers::{Loaded, start_detached};
+use crate::app::spawn::{SpawnRequest, Spawned, prepare};
+use crate::app::{Loaded, start_detached};
+use crate::ci::verdict::VerdictKind;
 use crate::config::Config;
 use crate::contract::Contract;
 use crate::milestone::Milestone;
-use crate::spawn::{SpawnRequest, Spawned, prepare};
 use crate::store::workers as ws;
 use crate::store::{Store, now_ms};
 use std::collections::BTreeMap;
@@ -191,7 +192,7 @@ pub fn run(keep: bool) -> Result<i32, String> {
                 .map_err(|e| e.to_string())?
             {
                 Spawned::Ready(w) => {
-                    start_detached(&l, &w.id).map_err(|e| e.message)?;
+                    start_detached(&l, &w.id).map_err(|e| e.to_string())?;
                     println!(
                         "{:>6.1}s  {:<5} spawned {} (chain lock taken)",
                         started.elapsed().as_secs_f64(),
@@ -275,17 +276,14 @@ pub fn run(keep: bool) -> Result<i32, String> {
         let sync = last
             .and_then(|p| p.runs.as_ref())
             .and_then(|runs| {
-                runs.as_array()?.iter().find_map(|r| {
-                    r["jobs"]
-                        .as_array()?
-                        .iter()
-                        .find(|j| j["name"] == "radicle-push")
-                        .map(|j| j["status"].as_str().unwrap_or("?").to_string())
-                })
+                runs.iter()
+                    .flat_map(|r| &r.jobs)
+                    .find(|j| j.name == "radicle-push")
+                    .map(|j| j.status.as_str())
             })
-            .unwrap_or_else(|| "-".into());
+            .unwrap_or("-");
         let ok = w.milestone() == Milestone::Done
-            && last.and_then(|p| p.verdict.as_deref()) == Some("green")
+            && last.and_then(|p| p.verdict) == Some(VerdictKind::Green)
             && sync == "success";
         all_ok &= ok;
         println!(
@@ -293,8 +291,10 @@ pub fn run(keep: bool) -> Result<i32, String> {
             repo,
             id,
             w.milestone().as_str(),
-            last.map(|p| &p.sha[..10]).unwrap_or("-"),
-            last.and_then(|p| p.verdict.as_deref()).unwrap_or("-"),
+            last.map(|p| p.sha.short()).unwrap_or("-"),
+            last.and_then(|p| p.verdict)
+                .map(|v| v.as_str())
+                .unwrap_or("-"),
             sync,
             if w.progress.fix_attempts > 0 {
                 format!("   (after {} FIXING_CI attempt)", w.progress.fix_attempts)

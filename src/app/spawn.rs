@@ -2,15 +2,16 @@
 //! fresh branch, the remote it pushes to, the rendered prompts, and the first checkpoint.
 //! The supervisor process is started by the caller (detached or in place).
 
+use super::journal::{self, Entry, Fact, Writer};
 use crate::config::{Config, ForgeKind};
 use crate::contract::Contract;
 use crate::forge::local::LocalForge;
 use crate::gitops;
 use crate::lock::{Blocker, HolderKind};
-use crate::milestone::Progress;
+use crate::milestone::{Event, Progress, step};
 use crate::prompt;
 use crate::store::workers::{self as ws, WorkerRecord};
-use crate::store::{LockAttempt, Store, StoreError, now_ms, release_in, try_lock_in};
+use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in, worker_lock_count};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -104,7 +105,7 @@ pub fn prepare(
 
     let id = new_id(&repo.name);
     let branch = format!("orch/{id}");
-    let session = crate::supervisor::session_dir(state_dir, &id);
+    let session = super::supervisor::session_dir(state_dir, &id);
     let worktree = session.join("worktree");
     let now = now_ms();
     let record = WorkerRecord {
@@ -127,7 +128,7 @@ pub fn prepare(
         supervisor_pid: Some(std::process::id() as i64),
         supervisor_start: crate::process::proc_stat(std::process::id() as i32)
             .map(|s| s.start_ticks as i64),
-        lease_until_ms: Some(now + crate::supervisor::LEASE_MS),
+        lease_until_ms: Some(now + super::supervisor::LEASE_MS),
         worker_pid: None,
         worker_running: false,
         exit_code: None,
@@ -140,16 +141,9 @@ pub fn prepare(
     // The lock and the record commit together: a worker exists iff it holds its chain.
     let max = config.worker.max_parallel;
     let outcome = store.write(|tx| {
-        let running: i64 = tx.query_row(
-            "SELECT COUNT(*) FROM locks WHERE kind = 'worker'",
-            [],
-            |r| r.get(0),
-        )?;
-        if running as usize >= max {
-            return Ok(Spawned::AtCapacity {
-                running: running as usize,
-                max,
-            });
+        let running = worker_lock_count(tx)?;
+        if running >= max {
+            return Ok(Spawned::AtCapacity { running, max });
         }
         match try_lock_in(
             tx,
@@ -182,14 +176,20 @@ pub fn prepare(
         // Nothing ran: undo the lock so the chain is not held by a worker that never existed,
         // and keep the record (FAILED) so the attempt is not lost.
         let msg = format!("spawn failed: {e}");
-        let _ = store.write(|tx| {
-            let mut p = record.progress.clone();
-            p.milestone = crate::milestone::Milestone::Failed;
-            p.end_reason = Some(msg.clone());
-            ws::save_progress(tx, &record.id, &p)?;
-            ws::add_event(tx, &record.id, "spawn_failed", p.milestone, &msg)?;
-            release_in(tx, &record.id, Some(&msg), Some("orch"))
-        });
+        let event = Event::SpawnFailed {
+            reason: msg.clone(),
+        };
+        let (after, effects) = step(contract, &record.id, &record.progress, &event, now_ms());
+        let entry = Entry::new(&record.id, &record.repo, "orch")
+            .step(&after, &effects)
+            .fact(Fact::Logged {
+                kind: "spawn_failed",
+                detail: msg.clone(),
+            });
+        // This process still holds the lease it created the worker with.
+        if let Err(err) = journal::commit(store, state_dir, Writer::me(), &entry) {
+            tracing::error!(worker = %record.id, error = %err, "could not record the failed spawn");
+        }
         return Err(SpawnError::Setup(e));
     }
     Ok(Spawned::Ready(record))
@@ -231,10 +231,7 @@ pub fn render_prompts(
         ("repo", w.repo.clone()),
         ("branch", w.branch.clone()),
         ("base_branch", repo.branch.clone()),
-        (
-            "base_short",
-            w.base_sha[..w.base_sha.len().min(10)].to_string(),
-        ),
+        ("base_short", crate::sha::short(&w.base_sha).to_string()),
         (
             "component",
             w.component.clone().unwrap_or_else(|| "-".into()),

@@ -1,261 +1,9 @@
-//! The worker state machine: one pure function `step(contract, state, event, now)` that every
-//! event source feeds — output lines, `orch report`, CI verdicts, timers, operators.
-//!
-//! Legality comes from the contract file. The machine never does I/O: claims that need proof
-//! arrive already checked (a `Push` carries a SHA the supervisor resolved and found on the
-//! remote; a `DoneClaim` is judged against the verdict the supervisor last fed in). The
-//! returned effects (kill the worker, release the lock, alert, checkpoint, …) are carried out
-//! by the supervisor.
+//! `step`: the transition function of the worker state machine. Pure: the same contract,
+//! state, event and time always give the same state and effects.
 
+use super::{Effect, Event, Milestone, Progress, Severity};
+use crate::ci::verdict::VerdictKind;
 use crate::contract::{Contract, OnTimeout};
-use crate::forge::verdict::VerdictKind;
-use serde::{Deserialize, Serialize};
-
-/// The milestones every contract defines (see `contract::REQUIRED_STATES`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Milestone {
-    Working,
-    PushedToCi,
-    FixingCi,
-    Done,
-    Blocked,
-    BlockedPermission,
-    Paused,
-    Failed,
-    Cancelled,
-}
-
-impl Milestone {
-    pub const ALL: [Milestone; 9] = [
-        Milestone::Working,
-        Milestone::PushedToCi,
-        Milestone::FixingCi,
-        Milestone::Done,
-        Milestone::Blocked,
-        Milestone::BlockedPermission,
-        Milestone::Paused,
-        Milestone::Failed,
-        Milestone::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Milestone::Working => "WORKING",
-            Milestone::PushedToCi => "PUSHED_TO_CI",
-            Milestone::FixingCi => "FIXING_CI",
-            Milestone::Done => "DONE",
-            Milestone::Blocked => "BLOCKED",
-            Milestone::BlockedPermission => "BLOCKED_PERMISSION",
-            Milestone::Paused => "PAUSED",
-            Milestone::Failed => "FAILED",
-            Milestone::Cancelled => "CANCELLED",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Milestone> {
-        Milestone::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-
-    /// DONE, FAILED, CANCELLED: nothing happens to the worker after these.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Milestone::Done | Milestone::Failed | Milestone::Cancelled
-        )
-    }
-}
-
-impl std::fmt::Display for Milestone {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Which channel a worker's claim came through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Channel {
-    /// A line on the worker's stdout/stderr.
-    Output,
-    /// `orch report`.
-    Report,
-}
-
-/// What the machine knows about one worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
-    pub milestone: Milestone,
-    /// Where a PAUSED worker returns to.
-    pub paused_from: Option<Milestone>,
-    pub since_ms: i64,
-    /// When the current milestone times out (None: no timeout for it).
-    pub deadline_ms: Option<i64>,
-    pub extended: bool,
-    pub warned: bool,
-    pub fix_attempts: u32,
-    /// The last pushed (and verified) SHA; CI is followed for it alone.
-    pub tracked_sha: Option<String>,
-    pub pushed_ms: Option<i64>,
-    pub verdict: Option<VerdictKind>,
-    pub failed_jobs: Vec<String>,
-    pub verdict_detail: Option<String>,
-    /// Last output line, commit or milestone.
-    pub last_progress_ms: i64,
-    pub permission_denials: u32,
-    /// Why a worker stopped (timeout, permission, attempts exhausted, cancelled, …).
-    pub end_reason: Option<String>,
-}
-
-impl Progress {
-    pub fn new(contract: &Contract, now: i64) -> Progress {
-        let mut p = Progress {
-            milestone: Milestone::Working,
-            paused_from: None,
-            since_ms: now,
-            deadline_ms: None,
-            extended: false,
-            warned: false,
-            fix_attempts: 0,
-            tracked_sha: None,
-            pushed_ms: None,
-            verdict: None,
-            failed_jobs: Vec::new(),
-            verdict_detail: None,
-            last_progress_ms: now,
-            permission_denials: 0,
-            end_reason: None,
-        };
-        p.enter(contract, Milestone::Working, now);
-        p
-    }
-
-    fn enter(&mut self, contract: &Contract, to: Milestone, now: i64) {
-        self.milestone = to;
-        self.since_ms = now;
-        self.deadline_ms = contract
-            .timeouts
-            .get(to.as_str())
-            .map(|t| now + t.timeout.as_millis() as i64);
-        self.extended = false;
-        self.warned = false;
-        self.last_progress_ms = now;
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// Any output line (progress; milestone lines are parsed into claims by the caller).
-    Output,
-    /// A new commit appeared on the worker's branch (progress).
-    Commit,
-    /// WORKING, FIXING_CI, BLOCKED, BLOCKED_PERMISSION claimed by the worker.
-    Claim {
-        milestone: Milestone,
-        note: String,
-        via: Channel,
-    },
-    /// A PUSHED_TO_CI claim whose SHA was resolved and found on the remote.
-    Push {
-        sha: String,
-        pushed_ms: i64,
-        via: Channel,
-    },
-    /// A PUSHED_TO_CI claim that failed verification.
-    PushRejected {
-        claimed: String,
-        reason: String,
-        via: Channel,
-    },
-    /// The worker says DONE; judged against the last verdict for the tracked SHA.
-    DoneClaim {
-        via: Channel,
-    },
-    /// A line matching the permission rule's patterns.
-    PermissionDenial {
-        line: String,
-    },
-    /// orch's own CI verdict for `sha`.
-    Verdict {
-        sha: String,
-        kind: VerdictKind,
-        failed_jobs: Vec<String>,
-        detail: String,
-    },
-    /// The worker process ended.
-    WorkerExited {
-        code: Option<i32>,
-    },
-    /// Time passes: warnings and timeouts.
-    Tick,
-    Cancel {
-        by: String,
-        reason: String,
-    },
-    /// orch gives up on the worker (e.g. respawns exhausted); the lock is kept.
-    Fail {
-        kind: String,
-        reason: String,
-    },
-    /// Cascade protection: an upstream repository went red / green again.
-    Pause {
-        reason: String,
-    },
-    Resume,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Critical,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
-    Transition {
-        from: Milestone,
-        to: Milestone,
-        reason: String,
-    },
-    /// Recorded; the state did not change.
-    Violation {
-        kind: String,
-        detail: String,
-    },
-    Alert {
-        severity: Severity,
-        kind: String,
-        message: String,
-    },
-    /// Stop the worker's process group: at once (permission rule) or SIGTERM → grace → SIGKILL.
-    StopWorker {
-        immediate: bool,
-        reason: String,
-    },
-    /// Suspend / continue the worker's process group (cascade pause).
-    SuspendWorker,
-    ContinueWorker,
-    ReleaseLock {
-        reason: String,
-    },
-    /// Follow CI for this SHA from now on (and forget the previous one).
-    Track {
-        sha: String,
-    },
-    Checkpoint,
-}
 
 fn violation(kind: &str, detail: String) -> Effect {
     Effect::Violation {
@@ -273,7 +21,7 @@ fn alert(severity: Severity, kind: &str, message: String) -> Effect {
 }
 
 /// Moves `p` to `to` if the contract allows it; otherwise records an illegal transition.
-fn transition(
+pub(super) fn transition(
     contract: &Contract,
     p: &mut Progress,
     to: Milestone,
@@ -391,7 +139,7 @@ pub fn step(
                 contract,
                 &mut p,
                 Milestone::PushedToCi,
-                &format!("pushed {} ({via:?})", short(sha)),
+                &format!("pushed {} ({via:?})", sha.short()),
                 now,
                 &mut fx,
             ) {
@@ -400,7 +148,7 @@ pub fn step(
                 p.verdict = None;
                 p.failed_jobs.clear();
                 p.verdict_detail = None;
-                if replaced.as_deref() != Some(sha.as_str()) {
+                if replaced.as_ref() != Some(sha) {
                     fx.push(Effect::Track { sha: sha.clone() });
                 }
                 fx.push(Effect::Checkpoint);
@@ -420,14 +168,14 @@ pub fn step(
             let green =
                 p.milestone == Milestone::PushedToCi && p.verdict == Some(VerdictKind::Green);
             if green {
-                finish_done(contract, &mut p, worker, now, &mut fx);
+                finish_done(contract, &mut p, now, &mut fx);
             } else {
                 let missing = match (&p.tracked_sha, p.verdict) {
                     (None, _) => "no pushed commit is tracked yet: push, then report PUSHED_TO_CI"
                         .to_string(),
                     (Some(sha), v) => format!(
                         "CI for {} is {}{}",
-                        short(sha),
+                        sha.short(),
                         v.map(VerdictKind::as_str).unwrap_or("not yet known"),
                         p.verdict_detail
                             .as_deref()
@@ -462,7 +210,7 @@ pub fn step(
             failed_jobs,
             detail,
         } => {
-            if p.tracked_sha.as_deref() != Some(sha.as_str()) {
+            if p.tracked_sha.as_ref() != Some(sha) {
                 return (p, fx); // an old SHA: forgotten once a new one was pushed
             }
             let changed = p.verdict != Some(*kind);
@@ -474,7 +222,7 @@ pub fn step(
             }
             if p.milestone == Milestone::PushedToCi {
                 match kind {
-                    VerdictKind::Green => finish_done(contract, &mut p, worker, now, &mut fx),
+                    VerdictKind::Green => finish_done(contract, &mut p, now, &mut fx),
                     VerdictKind::Red => {
                         let why = format!("CI red: {}", failed_jobs.join(", "));
                         let moved =
@@ -496,7 +244,7 @@ pub fn step(
                         "no_run",
                         format!(
                             "worker {worker}: no push-triggered CI run appeared for {}",
-                            short(sha)
+                            sha.short()
                         ),
                     )),
                     _ => {}
@@ -548,6 +296,27 @@ pub fn step(
             }
         }
         Event::Fail { kind, reason } => fail(contract, &mut p, worker, reason, kind, now, &mut fx),
+        Event::SpawnFailed { reason } => {
+            // Nothing ran, so nothing to stop and nobody to alert: the lock is given back.
+            if transition(contract, &mut p, Milestone::Failed, reason, now, &mut fx) {
+                p.end_reason = Some(reason.clone());
+                fx.push(Effect::ReleaseLock {
+                    reason: reason.clone(),
+                });
+            }
+        }
+        Event::Resumed { replacement } => {
+            let m = p.milestone;
+            p.enter(contract, m, now);
+            if *replacement {
+                p.end_reason = None;
+                p.permission_denials = 0;
+            }
+            fx.push(Effect::Checkpoint);
+        }
+        Event::ForgeUnavailable { kind, message } => {
+            fx.push(alert(Severity::Critical, kind, message.clone()));
+        }
         Event::Pause { reason } => {
             if p.milestone != Milestone::Paused
                 && transition(contract, &mut p, Milestone::Paused, reason, now, &mut fx)
@@ -574,23 +343,20 @@ pub fn step(
     (p, fx)
 }
 
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(10)]
-}
-
-fn finish_done(
-    contract: &Contract,
-    p: &mut Progress,
-    worker: &str,
-    now: i64,
-    fx: &mut Vec<Effect>,
-) {
-    let sha = p.tracked_sha.clone().unwrap_or_default();
+fn finish_done(contract: &Contract, p: &mut Progress, now: i64, fx: &mut Vec<Effect>) {
+    let sha = p
+        .tracked_sha
+        .as_ref()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
     if transition(
         contract,
         p,
         Milestone::Done,
-        &format!("CI green for {} (sync job success)", short(&sha)),
+        &format!(
+            "CI green for {} (sync job success)",
+            crate::sha::short(&sha)
+        ),
         now,
         fx,
     ) {
@@ -602,7 +368,6 @@ fn finish_done(
             immediate: false,
             reason: "done".into(),
         });
-        let _ = worker;
     }
 }
 
@@ -737,80 +502,3 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
     );
     p.end_reason = Some("timeout".into());
 }
-
-/// A milestone found in an output line, with the text after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LineSignal {
-    Milestone { milestone: Milestone, rest: String },
-    PermissionDenial,
-}
-
-/// Finds a milestone marker (`WORKING:`, `PUSHED_TO_CI:`, …) anywhere in `line`, or a
-/// permission-denial pattern. A marker must not be glued to a preceding word character
-/// (`NOT_DONE:` is not `DONE:`). The earliest marker wins.
-pub fn parse_line(line: &str, permission_patterns: &[String]) -> Option<LineSignal> {
-    const MARKERS: [(&str, Milestone); 6] = [
-        ("BLOCKED_PERMISSION:", Milestone::BlockedPermission),
-        ("PUSHED_TO_CI:", Milestone::PushedToCi),
-        ("FIXING_CI:", Milestone::FixingCi),
-        ("WORKING:", Milestone::Working),
-        ("BLOCKED:", Milestone::Blocked),
-        ("DONE:", Milestone::Done),
-    ];
-    let mut best: Option<(usize, Milestone, usize)> = None;
-    for (marker, m) in MARKERS {
-        let mut from = 0;
-        while let Some(i) = line[from..].find(marker) {
-            let at = from + i;
-            let glued = line[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
-            if !glued {
-                if best.is_none_or(|(b, _, _)| at < b) {
-                    best = Some((at, m, marker.len()));
-                }
-                break;
-            }
-            from = at + marker.len();
-        }
-    }
-    if let Some((at, milestone, len)) = best {
-        return Some(LineSignal::Milestone {
-            milestone,
-            rest: line[at + len..].trim().to_string(),
-        });
-    }
-    permission_patterns
-        .iter()
-        .any(|p| line.contains(p.as_str()))
-        .then_some(LineSignal::PermissionDenial)
-}
-
-/// The commit a `PUSHED_TO_CI:` line names: the hex word after "commit", else the first
-/// 7–64 character hex word.
-pub fn sha_in(text: &str) -> Option<String> {
-    let words: Vec<&str> = text
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let is_sha = |w: &str| {
-        (7..=64).contains(&w.len())
-            && w.chars().all(|c| c.is_ascii_hexdigit())
-            && w.chars()
-                .any(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
-    };
-    if let Some(i) = words.iter().position(|w| w.eq_ignore_ascii_case("commit"))
-        && let Some(w) = words.get(i + 1)
-        && is_sha(w)
-    {
-        return Some(w.to_ascii_lowercase());
-    }
-    words
-        .into_iter()
-        .find(|w| is_sha(w))
-        .map(str::to_ascii_lowercase)
-}
-
-#[cfg(test)]
-mod tests;

@@ -60,6 +60,20 @@ impl VerdictKind {
         }
     }
 
+    /// The word [`as_str`](Self::as_str) gives; `None` for anything else.
+    pub fn parse(word: &str) -> Option<VerdictKind> {
+        [
+            VerdictKind::Pending,
+            VerdictKind::Running,
+            VerdictKind::Green,
+            VerdictKind::Red,
+            VerdictKind::SyncNotDone,
+            VerdictKind::NoRun,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == word)
+    }
+
     /// Green, red and sync_not_done never change for a given set of push runs; pending,
     /// running and no_run may (a late run can still appear).
     pub fn is_terminal(self) -> bool {

@@ -1,0 +1,279 @@
+//! The journal: the one way a worker's transition becomes durable.
+//!
+//! Whoever moves a worker — its supervisor, a resumer, an operator's cancel, a spawn that
+//! failed — runs `milestone::step` and hands the result here as one [`Entry`]: the state after
+//! the step, every effect, and the facts observed beside it (a CI answer, a worker process that
+//! started or ended, a resumer's bookkeeping, the answer to a request). [`commit`] writes all
+//! of it in one transaction: the state, the event log, lock release, tracked SHA, verdicts,
+//! alerts, request answers. Only after the commit does it write the views (`alerts.jsonl`, the
+//! checkpoint file), which can always be rebuilt from the database.
+//!
+//! The journal carries out every durable effect. What is left — stopping, suspending or
+//! continuing a process group, following CI for a new SHA — needs the process that owns the
+//! worker, and only the supervisor does that (`supervisor::Supervisor::apply`).
+
+use crate::milestone::{Effect, Milestone, Progress};
+use crate::store::workers::{self as ws, AlertRecord, VerdictRow};
+use crate::store::{Store, StoreError, holds_lock, now_ms, release_in};
+use std::path::Path;
+
+/// Who writes, and so which check guards the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writer {
+    /// The process holding the worker's lease (a supervisor, a resumer that claimed it, the
+    /// spawner before the hand-over): nothing is written once another process owns it.
+    Owner(i64),
+    /// An operator acting on a worker that has no live supervisor.
+    Operator,
+}
+
+impl Writer {
+    /// This process, as the holder of the worker's lease.
+    pub fn me() -> Writer {
+        Writer::Owner(std::process::id() as i64)
+    }
+}
+
+/// Something observed beside a transition, recorded in the same transaction.
+#[derive(Debug, Clone)]
+pub enum Fact<'a> {
+    /// A push orch found itself (a resumer reading the remote), recorded before its verdict.
+    Push { sha: &'a str, pushed_ms: i64 },
+    /// orch's CI verdict for one of the worker's pushes (tracked or not).
+    Verdict { sha: &'a str, row: VerdictRow<'a> },
+    /// The worker process started.
+    WorkerStarted { pid: i64 },
+    /// The worker process ended.
+    WorkerExited { code: Option<i32> },
+    /// Nothing of the worker runs any more (stopped by someone other than a supervisor).
+    WorkerStopped,
+    /// A resumer reconciled the worker: replacements so far, what the next one is told, and
+    /// whether the lease stays (a supervisor is about to take over) or is given up.
+    Resumed {
+        respawns: i64,
+        replacement_note: Option<&'a str>,
+        why: &'a str,
+        keep_lease: bool,
+    },
+    /// An entry in the worker's event log that no effect produces.
+    Logged { kind: &'static str, detail: String },
+}
+
+/// The answer to an inbox request, written with the transition it caused.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub request: i64,
+    pub outcome: &'a str,
+    pub refused: bool,
+}
+
+/// One transition of one worker, or facts alone (`after: None`).
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    pub worker: &'a str,
+    pub repo: &'a str,
+    /// The state after the step; `None` leaves the stored state as it is.
+    pub after: Option<&'a Progress>,
+    pub effects: &'a [Effect],
+    pub facts: Vec<Fact<'a>>,
+    pub answer: Option<Answer<'a>>,
+    /// Named as the releaser in the lock history ("orch", "orch resume").
+    pub by: &'a str,
+    /// Appended to transition events (" (resume)").
+    pub note: &'a str,
+    /// Write the checkpoint file after the commit even if no effect asks for it.
+    pub checkpoint: bool,
+}
+
+impl<'a> Entry<'a> {
+    /// A transition by `by`, with no facts.
+    pub fn new(worker: &'a str, repo: &'a str, by: &'a str) -> Entry<'a> {
+        Entry {
+            worker,
+            repo,
+            after: None,
+            effects: &[],
+            facts: Vec::new(),
+            answer: None,
+            by,
+            note: "",
+            checkpoint: false,
+        }
+    }
+
+    pub fn step(mut self, after: &'a Progress, effects: &'a [Effect]) -> Entry<'a> {
+        self.after = Some(after);
+        self.effects = effects;
+        self
+    }
+
+    pub fn fact(mut self, fact: Fact<'a>) -> Entry<'a> {
+        self.facts.push(fact);
+        self
+    }
+}
+
+/// What came of a commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Committed {
+    Written,
+    /// Another process owns the worker now: nothing was written.
+    NotOwner,
+}
+
+/// Commits `entry` in one transaction, then writes the views.
+pub fn commit(
+    store: &mut Store,
+    state_dir: &Path,
+    writer: Writer,
+    entry: &Entry,
+) -> Result<Committed, StoreError> {
+    let now = now_ms();
+    let id = entry.worker;
+    let alerts: Vec<AlertRecord> = entry
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Alert {
+                severity,
+                kind,
+                message,
+            } => Some(AlertRecord {
+                id: 0,
+                at_ms: now,
+                severity: severity.as_str().into(),
+                worker_id: Some(id.to_string()),
+                repo: Some(entry.repo.to_string()),
+                kind: kind.clone(),
+                message: message.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    let written = store.write(|tx| {
+        // The milestone events are logged under: the new one, else the stored one.
+        let milestone = match entry.after {
+            Some(p) => p.milestone,
+            None => ws::get_worker(tx, id)?.map_or(Milestone::Working, |w| w.milestone()),
+        };
+        if let Some(after) = entry.after {
+            match writer {
+                Writer::Owner(pid) => {
+                    if !ws::save_progress_as(tx, id, pid, after)? {
+                        return Ok(Committed::NotOwner);
+                    }
+                }
+                Writer::Operator => ws::save_progress(tx, id, after)?,
+            }
+        }
+        for fact in &entry.facts {
+            record_fact(tx, id, milestone, fact)?;
+        }
+        for e in entry.effects {
+            match e {
+                Effect::Transition { from, to, reason } => ws::add_event(
+                    tx,
+                    id,
+                    "transition",
+                    *to,
+                    &format!("{from} -> {to}: {reason}{}", entry.note),
+                )?,
+                Effect::Violation { kind, detail } => {
+                    ws::add_event(tx, id, "violation", milestone, &format!("{kind}: {detail}"))?
+                }
+                Effect::ReleaseLock { reason } => {
+                    release_in(tx, id, Some(reason), Some(entry.by))?;
+                    ws::add_event(tx, id, "lock_released", milestone, reason)?;
+                }
+                Effect::Track { sha } => {
+                    let pushed = entry.after.and_then(|p| p.pushed_ms).unwrap_or(now);
+                    ws::record_push(tx, id, sha, pushed)?;
+                }
+                Effect::Alert { .. } => {} // below, with the records built above
+                // The owning process's part: see `supervisor::Supervisor::apply`.
+                Effect::StopWorker { .. }
+                | Effect::SuspendWorker
+                | Effect::ContinueWorker
+                | Effect::Checkpoint => {}
+            }
+        }
+        for a in &alerts {
+            ws::add_alert(tx, a)?;
+        }
+        if let Some(a) = entry.answer {
+            ws::finish_request(tx, a.request, a.outcome, a.refused)?;
+        }
+        Ok(Committed::Written)
+    })?;
+    if written == Committed::Written {
+        crate::alerts::append_jsonl(state_dir, &alerts);
+        if entry.checkpoint || entry.effects.contains(&Effect::Checkpoint) {
+            write_checkpoint(store, state_dir, id);
+        }
+    }
+    Ok(written)
+}
+
+fn record_fact(
+    tx: &rusqlite::Transaction,
+    id: &str,
+    milestone: Milestone,
+    fact: &Fact,
+) -> rusqlite::Result<()> {
+    match fact {
+        Fact::Push { sha, pushed_ms } => ws::record_push(tx, id, sha, *pushed_ms),
+        Fact::Verdict { sha, row } => ws::record_verdict(tx, id, sha, *row),
+        Fact::WorkerStarted { pid } => {
+            ws::mark_worker_started(tx, id, *pid)?;
+            ws::add_event(tx, id, "started", milestone, &format!("worker pid {pid}"))
+        }
+        Fact::WorkerExited { code } => {
+            ws::mark_worker_exited(tx, id, *code)?;
+            let code = code.map_or_else(|| "-".to_string(), |c| c.to_string());
+            ws::add_event(tx, id, "exited", milestone, &format!("exit code {code}"))
+        }
+        Fact::WorkerStopped => ws::mark_worker_stopped(tx, id),
+        Fact::Resumed {
+            respawns,
+            replacement_note,
+            why,
+            keep_lease,
+        } => {
+            if replacement_note.is_some() {
+                ws::add_event(
+                    tx,
+                    id,
+                    "respawn",
+                    milestone,
+                    &format!("replacement {respawns}: previous worker {why}"),
+                )?;
+            }
+            ws::record_resumed(tx, id, *respawns, *replacement_note, *keep_lease)
+        }
+        Fact::Logged { kind, detail } => ws::add_event(tx, id, kind, milestone, detail),
+    }
+}
+
+/// Writes the checkpoint file of `id` from the database's view of it (a view: best effort,
+/// logged when it fails; the database stays the truth).
+pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) {
+    let read = store.read(|tx| {
+        let Some(w) = ws::get_worker(tx, id)? else {
+            return Ok(None);
+        };
+        Ok(Some((w, ws::pushes(tx, id)?, holds_lock(tx, id)?)))
+    });
+    match read {
+        Ok(Some((w, pushes, held))) => {
+            let cp = crate::checkpoint::build(&w, &pushes, held);
+            if let Err(e) = crate::checkpoint::write(state_dir, &w, &cp) {
+                tracing::error!(worker = %id, error = %e, "could not write checkpoint");
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(worker = %id, error = %e, "could not read the worker for its checkpoint")
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! What orch does, between the command line and the adapters: the journal (the one way a
+//! worker's transition becomes durable), spawning, supervising, resuming, and the operator's
+//! actions on workers. Nothing here parses arguments or prints tables (that is `cli/`), and
+//! nothing here speaks SQL or HTTP (that is `store/` and `forge/`).
+
+pub mod error;
+pub mod journal;
+pub mod operator;
+pub mod resume;
+pub mod spawn;
+pub mod supervisor;
+
+pub use error::{Error, ErrorKind, Result};
+
+use crate::ci::verdict::CiPolicy;
+use crate::config::Config;
+use crate::contract::Contract;
+use crate::forge::AnyForge;
+use crate::forge::follow::CiFollower;
+use crate::store::Store;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+/// Everything a command that runs workers needs, resolved once: the organisation, the
+/// contract, and where state lives.
+pub struct Loaded {
+    pub config: Config,
+    pub contract: Contract,
+    pub state_dir: PathBuf,
+    pub config_path: PathBuf,
+    pub contract_path: PathBuf,
+}
+
+impl Loaded {
+    /// What a supervisor needs, borrowed from here.
+    pub fn env<'a>(&'a self, orch_exe: &'a Path) -> supervisor::Env<'a> {
+        supervisor::Env {
+            config: &self.config,
+            contract: &self.contract,
+            state_dir: &self.state_dir,
+            config_path: &self.config_path,
+            contract_path: &self.contract_path,
+            orch_exe,
+        }
+    }
+
+    pub fn store(&self) -> Result<Store> {
+        Ok(Store::open(&self.state_dir)?)
+    }
+
+    pub fn forge(&self) -> Result<AnyForge> {
+        AnyForge::from_config(&self.config, &self.contract, &self.state_dir)
+            .map_err(Error::ForgeSetup)
+    }
+
+    pub fn follower(&self) -> Result<CiFollower<AnyForge>> {
+        Ok(CiFollower::new(
+            self.forge()?,
+            CiPolicy::from(&self.config.ci),
+        ))
+    }
+}
+
+/// The orch binary: supervisors and workers run it again (`__supervise`, `orch report`).
+pub fn orch_exe() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch"))
+}
+
+/// Starts `orch __supervise <id>` in its own session, so it survives the terminal closing.
+/// The caller may drop the handle (the supervisor goes on) or watch it take over.
+pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {
+    let dir = supervisor::session_dir(&l.state_dir, id);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("cannot create", &dir, e))?;
+    let log_path = dir.join("supervisor.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io("cannot open", &log_path, e))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| Error::io("cannot open", &log_path, e))?;
+    let mut cmd = std::process::Command::new(orch_exe());
+    cmd.arg("--config")
+        .arg(&l.config_path)
+        .arg("--state-dir")
+        .arg(&l.state_dir)
+        .arg("--contract")
+        .arg(&l.contract_path)
+        .args(["__supervise", id])
+        .env(supervisor::LEASE_FROM_ENV, std::process::id().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    // SAFETY: setsid is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|source| Error::StartSupervisor {
+        worker: id.to_string(),
+        source,
+    })
+}

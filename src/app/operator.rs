@@ -1,0 +1,127 @@
+//! What people (and workers, through `orch report`) ask of one worker: a claim or a cancel
+//! goes to the worker's supervisor through the requests inbox and waits for its answer; a
+//! worker with no live supervisor is cancelled here, through the journal; a lock can be
+//! forced free, with an audit record.
+
+use super::journal::{self, Entry, Fact, Writer};
+use super::{Error, Loaded, Result};
+use crate::lock::ChainLock;
+use crate::milestone::{Event, Milestone, step};
+use crate::store::workers::{self as ws, RequestKind};
+use crate::store::{Store, now_ms, release_in};
+use std::time::{Duration, Instant};
+
+/// How long a request waits for the supervisor's answer.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(60);
+
+/// The supervisor's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    pub outcome: String,
+    pub refused: bool,
+}
+
+/// Queues a request for `worker`'s supervisor and waits up to `limit` for its answer.
+/// `Ok(None)`: the request stays queued, unanswered. An unknown worker is bad input.
+pub fn ask(
+    store: &mut Store,
+    worker: &str,
+    kind: &RequestKind,
+    limit: Duration,
+) -> Result<Option<Answered>> {
+    let rid = store.write(|tx| {
+        if ws::get_worker(tx, worker)?.is_none() {
+            return Ok(None);
+        }
+        ws::add_request(tx, worker, kind).map(Some)
+    })?;
+    let rid = rid.ok_or_else(|| Error::Refused(format!("no worker {worker}")))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(r) = store.read(|tx| ws::get_request(tx, rid))?
+            && r.processed_ms.is_some()
+        {
+            let outcome = r.outcome.unwrap_or_default();
+            // Rows answered by an orch that did not record `refused` say so in their text.
+            let refused = r.refused.unwrap_or_else(|| outcome.starts_with("refused"));
+            return Ok(Some(Answered { outcome, refused }));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What came of a cancel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancelled {
+    /// The supervisor applied it and answered.
+    BySupervisor(String),
+    /// The supervisor did not answer in time; the request stays queued.
+    Queued,
+    /// No supervisor was alive: stopped and recorded here.
+    Offline(Milestone),
+}
+
+/// Cancels worker `id`: through its supervisor when one is alive, else here.
+pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancelled> {
+    let mut store = l.store()?;
+    let Some(w) = store.worker(id)? else {
+        return Err(Error::Refused(format!("no worker {id}")));
+    };
+    if w.milestone().is_terminal() {
+        return Err(Error::Refused(format!("{id} is already {}", w.milestone())));
+    }
+    if w.supervised(now_ms()) {
+        let kind = RequestKind::Cancel { by, reason };
+        return Ok(match ask(&mut store, id, &kind, ANSWER_WAIT)? {
+            Some(a) => Cancelled::BySupervisor(a.outcome),
+            None => Cancelled::Queued,
+        });
+    }
+    // No supervisor: stop whatever is left of the worker ourselves, before the lock goes.
+    if let Some(pid) = w.worker_pid
+        && crate::process::group_alive(pid as i32)
+    {
+        let _ = crate::process::signal_group(pid as i32, crate::process::Signal::TERM);
+        let deadline = Instant::now() + l.config.worker.stop_grace;
+        while crate::process::group_alive(pid as i32) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = crate::process::signal_group(pid as i32, crate::process::Signal::KILL);
+    }
+    let event = Event::Cancel { by, reason };
+    let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
+    let entry = Entry::new(id, &w.repo, "orch")
+        .step(&after, &effects)
+        .fact(Fact::WorkerStopped);
+    let _ = journal::commit(&mut store, &l.state_dir, Writer::Operator, &entry)?;
+    journal::write_checkpoint(&mut store, &l.state_dir, id);
+    Ok(Cancelled::Offline(after.milestone))
+}
+
+/// Frees worker `id`'s chain lock without a verified DONE (audited in the lock history and
+/// the worker's events). `None`: it holds no lock.
+pub fn release(l: &Loaded, id: &str, by: &str, reason: &str) -> Result<Option<ChainLock>> {
+    let mut store = l.store()?;
+    let released = store.write(|tx| {
+        let lock = release_in(tx, id, Some(&format!("forced: {reason}")), Some(by))?;
+        if lock.is_some()
+            && let Some(w) = ws::get_worker(tx, id)?
+        {
+            ws::add_event(
+                tx,
+                id,
+                "lock_released",
+                w.progress.milestone,
+                &format!("forced by {by}: {reason}"),
+            )?;
+        }
+        Ok(lock)
+    })?;
+    if released.is_some() {
+        journal::write_checkpoint(&mut store, &l.state_dir, id);
+    }
+    Ok(released)
+}

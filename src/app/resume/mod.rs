@@ -1,0 +1,354 @@
+//! Crash recovery: find workers whose supervisor is gone, claim each, ask CI about its last
+//! pushed SHA, and reconcile it — the decision is pure (`decide.rs`), its transition goes
+//! through the journal, and a worker that goes on gets a new supervisor.
+//!
+//! Safe to run from several processes at once: each orphan is claimed in its own
+//! `BEGIN IMMEDIATE` transaction that re-checks it is still orphaned, so exactly one resumer
+//! wins it. The winner holds the lease until the supervisor it starts takes it over.
+//!
+//! Files: `decide.rs` (the reconcile table, pure), `worktree.rs` (git repair and unreported
+//! pushes), `rebuild.rs` (the database from checkpoint files).
+
+pub mod decide;
+mod rebuild;
+mod worktree;
+
+pub use decide::Action;
+pub use rebuild::{Rebuilt, rebuild_from_checkpoints};
+
+use super::journal::{self, Entry, Fact, Writer};
+use super::supervisor::LEASE_MS;
+use super::{Loaded, Result, start_detached};
+use crate::ci::CiRun;
+use crate::ci::verdict::{CiPolicy, Verdict};
+use crate::forge::follow::CiFollower;
+use crate::forge::{AnyForge, ForgeError};
+use crate::milestone::Milestone;
+use crate::sha::Sha;
+use crate::store::workers::{self as ws, VerdictRow, WorkerRecord};
+use crate::store::{Store, now_ms};
+use decide::{Case, SeenVerdict, decide, resume_note, why_ended};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How many CI queries a resume runs at once.
+pub const CI_CONCURRENCY: usize = 16;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconciled {
+    pub worker_id: String,
+    pub repo: String,
+    pub before: Milestone,
+    pub after: Milestone,
+    pub action: Action,
+    pub detail: String,
+}
+
+/// A worker needs a resumer when it is still in progress and nobody supervises it: its lease
+/// ran out, or the process holding it is gone (or is a different process with a reused pid).
+/// BLOCKED and BLOCKED_PERMISSION wait for an operator; terminal states are final.
+pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
+    matches!(
+        w.milestone(),
+        Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+    ) && !w.supervised(now)
+}
+
+/// Claims every orphan it can and reconciles it. `start_supervisors: false` is for tests and
+/// measurements that only want the decisions.
+pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
+    let mut store = l.store()?;
+    let me = std::process::id() as i64;
+    let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
+    let workers = store.workers()?;
+    refresh_stale_checkpoints(l, &mut store, &workers);
+    let candidates: Vec<String> = workers
+        .into_iter()
+        .filter(|w| orphaned(w, now_ms()))
+        .map(|w| w.id)
+        .collect();
+    let mut claimed: Vec<WorkerRecord> = Vec::new();
+    for id in candidates {
+        let won = store.write(|tx| {
+            let Some(w) = ws::get_worker(tx, &id)? else {
+                return Ok(None);
+            };
+            if !orphaned(&w, now_ms()) {
+                return Ok(None); // another resumer (or a new supervisor) got there first
+            }
+            ws::claim_lease(tx, &id, me, my_start, now_ms() + LEASE_MS)?;
+            ws::add_event(
+                tx,
+                &id,
+                "resume_claimed",
+                w.milestone(),
+                &format!("claimed by orch resume (pid {me})"),
+            )?;
+            // The record as the dead supervisor left it: it says why the worker stopped.
+            Ok(Some(w))
+        })?;
+        claimed.extend(won);
+    }
+    if claimed.is_empty() {
+        return Ok(Vec::new());
+    }
+    // A dead supervisor's worker dies with it (parent-death signal); make sure, so that a
+    // replacement never runs beside its predecessor.
+    for w in &claimed {
+        if let Some(pgid) = w.worker_pid
+            && crate::process::group_alive(pgid as i32)
+        {
+            let _ = crate::process::signal_group(pgid as i32, crate::process::Signal::KILL);
+            // Gone before anything of its worktree is touched (see clear_stale_git_locks).
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while crate::process::group_alive(pgid as i32) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    let mut found: HashMap<String, (Sha, i64)> = HashMap::new();
+    for w in &claimed {
+        // Only a worker that will run again needs its worktree (and only WORKING can lack one:
+        // the spawner died before making it); PUSHED_TO_CI workers need nothing but CI.
+        if matches!(w.milestone(), Milestone::Working | Milestone::FixingCi) {
+            worktree::ensure_worktree(l, w);
+        }
+        if let Some(push) = worktree::unreported_push(w) {
+            found.insert(w.id.clone(), push);
+        }
+    }
+    let mut verdicts = poll_all(l, &claimed, &found);
+    let mut out = Vec::new();
+    let mut started = Vec::new();
+    for w in claimed {
+        let push = found.remove(&w.id);
+        let polled = verdicts.remove(&w.id);
+        let supervisors = start_supervisors.then_some(&mut started);
+        match reconcile(l, &mut store, w, push, polled, supervisors) {
+            Ok(r) => out.push(r),
+            Err(e) => tracing::error!(error = %e, "resume could not reconcile a worker"),
+        }
+    }
+    await_handover(&mut store, started, me);
+    Ok(out)
+}
+
+/// Checkpoint files are views written after each commit: a process killed in between (a
+/// supervisor right after committing DONE) leaves a file older than its database row, and
+/// nobody would write it again for a worker that is not resumed. Rewrites those of workers
+/// no live supervisor writes (orphans get theirs when reconciled).
+fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, workers: &[WorkerRecord]) {
+    for w in workers {
+        if orphaned(w, now_ms()) || w.supervised(now_ms()) {
+            continue;
+        }
+        let written_ms = std::fs::metadata(crate::checkpoint::path_for(&l.state_dir, w))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64);
+        if written_ms.is_none_or(|t| t < w.updated_ms) {
+            journal::write_checkpoint(store, &l.state_dir, &w.id);
+        }
+    }
+}
+
+/// How long a resumer keeps its claims while a supervisor it started, still running, has not
+/// taken over yet (a machine so loaded that this passes is one to hear about).
+const HANDOVER_WAIT: Duration = Duration::from_secs(120);
+
+/// Keeps this process (and so its claims) alive until each supervisor it started holds its
+/// worker's lease or has exited. A claim whose holder exits before the handover makes the
+/// worker look orphaned to any other resumer in between, which would claim it again and count
+/// (and start) a second replacement. A supervisor that exits without taking over leaves the
+/// worker to the next resume, as does one that takes longer than `HANDOVER_WAIT`.
+fn await_handover(store: &mut Store, mut started: Vec<(String, std::process::Child)>, me: i64) {
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    let mut renewed = Instant::now();
+    while !started.is_empty() {
+        // The claims stay ours while we wait: an expired lease would make the workers look
+        // orphaned to other resumers however alive this process is.
+        if renewed.elapsed() >= Duration::from_secs(3) {
+            renewed = Instant::now();
+            for (id, _) in &started {
+                let _ = store.write(|tx| ws::set_lease(tx, id, me, now_ms() + LEASE_MS));
+            }
+        }
+        started.retain_mut(|(id, child)| {
+            let taken = !matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me));
+            let exited = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
+            if exited && !taken {
+                tracing::warn!(worker = %id, "its new supervisor exited before taking over");
+            }
+            !(taken || exited)
+        });
+        if started.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (id, _) in started {
+        tracing::warn!(worker = %id, "its new supervisor did not take over within {}s", HANDOVER_WAIT.as_secs());
+    }
+}
+
+type Polled = (Sha, Result<(Verdict, Vec<CiRun>), ForgeError>);
+
+/// The verdict of each worker's (possibly newly found) tracked SHA, CI_CONCURRENCY at a time.
+fn poll_all(
+    l: &Loaded,
+    workers: &[WorkerRecord],
+    found: &HashMap<String, (Sha, i64)>,
+) -> HashMap<String, Polled> {
+    let mut jobs = Vec::new();
+    for w in workers {
+        let (sha, pushed_ms) = match (found.get(&w.id), &w.progress.tracked_sha) {
+            (Some((s, p)), _) => (s.clone(), Some(*p)),
+            (None, Some(s)) => (s.clone(), w.progress.pushed_ms),
+            (None, None) => continue,
+        };
+        if let Some(repo) = l.config.repo(&w.repo) {
+            jobs.push((w.id.clone(), repo.clone(), sha, pushed_ms));
+        }
+    }
+    let mut out = HashMap::new();
+    if jobs.is_empty() {
+        return out;
+    }
+    let forge = match AnyForge::from_config(&l.config, &l.contract, &l.state_dir) {
+        Ok(f) => f,
+        Err(e) => {
+            for (id, _, sha, _) in jobs {
+                let err = ForgeError::Blocking {
+                    kind: crate::forge::BlockingKind::Other,
+                    message: e.clone(),
+                };
+                out.insert(id, (sha, Err(err)));
+            }
+            return out;
+        }
+    };
+    let follower = Arc::new(CiFollower::new(forge, CiPolicy::from(&l.config.ci)));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime builds");
+    rt.block_on(async {
+        let limit = Arc::new(tokio::sync::Semaphore::new(CI_CONCURRENCY));
+        let mut set = tokio::task::JoinSet::new();
+        for (id, repo, sha, pushed_ms) in jobs {
+            let follower = follower.clone();
+            let limit = limit.clone();
+            set.spawn(async move {
+                let _permit = limit.acquire_owned().await.expect("semaphore open");
+                let r = follower.poll(&repo, &sha, pushed_ms, now_ms()).await;
+                (id, sha, r)
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            if let Ok((id, sha, r)) = done {
+                out.insert(id, (sha, r));
+            }
+        }
+    });
+    out
+}
+
+/// Decides one claimed orphan's fate, commits it through the journal, and starts what
+/// goes on (a replacement's prompt, a new supervisor).
+fn reconcile(
+    l: &Loaded,
+    store: &mut Store,
+    mut w: WorkerRecord,
+    unreported_push: Option<(Sha, i64)>,
+    polled: Option<Polled>,
+    supervisors: Option<&mut Vec<(String, std::process::Child)>>,
+) -> Result<Reconciled> {
+    let before = w.milestone();
+    let why = why_ended(&w);
+    let mut detail = Vec::new();
+    let verdict = match &polled {
+        Some((sha, Ok((v, _)))) => {
+            detail.push(format!("CI {} for {}", v.kind, sha.short()));
+            Some(SeenVerdict {
+                sha: sha.clone(),
+                kind: v.kind,
+                failed_jobs: v.failed_jobs.clone(),
+                detail: v.detail.clone(),
+            })
+        }
+        Some((_, Err(e))) => {
+            detail.push(format!("CI unknown ({e})"));
+            None
+        }
+        None => None,
+    };
+    let case = Case {
+        worker: &w.id,
+        progress: &w.progress,
+        respawns: w.respawns,
+        max_respawns: l.config.worker.max_respawns,
+        unreported_push: unreported_push.clone(),
+        verdict,
+        why: &why,
+    };
+    let d = decide(&l.contract, &case, now_ms());
+    let note = (d.action == Action::Respawned).then(|| {
+        worktree::clear_stale_git_locks(l, &w);
+        let wt = std::path::Path::new(&w.worktree);
+        let commits = crate::gitops::commits_since(wt, &w.base_sha).unwrap_or_default();
+        let files = crate::gitops::files_modified(wt, &w.base_sha).unwrap_or_default();
+        let max = l.config.worker.max_respawns;
+        resume_note(&d.progress, &why, d.respawns, max, &commits, &files)
+    });
+    let keep_lease = supervisors.is_some() && d.action.continues();
+    let mut entry = Entry::new(&w.id, &w.repo, "orch resume").step(&d.progress, &d.effects);
+    entry.note = " (resume)";
+    entry.checkpoint = true;
+    // The newly found push first, so that its verdict has a row to land in, with the push
+    // time the supervisor would have used (pushes are ordered by it).
+    if let (Some((sha, pushed_ms)), Some((_, Ok(_)))) = (&unreported_push, &polled) {
+        entry.facts.push(Fact::Push {
+            sha,
+            pushed_ms: *pushed_ms,
+        });
+    }
+    if let Some((sha, Ok((v, runs)))) = &polled {
+        entry.facts.push(Fact::Verdict {
+            sha,
+            row: VerdictRow::of(v, runs),
+        });
+    }
+    entry.facts.push(Fact::Resumed {
+        respawns: d.respawns,
+        replacement_note: note.as_deref(),
+        why: &why,
+        keep_lease,
+    });
+    // This process claimed the worker's lease above: the write is guarded by it. The prompt
+    // is rendered after the commit: a replacement is started only once both exist.
+    let _ = journal::commit(store, &l.state_dir, Writer::me(), &entry)?;
+    w.progress = d.progress.clone();
+    w.respawns = d.respawns;
+    if let Some(n) = &note {
+        let session = super::supervisor::session_dir(&l.state_dir, &w.id);
+        super::spawn::render_prompts(&l.config, &l.contract, &w, &session, n)
+            .map_err(super::Error::Refused)?;
+    }
+    if let Some(started) = supervisors.filter(|_| keep_lease) {
+        let child = start_detached(l, &w.id)?;
+        started.push((w.id.clone(), child));
+    }
+    detail.push(format!("previous worker: {why}"));
+    Ok(Reconciled {
+        worker_id: w.id.clone(),
+        repo: w.repo.clone(),
+        before,
+        after: d.progress.milestone,
+        action: d.action,
+        detail: detail.join("; "),
+    })
+}

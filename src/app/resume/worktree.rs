@@ -1,0 +1,114 @@
+//! The worker's git state as a resumer finds it: a worktree a killed spawner left half-made,
+//! lock files a killed worker left behind, and pushes it made but never reported.
+
+use crate::app::Loaded;
+use crate::gitops;
+use crate::sha::Sha;
+use crate::store::now_ms;
+use crate::store::workers::WorkerRecord;
+use std::path::{Path, PathBuf};
+
+/// Recreates the worktree and prompts when the spawner died before making them.
+pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
+    let wt = Path::new(&w.worktree);
+    let Some(repo) = l.config.repo(&w.repo) else {
+        return;
+    };
+    if !worktree_usable(wt) {
+        if wt.exists() {
+            // A spawner killed inside `git worktree add` leaves a half-made worktree (a `.git`
+            // file whose git directory has no HEAD, or no index yet): set it aside, never
+            // delete, and make it again.
+            let aside = wt.with_file_name(format!("worktree.unusable-{}", now_ms()));
+            match std::fs::rename(wt, &aside) {
+                Ok(()) => {
+                    tracing::warn!(worker = %w.id, "the worktree was unusable; moved to {}", aside.display())
+                }
+                Err(e) => {
+                    tracing::error!(worker = %w.id, error = %e, "cannot move the unusable worktree aside")
+                }
+            }
+        }
+        let _ = gitops::git(&repo.path, &["worktree", "prune"]);
+        let branch_exists =
+            gitops::resolve(&repo.path, &format!("refs/heads/{}", w.branch)).is_ok();
+        let result = if branch_exists {
+            gitops::git(&repo.path, &["worktree", "add", &w.worktree, &w.branch]).map(|_| ())
+        } else {
+            gitops::create_worktree(&repo.path, &w.id, &w.branch, &w.base_sha, wt)
+        };
+        if let Err(e) = result.and_then(|_| gitops::set_upstream(&repo.path, &w.branch, &w.remote))
+        {
+            tracing::error!(worker = %w.id, error = %e, "cannot recreate the worktree");
+        }
+    }
+    let session = crate::app::supervisor::session_dir(&l.state_dir, &w.id);
+    if !session.join("prompt.md").exists() {
+        let _ = crate::app::spawn::render_prompts(&l.config, &l.contract, w, &session, "");
+    }
+}
+
+/// The git directory of a worktree (from its `.git` file).
+fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(wt.join(".git")).ok()?;
+    let gitdir = text.trim().strip_prefix("gitdir:")?;
+    Some(wt.join(gitdir.trim()))
+}
+
+/// A worktree a worker can use: HEAD resolves and the checkout got as far as its index.
+fn worktree_usable(wt: &Path) -> bool {
+    gitops::head(wt).is_ok() && worktree_git_dir(wt).is_some_and(|d| d.join("index").exists())
+}
+
+/// Removes the lock files a worker killed inside a git command leaves behind, so that its
+/// replacement can commit and push. Safe: the previous worker's group is dead, and its
+/// worktree, branch and remote branch belong to this worker alone.
+pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
+    let wt = Path::new(&w.worktree);
+    let mut stale = Vec::new();
+    if let Some(gitdir) = worktree_git_dir(wt) {
+        stale.push(gitdir.join("index.lock"));
+        stale.push(gitdir.join("HEAD.lock"));
+    }
+    let branch_lock = format!("refs/heads/{}.lock", w.branch);
+    if let Some(repo) = l.config.repo(&w.repo) {
+        let common = repo.path.join(".git");
+        let common = if common.is_dir() {
+            common
+        } else {
+            repo.path.clone()
+        };
+        stale.push(common.join(&branch_lock));
+        if l.config.forge.kind == crate::config::ForgeKind::Local {
+            stale.push(
+                crate::forge::local::LocalForge::new(&l.state_dir, &l.config)
+                    .remote_path(&w.repo)
+                    .join(&branch_lock),
+            );
+        }
+    }
+    for p in stale {
+        if p.exists() && std::fs::remove_file(&p).is_ok() {
+            tracing::warn!(worker = %w.id, "removed a stale git lock its previous worker left: {}", p.display());
+        }
+    }
+}
+
+/// A push the worker made but never reported (it died first): the remote branch is ahead of
+/// the tracked SHA. (SHA, its commit time.)
+pub fn unreported_push(w: &WorkerRecord) -> Option<(Sha, i64)> {
+    if !matches!(
+        w.milestone(),
+        crate::milestone::Milestone::Working | crate::milestone::Milestone::FixingCi
+    ) {
+        return None;
+    }
+    let wt = Path::new(&w.worktree);
+    gitops::fetch(wt, &w.remote).ok()?;
+    let head = gitops::resolve(wt, &format!("refs/remotes/{}/{}", w.remote, w.branch)).ok()?;
+    if head == w.base_sha || w.progress.tracked_sha.as_ref().is_some_and(|t| *t == head) {
+        return None;
+    }
+    let pushed_ms = gitops::commit_time_ms(wt, &head).unwrap_or_else(|_| now_ms());
+    Some((Sha::from(head), pushed_ms))
+}

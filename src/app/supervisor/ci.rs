@@ -1,0 +1,199 @@
+//! The supervisor's link to CI: queries run on their own thread (a slow or failing forge —
+//! timeouts, retries with backoff — must never delay reading the worker's output or the
+//! permission rule), numbered so that an answer says which query it answers; and the back-off
+//! after forge failures, a pure rule.
+
+use crate::ci::CiRun;
+use crate::ci::verdict::Verdict;
+use crate::config::Repo;
+use crate::forge::follow::CiFollower;
+use crate::forge::{Forge, ForgeError};
+use crate::sha::Sha;
+use crate::store::now_ms;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+/// A CI query for the CI thread.
+struct CiQuery {
+    n: u64,
+    repo: Repo,
+    sha: Sha,
+    pushed_ms: Option<i64>,
+}
+
+/// The CI thread's answer to query `n`.
+#[derive(Debug)]
+pub struct CiAnswer {
+    pub n: u64,
+    pub sha: Sha,
+    pub result: Result<(Verdict, Vec<CiRun>), ForgeError>,
+}
+
+/// Queries to, and answers from, the CI thread; one query in flight at a time.
+pub struct CiLink {
+    tx: Sender<CiQuery>,
+    rx: Receiver<CiAnswer>,
+    /// The query being answered: (SHA, its number).
+    in_flight: Option<(Sha, u64)>,
+    /// How many queries were sent so far (numbers them).
+    sent: u64,
+}
+
+impl CiLink {
+    pub fn start<F: Forge + 'static>(follower: Arc<CiFollower<F>>) -> CiLink {
+        let (tx, qrx) = channel::<CiQuery>();
+        let (atx, rx) = channel::<CiAnswer>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime builds");
+            while let Ok(q) = qrx.recv() {
+                let result = rt.block_on(follower.poll(&q.repo, &q.sha, q.pushed_ms, now_ms()));
+                let answer = CiAnswer {
+                    n: q.n,
+                    sha: q.sha,
+                    result,
+                };
+                if atx.send(answer).is_err() {
+                    return;
+                }
+            }
+        });
+        CiLink {
+            tx,
+            rx,
+            in_flight: None,
+            sent: 0,
+        }
+    }
+
+    /// The number of the last query sent (0: none yet).
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Whether a query for `sha` is being answered.
+    pub fn asking_about(&self, sha: &Sha) -> bool {
+        self.in_flight.as_ref().is_some_and(|(s, _)| s == sha)
+    }
+
+    /// Sends a query; false if the CI thread is gone.
+    pub fn ask(&mut self, repo: Repo, sha: Sha, pushed_ms: Option<i64>) -> bool {
+        let n = self.sent + 1;
+        let q = CiQuery {
+            n,
+            repo,
+            sha: sha.clone(),
+            pushed_ms,
+        };
+        if self.tx.send(q).is_err() {
+            return false;
+        }
+        self.sent = n;
+        self.in_flight = Some((sha, n));
+        true
+    }
+
+    /// The next answer, if one came in.
+    pub fn answer(&mut self) -> Option<CiAnswer> {
+        let a = self.rx.try_recv().ok()?;
+        if self.in_flight.as_ref().is_some_and(|(_, n)| *n == a.n) {
+            self.in_flight = None;
+        }
+        Some(a)
+    }
+}
+
+/// When to poll the forge again after an answer, and when a failing forge deserves an
+/// alert: once, when the failure is blocking (an operator must act) or after
+/// `threshold` transient failures in a row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForgeBackoff {
+    failures: u32,
+    alerted: bool,
+}
+
+/// What to do after a failed poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfterFailure {
+    /// Wait this long before the next poll.
+    pub delay_ms: i64,
+    /// Raise the alert now.
+    pub alert: bool,
+}
+
+/// Polls after a blocking error wait this many intervals: retrying will not help soon.
+const BLOCKING_FACTOR: i64 = 6;
+/// Transient failures wait one interval more per failure in a row, up to this many more.
+const MAX_EXTRA_INTERVALS: u32 = 6;
+
+impl ForgeBackoff {
+    /// The forge answered: back to the normal interval.
+    pub fn succeeded(&mut self, interval_ms: i64) -> i64 {
+        self.failures = 0;
+        self.alerted = false;
+        interval_ms
+    }
+
+    pub fn failed(&mut self, blocking: bool, interval_ms: i64, threshold: u32) -> AfterFailure {
+        self.failures += 1;
+        let factor = if blocking {
+            BLOCKING_FACTOR
+        } else {
+            1 + self.failures.min(MAX_EXTRA_INTERVALS) as i64
+        };
+        let alert = !self.alerted && (blocking || self.failures >= threshold);
+        self.alerted |= alert;
+        AfterFailure {
+            delay_ms: interval_ms * factor,
+            alert,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_failures_back_off_and_alert_once_at_the_threshold() {
+        let mut b = ForgeBackoff::default();
+        let delays: Vec<AfterFailure> = (0..9).map(|_| b.failed(false, 1000, 3)).collect();
+        assert_eq!(
+            delays.iter().map(|d| d.delay_ms).collect::<Vec<_>>(),
+            [2000, 3000, 4000, 5000, 6000, 7000, 7000, 7000, 7000]
+        );
+        assert_eq!(
+            delays.iter().map(|d| d.alert).collect::<Vec<_>>(),
+            [false, false, true, false, false, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn a_blocking_error_alerts_at_once_and_waits_longest() {
+        let mut b = ForgeBackoff::default();
+        assert_eq!(
+            b.failed(true, 1000, 5),
+            AfterFailure {
+                delay_ms: 6000,
+                alert: true
+            }
+        );
+        assert!(!b.failed(true, 1000, 5).alert, "alerted once");
+    }
+
+    #[test]
+    fn a_success_resets_the_count_and_rearms_the_alert() {
+        let mut b = ForgeBackoff::default();
+        assert!(b.failed(false, 1000, 2).delay_ms == 2000);
+        assert!(b.failed(false, 1000, 2).alert);
+        assert_eq!(b.succeeded(1000), 1000);
+        assert_eq!(b, ForgeBackoff::default());
+        assert!(!b.failed(false, 1000, 2).alert);
+        assert!(
+            b.failed(false, 1000, 2).alert,
+            "alerts again after a recovery"
+        );
+    }
+}

@@ -1,0 +1,86 @@
+//! Everything that reaches a supervisor, as one type, and what it answers a claim with.
+//!
+//! Sources: the worker's output (reader threads), the CI thread, the requests inbox
+//! (`orch report`, `orch cancel`), the clock, and the worker's exit. Agent adapters and
+//! cascade watches add their inputs here.
+
+use super::ci::CiAnswer;
+use crate::milestone::{LineSignal, Milestone};
+use crate::store::workers::Request;
+
+#[derive(Debug)]
+pub enum Input {
+    /// A milestone or permission-denial line from the worker's output, as printed.
+    Line(LineSignal, String),
+    /// The worker printed something (coalesced: at most about once a second per stream).
+    Activity,
+    /// The CI thread's answer to one query.
+    Ci(CiAnswer),
+    /// A request from the inbox.
+    Request(Request),
+    /// Time passes (about once a second): timeouts, new commits, the lease, checkpoints.
+    Tick,
+    /// The worker process ended (`None`: by a signal).
+    WorkerExited(Option<i32>),
+}
+
+/// What a claim or request came to: printed by `orch report` and `orch cancel`, stored with
+/// the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Taken (a repeated milestone, progress).
+    Accepted,
+    /// Taken, and the worker moved.
+    Moved { from: Milestone, to: Milestone },
+    /// Refused by the contract or by verification, and recorded as a violation.
+    Refused { kind: String, detail: String },
+    /// Nothing to do (e.g. a cancel of a worker that already ended).
+    NoChange,
+    /// A DONE claim waiting for a fresh CI answer: answered when it is judged.
+    Deferred,
+    /// Another supervisor owns the worker now: this one did nothing.
+    LeaseLost,
+}
+
+impl Outcome {
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Outcome::Refused { .. } | Outcome::LeaseLost)
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Accepted => f.write_str("accepted"),
+            Outcome::Moved { from, to } => write!(f, "accepted: {from} -> {to}"),
+            Outcome::Refused { kind, detail } => write!(f, "refused ({kind}): {detail}"),
+            Outcome::NoChange => f.write_str("no change"),
+            Outcome::Deferred => f.write_str("deferred"),
+            Outcome::LeaseLost => f.write_str("refused: its supervisor lost its lease"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_read_as_orch_report_prints_them() {
+        let moved = Outcome::Moved {
+            from: Milestone::PushedToCi,
+            to: Milestone::Done,
+        };
+        assert_eq!(moved.to_string(), "accepted: PUSHED_TO_CI -> DONE");
+        let refused = Outcome::Refused {
+            kind: "done_without_ci_proof".into(),
+            detail: "CI is red".into(),
+        };
+        assert_eq!(
+            refused.to_string(),
+            "refused (done_without_ci_proof): CI is red"
+        );
+        assert!(refused.is_refusal() && Outcome::LeaseLost.is_refusal());
+        assert!(!moved.is_refusal() && !Outcome::NoChange.is_refusal());
+    }
+}

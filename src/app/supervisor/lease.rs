@@ -1,0 +1,80 @@
+//! The supervisor's lease on its worker: exactly one supervisor per worker. Claimed when
+//! supervision starts (taking it over from the spawner or resumer that started this process),
+//! renewed every few seconds, given up when supervision ends. `orch resume` treats a worker
+//! whose lease ran out, or whose holder is gone, as orphaned.
+
+use super::SuperviseError;
+use crate::store::workers::{self as ws, WorkerRecord};
+use crate::store::{Store, now_ms};
+
+/// Names the pid whose lease a new supervisor may take over (its spawner).
+pub const LEASE_FROM_ENV: &str = "ORCH_LEASE_FROM";
+/// A supervisor that has not renewed its lease for this long is considered gone.
+pub const LEASE_MS: i64 = 15_000;
+/// How often a holder renews.
+pub const RENEW_EVERY_MS: i64 = 3_000;
+
+/// This process's pid, as leases record it.
+pub fn me() -> i64 {
+    std::process::id() as i64
+}
+
+/// Takes the lease on worker `id` for this process, unless another live process holds it
+/// (the process that started this one, named by `ORCH_LEASE_FROM`, hands its lease over).
+pub fn claim(store: &mut Store, id: &str) -> Result<WorkerRecord, SuperviseError> {
+    let me = me();
+    let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
+    let handoff: Option<i64> = std::env::var(LEASE_FROM_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
+    store.write(|tx| {
+        let Some(w) = ws::get_worker(tx, id)? else {
+            return Ok(Err(SuperviseError::UnknownWorker(id.to_string())));
+        };
+        if let Some(lease) = w.lease()
+            && lease.pid != me
+            && Some(lease.pid) != handoff
+            && lease.is_live(now_ms())
+        {
+            return Ok(Err(SuperviseError::AlreadySupervised {
+                id: id.to_string(),
+                pid: lease.pid,
+            }));
+        }
+        ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
+        Ok(Ok(ws::get_worker(tx, id)?.expect("just read")))
+    })?
+}
+
+/// Renews the lease when due.
+#[derive(Debug)]
+pub struct LeaseKeeper {
+    worker: String,
+    last_renew_ms: i64,
+}
+
+impl LeaseKeeper {
+    pub fn new(worker: &str) -> LeaseKeeper {
+        LeaseKeeper {
+            worker: worker.to_string(),
+            last_renew_ms: now_ms(),
+        }
+    }
+
+    pub fn due(&self, now: i64) -> bool {
+        now - self.last_renew_ms >= RENEW_EVERY_MS
+    }
+
+    /// Extends the lease; false when another process holds it now.
+    pub fn renew(&mut self, store: &mut Store) -> bool {
+        self.last_renew_ms = now_ms();
+        store
+            .write(|tx| ws::set_lease(tx, &self.worker, me(), now_ms() + LEASE_MS))
+            .unwrap_or(true) // a busy database is not a lost lease
+    }
+
+    /// Gives the lease up (the worker looks orphaned at once to the next resumer).
+    pub fn give_up(&self, store: &mut Store) {
+        let _ = store.write(|tx| ws::set_lease(tx, &self.worker, me(), 0));
+    }
+}

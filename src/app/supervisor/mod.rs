@@ -1,0 +1,692 @@
+//! The supervisor: one `orch` process per worker that owns the worker's process group, turns
+//! every [`Input`] into state-machine events, commits each transition through the journal, and
+//! carries out what only the owner of the worker can: stopping or suspending its group and
+//! following CI for the tracked SHA. It holds a lease in SQLite so that `orch resume` can tell
+//! when it is gone.
+//!
+//! Files: `worker.rs` (launch, environment, output pumps, stopping), `ci.rs` (the CI thread,
+//! query numbering, forge back-off), `done.rs` (the DONE-freshness rule), `claims.rs` (push
+//! verification), `lease.rs`, `input.rs` (the one input type and the claim outcome).
+//!
+//! Threads: the main thread owns the worker (so its parent-death signal stays armed) and runs
+//! the loop; two reader threads pump the worker's output; one thread asks the forge.
+
+mod ci;
+mod claims;
+mod done;
+pub mod input;
+mod lease;
+mod worker;
+
+pub use input::{Input, Outcome};
+pub use lease::{LEASE_FROM_ENV, LEASE_MS};
+pub use worker::{MAX_LINE, MAX_LOG_BYTES};
+
+use super::journal::{self, Answer, Committed, Entry, Fact, Writer};
+use crate::config::Config;
+use crate::contract::Contract;
+use crate::forge::Forge;
+use crate::forge::follow::CiFollower;
+use crate::milestone::{Channel, Effect, Event, LineSignal, Milestone, sha_in, step};
+use crate::process::Signal;
+use crate::store::workers::{self as ws, Request, RequestKind, VerdictRow, WorkerRecord};
+use crate::store::{Store, StoreError, now_ms};
+use ci::{CiAnswer, CiLink, ForgeBackoff};
+use claims::{truncate, verify_push};
+use done::DoneClaims;
+use lease::LeaseKeeper;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use worker::{Stop, WorkerProcess, reap_orphans};
+
+/// Paths and inputs a supervisor needs; also what it passes on to workers.
+pub struct Env<'a> {
+    pub config: &'a Config,
+    pub contract: &'a Contract,
+    pub state_dir: &'a Path,
+    pub config_path: &'a Path,
+    pub contract_path: &'a Path,
+    /// The orch binary workers call for `orch report` / `orch ci status`.
+    pub orch_exe: &'a Path,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no worker {0}")]
+    UnknownWorker(String),
+    #[error("worker {id} is already supervised by pid {pid}")]
+    AlreadySupervised { id: String, pid: i64 },
+    #[error("cannot start worker {id} ({argv}): {source}")]
+    Start {
+        id: String,
+        argv: String,
+        source: std::io::Error,
+    },
+}
+
+/// The session directory of a worker: prompt, CI guide, worker.log, supervisor.log.
+pub fn session_dir(state_dir: &Path, worker: &str) -> PathBuf {
+    state_dir.join(worker)
+}
+
+/// How often the inbox is read.
+const INBOX_EVERY_MS: i64 = 250;
+/// How often time passes for the state machine.
+const TICK_EVERY_MS: i64 = 1_000;
+/// How often the worktree is looked at for new commits.
+const HEAD_CHECK_EVERY_MS: i64 = 5_000;
+/// How long the loop waits for worker output (its pace when nothing happens).
+const LOOP_WAIT: Duration = Duration::from_millis(100);
+
+struct Supervisor<'a, F: Forge> {
+    env: &'a Env<'a>,
+    follower: Arc<CiFollower<F>>,
+    ci: CiLink,
+    backoff: ForgeBackoff,
+    next_poll_ms: i64,
+    /// DONE claims waiting for a fresh verdict.
+    done_claims: DoneClaims,
+    lease: LeaseKeeper,
+    /// Another supervisor took the worker over: this one must stop without acting.
+    lease_lost: bool,
+    store: Store,
+    w: WorkerRecord,
+    worker: Option<WorkerProcess>,
+    last_checkpoint_ms: i64,
+    /// Progress known in memory but not yet written (bookkeeping: the time of the last
+    /// output); written with the next tick.
+    dirty: bool,
+    /// The worktree's HEAD when last looked at: a new commit is progress.
+    last_head: Option<String>,
+    last_head_check_ms: i64,
+}
+
+/// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
+pub fn supervise<F: Forge + 'static>(
+    env: &Env,
+    follower: Arc<CiFollower<F>>,
+    id: &str,
+) -> Result<Milestone, SuperviseError> {
+    supervise_then(env, follower, id, || {})
+}
+
+/// Like [`supervise`], calling `on_claimed` once this process holds the worker's lease (the
+/// resume pass a supervisor runs for other workers must not see its own worker as orphaned).
+pub fn supervise_then<F: Forge + 'static>(
+    env: &Env,
+    follower: Arc<CiFollower<F>>,
+    id: &str,
+    on_claimed: impl FnOnce() + Send,
+) -> Result<Milestone, SuperviseError> {
+    let mut store = Store::open(env.state_dir)?;
+    let w = lease::claim(&mut store, id)?;
+    // Orphans of the worker (processes it started that outlived their parent) are reparented
+    // to us rather than to init, so we can reap them: no zombies after a worker ends.
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let s = Supervisor {
+        env,
+        ci: CiLink::start(follower.clone()),
+        follower,
+        backoff: ForgeBackoff::default(),
+        next_poll_ms: 0,
+        done_claims: DoneClaims::default(),
+        lease: LeaseKeeper::new(id),
+        lease_lost: false,
+        store,
+        w,
+        worker: None,
+        last_checkpoint_ms: now_ms(),
+        dirty: false,
+        last_head: None,
+        last_head_check_ms: 0,
+    };
+    // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
+    // it may wait for the supervisors it starts to take over, and meanwhile this worker must
+    // start and this lease be renewed. The scope joins it before the process can exit, so its
+    // claims are handed over, never dropped.
+    std::thread::scope(|scope| {
+        scope.spawn(on_claimed);
+        // Owned by this closure: should supervision panic, unwinding drops it here (its worker
+        // group is killed) before the scope waits for the resume pass.
+        let mut s = s;
+        let result = s.run();
+        s.finish();
+        result
+    })
+}
+
+impl<F: Forge + 'static> Supervisor<'_, F> {
+    fn run(&mut self) -> Result<Milestone, SuperviseError> {
+        if self.w.milestone().is_terminal() {
+            return Ok(self.w.milestone());
+        }
+        if matches!(self.w.milestone(), Milestone::Working | Milestone::FixingCi) {
+            self.start_worker()?;
+        }
+        self.checkpoint();
+        let mut last_tick = 0i64;
+        let mut last_inbox = 0i64;
+        loop {
+            for input in self.worker_output(LOOP_WAIT) {
+                self.handle(input);
+            }
+            if let Some(status) = self.worker.as_mut().and_then(WorkerProcess::try_wait) {
+                // The exit comes last, after the lines the worker printed before it.
+                self.take_last_output();
+                self.handle(Input::WorkerExited(status.code()));
+            }
+            let now = now_ms();
+            if now - last_inbox >= INBOX_EVERY_MS {
+                last_inbox = now;
+                for r in self.inbox() {
+                    self.handle(Input::Request(r));
+                }
+            }
+            while let Some(answer) = self.ci.answer() {
+                self.handle(Input::Ci(answer));
+            }
+            if self.should_poll(now) {
+                self.poll_ci(false);
+            }
+            for d in self.done_claims.take_overdue(now) {
+                self.apply(Event::DoneClaim { via: d.via }, d.request, Vec::new());
+            }
+            if now - last_tick >= TICK_EVERY_MS {
+                last_tick = now;
+                self.handle(Input::Tick);
+            }
+            if self.lease_lost {
+                tracing::warn!(worker = %self.w.id, "lease taken over by another supervisor; stopping");
+                self.stop_worker(Stop::Kill);
+                return Ok(self.w.milestone());
+            }
+            if self.worker.is_none() && self.done_supervising() {
+                return Ok(self.w.milestone());
+            }
+        }
+    }
+
+    /// The one entry point for everything that reaches the supervisor.
+    fn handle(&mut self, input: Input) {
+        match input {
+            Input::Line(LineSignal::PermissionDenial, line) => {
+                let line = truncate(&line, 300);
+                self.apply(Event::PermissionDenial { line }, None, Vec::new());
+            }
+            Input::Line(LineSignal::Milestone { milestone, rest }, _) => {
+                let sha = (milestone == Milestone::PushedToCi)
+                    .then(|| sha_in(&rest))
+                    .flatten();
+                self.claim(milestone, sha, rest, Channel::Output, None);
+            }
+            Input::Activity => {
+                self.apply(Event::Output, None, Vec::new());
+            }
+            Input::Ci(answer) => self.ci_answer(answer),
+            Input::Request(r) => self.request(r),
+            Input::Tick => self.tick(),
+            Input::WorkerExited(code) => {
+                self.worker = None;
+                let facts = vec![Fact::WorkerExited { code }];
+                self.w.worker_running = false;
+                self.w.exit_code = code.map(i64::from);
+                self.apply(Event::WorkerExited { code }, None, facts);
+            }
+        }
+    }
+
+    /// Nothing left to do once the worker is gone, unless CI for a pushed SHA is undecided.
+    /// `no_run` (no push run within `ci.start_timeout`) needs a new push, which only a worker
+    /// can make: stop, so that `orch resume` gives it to a replacement (a push whose
+    /// post-receive hook died with its worker never gets a run on the local forge).
+    fn done_supervising(&self) -> bool {
+        let p = &self.w.progress;
+        if p.milestone.is_terminal() {
+            return true;
+        }
+        p.milestone != Milestone::PushedToCi
+            || p.verdict
+                .is_some_and(|v| v.is_terminal() || v == crate::ci::verdict::VerdictKind::NoRun)
+    }
+
+    fn start_worker(&mut self) -> Result<(), SuperviseError> {
+        let process = WorkerProcess::start(self.env, &self.w)?;
+        let pid = process.pid();
+        self.worker = Some(process);
+        self.w.worker_pid = Some(pid);
+        self.w.worker_running = true;
+        self.record(vec![Fact::WorkerStarted { pid }]);
+        tracing::info!(worker = %self.w.id, pid, "worker started");
+        Ok(())
+    }
+
+    /// What the worker's readers sent (waiting up to `wait`); paces the loop when there is
+    /// no worker.
+    fn worker_output(&mut self, wait: Duration) -> Vec<Input> {
+        match self.worker.as_mut().and_then(|w| w.output(wait)) {
+            Some(inputs) => inputs,
+            None => {
+                std::thread::sleep(wait);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The worker exited: sweep its group (background processes it left behind must not
+    /// outlive it; with them gone the readers reach EOF), then take every line the readers
+    /// still hold — a worker's last lines are often its last claim. The worker is no longer
+    /// ours to stop meanwhile: what those lines cause is recorded, not done to a process.
+    fn take_last_output(&mut self) {
+        let Some(mut w) = self.worker.take() else {
+            return;
+        };
+        w.sweep();
+        reap_orphans(Some(w.pid()));
+        // Bounded (a process that left the group may hold the pipe) yet well inside the lease.
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            let Some(inputs) = w.output(Duration::from_millis(50)) else {
+                break;
+            };
+            for input in inputs {
+                self.handle(input);
+            }
+            if self.lease.due(now_ms()) && !self.lease.renew(&mut self.store) {
+                self.lease_lost = true;
+                break;
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = now_ms();
+        reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
+        self.notice_commits(now);
+        self.apply(Event::Tick, None, Vec::new());
+        if self.dirty {
+            self.persist_progress();
+        }
+        if now - self.last_checkpoint_ms >= self.env.contract.checkpoint_interval.as_millis() as i64
+        {
+            self.checkpoint();
+        }
+        if !self.lease_lost && self.lease.due(now) && !self.lease.renew(&mut self.store) {
+            self.lease_lost = true;
+        }
+    }
+
+    /// A new commit in the worktree counts as progress (timeouts extend on recent progress).
+    fn notice_commits(&mut self, now: i64) {
+        if self.worker.is_none() || now - self.last_head_check_ms < HEAD_CHECK_EVERY_MS {
+            return;
+        }
+        self.last_head_check_ms = now;
+        let Ok(head) = crate::gitops::head(Path::new(&self.w.worktree)) else {
+            return;
+        };
+        let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
+        self.last_head = Some(head);
+        if changed {
+            self.apply(Event::Commit, None, Vec::new());
+        }
+    }
+
+    fn inbox(&mut self) -> Vec<Request> {
+        let id = self.w.id.clone();
+        let requests = self
+            .store
+            .read(|tx| ws::pending_requests(tx, &id))
+            .unwrap_or_default();
+        // A deferred DONE report is answered when its fresh verdict arrives.
+        requests
+            .into_iter()
+            .filter(|r| !self.done_claims.waiting_on(r.id))
+            .collect()
+    }
+
+    fn request(&mut self, r: Request) {
+        let outcome = match r.kind {
+            RequestKind::Cancel { by, reason } => {
+                self.apply(Event::Cancel { by, reason }, Some(r.id), Vec::new())
+            }
+            RequestKind::Report {
+                milestone,
+                sha,
+                job,
+                note,
+            } => {
+                let note = note.unwrap_or_default();
+                let note = match job {
+                    Some(j) => format!("{j} - {note}"),
+                    None => note,
+                };
+                self.claim(milestone, sha, note, Channel::Report, Some(r.id))
+            }
+            RequestKind::Unknown { kind } => Outcome::Refused {
+                kind: "unknown_request".into(),
+                detail: format!("this orch does not know requests of kind {kind}"),
+            },
+        };
+        if outcome == Outcome::Deferred {
+            return; // answered when the fresh verdict arrives
+        }
+        // apply() answered it if it wrote anything; a request that changed nothing is
+        // answered here (an answered request is never answered twice).
+        self.answer(r.id, &outcome);
+    }
+
+    /// A worker's claim from either channel.
+    fn claim(
+        &mut self,
+        m: Milestone,
+        sha: Option<String>,
+        note: String,
+        via: Channel,
+        request: Option<i64>,
+    ) -> Outcome {
+        let event = match m {
+            Milestone::PushedToCi => verify_push(&self.w, sha, via),
+            Milestone::Done => {
+                let p = &self.w.progress;
+                if p.milestone == Milestone::PushedToCi
+                    && p.verdict != Some(crate::ci::verdict::VerdictKind::Green)
+                    && p.tracked_sha.is_some()
+                {
+                    // Judge DONE against a fresh look at CI (see done.rs).
+                    self.done_claims
+                        .defer(via, request, self.ci.sent(), now_ms());
+                    self.poll_ci(true);
+                    return Outcome::Deferred;
+                }
+                Event::DoneClaim { via }
+            }
+            // The machine refuses what a worker may not claim (PAUSED, FAILED, …).
+            _ => Event::Claim {
+                milestone: m,
+                note: truncate(&note, 500),
+                via,
+            },
+        };
+        self.apply(event, request, Vec::new())
+    }
+
+    fn should_poll(&self, now: i64) -> bool {
+        let p = &self.w.progress;
+        p.tracked_sha.is_some()
+            && !p.milestone.is_terminal()
+            && !p.verdict.is_some_and(|v| v.is_terminal())
+            && now >= self.next_poll_ms
+    }
+
+    /// Asks the CI thread about the tracked SHA (one query at a time). `force`: a DONE claim
+    /// wants the forge's answer now, not a cached one.
+    fn poll_ci(&mut self, force: bool) {
+        let Some(sha) = self.w.progress.tracked_sha.clone() else {
+            return;
+        };
+        if self.ci.asking_about(&sha) || (!force && !self.should_poll(now_ms())) {
+            return;
+        }
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return;
+        };
+        if force {
+            self.follower.forget(&repo.name, &sha);
+        }
+        self.ci.ask(repo, sha, self.w.progress.pushed_ms);
+    }
+
+    /// Feeds a CI answer to the machine, then judges the DONE claims it is fresh for.
+    fn ci_answer(&mut self, a: CiAnswer) {
+        let about_tracked = self.w.progress.tracked_sha.as_ref() == Some(&a.sha);
+        let failed = a.result.is_err();
+        let interval = self.env.config.ci.poll_interval.as_millis() as i64;
+        match &a.result {
+            Ok((v, runs)) => {
+                self.next_poll_ms = now_ms() + self.backoff.succeeded(interval);
+                // The SHA's own record always gets the answer; the machine only hears about
+                // the SHA it still tracks (a newer push may have replaced it meanwhile).
+                let fact = Fact::Verdict {
+                    sha: &a.sha,
+                    row: VerdictRow::of(v, runs),
+                };
+                if about_tracked {
+                    let event = Event::Verdict {
+                        sha: a.sha.clone(),
+                        kind: v.kind,
+                        failed_jobs: v.failed_jobs.clone(),
+                        detail: v.detail.clone(),
+                    };
+                    self.apply(event, None, vec![fact]);
+                } else {
+                    self.record(vec![fact]);
+                }
+            }
+            Err(e) => {
+                let threshold = self.env.contract.deadlock.api_consecutive_failures;
+                let after = self.backoff.failed(e.is_blocking(), interval, threshold);
+                self.next_poll_ms = now_ms() + after.delay_ms;
+                if after.alert {
+                    let kind = if e.is_blocking() {
+                        "forge_blocking"
+                    } else {
+                        "forge_unavailable"
+                    };
+                    let message = format!("CI for {} cannot be read: {e}", a.sha.short());
+                    let event = Event::ForgeUnavailable {
+                        kind: kind.into(),
+                        message,
+                    };
+                    self.apply(event, None, Vec::new());
+                }
+                tracing::warn!(worker = %self.w.id, error = %e, "CI poll failed");
+            }
+        }
+        // Claims this answer is fresh for are judged now (on what is known, if the forge
+        // failed); the others wait for the query sent next.
+        for d in self.done_claims.take_fresh(a.n, about_tracked, failed) {
+            self.apply(Event::DoneClaim { via: d.via }, d.request, Vec::new());
+        }
+        if !self.done_claims.is_empty() {
+            self.poll_ci(true);
+        }
+    }
+
+    /// Runs one event through the state machine, commits the result (with `facts` and the
+    /// answer to `request`) through the journal, then carries out the effects only the
+    /// worker's owner can: stopping or signalling its group, following CI for a new SHA.
+    fn apply(&mut self, event: Event, request: Option<i64>, facts: Vec<Fact>) -> Outcome {
+        let before = self.w.progress.clone();
+        let (after, effects) = step(self.env.contract, &self.w.id, &before, &event, now_ms());
+        if effects.is_empty() && request.is_none() && facts.is_empty() {
+            // Bookkeeping only (the time of the last progress, a repeated claim): written with
+            // the next tick, so a worker repeating itself costs no write per line.
+            let changed = after != before;
+            self.w.progress = after;
+            self.dirty |= changed;
+            return if changed || matches!(event, Event::Claim { .. } | Event::Push { .. }) {
+                Outcome::Accepted
+            } else {
+                Outcome::NoChange
+            };
+        }
+        let outcome = effects
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                Effect::Transition { from, to, .. } => Some(Outcome::Moved {
+                    from: *from,
+                    to: *to,
+                }),
+                Effect::Violation { kind, detail } => Some(Outcome::Refused {
+                    kind: kind.clone(),
+                    detail: detail.clone(),
+                }),
+                _ => None,
+            })
+            .unwrap_or(if after == before && effects.is_empty() {
+                if matches!(event, Event::Claim { .. } | Event::Push { .. }) {
+                    Outcome::Accepted
+                } else {
+                    Outcome::NoChange
+                }
+            } else {
+                Outcome::Accepted
+            });
+        // The permission rule's stop lands before anything is written: the group gets no more
+        // time to act while SQLite and the checkpoint are busy. (stop_worker below reaps it.)
+        if effects.iter().any(|e| {
+            matches!(
+                e,
+                Effect::StopWorker {
+                    immediate: true,
+                    ..
+                }
+            )
+        }) && let Some(w) = &self.worker
+        {
+            w.signal(Signal::KILL);
+        }
+        let text = outcome.to_string();
+        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch").step(&after, &effects);
+        entry.facts = facts;
+        entry.answer = request.map(|r| Answer {
+            request: r,
+            outcome: &text,
+            refused: outcome.is_refusal(),
+        });
+        match journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
+            Ok(Committed::Written) => {}
+            Ok(Committed::NotOwner) => {
+                // Another supervisor owns the worker now (this one's lease expired): its state
+                // is not ours to change, nor its worker ours to act on.
+                self.lease_lost = true;
+                return Outcome::LeaseLost;
+            }
+            Err(e) => {
+                tracing::error!(worker = %self.w.id, error = %e, "could not persist worker state")
+            }
+        }
+        self.w.progress = after;
+        self.dirty = false;
+        if effects.contains(&Effect::Checkpoint) {
+            self.last_checkpoint_ms = now_ms();
+        }
+        for e in &effects {
+            match e {
+                Effect::Transition { from, to, reason } => {
+                    tracing::info!(worker = %self.w.id, "{from} -> {to}: {reason}");
+                }
+                Effect::StopWorker { immediate, reason } => {
+                    tracing::info!(worker = %self.w.id, reason, "stopping worker");
+                    let how = if *immediate {
+                        Stop::Kill
+                    } else if reason == "done" {
+                        Stop::LetFinish
+                    } else {
+                        Stop::Terminate
+                    };
+                    self.stop_worker(how);
+                }
+                Effect::SuspendWorker => self.signal_worker(Signal::STOP),
+                Effect::ContinueWorker => self.signal_worker(Signal::CONT),
+                Effect::Track { sha } => {
+                    if let Some(old) = &before.tracked_sha
+                        && old != sha
+                    {
+                        self.follower.forget(&self.w.repo, old);
+                    }
+                    self.next_poll_ms = 0;
+                }
+                // Durable effects: carried out by the journal.
+                Effect::Violation { .. }
+                | Effect::Alert { .. }
+                | Effect::ReleaseLock { .. }
+                | Effect::Checkpoint => {}
+            }
+        }
+        outcome
+    }
+
+    /// Records facts alone (no event for the machine).
+    fn record(&mut self, facts: Vec<Fact>) {
+        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch");
+        entry.facts = facts;
+        if let Err(e) = journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
+            tracing::error!(worker = %self.w.id, error = %e, "could not record");
+        }
+    }
+
+    /// Answers a request that no transition answered.
+    fn answer(&mut self, request: i64, outcome: &Outcome) {
+        let text = outcome.to_string();
+        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch");
+        entry.answer = Some(Answer {
+            request,
+            outcome: &text,
+            refused: outcome.is_refusal(),
+        });
+        if let Err(e) = journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
+            tracing::error!(worker = %self.w.id, error = %e, "could not answer request {request}");
+        }
+    }
+
+    /// Ends the worker's process group: at once (SIGKILL) or politely (SIGTERM → grace →
+    /// SIGKILL). A worker that just reached DONE first gets the grace period to exit by itself.
+    fn stop_worker(&mut self, how: Stop) {
+        let Some(worker) = self.worker.take() else {
+            return;
+        };
+        let code = worker.stop(how, self.env.config.worker.stop_grace);
+        reap_orphans(None);
+        self.w.worker_running = false;
+        self.w.exit_code = code.map(i64::from);
+        self.record(vec![Fact::WorkerExited { code }]);
+    }
+
+    fn signal_worker(&mut self, sig: Signal) {
+        if let Some(w) = &self.worker {
+            w.signal(sig);
+        }
+    }
+
+    /// Writes bookkeeping progress that no transition wrote.
+    fn persist_progress(&mut self) {
+        let p = self.w.progress.clone();
+        let entry = Entry::new(&self.w.id, &self.w.repo, "orch").step(&p, &[]);
+        match journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
+            Ok(Committed::Written) => self.dirty = false,
+            Ok(Committed::NotOwner) => {
+                self.dirty = false;
+                self.lease_lost = true;
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn checkpoint(&mut self) {
+        self.last_checkpoint_ms = now_ms();
+        journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id);
+    }
+
+    /// Leaves the worker row consistent when the supervisor stops for any reason.
+    fn finish(&mut self) {
+        // DONE claims still waiting for a fresh verdict get their answer (on what is known)
+        // rather than none; the journal refuses them itself if the lease was lost.
+        for d in self.done_claims.take_all() {
+            self.apply(Event::DoneClaim { via: d.via }, d.request, Vec::new());
+        }
+        if self.worker.is_some() {
+            // Only reached on an error path: never leave a worker running unsupervised.
+            self.stop_worker(Stop::Terminate);
+        }
+        if self.dirty {
+            self.persist_progress();
+        }
+        self.lease.give_up(&mut self.store);
+        self.checkpoint();
+    }
+}

@@ -1,0 +1,303 @@
+//! The worker process as its supervisor sees it: started under the guard in its own process
+//! group with a clean environment, its prompt on stdin, its output pumped by two reader threads
+//! into `worker.log` and — only what matters — into the supervisor's input channel; stopped as
+//! a whole group.
+//!
+//! Memory stays bounded whatever the worker prints: a line is cut at `MAX_LINE` for parsing,
+//! the log file at `MAX_LOG_BYTES`, and the channel is bounded (a busy supervisor makes the
+//! worker wait on its pipe).
+
+use super::input::Input;
+use super::{Env, SuperviseError, session_dir};
+use crate::milestone::parse_line;
+use crate::process::{GroupChild, GroupOptions, Signal, spawn_in_group};
+use crate::store::workers::WorkerRecord;
+use std::io::{Read, Write};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Longest part of a line kept for milestone parsing (the log gets every byte).
+pub const MAX_LINE: usize = 16 * 1024;
+/// A worker log stops growing here; the rest of the output is counted and discarded.
+pub const MAX_LOG_BYTES: u64 = 64 * 1024 * 1024;
+/// How many inputs the readers may queue before the worker waits on its pipe.
+const CHANNEL_BOUND: usize = 256;
+
+/// How a worker's process group is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGKILL to the whole group at once (permission rule, lost lease).
+    Kill,
+    /// SIGTERM to the group, `worker.stop_grace`, then SIGKILL (timeout, cancel).
+    Terminate,
+    /// DONE: give the worker the grace period to exit by itself first.
+    LetFinish,
+}
+
+/// A running worker: its group and the channel its readers feed.
+pub struct WorkerProcess {
+    child: GroupChild,
+    output: Option<Receiver<Input>>,
+}
+
+impl WorkerProcess {
+    /// Starts the configured worker command for `w` under `orch __guard`, which leads the
+    /// group and takes it down if this supervisor dies (see process.rs).
+    pub fn start(env: &Env, w: &WorkerRecord) -> Result<WorkerProcess, SuperviseError> {
+        let dir = session_dir(env.state_dir, &w.id);
+        let _ = std::fs::create_dir_all(&dir);
+        let argv = &env.config.worker.command;
+        let start_error = |source| SuperviseError::Start {
+            id: w.id.clone(),
+            argv: argv.join(" "),
+            source,
+        };
+        let prompt = std::fs::read(dir.join("prompt.md")).unwrap_or_default();
+        let mut cmd = std::process::Command::new(env.orch_exe);
+        cmd.arg(crate::process::GUARD_COMMAND)
+            .arg("--parent")
+            .arg(std::process::id().to_string())
+            .arg("--")
+            .args(argv)
+            .current_dir(&w.worktree)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for var in &env.config.worker.env_passthrough {
+            if Some(var) == env.config.forge.token_env.as_ref() {
+                continue; // never the forge token, whatever the configuration says
+            }
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+        cmd.env("ORCH_WORKER_ID", &w.id)
+            .env("ORCH_REPO", &w.repo)
+            .env("ORCH_TASK", &w.task)
+            .env("ORCH_CI_GUIDE", dir.join("ci-guide.md"))
+            .env("ORCH_STATE_DIR", env.state_dir)
+            .env("ORCH_CONFIG", env.config_path)
+            .env("ORCH_CONTRACT", env.contract_path)
+            .env("ORCH_BRANCH", &w.branch)
+            .env("ORCH_PUSH_REMOTE", &w.remote)
+            .env("ORCH_BIN", env.orch_exe);
+        let mut child = spawn_in_group(
+            &mut cmd,
+            &GroupOptions {
+                die_with_parent: true,
+            },
+        )
+        .map_err(start_error)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("worker.log"))
+            .map_err(start_error)?;
+        let log = Arc::new(Mutex::new(LogSink {
+            written: log.metadata().map(|m| m.len()).unwrap_or(0),
+            file: log,
+            truncated: false,
+        }));
+        let (tx, rx) = sync_channel(CHANNEL_BOUND);
+        let patterns = env.contract.permission.patterns.clone();
+        let c = child.child_mut();
+        if let Some(mut stdin) = c.stdin.take() {
+            // A worker that never reads its stdin must not block the supervisor, and one that
+            // exits before reading it must not kill it: orch runs with SIGPIPE's default
+            // disposition (main.rs), so the write must see EPIPE instead. SIGPIPE from a
+            // write is thread-directed: blocking it in this thread alone is enough.
+            std::thread::spawn(move || {
+                block_sigpipe_in_this_thread();
+                let _ = stdin.write_all(&prompt);
+            });
+        }
+        if let Some(out) = c.stdout.take() {
+            let (tx, log, pats) = (tx.clone(), log.clone(), patterns.clone());
+            std::thread::spawn(move || pump(out, tx, log, pats));
+        }
+        if let Some(err) = c.stderr.take() {
+            std::thread::spawn(move || pump(err, tx, log, patterns));
+        }
+        Ok(WorkerProcess {
+            child,
+            output: Some(rx),
+        })
+    }
+
+    /// The group leader's pid (the group id).
+    pub fn pid(&self) -> i64 {
+        self.child.pid() as i64
+    }
+
+    /// The worker's exit status, if it has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        let _ = self.child.signal_group(sig);
+    }
+
+    /// What the readers sent, waiting up to `wait` for the first input; `None` once both
+    /// readers are done (EOF) and everything was taken.
+    pub fn output(&mut self, wait: Duration) -> Option<Vec<Input>> {
+        let rx = self.output.as_ref()?;
+        let mut inputs = Vec::new();
+        let mut closed = false;
+        match rx.recv_timeout(wait) {
+            Ok(i) => inputs.push(i),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => closed = true,
+        }
+        while inputs.len() < CHANNEL_BOUND {
+            match rx.try_recv() {
+                Ok(i) => inputs.push(i),
+                Err(_) => break,
+            }
+        }
+        if closed {
+            // Both readers are done: later calls answer None at once.
+            self.output = None;
+        }
+        Some(inputs)
+    }
+
+    /// Stops the group (the worker already exited: sweeps what it left behind, so that the
+    /// readers reach EOF); returns its exit code.
+    pub fn stop(mut self, how: Stop, grace: Duration) -> Option<i32> {
+        let status = match how {
+            Stop::Kill => {
+                let _ = self.child.signal_group(Signal::KILL);
+                self.child.terminate(Duration::from_millis(200))
+            }
+            Stop::Terminate => self.child.terminate(grace),
+            Stop::LetFinish => match self.child.wait_timeout(grace) {
+                Ok(Some(_)) => self.child.terminate(Duration::from_millis(200)),
+                _ => self.child.terminate(grace),
+            },
+        };
+        status.ok().and_then(|s| s.code())
+    }
+
+    /// Sweeps the group of a worker that exited (background processes it left must not
+    /// outlive it), keeping the readers so that its last lines can still be taken.
+    pub fn sweep(&mut self) {
+        let _ = self.child.terminate(Duration::from_millis(500));
+    }
+}
+
+/// Appends worker output to `worker.log`, up to `MAX_LOG_BYTES`.
+struct LogSink {
+    file: std::fs::File,
+    written: u64,
+    truncated: bool,
+}
+
+impl LogSink {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.truncated {
+            return;
+        }
+        let room = MAX_LOG_BYTES.saturating_sub(self.written) as usize;
+        let take = bytes.len().min(room);
+        let _ = self.file.write_all(&bytes[..take]);
+        self.written += take as u64;
+        if take < bytes.len() {
+            self.truncated = true;
+            let _ = writeln!(
+                self.file,
+                "\n[orch] worker.log truncated at {MAX_LOG_BYTES} bytes; further output discarded"
+            );
+        }
+    }
+}
+
+/// Reads one stream of the worker until EOF. Runs on its own thread.
+fn pump(
+    mut stream: impl Read,
+    tx: SyncSender<Input>,
+    log: Arc<Mutex<LogSink>>,
+    patterns: Vec<String>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut line: Vec<u8> = Vec::with_capacity(1024);
+    let mut last_activity = std::time::Instant::now() - Duration::from_secs(10);
+    loop {
+        let n = match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        log.lock().expect("log lock").write(&buf[..n]);
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                let text = String::from_utf8_lossy(&line).into_owned();
+                line.clear();
+                if let Some(sig) = parse_line(&text, &patterns) {
+                    // Blocking send: if the supervisor is busy the worker waits on its pipe,
+                    // which is what bounds memory.
+                    if tx.send(Input::Line(sig, text)).is_err() {
+                        return;
+                    }
+                }
+            } else if line.len() < MAX_LINE {
+                line.push(b);
+            }
+        }
+        if last_activity.elapsed() >= Duration::from_secs(1) {
+            last_activity = std::time::Instant::now();
+            let _ = tx.try_send(Input::Activity);
+        }
+    }
+    if !line.is_empty() {
+        let text = String::from_utf8_lossy(&line).into_owned();
+        if let Some(sig) = parse_line(&text, &patterns) {
+            let _ = tx.send(Input::Line(sig, text));
+        }
+    }
+}
+
+/// Reaps zombie children other than the worker leader `leader` (whose status `GroupChild`
+/// owns). Orphans of the worker are reparented to the supervisor (a subreaper), not to init.
+pub fn reap_orphans(leader: Option<i64>) {
+    let me = std::process::id() as i32;
+    let leader = leader.map(|p| p as i32);
+    let my_group = rustix::process::getpgrp().as_raw_nonzero().get();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if Some(pid) == leader {
+            continue;
+        }
+        // Children in our own group (git commands, run by a thread that waits for them
+        // itself: the resume pass) are not orphans; reaping one would steal its status.
+        if let Some(st) = crate::process::proc_stat(pid)
+            && st.ppid == me
+            && st.state == 'Z'
+            && st.pgrp != my_group
+            && let Some(p) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+        }
+    }
+}
+
+/// Blocks SIGPIPE for the calling thread (a write to a closed pipe then fails with EPIPE).
+fn block_sigpipe_in_this_thread() {
+    // SAFETY: plain libc calls on a local, initialised signal set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}

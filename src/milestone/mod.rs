@@ -1,0 +1,287 @@
+//! The worker state machine: one pure function `step(contract, state, event, now)` that every
+//! event source feeds — output lines, `orch report`, CI verdicts, timers, operators.
+//!
+//! Legality comes from the contract file. The machine never does I/O: claims that need proof
+//! arrive already checked (a `Push` carries a SHA the supervisor resolved and found on the
+//! remote; a `DoneClaim` is judged against the verdict the supervisor last fed in). The
+//! returned effects (kill the worker, release the lock, alert, checkpoint, …) are carried out
+//! by the supervisor.
+
+use crate::ci::verdict::VerdictKind;
+use crate::contract::Contract;
+use crate::sha::Sha;
+use serde::{Deserialize, Serialize};
+
+/// The milestones every contract defines (see `contract::REQUIRED_STATES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Milestone {
+    Working,
+    PushedToCi,
+    FixingCi,
+    Done,
+    Blocked,
+    BlockedPermission,
+    Paused,
+    Failed,
+    Cancelled,
+}
+
+impl Milestone {
+    pub const ALL: [Milestone; 9] = [
+        Milestone::Working,
+        Milestone::PushedToCi,
+        Milestone::FixingCi,
+        Milestone::Done,
+        Milestone::Blocked,
+        Milestone::BlockedPermission,
+        Milestone::Paused,
+        Milestone::Failed,
+        Milestone::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Milestone::Working => "WORKING",
+            Milestone::PushedToCi => "PUSHED_TO_CI",
+            Milestone::FixingCi => "FIXING_CI",
+            Milestone::Done => "DONE",
+            Milestone::Blocked => "BLOCKED",
+            Milestone::BlockedPermission => "BLOCKED_PERMISSION",
+            Milestone::Paused => "PAUSED",
+            Milestone::Failed => "FAILED",
+            Milestone::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Milestone> {
+        Milestone::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// DONE, FAILED, CANCELLED: nothing happens to the worker after these.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Milestone::Done | Milestone::Failed | Milestone::Cancelled
+        )
+    }
+}
+
+impl std::fmt::Display for Milestone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which channel a worker's claim came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// A line on the worker's stdout/stderr.
+    Output,
+    /// `orch report`.
+    Report,
+}
+
+/// What the machine knows about one worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub milestone: Milestone,
+    /// Where a PAUSED worker returns to.
+    pub paused_from: Option<Milestone>,
+    pub since_ms: i64,
+    /// When the current milestone times out (None: no timeout for it).
+    pub deadline_ms: Option<i64>,
+    pub extended: bool,
+    pub warned: bool,
+    pub fix_attempts: u32,
+    /// The last pushed (and verified) SHA; CI is followed for it alone.
+    pub tracked_sha: Option<Sha>,
+    pub pushed_ms: Option<i64>,
+    pub verdict: Option<VerdictKind>,
+    pub failed_jobs: Vec<String>,
+    pub verdict_detail: Option<String>,
+    /// Last output line, commit or milestone.
+    pub last_progress_ms: i64,
+    pub permission_denials: u32,
+    /// Why a worker stopped (timeout, permission, attempts exhausted, cancelled, …).
+    pub end_reason: Option<String>,
+}
+
+impl Progress {
+    pub fn new(contract: &Contract, now: i64) -> Progress {
+        let mut p = Progress {
+            milestone: Milestone::Working,
+            paused_from: None,
+            since_ms: now,
+            deadline_ms: None,
+            extended: false,
+            warned: false,
+            fix_attempts: 0,
+            tracked_sha: None,
+            pushed_ms: None,
+            verdict: None,
+            failed_jobs: Vec::new(),
+            verdict_detail: None,
+            last_progress_ms: now,
+            permission_denials: 0,
+            end_reason: None,
+        };
+        p.enter(contract, Milestone::Working, now);
+        p
+    }
+
+    pub(crate) fn enter(&mut self, contract: &Contract, to: Milestone, now: i64) {
+        self.milestone = to;
+        self.since_ms = now;
+        self.deadline_ms = contract
+            .timeouts
+            .get(to.as_str())
+            .map(|t| now + t.timeout.as_millis() as i64);
+        self.extended = false;
+        self.warned = false;
+        self.last_progress_ms = now;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The worker printed something (progress; milestone lines are parsed into claims by the
+    /// caller, and plain output arrives coalesced, at most about once a second).
+    Output,
+    /// A new commit appeared on the worker's branch (progress).
+    Commit,
+    /// WORKING, FIXING_CI, BLOCKED, BLOCKED_PERMISSION claimed by the worker.
+    Claim {
+        milestone: Milestone,
+        note: String,
+        via: Channel,
+    },
+    /// A PUSHED_TO_CI claim whose SHA was resolved and found on the remote.
+    Push {
+        sha: Sha,
+        pushed_ms: i64,
+        via: Channel,
+    },
+    /// A PUSHED_TO_CI claim that failed verification.
+    PushRejected {
+        claimed: String,
+        reason: String,
+        via: Channel,
+    },
+    /// The worker says DONE; judged against the last verdict for the tracked SHA.
+    DoneClaim {
+        via: Channel,
+    },
+    /// A line matching the permission rule's patterns.
+    PermissionDenial {
+        line: String,
+    },
+    /// orch's own CI verdict for `sha`.
+    Verdict {
+        sha: Sha,
+        kind: VerdictKind,
+        failed_jobs: Vec<String>,
+        detail: String,
+    },
+    /// The worker process ended.
+    WorkerExited {
+        code: Option<i32>,
+    },
+    /// Time passes: warnings and timeouts.
+    Tick,
+    Cancel {
+        by: String,
+        reason: String,
+    },
+    /// orch gives up on the worker (e.g. respawns exhausted); the lock is kept.
+    Fail {
+        kind: String,
+        reason: String,
+    },
+    /// The spawner could not prepare the worker (worktree, prompts): it never ran.
+    SpawnFailed {
+        reason: String,
+    },
+    /// A resumer took the worker over: its milestone's timers start afresh, and a
+    /// `replacement` worker starts with a clean slate (no end reason, no denials counted).
+    Resumed {
+        replacement: bool,
+    },
+    /// The forge could not be read for the tracked SHA (after retries, or a blocking error):
+    /// someone has to hear about it; the state does not change.
+    ForgeUnavailable {
+        /// `forge_unavailable` (transient, threshold reached) or `forge_blocking`.
+        kind: String,
+        message: String,
+    },
+    /// Cascade protection: an upstream repository went red / green again.
+    Pause {
+        reason: String,
+    },
+    Resume,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Transition {
+        from: Milestone,
+        to: Milestone,
+        reason: String,
+    },
+    /// Recorded; the state did not change.
+    Violation {
+        kind: String,
+        detail: String,
+    },
+    Alert {
+        severity: Severity,
+        kind: String,
+        message: String,
+    },
+    /// Stop the worker's process group: at once (permission rule) or SIGTERM → grace → SIGKILL.
+    StopWorker {
+        immediate: bool,
+        reason: String,
+    },
+    /// Suspend / continue the worker's process group (cascade pause).
+    SuspendWorker,
+    ContinueWorker,
+    ReleaseLock {
+        reason: String,
+    },
+    /// Follow CI for this SHA from now on (and forget the previous one).
+    Track {
+        sha: Sha,
+    },
+    Checkpoint,
+}
+
+mod line;
+mod step;
+
+pub use line::{LineSignal, parse_line, sha_in};
+pub use step::step;
+#[cfg(test)]
+use step::transition;
+
+#[cfg(test)]
+mod tests;

@@ -11,6 +11,7 @@
 //! Threads: the main thread owns the worker (so its parent-death signal stays armed) and runs
 //! the loop; two reader threads pump the worker's output; one thread asks the forge.
 
+mod act;
 mod ci;
 mod claims;
 mod done;
@@ -22,13 +23,12 @@ pub use input::{Input, Outcome};
 pub use lease::{LEASE_FROM_ENV, LEASE_MS};
 pub use worker::{MAX_LINE, MAX_LOG_BYTES};
 
-use super::journal::{self, Answer, Committed, Entry, Fact, Writer};
+use super::journal::{self, Fact};
 use crate::config::Config;
 use crate::contract::Contract;
 use crate::forge::Forge;
 use crate::forge::follow::CiFollower;
-use crate::milestone::{Channel, Effect, Event, LineSignal, Milestone, sha_in, step};
-use crate::process::Signal;
+use crate::milestone::{Channel, Event, LineSignal, Milestone, sha_in};
 use crate::store::workers::{self as ws, Request, RequestKind, VerdictRow, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms};
 use ci::{CiAnswer, CiLink, ForgeBackoff};
@@ -493,183 +493,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if !self.done_claims.is_empty() {
             self.poll_ci(true);
         }
-    }
-
-    /// Runs one event through the state machine, commits the result (with `facts` and the
-    /// answer to `request`) through the journal, then carries out the effects only the
-    /// worker's owner can: stopping or signalling its group, following CI for a new SHA.
-    fn apply(&mut self, event: Event, request: Option<i64>, facts: Vec<Fact>) -> Outcome {
-        let before = self.w.progress.clone();
-        let (after, effects) = step(self.env.contract, &self.w.id, &before, &event, now_ms());
-        if effects.is_empty() && request.is_none() && facts.is_empty() {
-            // Bookkeeping only (the time of the last progress, a repeated claim): written with
-            // the next tick, so a worker repeating itself costs no write per line.
-            let changed = after != before;
-            self.w.progress = after;
-            self.dirty |= changed;
-            return if changed || matches!(event, Event::Claim { .. } | Event::Push { .. }) {
-                Outcome::Accepted
-            } else {
-                Outcome::NoChange
-            };
-        }
-        let outcome = effects
-            .iter()
-            .rev()
-            .find_map(|e| match e {
-                Effect::Transition { from, to, .. } => Some(Outcome::Moved {
-                    from: *from,
-                    to: *to,
-                }),
-                Effect::Violation { kind, detail } => Some(Outcome::Refused {
-                    kind: kind.clone(),
-                    detail: detail.clone(),
-                }),
-                _ => None,
-            })
-            .unwrap_or(if after == before && effects.is_empty() {
-                if matches!(event, Event::Claim { .. } | Event::Push { .. }) {
-                    Outcome::Accepted
-                } else {
-                    Outcome::NoChange
-                }
-            } else {
-                Outcome::Accepted
-            });
-        // The permission rule's stop lands before anything is written: the group gets no more
-        // time to act while SQLite and the checkpoint are busy. (stop_worker below reaps it.)
-        if effects.iter().any(|e| {
-            matches!(
-                e,
-                Effect::StopWorker {
-                    immediate: true,
-                    ..
-                }
-            )
-        }) && let Some(w) = &self.worker
-        {
-            w.signal(Signal::KILL);
-        }
-        let text = outcome.to_string();
-        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch").step(&after, &effects);
-        entry.facts = facts;
-        entry.answer = request.map(|r| Answer {
-            request: r,
-            outcome: &text,
-            refused: outcome.is_refusal(),
-        });
-        match journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            Ok(Committed::Written) => {}
-            Ok(Committed::NotOwner) => {
-                // Another supervisor owns the worker now (this one's lease expired): its state
-                // is not ours to change, nor its worker ours to act on.
-                self.lease_lost = true;
-                return Outcome::LeaseLost;
-            }
-            Err(e) => {
-                tracing::error!(worker = %self.w.id, error = %e, "could not persist worker state")
-            }
-        }
-        self.w.progress = after;
-        self.dirty = false;
-        if effects.contains(&Effect::Checkpoint) {
-            self.last_checkpoint_ms = now_ms();
-        }
-        for e in &effects {
-            match e {
-                Effect::Transition { from, to, reason } => {
-                    tracing::info!(worker = %self.w.id, "{from} -> {to}: {reason}");
-                }
-                Effect::StopWorker { immediate, reason } => {
-                    tracing::info!(worker = %self.w.id, reason, "stopping worker");
-                    let how = if *immediate {
-                        Stop::Kill
-                    } else if reason == "done" {
-                        Stop::LetFinish
-                    } else {
-                        Stop::Terminate
-                    };
-                    self.stop_worker(how);
-                }
-                Effect::SuspendWorker => self.signal_worker(Signal::STOP),
-                Effect::ContinueWorker => self.signal_worker(Signal::CONT),
-                Effect::Track { sha } => {
-                    if let Some(old) = &before.tracked_sha
-                        && old != sha
-                    {
-                        self.follower.forget(&self.w.repo, old);
-                    }
-                    self.next_poll_ms = 0;
-                }
-                // Durable effects: carried out by the journal.
-                Effect::Violation { .. }
-                | Effect::Alert { .. }
-                | Effect::ReleaseLock { .. }
-                | Effect::Checkpoint => {}
-            }
-        }
-        outcome
-    }
-
-    /// Records facts alone (no event for the machine).
-    fn record(&mut self, facts: Vec<Fact>) {
-        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch");
-        entry.facts = facts;
-        if let Err(e) = journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            tracing::error!(worker = %self.w.id, error = %e, "could not record");
-        }
-    }
-
-    /// Answers a request that no transition answered.
-    fn answer(&mut self, request: i64, outcome: &Outcome) {
-        let text = outcome.to_string();
-        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch");
-        entry.answer = Some(Answer {
-            request,
-            outcome: &text,
-            refused: outcome.is_refusal(),
-        });
-        if let Err(e) = journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            tracing::error!(worker = %self.w.id, error = %e, "could not answer request {request}");
-        }
-    }
-
-    /// Ends the worker's process group: at once (SIGKILL) or politely (SIGTERM → grace →
-    /// SIGKILL). A worker that just reached DONE first gets the grace period to exit by itself.
-    fn stop_worker(&mut self, how: Stop) {
-        let Some(worker) = self.worker.take() else {
-            return;
-        };
-        let code = worker.stop(how, self.env.config.worker.stop_grace);
-        reap_orphans(None);
-        self.w.worker_running = false;
-        self.w.exit_code = code.map(i64::from);
-        self.record(vec![Fact::WorkerExited { code }]);
-    }
-
-    fn signal_worker(&mut self, sig: Signal) {
-        if let Some(w) = &self.worker {
-            w.signal(sig);
-        }
-    }
-
-    /// Writes bookkeeping progress that no transition wrote.
-    fn persist_progress(&mut self) {
-        let p = self.w.progress.clone();
-        let entry = Entry::new(&self.w.id, &self.w.repo, "orch").step(&p, &[]);
-        match journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            Ok(Committed::Written) => self.dirty = false,
-            Ok(Committed::NotOwner) => {
-                self.dirty = false;
-                self.lease_lost = true;
-            }
-            Err(_) => {}
-        }
-    }
-
-    fn checkpoint(&mut self) {
-        self.last_checkpoint_ms = now_ms();
-        journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id);
     }
 
     /// Leaves the worker row consistent when the supervisor stops for any reason.

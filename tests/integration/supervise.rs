@@ -157,12 +157,7 @@ fn red_ci_then_fix_is_done_after_one_fix_attempt() {
         "{}",
         org.diag(&id)
     );
-    let show = org.show(&id);
-    let pushes = show["pushes"].as_array().unwrap();
-    assert_eq!(pushes.len(), 2, "{show:#}");
-    assert_eq!(pushes[0]["verdict"], "red");
-    assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
-    assert_eq!(pushes[1]["verdict"], "green");
+    let pushes = org.red_then_green_pushes(&id);
     assert_eq!(
         w.progress.tracked_sha.as_deref(),
         pushes[1]["sha"].as_str(),

@@ -257,12 +257,7 @@ fn forgejo_red_then_fixed_is_done_after_one_fix_attempt() {
             "PUSHED_TO_CI->DONE"
         ]
     );
-    let show = org.show(&id);
-    let pushes = show["pushes"].as_array().unwrap();
-    assert_eq!(pushes.len(), 2, "{show:#}");
-    assert_eq!(pushes[0]["verdict"], "red");
-    assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
-    assert_eq!(pushes[1]["verdict"], "green");
+    let pushes = org.red_then_green_pushes(&id);
     assert_eq!(w.progress.tracked_sha.as_deref(), pushes[1]["sha"].as_str());
     assert!(org.locks_of(&id).is_empty());
     assert_token_kept_secret(&org, &fake, &id, &out);

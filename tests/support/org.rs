@@ -98,26 +98,24 @@ pub fn poll_until<T>(
 
 // ---- processes -------------------------------------------------------------------------------
 
+/// `(state, ppid, pgrp, session)` of `pid`, from `/proc/<pid>/stat`.
+fn stat(pid: i32) -> Option<(char, i32, i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    Some((
+        f.first()?.chars().next()?,
+        f.get(1)?.parse().ok()?,
+        f.get(2)?.parse().ok()?,
+        f.get(3)?.parse().ok()?,
+    ))
+}
+
 /// `(pid, state, ppid, pgrp)` of every process, from `/proc/*/stat`.
 pub fn processes() -> Vec<(i32, char, i32, i32)> {
-    let mut out = Vec::new();
-    for pid in pids() {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = text.rfind(')') else {
-            continue;
-        };
-        let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
-        if let (Some(state), Some(ppid), Some(pgrp)) = (
-            f.first().and_then(|s| s.chars().next()),
-            f.get(1).and_then(|s| s.parse().ok()),
-            f.get(2).and_then(|s| s.parse().ok()),
-        ) {
-            out.push((pid, state, ppid, pgrp));
-        }
-    }
-    out
+    pids()
+        .into_iter()
+        .filter_map(|pid| stat(pid).map(|(state, ppid, pgrp, _)| (pid, state, ppid, pgrp)))
+        .collect()
 }
 
 /// Every pid in `/proc`.
@@ -170,17 +168,8 @@ pub fn reaping_late() -> std::sync::RwLockReadGuard<'static, ()> {
 fn reap_detached_children() {
     let me = std::process::id() as i32;
     for pid in pids() {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = text.rfind(')') else {
-            continue;
-        };
-        let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
-        // state ppid pgrp session
-        if f.first() == Some(&"Z")
-            && f.get(1).and_then(|s| s.parse::<i32>().ok()) == Some(me)
-            && f.get(3).and_then(|s| s.parse::<i32>().ok()) == Some(pid)
+        if stat(pid)
+            .is_some_and(|(state, ppid, _, session)| state == 'Z' && ppid == me && session == pid)
         {
             // SAFETY: waitpid on one pid, no status wanted; WNOHANG never blocks.
             unsafe {
@@ -914,6 +903,18 @@ impl Org {
     /// `orch sessions show <id> --json`.
     pub fn show(&self, id: &str) -> Value {
         self.json(&["sessions", "show", id, "--json"])
+    }
+
+    /// The pushes of `orch sessions show <id>`, checked to be two: the first red (job `test`
+    /// failed), the second green.
+    pub fn red_then_green_pushes(&self, id: &str) -> Vec<Value> {
+        let show = self.show(id);
+        let pushes = show["pushes"].as_array().unwrap().clone();
+        assert_eq!(pushes.len(), 2, "{show:#}");
+        assert_eq!(pushes[0]["verdict"], "red");
+        assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
+        assert_eq!(pushes[1]["verdict"], "green");
+        pushes
     }
 
     /// Lines of `alerts.jsonl` for worker `id`.

@@ -2,12 +2,11 @@
 //! scenario, with payloads shaped like the real server's (see
 //! `shared/reference/forgejo-actions-api.md` §2 and §8).
 //!
-//! Use it from any test crate:
+//! The integration tests reach it as `crate::support::fake_forgejo`; `benches/resume.rs`
+//! includes this file with `#[path]`:
 //!
 //! ```ignore
-//! #[path = "support/fake_forgejo.rs"]
-//! mod fake_forgejo;
-//! use fake_forgejo::FakeForgejo;
+//! use crate::support::fake_forgejo::FakeForgejo;
 //!
 //! let fake = FakeForgejo::start("11.0.1+gitea-1.22.0").await;
 //! let run = fake.add_run("alpha", SHA, "push", &[("build", "running"), ("radicle-push", "waiting")]);

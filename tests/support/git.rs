@@ -1,6 +1,6 @@
 //! The tests' `git`: runs git in a directory with a fixed identity and no system
 //! configuration, and returns its trimmed stdout (panicking with stderr on failure).
-//! Included with `#[path]` by the support modules and test files that drive git.
+//! Included by `support/org.rs` (re-exported by `support`): repository creation, commits, pushes.
 
 use std::path::Path;
 use std::process::Command;
@@ -24,4 +24,34 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository in `dir` (created) with a `main` branch and one commit (`README` saying `name`).
+pub fn init_repo(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("README"), format!("{name}\n")).unwrap();
+    git(dir, &["add", "README"]);
+    git(dir, &["commit", "-q", "-m", "initial"]);
+}
+
+/// Writes `content` to `file` in `repo`, commits it with `message`; returns the new commit's SHA.
+pub fn commit_file(repo: &Path, file: &str, content: &str, message: &str) -> String {
+    std::fs::write(repo.join(file), content).unwrap();
+    git(repo, &["add", file]);
+    git(repo, &["commit", "-q", "-m", message]);
+    git(repo, &["rev-parse", "HEAD"])
+}
+
+/// `git push -q <remote> HEAD:refs/heads/<branch>` in `repo`.
+pub fn push_head(repo: &Path, remote: &Path, branch: &str) {
+    git(
+        repo,
+        &[
+            "push",
+            "-q",
+            remote.to_str().unwrap(),
+            &format!("HEAD:refs/heads/{branch}"),
+        ],
+    );
 }

@@ -1,20 +1,37 @@
-//! Temp organisations for end-to-end tests: real git repositories, a repos.yaml, a test copy
-//! of the contract with short timeouts, and the real `orch` binary driven as a user would.
+//! Temp organisations, the one harness of the integration tests: real git repositories, a
+//! repos.yaml, a test copy of the contract, scripted workers from `tests/workers/`, the real
+//! `orch` binary driven as a user would, and helpers to read the database, wait for things,
+//! kill processes with SIGKILL and find anything a run left alive.
 //!
 //! ```ignore
-//! #[path = "support/org.rs"]
-//! mod org;
-//! let org = org::Org::new(org::Spec::local("happy.sh").repo(org::RepoSpec::new("alpha").job(org::job("test", "true"))));
+//! use crate::support::{Org, RepoSpec, Spec, job};
+//! let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha").job(job("test", "true"))));
 //! let (out, id) = org.spawn_foreground("alpha", "add a feature");
+//! // the crash-safety suites: gated CI, `resume_worker.sh`, a respawn bound
+//! let org = Org::new(Spec::resumable(&[("core", &[]), ("vm", &["core"])]));
+//! ```
+//!
+//! Layout of the temporary directory:
+//! ```text
+//! repos.yaml, worker-completion.yaml   the organisation and the test contract
+//! repos/<name>/     the clones (main + one commit); on Forgejo clones of origins/<name>.git
+//! state/            orch's state directory (orch.db, checkpoints, sessions, forge/)
+//! out/              `$E2E_OUT` of the workers (tests/workers/lib.sh): dumps, release files
+//! ctl/              the workers' control directory, their `$1` (tests/workers/chaos_lib.sh):
+//!                   prompts/, lives/, marks/, gates/
 //! ```
 //!
 //! Everything a test waits for is polled with a deadline ([`poll_until`]); nothing sleeps a
 //! fixed time. [`assert_clean`] is the after-test check: no process of the worker's group is
 //! left (not even a zombie) and no zombie child of the test process lingers.
+//!
+//! Included once by the integration test crate (`tests/support/mod.rs`) and, with `#[path]`,
+//! by `benches/supervisors.rs`: it must compile on its own (no `super::` or `crate::`).
 #![allow(dead_code)]
 
+use orch::config::Config;
 use orch::store::Store;
-use orch::store::workers::{WorkerEvent, WorkerRecord};
+use orch::store::workers::{self as ws, PushRecord, WorkerEvent, WorkerRecord};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -31,6 +48,11 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 /// directory (for dumps such as `env`, and for release files).
 pub const OUT_VAR: &str = "E2E_OUT";
 
+/// The contract the repository ships.
+pub fn shipped_contract() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("contracts/worker-completion.yaml")
+}
+
 /// Absolute path of a scripted worker in `tests/workers/`.
 pub fn worker_script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -40,55 +62,70 @@ pub fn worker_script(name: &str) -> PathBuf {
 
 #[path = "git.rs"]
 mod git_cmd;
-pub use git_cmd::git;
+// Not every includer uses every helper (benches/supervisors.rs).
+#[allow(unused_imports)]
+pub use git_cmd::{commit_file, git, init_repo, push_head};
+
+// ---- waiting ---------------------------------------------------------------------------------
+
+/// Polls `f` until it returns `Some`, for at most `limit`; `None` when time ran out. The one
+/// polling loop: 5 ms between the first tries, backing off to 50 ms.
+pub fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
 
 /// Polls `f` until it returns `Some`, or panics naming `what` (plus `diag()`) after `limit`.
 pub fn poll_until<T>(
     what: &str,
     limit: Duration,
-    mut f: impl FnMut() -> Option<T>,
+    f: impl FnMut() -> Option<T>,
     diag: impl FnOnce() -> String,
 ) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() >= deadline {
-            panic!("timed out after {limit:?} waiting for {what}\n{}", diag());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll(limit, f)
+        .unwrap_or_else(|| panic!("timed out after {limit:?} waiting for {what}\n{}", diag()))
 }
 
-// ---- /proc -----------------------------------------------------------------------------------
+// ---- processes -------------------------------------------------------------------------------
+
+/// `(state, ppid, pgrp, session)` of `pid`, from `/proc/<pid>/stat`.
+fn stat(pid: i32) -> Option<(char, i32, i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    Some((
+        f.first()?.chars().next()?,
+        f.get(1)?.parse().ok()?,
+        f.get(2)?.parse().ok()?,
+        f.get(3)?.parse().ok()?,
+    ))
+}
 
 /// `(pid, state, ppid, pgrp)` of every process, from `/proc/*/stat`.
 pub fn processes() -> Vec<(i32, char, i32, i32)> {
-    let mut out = Vec::new();
+    pids()
+        .into_iter()
+        .filter_map(|pid| stat(pid).map(|(state, ppid, pgrp, _)| (pid, state, ppid, pgrp)))
+        .collect()
+}
+
+/// Every pid in `/proc`.
+fn pids() -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
+        return Vec::new();
     };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = text.rfind(')') else {
-            continue;
-        };
-        let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
-        if let (Some(state), Some(ppid), Some(pgrp)) = (
-            f.first().and_then(|s| s.chars().next()),
-            f.get(1).and_then(|s| s.parse().ok()),
-            f.get(2).and_then(|s| s.parse().ok()),
-        ) {
-            out.push((pid, state, ppid, pgrp));
-        }
-    }
-    out
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .collect()
 }
 
 /// Every process (zombies included) whose process group is `pgid`.
@@ -98,6 +135,48 @@ pub fn group_members(pgid: i32) -> Vec<(i32, char)> {
         .filter(|p| p.3 == pgid)
         .map(|p| (p.0, p.1))
         .collect()
+}
+
+/// Pids of the live (not zombie, not dead) processes in group `pgid`.
+pub fn live_members(pgid: i32) -> Vec<i32> {
+    group_members(pgid)
+        .into_iter()
+        .filter(|(_, s)| !matches!(s, 'Z' | 'X' | 'x'))
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Taken for reading by a test while children of the test process it started may stay
+/// unreaped for a while (several started at once and waited for in turn, a driver loop that
+/// reaps between other work); for writing by [`assert_clean`] while it looks for zombie
+/// children. All the tests share one process: without this, one test's children waiting to
+/// be reaped would count as another test's zombies.
+static LATE_REAPING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Held (see [`LATE_REAPING`]) for as long as the caller has children it reaps late.
+pub fn reaping_late() -> std::sync::RwLockReadGuard<'static, ()> {
+    LATE_REAPING
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Reaps the zombie children of the test process that led their own session: local-forge CI
+/// runners that a test started by calling the forge in this process (`local_forge`,
+/// `ci_cli`). The library never waits for a runner, by design (it is detached, and outside
+/// the tests its starter exits at once); nothing in the tests waits for one either, and no
+/// other child of the test process leads a session.
+fn reap_detached_children() {
+    let me = std::process::id() as i32;
+    for pid in pids() {
+        if stat(pid)
+            .is_some_and(|(state, ppid, _, session)| state == 'Z' && ppid == me && session == pid)
+        {
+            // SAFETY: waitpid on one pid, no status wanted; WNOHANG never blocks.
+            unsafe {
+                libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG);
+            }
+        }
+    }
 }
 
 fn zombie_children_of_me() -> Vec<i32> {
@@ -113,7 +192,8 @@ fn zombie_children_of_me() -> Vec<i32> {
 /// ran. Waits (bounded) for the group to be empty — no live member and no zombie: a zombie
 /// means orch did not reap it — then checks that no zombie child of the test process stays.
 /// Tests run in parallel threads of this process, so a zombie of another test's
-/// `Command::output()` can exist for an instant: only one that persists counts.
+/// `Command::output()` can exist for an instant: only one that persists counts; tests that
+/// reap their children late are waited for ([`reaping_late`]).
 pub fn assert_clean(pgid: Option<i32>) {
     if let Some(pgid) = pgid {
         assert!(pgid > 1, "bad worker pgid {pgid}");
@@ -124,20 +204,26 @@ pub fn assert_clean(pgid: Option<i32>) {
             || format!("members: {:?}", group_members(pgid)),
         );
     }
-    let first = zombie_children_of_me();
-    if first.is_empty() {
-        return;
-    }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut lasting = first;
-    while !lasting.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = zombie_children_of_me();
-        lasting.retain(|p| now.contains(p));
-    }
-    assert!(
-        lasting.is_empty(),
-        "zombie children of the test process: {lasting:?}"
+    let _alone = LATE_REAPING
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    reap_detached_children();
+    let mut lasting = zombie_children_of_me();
+    poll_until(
+        "no lasting zombie children of the test process",
+        Duration::from_secs(2),
+        || {
+            reap_detached_children();
+            let now = zombie_children_of_me();
+            lasting.retain(|p| now.contains(p));
+            lasting.is_empty().then_some(())
+        },
+        || {
+            format!(
+                "zombie children of the test process: {:?}",
+                zombie_children_of_me()
+            )
+        },
     );
 }
 
@@ -153,6 +239,100 @@ pub fn memory_kib(pid: i32) -> Option<(u64, u64)> {
     Some((field("VmHWM:")?, field("VmRSS:")?))
 }
 
+pub fn kill9(pid: i32) {
+    if pid > 1 {
+        // SAFETY: kill(2) with a positive pid signals that one process only.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+pub fn cmdline(pid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        String::from_utf8_lossy(&raw)
+            .split('\0')
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// Live (non-zombie) processes other than this one whose command line or working directory
+/// mentions `dir`.
+pub fn processes_under(dir: &Path) -> Vec<(i32, String)> {
+    let needle = dir.display().to_string();
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    for pid in pids() {
+        if pid == me || !orch::process::process_alive(pid, None) {
+            continue;
+        }
+        let cmd = cmdline(pid).unwrap_or_default();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        if cmd.contains(&needle) || cwd.starts_with(&needle) {
+            out.push((pid, format!("{cmd}  (cwd {cwd})")));
+        }
+    }
+    out
+}
+
+/// A pid that belonged to a process which has exited, with that process's start time.
+pub fn dead_pid() -> (i64, i64) {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id() as i32;
+    // Readable until reaped (running or zombie).
+    let start = orch::process::proc_stat(pid)
+        .map(|s| s.start_ticks as i64)
+        .unwrap_or(1);
+    c.wait().unwrap();
+    (pid as i64, start)
+}
+
+// ---- orch ------------------------------------------------------------------------------------
+
+/// `orch` with no `ORCH_*` variable inherited from whoever runs the tests, and no stdin.
+pub fn orch_cmd() -> Command {
+    let mut c = Command::new(ORCH);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| k.starts_with("ORCH_")) {
+            c.env_remove(k);
+        }
+    }
+    c.stdin(std::process::Stdio::null());
+    c
+}
+
+/// stdout then stderr of a finished command, as text.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The `resumed` entry of `id` in an `orch resume --json` answer.
+pub fn resumed_entry<'a>(answer: &'a Value, id: &str) -> Option<&'a Value> {
+    answer["resumed"]
+        .as_array()?
+        .iter()
+        .find(|r| r["worker_id"] == id)
+}
+
+/// The status of `job` in the CI runs JSON of a push record.
+pub fn job_status(push: &PushRecord, job: &str) -> Option<String> {
+    push.runs
+        .as_ref()?
+        .iter()
+        .flat_map(|r| &r.jobs)
+        .find(|j| j.name == job)
+        .map(|j| j.status.as_str().to_string())
+}
+
 // ---- the organisation ------------------------------------------------------------------------
 
 /// One `ci.jobs` entry of the local forge.
@@ -161,13 +341,17 @@ pub struct Job {
     pub name: String,
     pub run: String,
     pub needs: Vec<String>,
+    /// None: orch's default.
+    pub timeout: Option<String>,
 }
 
+/// A job with no `needs` and a 60 s timeout.
 pub fn job(name: &str, run: &str) -> Job {
     Job {
         name: name.into(),
         run: run.into(),
         needs: Vec::new(),
+        timeout: Some("60s".into()),
     }
 }
 
@@ -175,6 +359,29 @@ impl Job {
     pub fn needs(mut self, needs: &[&str]) -> Job {
         self.needs = needs.iter().map(|s| s.to_string()).collect();
         self
+    }
+
+    pub fn timeout(mut self, timeout: Option<&str>) -> Job {
+        self.timeout = timeout.map(str::to_string);
+        self
+    }
+
+    /// The entry as a YAML flow mapping under `ci: jobs:` (the command as a JSON = YAML
+    /// double-quoted string).
+    pub fn yaml(&self) -> String {
+        let mut s = format!(
+            "        - {{name: {}, run: {}",
+            self.name,
+            yaml_str(&self.run)
+        );
+        if !self.needs.is_empty() {
+            s.push_str(&format!(", needs: [{}]", self.needs.join(", ")));
+        }
+        if let Some(t) = &self.timeout {
+            s.push_str(&format!(", timeout: {t}"));
+        }
+        s.push_str("}\n");
+        s
     }
 }
 
@@ -224,6 +431,19 @@ pub enum ForgeSpec {
     },
 }
 
+/// The CI of a local-forge repository that names no jobs of its own: `check`, and the sync
+/// job `radicle-push` needing it.
+#[derive(Debug, Clone, Copy)]
+pub enum Ci {
+    /// `check` passes at once (60 s timeouts): scenarios that do not care about CI.
+    Pass,
+    /// `check` waits until `ctl/gates/all` or `ctl/gates/<repo>` exists (CI stays `running`
+    /// as long as the test wants), then passes when `status.txt` says `good`.
+    Gated,
+    /// `check` sleeps this long, then passes when `status.txt` says `good`.
+    Sleep(Duration),
+}
+
 /// What goes into repos.yaml and the test contract.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -231,30 +451,59 @@ pub struct Spec {
     pub repos: Vec<RepoSpec>,
     /// File name in `tests/workers/`, or an absolute path.
     pub worker: String,
+    pub ci: Ci,
     pub required_jobs: Option<Vec<String>>,
     pub poll_interval: String,
+    /// `ci.start_timeout`: a pushed SHA without a push run after this is `no_run`.
     pub start_timeout: String,
+    /// `forge.lost_hook_grace` (local forge): a pushed ref this old without a CI run gets its
+    /// run started. None: orch's default.
+    pub lost_hook_grace: Option<String>,
     pub stop_grace: String,
     pub max_parallel: usize,
+    /// `worker.max_respawns`; None: orch's default.
+    pub max_respawns: Option<u32>,
     /// `(milestone, timeout, warning_at)` overrides of `timeouts.per_milestone`.
     pub timeouts: Vec<(String, String, String)>,
     pub progress_window: Option<String>,
 }
 
 impl Spec {
+    /// The local forge (4 run slots), CI that passes unless a repository names its jobs.
     pub fn local(worker: &str) -> Spec {
         Spec {
             forge: ForgeSpec::Local(4),
             repos: Vec::new(),
             worker: worker.into(),
+            ci: Ci::Pass,
             required_jobs: None,
             poll_interval: "200ms".into(),
             start_timeout: "60s".into(),
+            lost_hook_grace: None,
             stop_grace: "1s".into(),
             max_parallel: 8,
+            max_respawns: None,
             timeouts: Vec::new(),
             progress_window: None,
         }
+    }
+
+    /// The crash-safety suites' organisation (`resume`, `chaos`): `repos` (name, direct
+    /// dependencies) on the local forge (8 run slots, `lost_hook_grace` 5s), gated CI,
+    /// `resume_worker.sh`, two respawns.
+    pub fn resumable(repos: &[(&str, &[&str])]) -> Spec {
+        let mut spec = Spec::local("resume_worker.sh");
+        spec.forge = ForgeSpec::Local(8);
+        spec.repos = repos
+            .iter()
+            .map(|(name, deps)| RepoSpec::new(name).deps(deps))
+            .collect();
+        spec.ci = Ci::Gated;
+        spec.poll_interval = "300ms".into();
+        spec.start_timeout = "2m".into();
+        spec.lost_hook_grace = Some("5s".into());
+        spec.max_respawns = Some(2);
+        spec
     }
 
     pub fn repo(mut self, r: RepoSpec) -> Spec {
@@ -267,30 +516,97 @@ impl Spec {
             .push((milestone.into(), timeout.into(), warning_at.into()));
         self
     }
+
+    pub fn worker(mut self, worker: &str) -> Spec {
+        self.worker = worker.into();
+        self
+    }
+
+    pub fn ci(mut self, ci: Ci) -> Spec {
+        self.ci = ci;
+        self
+    }
+
+    pub fn max_parallel(mut self, n: usize) -> Spec {
+        self.max_parallel = n;
+        self
+    }
+
+    pub fn max_respawns(mut self, n: u32) -> Spec {
+        self.max_respawns = Some(n);
+        self
+    }
+
+    pub fn start_timeout(mut self, t: &str) -> Spec {
+        self.start_timeout = t.into();
+        self
+    }
+
+    pub fn lost_hook_grace(mut self, t: &str) -> Spec {
+        self.lost_hook_grace = Some(t.into());
+        self
+    }
+
+    /// The jobs of a local-forge repository that names none.
+    fn default_jobs(&self, repo: &str, ctl: &Path) -> Vec<Job> {
+        let status_check = |wait: String| {
+            vec![
+                job("check", &format!("{wait}grep -qx good status.txt")).timeout(Some("2m")),
+                job("radicle-push", "true")
+                    .needs(&["check"])
+                    .timeout(Some("1m")),
+            ]
+        };
+        match self.ci {
+            Ci::Pass => vec![
+                job("check", "true"),
+                job("radicle-push", "true").needs(&["check"]),
+            ],
+            Ci::Gated => status_check(format!(
+                "while [ ! -e '{g}/all' ] && [ ! -e '{g}/{repo}' ]; do sleep 0.05; done; ",
+                g = ctl.join("gates").display()
+            )),
+            Ci::Sleep(d) => status_check(format!("sleep {:.3}; ", d.as_secs_f64())),
+        }
+    }
 }
 
 pub struct Org {
-    _tmp: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
     pub root: PathBuf,
-    pub config: PathBuf,
+    /// repos.yaml
+    pub config_path: PathBuf,
+    /// repos.yaml, loaded.
+    pub config: Config,
     pub state: PathBuf,
+    /// The test contract.
     pub contract: PathBuf,
     /// Outside the state directory; workers see it as `$E2E_OUT`.
     pub out: PathBuf,
+    /// The workers' control directory (their `$1`).
+    pub ctl: PathBuf,
     pub spec: Spec,
     env: Vec<(String, String)>,
 }
 
 fn yaml_str(s: &str) -> String {
+    // A JSON string is a YAML double-quoted string.
     serde_json::to_string(s).unwrap()
 }
 
 impl Org {
     pub fn new(spec: Spec) -> Org {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("orch-it-")
+            .tempdir()
+            .unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
         let out = root.join("out");
         std::fs::create_dir_all(&out).unwrap();
+        let ctl = root.join("ctl");
+        for d in ["prompts", "lives", "marks", "gates"] {
+            std::fs::create_dir_all(ctl.join(d)).unwrap();
+        }
         let worker = if spec.worker.starts_with('/') {
             PathBuf::from(&spec.worker)
         } else {
@@ -302,9 +618,11 @@ impl Org {
         let mut env = vec![(OUT_VAR.to_string(), out.display().to_string())];
         match &spec.forge {
             ForgeSpec::Local(max) => {
-                yaml.push_str(&format!(
-                    "forge: {{kind: local, max_concurrent_runs: {max}}}\n"
-                ));
+                yaml.push_str(&format!("forge: {{kind: local, max_concurrent_runs: {max}"));
+                if let Some(grace) = &spec.lost_hook_grace {
+                    yaml.push_str(&format!(", lost_hook_grace: {grace}"));
+                }
+                yaml.push_str("}\n");
             }
             ForgeSpec::Forgejo {
                 url,
@@ -328,14 +646,18 @@ impl Org {
         }
         yaml.push_str("}\n");
         yaml.push_str(&format!(
-            "worker:\n  command: [sh, {}]\n  env_passthrough: [HOME, PATH, {OUT_VAR}]\n  stop_grace: {}\n  max_parallel: {}\n",
+            "worker:\n  command: [sh, {}, {}]\n  env_passthrough: [HOME, PATH, {OUT_VAR}]\n  stop_grace: {}\n  max_parallel: {}\n",
             yaml_str(&worker.display().to_string()),
+            yaml_str(&ctl.display().to_string()),
             spec.stop_grace,
             spec.max_parallel
         ));
+        if let Some(n) = spec.max_respawns {
+            yaml.push_str(&format!("  max_respawns: {n}\n"));
+        }
         yaml.push_str("repos:\n");
         for r in &spec.repos {
-            let clone = root.join("clones").join(&r.name);
+            let clone = root.join("repos").join(&r.name);
             match &spec.forge {
                 ForgeSpec::Local(_) => init_repo(&clone, &r.name),
                 ForgeSpec::Forgejo { .. } => {
@@ -360,85 +682,61 @@ impl Org {
                 r.deps.join(", ")
             ));
             // On the local forge a repository without CI jobs could never reach DONE (orch
-            // refuses to spawn there): scenarios that do not care get a passing pair.
-            let default_jobs = [
-                Job {
-                    name: "check".into(),
-                    run: "true".into(),
-                    needs: vec![],
-                },
-                Job {
-                    name: "radicle-push".into(),
-                    run: "true".into(),
-                    needs: vec!["check".into()],
-                },
-            ];
-            let jobs: &[Job] = if r.jobs.is_empty() && matches!(spec.forge, ForgeSpec::Local(_)) {
-                &default_jobs
+            // refuses to spawn there): it gets the jobs `spec.ci` says.
+            let jobs = if r.jobs.is_empty() && matches!(spec.forge, ForgeSpec::Local(_)) {
+                spec.default_jobs(&r.name, &ctl)
             } else {
-                &r.jobs
+                r.jobs.clone()
             };
             if !jobs.is_empty() {
                 yaml.push_str("    ci:\n      jobs:\n");
-                for j in jobs {
-                    yaml.push_str(&format!(
-                        "        - {{name: {}, run: {}, needs: [{}], timeout: 60s}}\n",
-                        j.name,
-                        yaml_str(&j.run),
-                        j.needs.join(", ")
-                    ));
+                for j in &jobs {
+                    yaml.push_str(&j.yaml());
                 }
             }
         }
-        let config = root.join("repos.yaml");
-        std::fs::write(&config, &yaml).unwrap();
+        let config_path = root.join("repos.yaml");
+        std::fs::write(&config_path, &yaml).unwrap();
+        let config = Config::load(&config_path).unwrap();
         let contract = root.join("worker-completion.yaml");
         std::fs::write(&contract, test_contract(&spec)).unwrap();
         let org = Org {
-            _tmp: tmp,
+            dir: Some(dir),
             state: root.join("state"),
             root,
+            config_path,
             config,
             contract,
             out,
+            ctl,
             spec,
             env,
         };
         let check = org.run(&["check"]);
         assert!(
             check.status.success(),
-            "orch check refused the test organisation:\n{}\n{}\n--- repos.yaml\n{yaml}",
-            String::from_utf8_lossy(&check.stdout),
-            String::from_utf8_lossy(&check.stderr)
+            "orch check refused the test organisation:\n{}\n--- repos.yaml\n{yaml}",
+            output_text(&check)
         );
         org
     }
 
     pub fn clone_path(&self, repo: &str) -> PathBuf {
-        self.root.join("clones").join(repo)
+        self.root.join("repos").join(repo)
     }
 
     pub fn origin_path(&self, repo: &str) -> PathBuf {
         self.root.join("origins").join(format!("{repo}.git"))
     }
 
-    /// `orch --config … --state-dir … --contract … <args>` with the test's variables, and no
-    /// `ORCH_*` inherited from whoever runs the tests.
+    /// `orch <args>` on this organisation (config, state directory and contract through
+    /// `ORCH_CONFIG`, `ORCH_STATE_DIR`, `ORCH_CONTRACT`) with the test's variables.
     pub fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(ORCH);
-        c.arg("--config")
-            .arg(&self.config)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .arg("--contract")
-            .arg(&self.contract)
-            .args(args)
-            .stdin(std::process::Stdio::null());
-        for (k, _) in std::env::vars_os() {
-            if k.to_str().is_some_and(|k| k.starts_with("ORCH_")) {
-                c.env_remove(k);
-            }
-        }
+        let mut c = orch_cmd();
+        c.env("ORCH_CONFIG", &self.config_path)
+            .env("ORCH_STATE_DIR", &self.state)
+            .env("ORCH_CONTRACT", &self.contract)
+            .args(args);
         for (k, v) in &self.env {
             c.env(k, v);
         }
@@ -449,22 +747,26 @@ impl Org {
         self.cmd(args).output().expect("orch runs")
     }
 
-    /// Runs `orch <args>` expecting a JSON line on stdout.
+    /// Runs `orch <args>` (which should include `--json`) and parses its JSON answer: the
+    /// whole of stdout, or its last line that is a JSON object.
     pub fn json(&self, args: &[&str]) -> Value {
         let out = self.run(args);
         let text = String::from_utf8_lossy(&out.stdout);
-        let line = text
-            .lines()
-            .rev()
-            .find(|l| l.starts_with('{'))
+        serde_json::from_str(&text)
+            .ok()
+            .or_else(|| {
+                text.lines()
+                    .rev()
+                    .find(|l| l.starts_with('{'))
+                    .and_then(|l| serde_json::from_str(l).ok())
+            })
             .unwrap_or_else(|| {
                 panic!(
                     "orch {args:?} printed no JSON (exit {:?}):\n{text}\n{}",
                     out.status.code(),
                     String::from_utf8_lossy(&out.stderr)
                 )
-            });
-        serde_json::from_str(line).unwrap()
+            })
     }
 
     /// `orch spawn --foreground --json`: supervises in the test's thread until the worker ends.
@@ -495,20 +797,61 @@ impl Org {
         (out, id)
     }
 
-    /// `orch spawn --json` (detached); returns the worker id once the worker runs.
-    pub fn spawn_detached(&self, repo: &str, task: &str) -> String {
-        let out = self.run(&["spawn", "--repo", repo, "--task", task, "--json"]);
+    /// `orch spawn … --json` (detached, with `--id task_id` if given), which must succeed;
+    /// its answer.
+    fn spawn_json(&self, repo: &str, task: &str, task_id: Option<&str>) -> Value {
+        let mut args = vec!["spawn", "--repo", repo, "--task", task];
+        if let Some(t) = task_id {
+            args.extend(["--id", t]);
+        }
+        args.push("--json");
+        let out = self.run(&args);
         assert!(
             out.status.success(),
-            "spawn failed (exit {:?}):\n{}\n{}",
+            "orch spawn {repo} failed (exit {:?}):\n{}",
             out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            output_text(&out)
         );
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// `orch spawn --json` (detached); returns the worker id once the worker runs.
+    pub fn spawn_detached(&self, repo: &str, task: &str) -> String {
+        let v = self.spawn_json(repo, task, None);
         assert_eq!(v["milestone"], "WORKING");
         assert_eq!(v["repo"], repo);
         v["worker_id"].as_str().unwrap().to_string()
+    }
+
+    /// `orch spawn … --id task_id --json`; returns the worker id (panics unless it started).
+    pub fn spawn(&self, repo: &str, task: &str, task_id: &str) -> String {
+        self.spawn_json(repo, task, Some(task_id))["worker_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// `orch resume --json`, which must succeed.
+    pub fn resume(&self) -> Value {
+        self.resume_with(&[])
+    }
+
+    pub fn resume_with(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["resume", "--json"];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "orch {args:?}: {}",
+            output_text(&out)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "orch resume --json printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
     }
 
     pub fn store(&self) -> Store {
@@ -519,10 +862,16 @@ impl Org {
         self.store().worker(id).unwrap().expect("worker exists")
     }
 
+    pub fn workers(&self) -> Vec<WorkerRecord> {
+        self.store().workers().unwrap()
+    }
+
     pub fn events(&self, id: &str) -> Vec<WorkerEvent> {
-        self.store()
-            .read(|tx| orch::store::workers::worker_events(tx, id))
-            .unwrap()
+        self.store().read(|tx| ws::worker_events(tx, id)).unwrap()
+    }
+
+    pub fn count_events(&self, id: &str, kind: &str) -> usize {
+        self.events(id).iter().filter(|e| e.kind == kind).count()
     }
 
     /// `(from, to)` of every recorded transition, in order.
@@ -546,9 +895,25 @@ impl Org {
             .collect()
     }
 
+    pub fn pushes(&self, id: &str) -> Vec<PushRecord> {
+        self.store().read(|tx| ws::pushes(tx, id)).unwrap()
+    }
+
     /// `orch sessions show <id> --json`.
     pub fn show(&self, id: &str) -> Value {
         self.json(&["sessions", "show", id, "--json"])
+    }
+
+    /// The pushes of `orch sessions show <id>`, checked to be two: the first red (job `test`
+    /// failed), the second green.
+    pub fn red_then_green_pushes(&self, id: &str) -> Vec<Value> {
+        let show = self.show(id);
+        let pushes = show["pushes"].as_array().unwrap().clone();
+        assert_eq!(pushes.len(), 2, "{show:#}");
+        assert_eq!(pushes[0]["verdict"], "red");
+        assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
+        assert_eq!(pushes[1]["verdict"], "green");
+        pushes
     }
 
     /// Lines of `alerts.jsonl` for worker `id`.
@@ -581,6 +946,11 @@ impl Org {
             .collect()
     }
 
+    /// The repository whose chain lock `id` holds.
+    pub fn lock_of(&self, id: &str) -> Option<String> {
+        self.locks_of(id).into_iter().next()
+    }
+
     /// The checkpoint file `<state>/<YYYY-MM-DD>-<id>.checkpoint.yaml`, parsed.
     pub fn checkpoint(&self, id: &str) -> orch::checkpoint::Checkpoint {
         let w = self.worker(id);
@@ -590,6 +960,11 @@ impl Org {
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("checkpoint {}: {e}", path.display()));
         orch::yaml::from_yaml_str(&text).unwrap_or_else(|e| panic!("checkpoint YAML: {e}"))
+    }
+
+    /// Waits until `f` holds; on timeout panics with `what` and the organisation's state.
+    pub fn wait_until(&self, what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+        poll_until(what, limit, || f().then_some(()), || self.dump());
     }
 
     /// Waits until the supervisor of `id` has let go of the worker (lease dropped) and its
@@ -610,10 +985,10 @@ impl Org {
     }
 
     /// Waits until the worker's milestone is `m`.
-    pub fn wait_milestone(&self, id: &str, m: &str) -> WorkerRecord {
+    pub fn wait_milestone(&self, id: &str, m: &str, limit: Duration) -> WorkerRecord {
         poll_until(
             &format!("{id} to reach {m}"),
-            DEADLINE,
+            limit,
             || {
                 let w = self.worker(id);
                 (w.progress.milestone.as_str() == m).then_some(w)
@@ -622,35 +997,195 @@ impl Org {
         )
     }
 
+    /// Waits until worker `id` is DONE and its supervisor has let go.
+    pub fn wait_done(&self, id: &str) {
+        self.wait_until(&format!("{id} DONE"), Duration::from_secs(90), || {
+            let w = self.worker(id);
+            w.milestone().as_str() == "DONE" && !w.supervised(orch::store::now_ms())
+        });
+    }
+
+    /// Waits until every CI run of every repository is finished.
+    pub fn wait_ci_idle(&self) {
+        self.wait_until("every CI run to finish", Duration::from_secs(90), || {
+            self.store()
+                .read(|tx| {
+                    tx.query_row(
+                        "SELECT COUNT(*) FROM local_jobs WHERE status IN ('waiting', 'running', 'blocked', 'unknown')",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .unwrap_or(1)
+                == 0
+        });
+    }
+
     /// Creates the file a worker waiting in `await_release` (tests/workers/lib.sh) looks for.
     pub fn release(&self, id: &str) {
         std::fs::write(self.out.join(format!("release-{id}")), "go").unwrap();
     }
 
-    /// Everything useful when a test fails: the session, the logs.
+    pub fn open_gate(&self, repo: &str) {
+        std::fs::write(self.ctl.join("gates").join(repo), "").unwrap();
+    }
+
+    pub fn open_all_gates(&self) {
+        self.open_gate("all");
+    }
+
+    /// How many times worker `id` was started.
+    pub fn lives(&self, id: &str) -> usize {
+        std::fs::read_to_string(self.ctl.join("lives").join(id))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    /// The prompt (stdin) the `life`-th start of worker `id` received.
+    ///
+    /// A worker counts its life before it has read its prompt, so this waits for the file
+    /// (the worker saves it atomically) rather than racing the worker's `cat`.
+    pub fn prompt(&self, id: &str, life: usize) -> String {
+        let path = self.ctl.join("prompts").join(format!("{id}.{life}"));
+        self.wait_until(
+            &format!("prompt {life} of {id} to be saved"),
+            Duration::from_secs(30),
+            || path.exists(),
+        );
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("prompt {life} of {id}: {e}"))
+    }
+
+    pub fn has_mark(&self, id: &str, life: usize, point: &str) -> bool {
+        self.ctl
+            .join("marks")
+            .join(format!("{id}.{life}.{point}"))
+            .exists()
+    }
+
+    pub fn wait_mark(&self, id: &str, life: usize, point: &str) {
+        self.wait_until(
+            &format!("{id} life {life} to reach {point}"),
+            Duration::from_secs(60),
+            || self.has_mark(id, life, point),
+        );
+    }
+
+    /// The worker's supervisor: pid of a live `orch __supervise <id>` process (panics otherwise).
+    pub fn supervisor_pid(&self, id: &str) -> i32 {
+        let w = self.worker(id);
+        let pid = w.supervisor_pid.expect("a supervisor pid is recorded") as i32;
+        assert!(
+            orch::process::process_alive(pid, w.supervisor_start.map(|s| s as u64)),
+            "supervisor {pid} of {id} is not alive"
+        );
+        let cmdline = cmdline(pid).unwrap_or_default();
+        assert!(
+            cmdline.contains("__supervise") && cmdline.contains(id),
+            "pid {pid} is not {id}'s supervisor: {cmdline}"
+        );
+        pid
+    }
+
+    /// SIGKILLs worker `id`'s supervisor and waits until it and the worker's group are gone.
+    pub fn kill_supervisor(&self, id: &str) -> i32 {
+        let pid = self.supervisor_pid(id);
+        kill9(pid);
+        self.wait_until(
+            &format!("supervisor {pid} to die"),
+            Duration::from_secs(10),
+            || !orch::process::process_alive(pid, None),
+        );
+        if let Some(pgid) = self.worker(id).worker_pid {
+            self.wait_until(
+                &format!("worker group {pgid} to die with its supervisor"),
+                Duration::from_secs(10),
+                || !orch::process::group_alive(pgid as i32),
+            );
+        }
+        pid
+    }
+
+    /// Live processes (zombies excluded) whose command line or working directory refers to
+    /// this organisation's directory: supervisors, guards, workers, CI runners and jobs.
+    pub fn leftovers(&self) -> Vec<(i32, String)> {
+        processes_under(&self.root)
+    }
+
+    /// SIGKILLs every leftover, one pid at a time, until none is left (bounded; never panics).
+    pub fn kill_leftovers(&self) {
+        poll(Duration::from_secs(1), || {
+            let left = self.leftovers();
+            for (pid, _) in &left {
+                kill9(*pid);
+            }
+            left.is_empty().then_some(())
+        });
+    }
+
+    /// The last `n` lines of `<state>/<id>/<file>`, indented, under a heading.
+    fn log_tail(&self, id: &str, file: &str, n: usize) -> String {
+        let Ok(text) = std::fs::read_to_string(self.state.join(id).join(file)) else {
+            return String::new();
+        };
+        let tail: Vec<&str> = text.lines().rev().take(n).collect();
+        let mut s = format!("   -- {file} (last lines)\n");
+        for l in tail.into_iter().rev() {
+            s.push_str(&format!("   | {l}\n"));
+        }
+        s
+    }
+
+    /// Everything useful when a test about worker `id` fails: its session, its logs.
     pub fn diag(&self, id: &str) -> String {
         let show = self.run(&["sessions", "show", id]);
-        let sup =
-            std::fs::read_to_string(self.state.join(id).join("supervisor.log")).unwrap_or_default();
-        let mut log = self.worker_log(id);
-        if log.len() > 4000 {
-            log = format!("…{}", &log[log.len() - 4000..]);
-        }
         format!(
-            "--- sessions show\n{}{}\n--- worker.log\n{log}\n--- supervisor.log\n{sup}",
-            String::from_utf8_lossy(&show.stdout),
-            String::from_utf8_lossy(&show.stderr)
+            "--- sessions show\n{}\n{}{}",
+            output_text(&show),
+            self.log_tail(id, "worker.log", 60),
+            self.log_tail(id, "supervisor.log", 200)
         )
+    }
+
+    /// The whole state as text, for failure messages.
+    pub fn dump(&self) -> String {
+        let mut s = output_text(&self.run(&["status"]));
+        if let Ok(mut store) = Store::open(&self.state)
+            && let Ok(workers) = store.workers()
+        {
+            for w in workers {
+                s.push_str(&format!(
+                    "\n== {} {} {} respawns {} sup {:?} lease {:?}\n",
+                    w.id,
+                    w.repo,
+                    w.milestone(),
+                    w.respawns,
+                    w.supervisor_pid,
+                    w.lease_until_ms.map(|l| l - orch::store::now_ms())
+                ));
+                if let Ok(evs) = store.read(|tx| ws::worker_events(tx, &w.id)) {
+                    for e in evs {
+                        s.push_str(&format!("   {} {} {}\n", e.kind, e.milestone, e.detail));
+                    }
+                }
+                for f in ["supervisor.log", "worker.log"] {
+                    s.push_str(&self.log_tail(&w.id, f, 15));
+                }
+            }
+        }
+        s
     }
 }
 
-/// A repository with a `main` branch and one commit.
-fn init_repo(dir: &Path, name: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    git(dir, &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.join("README"), format!("{name}\n")).unwrap();
-    git(dir, &["add", "README"]);
-    git(dir, &["commit", "-q", "-m", "initial"]);
+impl Drop for Org {
+    fn drop(&mut self) {
+        self.kill_leftovers();
+        if std::thread::panicking()
+            && let Some(d) = self.dir.take()
+        {
+            let kept = d.keep();
+            eprintln!("kept {} for inspection", kept.display());
+        }
+    }
 }
 
 /// A bare repository with `main` holding one commit (made in `seed`).
@@ -664,14 +1199,11 @@ fn init_bare_origin(bare: &Path, seed: &Path, name: &str) {
     );
 }
 
-/// The seed contract with the test's timeouts. Values are replaced in place, by key, inside
-/// `timeouts:`, so the test keeps working when other parts of the contract change; a key that is
-/// not found fails loudly.
+/// The shipped contract with the test's timeouts. Values are replaced in place, by key,
+/// inside `timeouts:`, so the test keeps working when other parts of the contract change; a
+/// key that is not found fails loudly.
 fn test_contract(spec: &Spec) -> String {
-    let original = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("contracts/worker-completion.yaml"),
-    )
-    .unwrap();
+    let original = std::fs::read_to_string(shipped_contract()).unwrap();
     let mut lines: Vec<String> = original.lines().map(str::to_string).collect();
     let timeouts = lines
         .iter()

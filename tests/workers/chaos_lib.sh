@@ -1,8 +1,8 @@
-# Sourced by the scripted workers of tests/chaos.rs and tests/resume.rs (chaos_worker.sh,
+# Sourced by the scripted workers of tests/integration/{chaos,resume}.rs (chaos_worker.sh,
 # resume_worker.sh) with the control directory as $1. Counts this start of the worker (its
 # "life": lives/<worker id> gets its pid), saves its prompt (stdin) as
 # prompts/<worker id>.<life> and defines what both scripts do with git and orch.
-# CI (see tests/support/chaos_org.rs) passes when status.txt says `good`.
+# CI (see tests/support/org.rs, Ci::Gated and Ci::Sleep) passes when status.txt says `good`.
 set -u
 ctl=$1
 mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks"

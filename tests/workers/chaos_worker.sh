@@ -1,5 +1,5 @@
 #!/bin/sh
-# Scripted worker for tests/chaos.rs: the whole job, a little slowly, so that kills land in
+# Scripted worker for tests/integration/chaos.rs: the whole job, a little slowly, so that kills land in
 # every phase. $1 is a control directory outside orch's state directory (prompts are saved
 # there as prompts/<worker id>.<life>). A task whose first word is `flaky` pushes a change CI
 # rejects first (in its first life only), then fixes it. CI passes when status.txt says `good`.

@@ -1,4 +1,4 @@
-# Sourced by the scripted workers (tests/supervise*.rs). A worker runs with a cleared
+# Sourced by the scripted workers (tests/integration/supervise*.rs). A worker runs with a cleared
 # environment: ORCH_* from orch, plus HOME, PATH and E2E_OUT (a directory outside orch's state
 # directory that the test reads) passed through.
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Scripted worker for tests/resume.rs (driven through tests/support/chaos_org.rs).
+# Scripted worker for tests/integration/resume.rs (driven through tests/support/org.rs).
 #
 # $1 is a control directory outside orch's state directory. Each start ("life") of a worker
 # appends its pid to lives/<worker id>, saves its prompt (stdin) as prompts/<worker id>.<life>
@@ -22,7 +22,7 @@
 #   nohook-push-hang  push a good change without its post-receive hook running (as when a
 #                  worker dies inside `git push`: no CI run, ever), mark `pushed`, wait
 #   (other)        the whole job: commit, push, PUSHED_TO_CI, wait for CI, fix while red, DONE
-# CI (see chaos_org.rs) passes when status.txt says `good`.
+# CI (see Ci::Gated in tests/support/org.rs) passes when status.txt says `good`.
 . "$(dirname "$0")/chaos_lib.sh"
 
 mode=${ORCH_TASK%% *}

@@ -1,6 +1,7 @@
 //! The local forge end to end: real git, real bare remotes, the real `orch` binary in the
 //! post-receive hook and as the detached runner. Everything stays in temp directories.
 
+use crate::support::{ORCH, commit_file, git, init_repo, poll_until, push_head};
 use orch::ci::{CiRun, JobStatus};
 use orch::config::Config;
 use orch::forge::Forge;
@@ -13,50 +14,35 @@ use std::time::{Duration, Instant};
 /// Generous: debug binaries, two cores, tests in parallel.
 const RUN_DEADLINE: Duration = Duration::from_secs(90);
 
-#[path = "support/git.rs"]
-mod git_cmd;
-use git_cmd::git;
-
-/// One `ci.jobs` entry as YAML flow mapping (the command as a JSON = YAML double-quoted string).
+/// One `ci.jobs` entry as YAML flow mapping ([`crate::support::Job`]).
 fn job(name: &str, run: &str, needs: &[&str], timeout: Option<&str>) -> String {
-    let mut s = format!(
-        "        - {{name: {name}, run: {}",
-        serde_json::to_string(run).unwrap()
-    );
-    if !needs.is_empty() {
-        s.push_str(&format!(", needs: [{}]", needs.join(", ")));
-    }
-    if let Some(t) = timeout {
-        s.push_str(&format!(", timeout: {t}"));
-    }
-    s.push_str("}\n");
-    s
+    crate::support::job(name, run)
+        .needs(needs)
+        .timeout(timeout)
+        .yaml()
 }
 
 fn sh_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
 
-struct Org {
+/// An organisation for the forge alone (no worker, no orch state but the forge's): the
+/// clones, repos.yaml and the local forge with every repository's remote made.
+struct ForgeOrg {
     _root: tempfile::TempDir,
     root: PathBuf,
     config: Config,
     forge: LocalForge,
 }
 
-impl Org {
+impl ForgeOrg {
     /// Repositories with their `ci.jobs` (YAML from [`job`]). The state directory's name has a quote and a space to exercise hook quoting.
-    fn new(repos: &[(&str, String)], max_runs: usize) -> Org {
+    fn new(repos: &[(&str, String)], max_runs: usize) -> ForgeOrg {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let mut yaml = format!("forge: {{kind: local, max_concurrent_runs: {max_runs}}}\nrepos:\n");
         for (name, jobs) in repos {
-            let clone = root.join(name);
-            std::fs::create_dir_all(&clone).unwrap();
-            git(&clone, &["init", "-q", "-b", "main"]);
-            std::fs::write(clone.join("README"), format!("{name}\n")).unwrap();
-            git(&clone, &["add", "README"]);
-            git(&clone, &["commit", "-q", "-m", "initial"]);
+            init_repo(&root.join(name), name);
             yaml.push_str(&format!(
                 "  {name}:\n    path: {name}\n    ci:\n      jobs:\n{jobs}"
             ));
@@ -64,12 +50,11 @@ impl Org {
         let file = root.join("repos.yaml");
         std::fs::write(&file, yaml).unwrap();
         let config = Config::load(&file).unwrap();
-        let forge =
-            LocalForge::new(&root.join("it's state"), &config).with_exe(env!("CARGO_BIN_EXE_orch"));
+        let forge = LocalForge::new(&root.join("it's state"), &config).with_exe(ORCH);
         for r in &config.repos {
             forge.ensure_remote(r).unwrap();
         }
-        Org {
+        ForgeOrg {
             _root: dir,
             root,
             config,
@@ -84,20 +69,9 @@ impl Org {
     /// Commits a change in the local clone and pushes it to the forge as `feature`.
     fn push_change(&self, repo: &str, content: &str) -> String {
         let clone = self.clone_dir(repo);
-        std::fs::write(clone.join("feature.txt"), content).unwrap();
-        git(&clone, &["add", "feature.txt"]);
-        git(&clone, &["commit", "-q", "-m", content]);
-        let remote = self.forge.remote_path(repo);
-        git(
-            &clone,
-            &[
-                "push",
-                "-q",
-                remote.to_str().unwrap(),
-                "HEAD:refs/heads/feature",
-            ],
-        );
-        git(&clone, &["rev-parse", "HEAD"])
+        let sha = commit_file(&clone, "feature.txt", content, content);
+        push_head(&clone, &self.forge.remote_path(repo), "feature");
+        sha
     }
 
     fn wait(&self, repo: &str, sha: &str) -> CiRun {
@@ -132,19 +106,6 @@ fn status_of(run: &CiRun, job: &str) -> JobStatus {
         .status
 }
 
-fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -174,16 +135,14 @@ fn push_starts_a_run_in_a_clean_checkout_of_the_pushed_sha() {
             &["check"],
             None,
         );
-    let org = Org::new(&[("alpha", jobs)], 4);
+    let org = ForgeOrg::new(&[("alpha", jobs)], 4);
     let repo = org.config.repo("alpha").unwrap().clone();
     let base = git(&org.clone_dir("alpha"), &["rev-parse", "HEAD"]);
 
     let sha = {
         // The pusher's environment must not leak into the job.
         let clone = org.clone_dir("alpha");
-        std::fs::write(clone.join("feature.txt"), "hello").unwrap();
-        git(&clone, &["add", "feature.txt"]);
-        git(&clone, &["commit", "-q", "-m", "hello"]);
+        commit_file(&clone, "feature.txt", "hello", "hello");
         let out = Command::new("git")
             .arg("-C")
             .arg(&clone)
@@ -206,12 +165,18 @@ fn push_starts_a_run_in_a_clean_checkout_of_the_pushed_sha() {
     let runs = org.forge.runs("alpha", &sha).unwrap();
     assert_eq!(runs.len(), 1, "{runs:#?}");
     assert!(!runs[0].status.unwrap().is_done(), "{runs:#?}");
-    assert!(eventually(RUN_DEADLINE, || {
-        let r = org.forge.runs("alpha", &sha).unwrap();
-        status_of(&r[0], "check") == JobStatus::Running
-            && status_of(&r[0], "radicle-push") == JobStatus::Blocked
-            && r[0].status == Some(JobStatus::Running)
-    }));
+    poll_until(
+        "check running, radicle-push blocked",
+        RUN_DEADLINE,
+        || {
+            let r = org.forge.runs("alpha", &sha).unwrap();
+            (status_of(&r[0], "check") == JobStatus::Running
+                && status_of(&r[0], "radicle-push") == JobStatus::Blocked
+                && r[0].status == Some(JobStatus::Running))
+            .then_some(())
+        },
+        || format!("{:#?}", org.forge.runs("alpha", &sha)),
+    );
     std::fs::write(marks.path().join("release"), "").unwrap();
 
     let run = org.wait(&repo.name, &sha);
@@ -259,12 +224,16 @@ fn push_starts_a_run_in_a_clean_checkout_of_the_pushed_sha() {
 
     // The checkout directory is removed after the run.
     let work = org.forge.state_dir().join("forge/work");
-    assert!(
-        eventually(RUN_DEADLINE, || std::fs::read_dir(&work)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(true)),
-        "checkout left behind in {}",
-        work.display()
+    poll_until(
+        "the checkout directory to be removed",
+        RUN_DEADLINE,
+        || {
+            std::fs::read_dir(&work)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(true)
+                .then_some(())
+        },
+        || format!("checkout left behind in {}", work.display()),
     );
 
     // A second push gets run number 2.
@@ -284,7 +253,7 @@ fn failing_job_fails_the_run_and_skips_the_sync_job() {
             &["check", "lint"],
             None,
         );
-    let org = Org::new(&[("beta", jobs)], 4);
+    let org = ForgeOrg::new(&[("beta", jobs)], 4);
     let repo = org.config.repo("beta").unwrap().clone();
     let sha = org.push_change("beta", "broken");
     let run = org.wait("beta", &sha);
@@ -327,7 +296,7 @@ fn hanging_job_is_killed_at_its_timeout_with_its_whole_group() {
     );
     let jobs = job("hang", &hang, &[], Some("2s"))
         + &job("radicle-push", "echo mirrored", &["hang"], None);
-    let org = Org::new(&[("gamma", jobs)], 4);
+    let org = ForgeOrg::new(&[("gamma", jobs)], 4);
     let t0 = Instant::now();
     let sha = org.push_change("gamma", "hangs");
     let run = org.wait("gamma", &sha);
@@ -370,7 +339,7 @@ fn runs_of_two_repositories_pushed_at_once_both_complete_within_the_bound() {
         job("build", &span, &[], None) + &job("radicle-push", "true", &["build"], None)
     };
     let marks = tempfile::tempdir().unwrap();
-    let org = Org::new(
+    let org = ForgeOrg::new(
         &[
             ("delta", jobs(marks.path())),
             ("epsilon", jobs(marks.path())),
@@ -411,13 +380,14 @@ fn runner_death_fails_the_run_and_its_jobs_die_with_it() {
     );
     let jobs =
         job("slow", &sleeper, &[], Some("10m")) + &job("radicle-push", "true", &["slow"], None);
-    let org = Org::new(&[("zeta", jobs)], 4);
+    let org = ForgeOrg::new(&[("zeta", jobs)], 4);
     let sha = org.push_change("zeta", "z");
     let runner_file = marks.path().join("runner");
-    assert!(
-        eventually(RUN_DEADLINE, || runner_file.exists()),
-        "job never started: {:#?}",
-        org.forge.runs("zeta", &sha).unwrap()
+    poll_until(
+        "the job to start",
+        RUN_DEADLINE,
+        || runner_file.exists().then_some(()),
+        || format!("job never started: {:#?}", org.forge.runs("zeta", &sha)),
     );
     let read = |n: &str| -> i32 {
         std::fs::read_to_string(marks.path().join(n))
@@ -442,9 +412,11 @@ fn runner_death_fails_the_run_and_its_jobs_die_with_it() {
         .unwrap()
         .unwrap();
     assert!(note.contains("runner died"), "{note}");
-    assert!(
-        eventually(RUN_DEADLINE, || !group_alive(pgid)),
-        "the job outlived its runner"
+    poll_until(
+        "the job to die with its runner",
+        RUN_DEADLINE,
+        || (!group_alive(pgid)).then_some(()),
+        || "the job outlived its runner".into(),
     );
 }
 
@@ -455,11 +427,9 @@ fn a_run_whose_hook_died_before_starting_its_runner_is_started_not_failed() {
     // runner. Nothing of the run executed, so it must run — not be reported as failed.
     let jobs = job("check", "test -f feature.txt", &[], None)
         + &job("radicle-push", "true", &["check"], None);
-    let org = Org::new(&[("theta", jobs)], 4);
+    let org = ForgeOrg::new(&[("theta", jobs)], 4);
     let clone = org.clone_dir("theta");
-    std::fs::write(clone.join("feature.txt"), "t").unwrap();
-    git(&clone, &["add", "feature.txt"]);
-    git(&clone, &["commit", "-q", "-m", "t"]);
+    let sha = commit_file(&clone, "feature.txt", "t", "t");
     let remote = org.forge.remote_path("theta");
     git(
         &clone,
@@ -473,7 +443,6 @@ fn a_run_whose_hook_died_before_starting_its_runner_is_started_not_failed() {
             "HEAD:refs/heads/feature",
         ],
     );
-    let sha = git(&clone, &["rev-parse", "HEAD"]);
     assert!(org.forge.runs("theta", &sha).unwrap().is_empty());
     let recorded_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -514,7 +483,7 @@ fn a_run_whose_hook_died_before_starting_its_runner_is_started_not_failed() {
 
 #[test]
 fn ensure_remote_is_idempotent_and_seeds_the_base_branch() {
-    let org = Org::new(&[("eta", job("radicle-push", "true", &[], None))], 4);
+    let org = ForgeOrg::new(&[("eta", job("radicle-push", "true", &[], None))], 4);
     let repo = org.config.repo("eta").unwrap().clone();
     let remote = org.forge.ensure_remote(&repo).unwrap();
     assert_eq!(org.forge.ensure_remote(&repo).unwrap(), remote);

@@ -1,13 +1,13 @@
 //! Workers end to end on the local forge: real git repositories in temp directories, the real
 //! `orch` binary (spawn, supervisor, post-receive hook, CI runner), scripted workers from
 //! `tests/workers/`. After every test no process of the worker's group is left, not even a
-//! zombie, and no zombie child of the test process remains (`org::assert_clean`).
+//! zombie, and no zombie child of the test process remains (`support::assert_clean`).
 
-#[path = "support/org.rs"]
-mod org;
-
+use crate::support::{
+    DEADLINE, Org, RepoSpec, Spec, assert_clean, git, group_members, job, live_members, memory_kib,
+    poll_until,
+};
 use orch::milestone::Milestone;
-use org::{DEADLINE, Org, RepoSpec, Spec, assert_clean, group_members, job, poll_until};
 use std::time::{Duration, Instant};
 
 fn text(b: &[u8]) -> String {
@@ -17,14 +17,6 @@ fn text(b: &[u8]) -> String {
 /// The worker's process group (orch starts the worker as a group leader).
 fn pgid(org: &Org, id: &str) -> i32 {
     org.worker(id).worker_pid.expect("the worker was started") as i32
-}
-
-fn live_members(pgid: i32) -> Vec<i32> {
-    group_members(pgid)
-        .into_iter()
-        .filter(|(_, s)| !matches!(s, 'Z' | 'X' | 'x'))
-        .map(|(p, _)| p)
-        .collect()
 }
 
 fn wait_file(org: &Org, id: &str, name: &str) -> String {
@@ -90,10 +82,10 @@ fn happy_path_is_done_only_with_green_ci_and_releases_the_lock() {
         .expect("a tracked commit")
         .into_string();
     // The tracked commit is the worker's own commit on its branch, pushed to the forge.
-    let head = org::git(std::path::Path::new(&w.worktree), &["rev-parse", "HEAD"]);
+    let head = git(std::path::Path::new(&w.worktree), &["rev-parse", "HEAD"]);
     assert_eq!(sha, head);
     assert_ne!(sha, w.base_sha);
-    let on_forge = org::git(
+    let on_forge = git(
         &org.state.join("forge/alpha.git"),
         &["rev-parse", &format!("refs/heads/{}", w.branch)],
     );
@@ -170,12 +162,7 @@ fn red_ci_then_fix_is_done_after_one_fix_attempt() {
         "{}",
         org.diag(&id)
     );
-    let show = org.show(&id);
-    let pushes = show["pushes"].as_array().unwrap();
-    assert_eq!(pushes.len(), 2, "{show:#}");
-    assert_eq!(pushes[0]["verdict"], "red");
-    assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
-    assert_eq!(pushes[1]["verdict"], "green");
+    let pushes = org.red_then_green_pushes(&id);
     assert_eq!(
         w.progress.tracked_sha.as_deref(),
         pushes[1]["sha"].as_str(),
@@ -272,7 +259,7 @@ fn done_claimed_while_ci_is_red_is_refused_and_recorded() {
     );
     // The worker's next line (BLOCKED) is read after the echoed answer: once it is applied,
     // every earlier line was.
-    org.wait_milestone(&id, "BLOCKED");
+    org.wait_milestone(&id, "BLOCKED", DEADLINE);
     let v = org.violations(&id);
     assert_eq!(v.len(), 1, "one claim, one violation: {v:?}");
     assert!(v[0].starts_with("done_without_ci_proof"), "{v:?}");
@@ -338,7 +325,7 @@ fn pushed_to_ci_for_a_commit_that_was_never_pushed_is_refused() {
         v.iter().all(|d| d.starts_with("push_not_verified")),
         "{v:?}"
     );
-    let local = org::git(
+    let local = git(
         std::path::Path::new(&org.worker(&id).worktree),
         &["rev-parse", "HEAD"],
     );
@@ -402,7 +389,7 @@ fn two_permission_denials_kill_the_whole_group_at_once() {
         .unwrap();
     assert!(!orch::process::process_alive(background, None));
 
-    let w = org.wait_milestone(&id, "BLOCKED_PERMISSION");
+    let w = org.wait_milestone(&id, "BLOCKED_PERMISSION", DEADLINE);
     assert!(
         w.progress
             .end_reason
@@ -432,7 +419,7 @@ fn hung_worker_ignoring_sigterm_times_out_and_its_group_is_killed() {
     let org = Org::new(spec);
     let id = org.spawn_detached("alpha", "think forever");
     let pg = pgid(&org, &id);
-    let w = org.wait_milestone(&id, "FAILED");
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
     assert_eq!(w.progress.end_reason.as_deref(), Some("timeout"));
     org.wait_supervisor_gone(&id);
     assert!(live_members(pg).is_empty(), "{:?}", group_members(pg));
@@ -464,14 +451,14 @@ fn a_worker_printing_200_mb_leaves_the_supervisor_small_and_the_log_capped() {
         "the worker to finish printing (BLOCKED)",
         Duration::from_secs(180),
         || {
-            if let Some((hwm, rss)) = org::memory_kib(sup) {
+            if let Some((hwm, rss)) = memory_kib(sup) {
                 peak = (peak.0.max(hwm), peak.1.max(rss));
             }
             (org.worker(&id).progress.milestone == Milestone::Blocked).then_some(())
         },
         || org.diag(&id),
     );
-    let (hwm, _) = org::memory_kib(sup).expect("the supervisor still runs");
+    let (hwm, _) = memory_kib(sup).expect("the supervisor still runs");
     let peak_hwm = peak.0.max(hwm);
     assert!(
         peak_hwm < LIMIT_KIB,

@@ -2,12 +2,7 @@
 
 #[test]
 fn demo_runs_every_task_to_a_verified_done() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_orch"))
-        .arg("demo")
-        .env_remove("ORCH_CONFIG")
-        .env_remove("ORCH_STATE_DIR")
-        .output()
-        .unwrap();
+    let out = crate::support::orch_cmd().arg("demo").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),

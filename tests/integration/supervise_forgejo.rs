@@ -1,18 +1,13 @@
 //! Workers end to end with `forge.kind: forgejo`, against the fake Forgejo
-//! (`support/fake_forgejo.rs`, Forgejo 16: runs + jobs). Each repository's clone has a local
+//! (`tests/support/fake_forgejo.rs`, Forgejo 16: runs + jobs). Each repository's clone has a local
 //! bare `origin` that the worker pushes to; a small "CI" thread watches that bare repository
 //! like a forge receiving pushes and publishes a run for every pushed commit on the fake.
 //! The token (a distinctive value) must reach the forge and nothing else: not the state
 //! directory, not the worker's log, prompt or environment.
 
-#[path = "support/fake_forgejo.rs"]
-mod fake_forgejo;
-#[path = "support/org.rs"]
-mod org;
-
-use fake_forgejo::{FakeForgejo, OWNER, REPO, TOKEN};
+use crate::support::fake_forgejo::{FakeForgejo, OWNER, REPO, TOKEN};
+use crate::support::{ForgeSpec, Org, RepoSpec, Spec, assert_clean, files_under, git};
 use orch::milestone::Milestone;
-use org::{ForgeSpec, Org, RepoSpec, Spec, assert_clean};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -54,7 +49,7 @@ impl FakeCi {
                         if green { "success" } else { "skipped" },
                     );
                 }
-                let heads = org::git(
+                let heads = git(
                     &origin,
                     &["for-each-ref", "--format=%(objectname)", "refs/heads/orch/"],
                 );
@@ -112,25 +107,10 @@ fn setup(worker: &str) -> (tokio::runtime::Runtime, FakeForgejo, Org) {
 
 /// Every file under `dir` whose bytes contain `needle`.
 fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            let Ok(ft) = e.file_type() else { continue };
-            if ft.is_dir() {
-                stack.push(p);
-            } else if ft.is_file()
-                && std::fs::read(&p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
-            {
-                found.push(p);
-            }
-        }
-    }
-    found
+    files_under(dir)
+        .into_iter()
+        .filter(|p| std::fs::read(p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)))
+        .collect()
 }
 
 /// The token went to the forge and nowhere else orch writes or passes things.
@@ -215,7 +195,7 @@ fn forgejo_happy_path_is_done_on_green_and_the_token_stays_secret() {
     assert_eq!(w.remote, "origin");
     let sha = w.progress.tracked_sha.clone().unwrap().into_string();
     // The worker pushed to the clone's origin, and the DONE is for that commit.
-    let pushed = org::git(
+    let pushed = git(
         &org.origin_path(REPO),
         &["rev-parse", &format!("refs/heads/{}", w.branch)],
     );
@@ -277,12 +257,7 @@ fn forgejo_red_then_fixed_is_done_after_one_fix_attempt() {
             "PUSHED_TO_CI->DONE"
         ]
     );
-    let show = org.show(&id);
-    let pushes = show["pushes"].as_array().unwrap();
-    assert_eq!(pushes.len(), 2, "{show:#}");
-    assert_eq!(pushes[0]["verdict"], "red");
-    assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
-    assert_eq!(pushes[1]["verdict"], "green");
+    let pushes = org.red_then_green_pushes(&id);
     assert_eq!(w.progress.tracked_sha.as_deref(), pushes[1]["sha"].as_str());
     assert!(org.locks_of(&id).is_empty());
     assert_token_kept_secret(&org, &fake, &id, &out);

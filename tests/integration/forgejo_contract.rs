@@ -3,10 +3,7 @@
 //! jobs). Every scenario also pins how many HTTP requests its verdicts cost; the measured
 //! numbers are the table in docs/ci-requests.md (checked by `request_counts_match_docs`).
 
-#[path = "support/fake_forgejo.rs"]
-mod fake_forgejo;
-
-use fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};
+use crate::support::fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};
 use orch::ci::verdict::{CiPolicy, Verdict, VerdictKind};
 use orch::ci::{CiRun, JobStatus};
 use orch::config::Repo;

@@ -8,14 +8,11 @@
 //!
 //! Short version (what `cargo test` runs): 12 kill points.
 //! Long version:
-//!   ORCH_CHAOS_KILLS=60 cargo test --release --test chaos -- --nocapture
+//!   ORCH_CHAOS_KILLS=60 cargo test --release --test integration chaos:: -- --nocapture
 //! Replay a run: ORCH_CHAOS_SEED=<printed seed>. When every task is DONE before the kill
 //! target is reached, the driver starts another round of the same tasks (new task ids).
 
-#[path = "support/chaos_org.rs"]
-mod chaos_org;
-
-use chaos_org::{Ci, Org, OrgSpec, job_status, kill9};
+use crate::support::{Ci, Org, Spec, cmdline, job_status, kill9, reaping_late};
 /// Is the worker's supervisor alive (lease valid, same process)?
 fn supervisor_alive(w: &orch::store::workers::WorkerRecord) -> bool {
     w.supervised(orch::store::now_ms())
@@ -83,6 +80,14 @@ struct InFlight {
     on_record: bool,
 }
 
+impl Drop for InFlight {
+    /// A run that fails leaves no zombie behind for the other tests of this process.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[derive(Default)]
 struct Tally {
     supervisor: usize,
@@ -116,6 +121,8 @@ fn run_resume(org: &Org, tally: &mut Tally) {
 
 #[test]
 fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
+    // Finished spawns are reaped by the driver loop, between its other work.
+    let _late = reaping_late();
     let target = env_u64("ORCH_CHAOS_KILLS").unwrap_or(12) as usize;
     let seed = env_u64("ORCH_CHAOS_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -131,19 +138,19 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
         "chaos: seed {seed} (ORCH_CHAOS_SEED={seed} replays the choices), kill target {target}"
     );
     let mut rng = Rng(seed);
-    let org = Org::new(&OrgSpec {
-        repos: REPOS,
-        worker: "chaos_worker.sh",
-        ci: Ci::Sleep(Duration::from_millis(300)),
-        max_parallel: 4,
-        // Kills may hit one task many times; the bound itself is tested in tests/resume.rs.
-        max_respawns: 1000,
-        // A push killed inside its post-receive hook gets its run late: the local forge
-        // finds the lost push after `lost_hook_grace`, or starts a run its hook recorded but
-        // never started. `start_timeout` bounds the wait for one that never comes.
-        start_timeout: "5s",
-        lost_hook_grace: "2s",
-    });
+    let org = Org::new(
+        Spec::resumable(REPOS)
+            .worker("chaos_worker.sh")
+            .ci(Ci::Sleep(Duration::from_millis(300)))
+            .max_parallel(4)
+            // Kills may hit one task many times; the bound itself is tested in resume.rs.
+            .max_respawns(1000)
+            // A push killed inside its post-receive hook gets its run late: the local forge
+            // finds the lost push after `lost_hook_grace`, or starts a run its hook recorded
+            // but never started. `start_timeout` bounds the wait for one that never comes.
+            .start_timeout("5s")
+            .lost_hook_grace("2s"),
+    );
     std::fs::create_dir_all(org.ctl.join("spawns")).unwrap();
     let started = Instant::now();
     let deadline = started + limit;
@@ -208,8 +215,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
             let log = org.ctl.join("spawns").join(format!("{spawns}-{id}.log"));
             let out = std::fs::File::create(&log).unwrap();
             let child = org
-                .cmd()
-                .args([
+                .cmd(&[
                     "spawn", "--repo", repo, "--task", task, "--id", id, "--json",
                 ])
                 .stdout(out.try_clone().unwrap())
@@ -281,7 +287,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
                 .filter(|w| !w.milestone().is_terminal() && supervisor_alive(w))
                 .filter_map(|w| {
                     let pid = w.supervisor_pid? as i32;
-                    let cmd = chaos_org::cmdline(pid)?;
+                    let cmd = cmdline(pid)?;
                     (cmd.contains("__supervise") && cmd.contains(&w.id))
                         .then(|| (w.id.clone(), pid))
                 })
@@ -304,8 +310,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
                 // Sometimes the resumer dies too, at a random moment of its work.
                 if tally.total() < target && rng.chance(30) {
                     let mut r = org
-                        .cmd()
-                        .args(["resume", "--json"])
+                        .cmd(&["resume", "--json"])
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
                         .spawn()

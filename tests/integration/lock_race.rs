@@ -1,6 +1,7 @@
 //! Many `orch hold` / `orch unhold` processes race on overlapping chains. The lock history,
 //! replayed in commit order, must never show two conflicting locks held at the same time.
 
+use crate::support::{ORCH, reaping_late};
 use orch::config::Config;
 use orch::store::{Store, first_conflict};
 use std::process::{Command, Stdio};
@@ -27,7 +28,6 @@ fn concurrent_holds_never_overlap_conflicting_chains() {
     let config_path = dir.path().join("repos.yaml");
     std::fs::write(&config_path, REPOS).unwrap();
     let state = dir.path().join("state");
-    let orch = env!("CARGO_BIN_EXE_orch");
     let repos = [
         "acdc-core",
         "alphavm",
@@ -41,6 +41,8 @@ fn concurrent_holds_never_overlap_conflicting_chains() {
         "sdk",
     ];
 
+    // Reaped in turn, below.
+    let late = reaping_late();
     // Each process walks its own sequence of repositories: hold, and when that succeeds,
     // release again, so acquisitions and releases of different processes interleave.
     let children: Vec<_> = (0..PROCESSES)
@@ -55,7 +57,7 @@ fn concurrent_holds_never_overlap_conflicting_chains() {
             Command::new("sh")
                 .arg("-c")
                 .arg(script)
-                .env("ORCH", orch)
+                .env("ORCH", ORCH)
                 .env("ORCH_CONFIG", &config_path)
                 .env("ORCH_STATE_DIR", &state)
                 .env("ERRS", dir.path().join(format!("errors-{p}.log")))
@@ -67,6 +69,7 @@ fn concurrent_holds_never_overlap_conflicting_chains() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
+    drop(late);
 
     // A refused hold prints "not held" on stdout with exit 1; anything on stderr is a real error
     // (e.g. "database is locked"), which would make the race meaningless.

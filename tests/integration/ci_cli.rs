@@ -2,13 +2,14 @@
 //! local forge: verdict JSON shape, exit codes, `--wait`, and that a distinctive token never
 //! appears in any output or any file under the state directory.
 
-#[path = "support/fake_forgejo.rs"]
-mod fake_forgejo;
-
-use fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};
+use crate::support::fake_forgejo::{FakeForgejo, Fault, OWNER, REPO, TOKEN};
+use crate::support::{
+    CONTRACT_TEXT, ORCH, commit_file, files_under, init_repo, orch_cmd, output_text as text,
+    poll_until, push_head, shipped_contract,
+};
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -31,7 +32,7 @@ impl Setup {
         let c = dir.path().join("contracts");
         std::fs::create_dir_all(&c).unwrap();
         // Fast retries for tests: same contract, tiny backoff.
-        let contract = include_str!("../contracts/worker-completion.yaml").replace(
+        let contract = CONTRACT_TEXT.replace(
             "backoff: { initial: 5s, max: 60s, multiplier: 2, max_retries: 3 }",
             "backoff: { initial: 10ms, max: 40ms, multiplier: 2, max_retries: 3 }",
         );
@@ -40,13 +41,11 @@ impl Setup {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_orch"));
+        let mut c = orch_cmd();
         c.current_dir(self.dir.path())
             .env("ORCH_CONFIG", self.dir.path().join("repos.yaml"))
             .env("ORCH_STATE_DIR", self.dir.path().join("state"))
             .env("ORCH_TEST_FORGE_TOKEN", TOKEN)
-            .env_remove("ORCH_CONTRACT")
-            .env_remove("ORCH_WORKER_ID")
             .args(args);
         c
     }
@@ -57,37 +56,20 @@ impl Setup {
 
     /// Every byte orch wrote under the state directory must be free of the token.
     fn assert_no_token_in_state(&self) {
-        let mut stack = vec![self.dir.path().join("state")];
-        let mut files = 0;
-        while let Some(d) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    files += 1;
-                    let bytes = std::fs::read(&p).unwrap();
-                    assert!(
-                        !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
-                        "token found in {}",
-                        p.display()
-                    );
-                }
-            }
+        let files = files_under(&self.dir.path().join("state"));
+        for p in &files {
+            let bytes = std::fs::read(p).unwrap();
+            assert!(
+                !bytes.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+                "token found in {}",
+                p.display()
+            );
         }
-        assert!(files > 0, "the state directory should hold the database");
+        assert!(
+            !files.is_empty(),
+            "the state directory should hold the database"
+        );
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn assert_no_token(o: &Output) {
@@ -221,11 +203,17 @@ async fn wait_follows_a_running_job_until_it_is_decided() {
         .spawn()
         .unwrap();
     // Let the client see "running" at least once before the job finishes.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !fake.hit_paths().iter().any(|p| p.contains("/jobs")) {
-        assert!(Instant::now() < deadline, "the client never polled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(
+        "the client to poll (it never did)",
+        Duration::from_secs(10),
+        || {
+            fake.hit_paths()
+                .iter()
+                .any(|p| p.contains("/jobs"))
+                .then_some(())
+        },
+        || format!("{:?}", fake.hit_paths()),
+    );
     assert!(
         child.try_wait().unwrap().is_none(),
         "--wait must not return while running"
@@ -296,10 +284,6 @@ async fn forge_down_is_transient_exit_one() {
     assert!(text(&out).contains("transient"), "{}", text(&out));
 }
 
-#[path = "support/git.rs"]
-mod git_cmd;
-use git_cmd::git;
-
 /// A one-repository organisation on the local forge whose `check` job runs `check`, with its
 /// bare remote ready.
 fn local_org(
@@ -318,55 +302,42 @@ fn local_org(
         ),
     )
     .unwrap();
-    let repo = root.join("core");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README"), "x").unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "init"]);
+    init_repo(&root.join("core"), "core");
     let config = orch::config::Config::load(&root.join("repos.yaml")).unwrap();
-    let forge = orch::forge::local::LocalForge::new(&root.join("state"), &config)
-        .with_exe(env!("CARGO_BIN_EXE_orch"));
+    let forge = orch::forge::local::LocalForge::new(&root.join("state"), &config).with_exe(ORCH);
     let remote = forge.ensure_remote(config.repo("core").unwrap()).unwrap();
     (dir, forge, remote)
 }
 
-/// Writes `name`, commits it with `message`, returns the new commit's SHA.
-fn commit_file(repo: &Path, name: &str, message: &str) -> String {
-    std::fs::write(repo.join(name), "1").unwrap();
-    git(repo, &["add", "."]);
-    git(repo, &["commit", "-qm", message]);
-    git(repo, &["rev-parse", "HEAD"])
-}
-
-/// Pushes HEAD to the local forge's remote as branch `feature`.
-fn push_feature(repo: &Path, remote: &Path) {
-    git(
-        repo,
-        &[
-            "push",
-            "-q",
-            remote.to_str().unwrap(),
-            "HEAD:refs/heads/feature",
-        ],
-    );
-}
-
 /// Runs orch on the organisation in `root` with state in `state`.
 fn orch_in(root: &Path, state: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_orch"))
+    orch_cmd()
         .env("ORCH_CONFIG", root.join("repos.yaml"))
         .env("ORCH_STATE_DIR", state)
-        .env(
-            "ORCH_CONTRACT",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/contracts/worker-completion.yaml"
-            ),
-        )
+        .env("ORCH_CONTRACT", shipped_contract())
         .args(args)
         .output()
         .unwrap()
+}
+
+/// `orch ci status --repo core --sha <sha> --wait --timeout 120s --json` on that organisation.
+fn ci_status_wait(root: &Path, state: &Path, sha: &str) -> Output {
+    orch_in(
+        root,
+        state,
+        &[
+            "ci",
+            "status",
+            "--repo",
+            "core",
+            "--sha",
+            sha,
+            "--wait",
+            "--timeout",
+            "120s",
+            "--json",
+        ],
+    )
 }
 
 #[test]
@@ -378,21 +349,10 @@ fn local_forge_status_and_logs_through_the_cli() {
         dir.path().join("state"),
     );
     // A failing commit, then a fixed one.
-    let bad = commit_file(&repo, "f", "no ok file");
-    push_feature(&repo, &remote);
+    let bad = commit_file(&repo, "f", "1", "no ok file");
+    push_head(&repo, &remote, "feature");
     let orch = |args: &[&str]| orch_in(root, &state, args);
-    let out = orch(&[
-        "ci",
-        "status",
-        "--repo",
-        "core",
-        "--sha",
-        &bad,
-        "--wait",
-        "--timeout",
-        "120s",
-        "--json",
-    ]);
+    let out = ci_status_wait(root, &state, &bad);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "red", "{v}");
     assert_eq!(out.status.code(), Some(1));
@@ -405,14 +365,21 @@ fn local_forge_status_and_logs_through_the_cli() {
             .iter()
             .any(|j| j["name"] == "radicle-push" && j["status"] == "skipped")
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = || orch(&["ci", "status", "--repo", "core", "--sha", &bad, "--json"]);
     let mut v = v;
-    while !sync_skipped(&v) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        let out = orch(&["ci", "status", "--repo", "core", "--sha", &bad, "--json"]);
-        v = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["verdict"], "red", "{v}");
-    }
+    poll_until(
+        "radicle-push to be marked skipped",
+        Duration::from_secs(60),
+        || {
+            if sync_skipped(&v) {
+                return Some(());
+            }
+            v = serde_json::from_slice(&status().stdout).unwrap();
+            assert_eq!(v["verdict"], "red", "{v}");
+            None
+        },
+        || text(&status()),
+    );
     assert!(sync_skipped(&v), "{v}");
     let logs = orch(&[
         "ci", "logs", "--repo", "core", "--sha", &bad, "--job", "check",
@@ -422,8 +389,8 @@ fn local_forge_status_and_logs_through_the_cli() {
         "{}",
         text(&logs)
     );
-    let good = commit_file(&repo, "ok", "ok");
-    push_feature(&repo, &remote);
+    let good = commit_file(&repo, "ok", "1", "ok");
+    push_head(&repo, &remote, "feature");
     // A short SHA is resolved in the clone.
     let out = orch(&[
         "ci",
@@ -448,11 +415,11 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
         dir.path().join("core"),
         dir.path().join("state"),
     );
-    let sha = commit_file(&repo, "f", "change");
+    let sha = commit_file(&repo, "f", "1", "change");
     // The pusher dies while git runs the hook: the ref is updated, no run is recorded.
     let hook = remote.join("hooks/post-receive");
     std::fs::rename(&hook, remote.join("hooks/post-receive.off")).unwrap();
-    push_feature(&repo, &remote);
+    push_head(&repo, &remote, "feature");
     std::fs::rename(remote.join("hooks/post-receive.off"), &hook).unwrap();
     // Asked right away, the ref is too fresh to call the hook lost: no run is invented.
     assert!(forge.runs("core", &sha).unwrap().is_empty());
@@ -462,22 +429,7 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
         .status()
         .unwrap();
     assert!(aged.success());
-    let out = orch_in(
-        root,
-        &state,
-        &[
-            "ci",
-            "status",
-            "--repo",
-            "core",
-            "--sha",
-            &sha,
-            "--wait",
-            "--timeout",
-            "120s",
-            "--json",
-        ],
-    );
+    let out = ci_status_wait(root, &state, &sha);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "green", "{v}");
     assert_eq!(

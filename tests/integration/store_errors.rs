@@ -1,7 +1,7 @@
 //! A locked, unreadable or unwritable database gets a clear error naming the file, and loses
 //! nothing: the file is left as it was.
 
-use std::process::Command;
+use crate::support::{orch_cmd, output_text, shipped_contract};
 
 fn setup() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -14,26 +14,15 @@ fn setup() -> tempfile::TempDir {
 }
 
 fn orch(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+    let out = orch_cmd()
         .env("ORCH_CONFIG", dir.join("repos.yaml"))
         .env("ORCH_STATE_DIR", dir.join("state"))
-        .env(
-            "ORCH_CONTRACT",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/contracts/worker-completion.yaml"
-            ),
-        )
+        .env("ORCH_CONTRACT", shipped_contract())
         .env("ORCH_DB_BUSY_TIMEOUT", "300ms")
         .args(args)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    (out.status.code().unwrap_or(-1), output_text(&out))
 }
 
 #[test]

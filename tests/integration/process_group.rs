@@ -1,5 +1,6 @@
 //! Process groups: whole trees stop, stubborn children are killed, nothing is left behind.
 
+use crate::support::{live_members as members, poll_until};
 use orch::process::{GroupChild, GroupOptions, group_alive, proc_stat, spawn_in_group};
 use std::path::Path;
 use std::process::Command;
@@ -11,28 +12,14 @@ fn sh(script: &str) -> Command {
     c
 }
 
-/// Polls `cond` until it holds or `within` elapses.
-fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Pids of the live (non-zombie) processes in group `pgid`.
-fn members(pgid: i32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| proc_stat(pid).is_some_and(|s| s.pgrp == pgid && !s.is_dead()))
-        .collect()
+/// Waits (10 s at most) until `sh` and its two children run in group `pgid`.
+fn wait_three_members(pgid: i32) {
+    poll_until(
+        "sh and both sleeps to be running",
+        Duration::from_secs(10),
+        || (members(pgid).len() >= 3).then_some(()),
+        || format!("{:?}", members(pgid)),
+    );
 }
 
 /// The leader is reaped: no zombie of it is left (its /proc entry is gone or belongs to a
@@ -58,11 +45,7 @@ fn spawn(script: &str) -> (GroupChild, u64) {
 fn terminate_stops_the_whole_tree() {
     let (mut c, started) = spawn("sleep 300 & sleep 300 & wait");
     let pgid = c.pgid();
-    assert!(
-        eventually(Duration::from_secs(10), || members(pgid).len() >= 3),
-        "sh and both sleeps should be running: {:?}",
-        members(pgid)
-    );
+    wait_three_members(pgid);
     let t0 = Instant::now();
     let status = c.terminate(Duration::from_secs(10)).unwrap();
     assert!(
@@ -80,7 +63,7 @@ fn child_ignoring_sigterm_is_killed_after_the_grace() {
     // The ignored disposition is inherited by the grandchild `sleep` too.
     let (mut c, started) = spawn("trap '' TERM; sleep 300 & sleep 300; wait");
     let pgid = c.pgid();
-    assert!(eventually(Duration::from_secs(10), || members(pgid).len() >= 3));
+    wait_three_members(pgid);
     let grace = Duration::from_millis(300);
     let t0 = Instant::now();
     let status = c.terminate(grace).unwrap();
@@ -103,7 +86,12 @@ fn terminate_sweeps_grandchildren_after_the_leader_exited() {
     let pgid = c.pgid();
     let status = c.wait_timeout(Duration::from_secs(10)).unwrap().unwrap();
     assert!(status.success());
-    assert!(eventually(Duration::from_secs(5), || Path::new(&marker).exists()));
+    poll_until(
+        "the background pid file",
+        Duration::from_secs(5),
+        || Path::new(&marker).exists().then_some(()),
+        String::new,
+    );
     assert!(
         group_alive(pgid),
         "the orphaned sleep keeps the group alive"
@@ -118,9 +106,14 @@ fn terminate_sweeps_grandchildren_after_the_leader_exited() {
 fn signal_group_reaches_every_member() {
     let (mut c, _) = spawn("sleep 300 & sleep 300 & wait");
     let pgid = c.pgid();
-    assert!(eventually(Duration::from_secs(10), || members(pgid).len() >= 3));
+    wait_three_members(pgid);
     c.signal_group(orch::process::Signal::KILL).unwrap();
-    assert!(eventually(Duration::from_secs(10), || !group_alive(pgid)));
+    poll_until(
+        "the group to die",
+        Duration::from_secs(10),
+        || (!group_alive(pgid)).then_some(()),
+        || format!("{:?}", members(pgid)),
+    );
     assert!(c.wait_timeout(Duration::from_secs(10)).unwrap().is_some());
 }
 
@@ -143,10 +136,15 @@ fn parent_death_signal_kills_the_child() {
     })
     .join()
     .unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || proc_stat(pid)
-            .is_none_or(|s| s.start_ticks != started || s.is_dead())),
-        "the child should have been killed when its parent thread exited"
+    poll_until(
+        "the child to be killed when its parent thread exited",
+        Duration::from_secs(10),
+        || {
+            proc_stat(pid)
+                .is_none_or(|s| s.start_ticks != started || s.is_dead())
+                .then_some(())
+        },
+        || format!("{:?}", proc_stat(pid).map(|s| s.state)),
     );
     // Reap the zombie we own.
     let _ = rustix::process::waitpid(

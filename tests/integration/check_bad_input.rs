@@ -1,9 +1,7 @@
 //! `orch check` on bad input: every problem is reported, each naming what and where
 //! (file:line:column), and the exit code is 2.
 
-use assert_cmd::Command;
-
-const CONTRACT: &str = include_str!("../contracts/worker-completion.yaml");
+use crate::support::{CONTRACT_TEXT as CONTRACT, orch_cmd};
 
 /// Writes repos.yaml (and the shipped contract unless `contract` is given) into a temp dir
 /// and runs `orch check` there.
@@ -16,10 +14,8 @@ fn check(repos: &str, contract: Option<&str>) -> (i32, String, String) {
         contract.unwrap_or(CONTRACT),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+    let out = orch_cmd()
         .current_dir(dir.path())
-        .env_remove("ORCH_CONFIG")
-        .env_remove("ORCH_STATE_DIR")
         .arg("check")
         .output()
         .unwrap();
@@ -274,9 +270,8 @@ fn problems_in_both_files_are_reported_together() {
 #[test]
 fn missing_config_file_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+    let out = orch_cmd()
         .current_dir(dir.path())
-        .env_remove("ORCH_CONFIG")
         .args(["graph"])
         .output()
         .unwrap();
@@ -303,11 +298,8 @@ fn prompt_template_with_an_unknown_placeholder_is_refused() {
         "TASK: {{taks}}\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_orch"))
+    let out = orch_cmd()
         .current_dir(dir.path())
-        .env_remove("ORCH_CONFIG")
-        .env_remove("ORCH_STATE_DIR")
-        .env_remove("ORCH_CONTRACT")
         .arg("check")
         .output()
         .unwrap();

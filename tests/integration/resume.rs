@@ -6,10 +6,7 @@
 //! first life of a worker does (see the script). CI `check` waits for a gate file, so a test
 //! decides when CI finishes.
 
-#[path = "support/chaos_org.rs"]
-mod chaos_org;
-
-use chaos_org::{Org, OrgSpec, dead_pid, job_status, resumed_entry};
+use crate::support::{ORCH, Org, Spec, dead_pid, job_status, reaping_late, resumed_entry};
 /// Is the worker's supervisor alive (lease valid, same process)?
 fn supervisor_alive(w: &orch::store::workers::WorkerRecord) -> bool {
     w.supervised(orch::store::now_ms())
@@ -21,11 +18,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-fn org(repos: &'static [(&'static str, &'static [&'static str])]) -> Org {
-    Org::new(&OrgSpec {
-        repos,
-        ..OrgSpec::default()
-    })
+fn org(repos: &[(&str, &[&str])]) -> Org {
+    Org::new(Spec::resumable(repos))
 }
 
 fn short(sha: &str) -> &str {
@@ -34,7 +28,7 @@ fn short(sha: &str) -> &str {
 
 /// The `orch status --json` entry of `id`.
 fn status_of(org: &Org, id: &str) -> Value {
-    let st = org.json(&["status"]);
+    let st = org.json(&["status", "--json"]);
     st["workers"]
         .as_array()
         .unwrap()
@@ -274,9 +268,9 @@ fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
 
     let org = org(&[("core", &[]), ("sdk", &[])]);
     org.open_all_gates();
-    let contract = Contract::load(&chaos_org::contract_path()).unwrap();
+    let contract = Contract::load(&org.contract).unwrap();
     let config = &org.config;
-    let forge = LocalForge::new(&org.state, config).with_exe(chaos_org::ORCH);
+    let forge = LocalForge::new(&org.state, config).with_exe(ORCH);
     let mut store = org.store();
 
     // (B) A spawner that got through `prepare` (lock + record, worktree, prompt) and died
@@ -426,11 +420,11 @@ fn concurrent_resumes_claim_each_orphan_exactly_once() {
         org.kill_supervisor(id);
     }
     org.open_all_gates();
-    // Eight resumers at once.
+    // Eight resumers at once (reaped in turn).
+    let late = reaping_late();
     let children: Vec<_> = (0..8)
         .map(|_| {
-            org.cmd()
-                .args(["resume", "--json"])
+            org.cmd(&["resume", "--json"])
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -454,6 +448,7 @@ fn concurrent_resumes_claim_each_orphan_exactly_once() {
                 .or_default() += 1;
         }
     }
+    drop(late);
     for id in &ids {
         assert_eq!(claimed.get(id), Some(&1), "{id}: {claimed:?}");
     }
@@ -679,10 +674,10 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     }
     let loaded = orch::app::Loaded {
         config: org.config.clone(),
-        contract: orch::contract::Contract::load(&chaos_org::contract_path()).unwrap(),
+        contract: orch::contract::Contract::load(&org.contract).unwrap(),
         state_dir: copy.path().to_path_buf(),
         config_path: org.config_path.clone(),
-        contract_path: chaos_org::contract_path(),
+        contract_path: org.contract.clone(),
     };
     let r = orch::app::resume::rebuild_from_checkpoints(&loaded).unwrap();
     assert_eq!((r.workers, r.locks), (5, 4), "{:?}", r.problems);
@@ -845,12 +840,11 @@ fn a_push_that_never_got_a_ci_run_goes_to_a_replacement() {
     // `lost_hook_grace`; set far beyond the test, no CI run will ever exist for that commit,
     // as on a forge whose push event was lost for good. `start_timeout` is long enough that
     // the first resume, on a loaded machine, still polls before it.
-    let org = Org::new(&OrgSpec {
-        repos: &[("core", &[])],
-        start_timeout: "12s",
-        lost_hook_grace: "1h",
-        ..OrgSpec::default()
-    });
+    let org = Org::new(
+        Spec::resumable(&[("core", &[])])
+            .start_timeout("12s")
+            .lost_hook_grace("1h"),
+    );
     org.open_all_gates();
     let id = org.spawn("core", "nohook-push-hang add the feature", "t-norun");
     org.wait_mark(&id, 1, "pushed");

@@ -1,0 +1,22 @@
+//! The integration tests: one test crate (one binary to build and link), one module per
+//! area, one set of helpers (`tests/support/`). The scripted workers are `tests/workers/*.sh`.
+//!
+//! Run one area: `cargo test --test integration supervise::` (module paths prefix the test
+//! names). The long chaos run:
+//! `ORCH_CHAOS_KILLS=60 cargo test --release --test integration chaos:: -- --nocapture`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod chaos;
+mod check_bad_input;
+mod ci_cli;
+mod demo;
+mod forgejo_contract;
+mod local_forge;
+mod lock_race;
+mod process_group;
+mod resume;
+mod store_errors;
+mod supervise;
+mod supervise_forgejo;

@@ -163,10 +163,20 @@ fn write_config(
 /// Makes `remote` point at `url` in the clone (adding it if missing).
 pub fn ensure_remote(repo_path: &Path, remote: &str, url: &str) -> Result<(), GitError> {
     // A concurrent spawn may add it first: the next try finds it.
-    write_config(repo_path, |repo| match repo.find_remote(remote) {
-        Ok(r) if r.url() == Ok(url) => Ok(()),
-        Ok(_) => repo.remote_set_url(remote, url),
-        Err(_) => repo.remote(remote, url).map(|_| ()),
+    write_config(repo_path, |repo| {
+        match repo.find_remote(remote) {
+            Ok(r) if r.url() == Ok(url) => {}
+            Ok(_) => repo.remote_set_url(remote, url)?,
+            Err(_) => return repo.remote(remote, url).map(|_| ()),
+        }
+        // Adding a remote writes its URL and its fetch refspec one after the other: a process
+        // killed in between leaves a remote that fetches nothing, so no push could ever be
+        // verified against it. Repair it.
+        let refspecs = repo.find_remote(remote)?.fetch_refspecs()?.len();
+        if refspecs == 0 {
+            repo.remote_add_fetch(remote, &format!("+refs/heads/*:refs/remotes/{remote}/*"))?;
+        }
+        Ok(())
     })
 }
 
@@ -297,4 +307,44 @@ pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
 /// The commit HEAD points at in `dir`.
 pub fn head(dir: &Path) -> Result<String, GitError> {
     resolve(dir, "HEAD")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_left_without_its_fetch_refspec_is_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        // What a process killed inside `git remote add` leaves: the URL, no refspec.
+        repo.config()
+            .unwrap()
+            .set_str("remote.orch.url", "/srv/forge/core.git")
+            .unwrap();
+        assert!(
+            repo.find_remote("orch")
+                .unwrap()
+                .fetch_refspecs()
+                .unwrap()
+                .is_empty()
+        );
+        ensure_remote(dir.path(), "orch", "/srv/forge/core.git").unwrap();
+        let r = repo.find_remote("orch").unwrap();
+        let array = r.fetch_refspecs().unwrap();
+        let specs: Vec<&str> = (0..array.len())
+            .filter_map(|i| array.get(i).ok().flatten())
+            .collect();
+        assert_eq!(specs, ["+refs/heads/*:refs/remotes/orch/*"]);
+        // Idempotent: a second call adds nothing.
+        ensure_remote(dir.path(), "orch", "/srv/forge/core.git").unwrap();
+        assert_eq!(
+            repo.find_remote("orch")
+                .unwrap()
+                .fetch_refspecs()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
 }

@@ -1,0 +1,215 @@
+//! `repos.yaml`: the repositories, their dependencies, the forge, worker and alert settings.
+//!
+//! Loading is two steps: the YAML is read into `raw` types that keep source positions, then
+//! `validate` turns them into a [`Config`], collecting every problem (with file:line:column)
+//! instead of stopping at the first one.
+
+mod raw;
+mod validate;
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::graph::RepoGraph;
+use crate::yaml::from_yaml_str;
+use raw::RawConfig;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use validate::validate;
+
+/// Which forge runs CI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgeKind {
+    /// The embedded default: bare remotes under the state directory, jobs run locally.
+    Local,
+    /// A Forgejo (or Gitea) server reached over HTTP.
+    Forgejo,
+}
+
+/// Local forge: how old a branch ref without a CI run must be before the push counts as one
+/// whose hook was lost, unless `forge.lost_hook_grace` says otherwise. Long enough that a hook
+/// which is merely slow is not raced.
+pub const LOST_HOOK_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct ForgeConfig {
+    pub kind: ForgeKind,
+    pub url: Option<String>,
+    pub owner: Option<String>,
+    /// The NAME of the environment variable holding the token, never the token.
+    pub token_env: Option<String>,
+    pub request_timeout: Duration,
+    /// Local forge: how many runs may execute at once across all repositories.
+    pub max_concurrent_runs: usize,
+    /// Local forge: how old a branch ref without a CI run must be before its push counts as
+    /// one whose hook was lost (and its run is started then).
+    pub lost_hook_grace: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct CiConfig {
+    pub sync_job: String,
+    /// `None`: every job of the push-triggered run is required.
+    pub required_jobs: Option<Vec<String>>,
+    /// How long a pushed SHA may go without a push-triggered run before the verdict is `no_run`.
+    pub start_timeout: Duration,
+    pub poll_interval: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub command: Vec<String>,
+    pub max_parallel: usize,
+    pub env_passthrough: Vec<String>,
+    pub max_respawns: u32,
+    /// Time between SIGTERM and SIGKILL when a worker's process group is stopped.
+    pub stop_grace: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertSink {
+    Webhook { url_env: String },
+    Command { argv: Vec<String> },
+}
+
+/// A CI job of the local forge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    pub name: String,
+    pub run: String,
+    pub needs: Vec<String>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Repo {
+    pub name: String,
+    /// Absolute path of the local clone.
+    pub path: PathBuf,
+    pub branch: String,
+    /// Direct dependencies, as written (the graph computes closures).
+    pub deps: Vec<String>,
+    pub jobs: Vec<JobSpec>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The repos.yaml this was loaded from (absolute).
+    pub file: PathBuf,
+    pub forge: ForgeConfig,
+    pub ci: CiConfig,
+    pub worker: WorkerConfig,
+    pub alerts: Vec<AlertSink>,
+    /// In declaration order.
+    pub repos: Vec<Repo>,
+    pub graph: RepoGraph,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+impl Config {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        Config::from_str(&text, &file).map_err(ConfigError::Invalid)
+    }
+
+    /// Parses and validates `text` as if read from `file` (relative repo paths resolve
+    /// against `file`'s directory).
+    pub fn from_str(text: &str, file: &Path) -> Result<Config, Diagnostics> {
+        let raw: RawConfig = from_yaml_str(text)
+            .map_err(|e| Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)]))?;
+        validate(raw, file)
+    }
+
+    /// The directory holding repos.yaml; relative paths in it are relative to this.
+    pub fn root(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("."))
+    }
+
+    pub fn repo(&self, name: &str) -> Option<&Repo> {
+        self.repos.iter().find(|r| r.name == name)
+    }
+
+    /// The repository named `name`, or an error listing the known ones.
+    pub fn require_repo(&self, name: &str) -> Result<&Repo, UnknownRepo> {
+        self.repo(name).ok_or_else(|| UnknownRepo {
+            name: name.to_string(),
+            file: self.file.clone(),
+            known: self.graph.names().to_vec(),
+        })
+    }
+
+    /// On the local forge, why a worker on `repo` could never reach DONE (no CI jobs, or no
+    /// sync job among them); `None` when it can.
+    pub fn local_ci_gap(&self, repo: &Repo) -> Option<String> {
+        if self.forge.kind != ForgeKind::Local {
+            return None;
+        }
+        if repo.jobs.is_empty() {
+            return Some(format!(
+                "repository {} has no ci.jobs in {}: on the local forge its pushes start no CI run, so a worker could never reach DONE",
+                repo.name,
+                self.file.display()
+            ));
+        }
+        if !repo.jobs.iter().any(|j| j.name == self.ci.sync_job) {
+            return Some(format!(
+                "repository {}'s ci.jobs in {} have no {} job (ci.sync_job): CI could never be green",
+                repo.name,
+                self.file.display(),
+                self.ci.sync_job
+            ));
+        }
+        None
+    }
+
+    /// The forge token, read from the variable named by `forge.token_env`.
+    pub fn forge_token(&self) -> Result<Option<crate::secret::Secret>, MissingToken> {
+        match (self.forge.kind, &self.forge.token_env) {
+            (ForgeKind::Local, _) | (_, None) => Ok(None),
+            (ForgeKind::Forgejo, Some(var)) => match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => {
+                    Ok(Some(crate::secret::Secret::new(v.trim().to_string())))
+                }
+                _ => Err(MissingToken {
+                    var: var.clone(),
+                    file: self.file.clone(),
+                }),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown repository \"{name}\" (not in {file}; known: {known})", known = known.join(", "))]
+pub struct UnknownRepo {
+    pub name: String,
+    pub file: PathBuf,
+    pub known: Vec<String>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "the forge token variable {var} is not set (named by forge.token_env in {file}); export it with a token that has read:repository"
+)]
+pub struct MissingToken {
+    pub var: String,
+    pub file: PathBuf,
+}
+
+#[cfg(test)]
+mod tests;

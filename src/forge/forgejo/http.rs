@@ -1,0 +1,199 @@
+//! The transport: one GET with retries, and the classification of what went wrong into the
+//! contract's error taxonomy (with the token scrubbed from every message).
+
+use super::ForgejoForge;
+use crate::forge::{BlockingKind, ForgeError};
+use reqwest::header::{AUTHORIZATION, RETRY_AFTER};
+use serde::de::DeserializeOwned;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Where a request is aimed, for error messages.
+#[derive(Clone, Copy)]
+pub(super) struct Target<'a> {
+    /// `owner/name` when the request is about a repository.
+    pub(super) repo: Option<&'a str>,
+    /// A 404 is an answer (`Ok(None)`), not an error.
+    pub(super) missing_ok: bool,
+}
+
+impl ForgejoForge {
+    /// One GET with retries. `Ok(None)` only for a 404 when `target.missing_ok`.
+    pub(super) async fn get(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        target: Target<'_>,
+    ) -> Result<Option<String>, ForgeError> {
+        let shown = format!("/api/v1{path}");
+        let mut url = reqwest::Url::parse(&format!("{}{}", self.api, path)).map_err(|e| {
+            ForgeError::Blocking {
+                kind: BlockingKind::Other,
+                message: format!("cannot build the URL for GET {shown}: {e}"),
+            }
+        })?;
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in query {
+                pairs.append_pair(k, v);
+            }
+        }
+        let mut retries = 0u32;
+        loop {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(method = "GET", path = %shown, retry = retries, "forgejo request");
+            let mut req = self.client.get(url.clone());
+            if let Some(auth) = &self.auth {
+                req = req.header(AUTHORIZATION, auth.clone());
+            }
+            let mut wait = None;
+            let failure = match req.send().await {
+                Err(e) => self.describe_transport(&e, &shown),
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    match status {
+                        200..=299 => match resp.text().await {
+                            Ok(body) => return Ok(Some(body)),
+                            Err(e) => self.describe_transport(&e, &shown),
+                        },
+                        404 if target.missing_ok => return Ok(None),
+                        429 | 500..=599 => {
+                            wait = resp
+                                .headers()
+                                .get(RETRY_AFTER)
+                                .and_then(|v| v.to_str().ok())
+                                .and_then(|v| v.trim().parse::<u64>().ok())
+                                .map(Duration::from_secs);
+                            format!("GET {shown} answered HTTP {status}")
+                        }
+                        _ => {
+                            let body = resp.text().await.unwrap_or_default();
+                            return Err(self.classify(status, &shown, &body, target));
+                        }
+                    }
+                }
+            };
+            if retries >= self.retry.max_retries {
+                tracing::debug!(path = %shown, retries, "forgejo request failed for good");
+                return Err(ForgeError::Transient {
+                    message: self.scrub(&failure),
+                    attempts: retries,
+                });
+            }
+            let mut delay = self.retry.delay(retries);
+            if let Some(w) = wait {
+                delay = delay.max(w.min(self.retry.max));
+            }
+            tracing::debug!(path = %shown, ?delay, "transient forge error, will retry");
+            tokio::time::sleep(delay).await;
+            retries += 1;
+        }
+    }
+
+    fn describe_transport(&self, e: &reqwest::Error, shown: &str) -> String {
+        let mut causes = Vec::new();
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            causes.push(s.to_string());
+            src = s.source();
+        }
+        let cause = causes.last().cloned().unwrap_or_else(|| e.to_string());
+        let text = if e.is_timeout() {
+            format!(
+                "GET {shown} timed out after {}",
+                crate::duration::format(self.request_timeout)
+            )
+        } else if e.is_connect() {
+            format!("cannot connect to the forge for GET {shown}: {cause}")
+        } else {
+            format!("GET {shown} failed: {cause}")
+        };
+        self.scrub(&text)
+    }
+
+    fn classify(&self, status: u16, shown: &str, body: &str, target: Target<'_>) -> ForgeError {
+        let server = server_message(body)
+            .map(|m| format!(" (server says: {})", self.scrub(&m)))
+            .unwrap_or_default();
+        let (kind, message) = match status {
+            401 if self.token.is_some() => (
+                BlockingKind::BadToken,
+                "Forgejo rejected the token (401): check the variable named by forge.token_env"
+                    .to_string(),
+            ),
+            401 => (
+                BlockingKind::BadToken,
+                format!(
+                    "Forgejo requires a token (401) for GET {shown}: set forge.token_env to the name of a variable holding a read:repository token"
+                ),
+            ),
+            403 => (
+                BlockingKind::NoAccess,
+                format!(
+                    "Forgejo denied access (403) to {}: the token needs read:repository and read access to Actions{server}",
+                    target.repo.unwrap_or("the server")
+                ),
+            ),
+            404 => (
+                BlockingKind::NotFound,
+                match target.repo {
+                    Some(r) => format!(
+                        "repository {r} not found, Actions disabled, or no access (404 on GET {shown})"
+                    ),
+                    None => format!(
+                        "GET {shown} not found (404): is forge.url the root of a Forgejo server?"
+                    ),
+                },
+            ),
+            _ => (
+                BlockingKind::Other,
+                format!("Forgejo answered HTTP {status} to GET {shown}{server}"),
+            ),
+        };
+        ForgeError::Blocking { kind, message }
+    }
+
+    pub(super) fn decode<T: DeserializeOwned>(
+        &self,
+        body: &str,
+        path: &str,
+    ) -> Result<T, ForgeError> {
+        serde_json::from_str(body).map_err(|e| ForgeError::Malformed {
+            message: self.scrub(&format!("GET /api/v1{path}: {e}")),
+        })
+    }
+
+    pub(super) async fn get_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        repo: &str,
+    ) -> Result<T, ForgeError> {
+        let target = Target {
+            repo: Some(repo),
+            missing_ok: false,
+        };
+        let body = self.get(path, query, target).await?.unwrap_or_default();
+        self.decode(&body, path)
+    }
+}
+
+/// The `message` of a Forgejo error body, or the start of a non-JSON body.
+pub(super) fn server_message(body: &str) -> Option<String> {
+    let body = body.trim();
+    if body.is_empty() {
+        return None;
+    }
+    let text = match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(v) => v.get("message")?.as_str()?.to_string(),
+        Err(_) => body.to_string(),
+    };
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.is_empty() {
+        return None;
+    }
+    Some(match one_line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    })
+}

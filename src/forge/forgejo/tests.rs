@@ -1,0 +1,146 @@
+//! Tests of the Forgejo client's pure parts: version parsing, path choice, time parsing, wire
+//! decoding, task grouping and error text.
+
+use super::http::server_message;
+use super::runs::{group_tasks, jobs_from_tasks};
+use super::*;
+use crate::ci::JobStatus;
+
+fn v(s: &str) -> Option<(u32, u32, u32)> {
+    ForgejoVersion::parse(s).map(|v| (v.major, v.minor, v.patch))
+}
+
+#[test]
+fn parses_versions() {
+    assert_eq!(v("11.0.1+gitea-1.22.0"), Some((11, 0, 1)));
+    assert_eq!(v("16.0.0-dev-123-gabcdef+gitea-1.22.0"), Some((16, 0, 0)));
+    assert_eq!(v("v15.2"), Some((15, 2, 0)));
+    assert_eq!(v("8"), Some((8, 0, 0)));
+    assert_eq!(v(" 12.0.3 "), Some((12, 0, 3)));
+    assert_eq!(v("dev"), None);
+    assert_eq!(v(""), None);
+}
+
+#[test]
+fn picks_api_paths() {
+    let p = |s: &str| ApiPath::for_version(ForgejoVersion::parse(s).unwrap());
+    assert_eq!(p("7.0.5"), None);
+    assert_eq!(p("1.22.0"), None);
+    assert_eq!(p("8.0.0"), Some(ApiPath::TasksOnly));
+    assert_eq!(p("11.0.1"), Some(ApiPath::TasksOnly));
+    assert_eq!(p("12.0.0"), Some(ApiPath::RunsAndTasks));
+    assert_eq!(p("15.0.3"), Some(ApiPath::RunsAndTasks));
+    assert_eq!(p("16.0.0"), Some(ApiPath::RunsAndJobs));
+    assert_eq!(p("17.1.0"), Some(ApiPath::RunsAndJobs));
+}
+
+#[test]
+fn epoch_times_are_unset() {
+    assert_eq!(parse_time_ms(Some("1970-01-01T00:00:00Z")), None);
+    assert_eq!(parse_time_ms(Some("1970-01-01T02:00:00+02:00")), None);
+    assert_eq!(parse_time_ms(None), None);
+    assert_eq!(parse_time_ms(Some("garbage")), None);
+    assert_eq!(
+        parse_time_ms(Some("2026-07-01T12:00:05+02:00")),
+        parse_time_ms(Some("2026-07-01T10:00:05Z"))
+    );
+    assert_eq!(parse_time_ms(Some("1970-01-01T00:00:01Z")), Some(1000));
+}
+
+#[test]
+fn decodes_reference_shapes_leniently() {
+    let run: wire::ActionRun = serde_json::from_str(
+        r#"{"id":894,"repository":{"id":63,"...":"..."},"trigger_user":{"id":2},"ScheduleID":7,
+                "commit_sha":"97f29ee599c373c729132a5c46a046978311e0ee","index_in_repo":3,
+                "event":"push","status":"running","stopped":"1970-01-01T00:00:00Z"}"#,
+    )
+    .unwrap();
+    assert_eq!(run.schedule_id, 7);
+    assert_eq!(run.duration, None);
+    assert_eq!(parse_time_ms(run.stopped.as_deref()), None);
+    let jobs: Vec<wire::ActionRunJob> = serde_json::from_str(
+        r#"[{"id":196,"run_id":793,"attempt":null,"name":"job2","needs":null,"runs_on":null,"task_id":0,"status":"waiting"}]"#,
+    )
+    .unwrap();
+    assert_eq!(jobs[0].needs, None);
+    assert_eq!(jobs[0].attempt, None);
+    let tasks: wire::ActionTaskResponse =
+        serde_json::from_str(r#"{"workflow_runs":null,"total_count":0}"#).unwrap();
+    assert!(tasks.workflow_runs.is_none());
+}
+
+#[test]
+fn tasks_become_jobs_with_attempt_counts() {
+    let t = |id: i64, run: i64, name: &str, status: &str| wire::ActionTask {
+        id,
+        name: name.into(),
+        run_number: run,
+        status: status.into(),
+        ..Default::default()
+    };
+    let tasks = [
+        t(9, 4, "build", "success"),
+        t(8, 4, "radicle-push", "running"),
+        t(5, 4, "build", "failure"),
+        t(3, 2, "build", "success"),
+    ];
+    let groups = group_tasks(&tasks);
+    let jobs = jobs_from_tasks(&groups[&4]);
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(
+        (jobs[0].name.as_str(), jobs[0].status, jobs[0].attempt),
+        ("build", JobStatus::Success, 2)
+    );
+    assert_eq!(jobs[1].attempt, 1);
+    assert_eq!(jobs_from_tasks(&groups[&2]).len(), 1);
+}
+
+#[test]
+fn encodes_segments_and_messages() {
+    assert_eq!(encode("my repo/x"), "my%20repo%2Fx");
+    assert_eq!(encode("a-b_c.d~"), "a-b_c.d~");
+    assert_eq!(
+        server_message(r#"{"message":"unknown status: foo","url":"x"}"#).as_deref(),
+        Some("unknown status: foo")
+    );
+    assert_eq!(
+        server_message("<html>\n bad </html>").as_deref(),
+        Some("<html> bad </html>")
+    );
+    assert_eq!(server_message(""), None);
+}
+
+#[test]
+fn rejects_short_shas_and_bad_urls() {
+    assert!(check_sha("abc123").unwrap_err().is_blocking());
+    assert!(check_sha(&"a".repeat(40)).is_ok());
+    let retry = RetryPolicy {
+        initial: Duration::from_millis(1),
+        max: Duration::from_millis(1),
+        multiplier: 2.0,
+        max_retries: 0,
+    };
+    assert!(ForgejoForge::new("ftp://x", "o", None, Duration::from_secs(1), retry).is_err());
+    assert!(ForgejoForge::new("not a url", "o", None, Duration::from_secs(1), retry).is_err());
+    let bad = Secret::new("tok\nSECRET".into());
+    let err = ForgejoForge::new(
+        "http://127.0.0.1:1",
+        "o",
+        Some(bad),
+        Duration::from_secs(1),
+        retry,
+    )
+    .unwrap_err();
+    assert!(!err.to_string().contains("SECRET"), "{err}");
+    let f = ForgejoForge::new(
+        "http://127.0.0.1:1/",
+        "o",
+        Some(Secret::new("tok-SECRET-4b1d".into())),
+        Duration::from_secs(1),
+        retry,
+    )
+    .unwrap();
+    let dbg = format!("{f:?}");
+    assert!(!dbg.contains("tok-SECRET-4b1d"), "{dbg}");
+    assert!(dbg.contains("http://127.0.0.1:1/api/v1"), "{dbg}");
+}

@@ -111,9 +111,17 @@ impl ForgejoForge {
         self.scrub(&text)
     }
 
-    fn classify(&self, status: u16, shown: &str, body: &str, target: Target<'_>) -> ForgeError {
-        let server = server_message(body)
-            .map(|m| format!(" (server says: {})", self.scrub(&m)))
+    pub(super) fn classify(
+        &self,
+        status: u16,
+        shown: &str,
+        body: &str,
+        target: Target<'_>,
+    ) -> ForgeError {
+        // Scrubbed before it is cut short: a token straddling the cut would otherwise survive
+        // as all but its last characters.
+        let server = server_message(&self.scrub(body))
+            .map(|m| format!(" (server says: {m})"))
             .unwrap_or_default();
         let (kind, message) = match status {
             401 if self.token.is_some() => (

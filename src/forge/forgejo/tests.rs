@@ -144,3 +144,32 @@ fn rejects_short_shas_and_bad_urls() {
     assert!(!dbg.contains("tok-SECRET-4b1d"), "{dbg}");
     assert!(dbg.contains("http://127.0.0.1:1/api/v1"), "{dbg}");
 }
+
+#[test]
+fn a_token_echoed_across_the_cut_of_a_server_message_is_redacted_whole() {
+    let retry = RetryPolicy {
+        initial: Duration::from_millis(1),
+        max: Duration::from_millis(1),
+        multiplier: 2.0,
+        max_retries: 0,
+    };
+    let token = "0123456789abcdef0123456789abcdef";
+    let f = ForgejoForge::new(
+        "http://127.0.0.1:1/",
+        "o",
+        Some(Secret::new(token.into())),
+        Duration::from_secs(1),
+        retry,
+    )
+    .unwrap();
+    // The token starts 190 characters in: the message is cut at 200.
+    let body = format!(r#"{{"message":"{} {token} forbidden"}}"#, "x".repeat(189));
+    let target = super::http::Target {
+        repo: Some("o/r"),
+        missing_ok: false,
+    };
+    let err = f.classify(403, "/repos/o/r/actions/runs", &body, target);
+    let text = err.to_string();
+    assert!(!text.contains(&token[..8]), "{text}");
+    assert!(text.contains("[redacted]"), "{text}");
+}

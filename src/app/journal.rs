@@ -13,7 +13,7 @@
 //! worker, and only the supervisor does that (`supervisor::Supervisor::apply`).
 
 use crate::milestone::{Effect, Milestone, Progress};
-use crate::store::workers::{self as ws, AlertRecord, VerdictRow};
+use crate::store::workers::{self as ws, AlertRecord, VerdictRow, WorkerRecord};
 use crate::store::{Store, StoreError, holds_lock, now_ms, release_in};
 use std::path::Path;
 
@@ -72,6 +72,8 @@ pub struct Answer<'a> {
 pub struct Entry<'a> {
     pub worker: &'a str,
     pub repo: &'a str,
+    /// The milestone events are logged under: the state after the step, else the current one.
+    pub milestone: Milestone,
     /// The state after the step; `None` leaves the stored state as it is.
     pub after: Option<&'a Progress>,
     pub effects: &'a [Effect],
@@ -86,11 +88,12 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    /// A transition by `by`, with no facts.
-    pub fn new(worker: &'a str, repo: &'a str, by: &'a str) -> Entry<'a> {
+    /// An entry about `w` (as its writer knows it) by `by`: no step, no facts yet.
+    pub fn new(w: &'a WorkerRecord, by: &'a str) -> Entry<'a> {
         Entry {
-            worker,
-            repo,
+            worker: &w.id,
+            repo: &w.repo,
+            milestone: w.progress.milestone,
             after: None,
             effects: &[],
             facts: Vec::new(),
@@ -102,6 +105,7 @@ impl<'a> Entry<'a> {
     }
 
     pub fn step(mut self, after: &'a Progress, effects: &'a [Effect]) -> Entry<'a> {
+        self.milestone = after.milestone;
         self.after = Some(after);
         self.effects = effects;
         self
@@ -151,12 +155,8 @@ pub fn commit(
             _ => None,
         })
         .collect();
+    let milestone = entry.milestone;
     let written = store.write(|tx| {
-        // The milestone events are logged under: the new one, else the stored one.
-        let milestone = match entry.after {
-            Some(p) => p.milestone,
-            None => ws::get_worker(tx, id)?.map_or(Milestone::Working, |w| w.milestone()),
-        };
         if let Some(after) = entry.after {
             match writer {
                 Writer::Owner(pid) => {

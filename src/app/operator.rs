@@ -93,11 +93,11 @@ pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancel
     }
     let event = Event::Cancel { by, reason };
     let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
-    let entry = Entry::new(id, &w.repo, "orch")
+    let entry = Entry::new(&w, "orch")
         .step(&after, &effects)
         .fact(Fact::WorkerStopped);
+    // The cancel's transition asks for a checkpoint: the journal writes it.
     let _ = journal::commit(&mut store, &l.state_dir, Writer::Operator, &entry)?;
-    journal::write_checkpoint(&mut store, &l.state_dir, id);
     Ok(Cancelled::Offline(after.milestone))
 }
 

@@ -180,7 +180,7 @@ pub fn prepare(
             reason: msg.clone(),
         };
         let (after, effects) = step(contract, &record.id, &record.progress, &event, now_ms());
-        let entry = Entry::new(&record.id, &record.repo, "orch")
+        let entry = Entry::new(&record, "orch")
             .step(&after, &effects)
             .fact(Fact::Logged {
                 kind: "spawn_failed",

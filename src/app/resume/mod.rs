@@ -16,7 +16,7 @@ mod worktree;
 pub use decide::Action;
 pub use rebuild::{Rebuilt, rebuild_from_checkpoints};
 
-use super::journal::{self, Entry, Fact, Writer};
+use super::journal::{self, Committed, Entry, Fact, Writer};
 use super::supervisor::LEASE_MS;
 use super::{Loaded, Result, start_detached};
 use crate::ci::CiRun;
@@ -305,7 +305,7 @@ fn reconcile(
         resume_note(&d.progress, &why, d.respawns, max, &commits, &files)
     });
     let keep_lease = supervisors.is_some() && d.action.continues();
-    let mut entry = Entry::new(&w.id, &w.repo, "orch resume").step(&d.progress, &d.effects);
+    let mut entry = Entry::new(&w, "orch resume").step(&d.progress, &d.effects);
     entry.note = " (resume)";
     entry.checkpoint = true;
     // The newly found push first, so that its verdict has a row to land in, with the push
@@ -330,7 +330,12 @@ fn reconcile(
     });
     // This process claimed the worker's lease above: the write is guarded by it. The prompt
     // is rendered after the commit: a replacement is started only once both exist.
-    let _ = journal::commit(store, &l.state_dir, Writer::me(), &entry)?;
+    if journal::commit(store, &l.state_dir, Writer::me(), &entry)? == Committed::NotOwner {
+        return Err(super::Error::Refused(format!(
+            "{}: another process took it over while it was being reconciled",
+            w.id
+        )));
+    }
     w.progress = d.progress.clone();
     w.respawns = d.respawns;
     if let Some(n) = &note {

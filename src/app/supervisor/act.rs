@@ -9,7 +9,8 @@ use super::{Outcome, Supervisor};
 use crate::forge::Forge;
 use crate::milestone::{Effect, Event, step};
 use crate::process::Signal;
-use crate::store::now_ms;
+use crate::store::{Store, now_ms};
+use std::path::Path;
 
 impl<F: Forge + 'static> Supervisor<'_, F> {
     /// Runs one event through the state machine, commits the result (with `facts` and the
@@ -23,41 +24,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     ) -> Outcome {
         let before = self.w.progress.clone();
         let (after, effects) = step(self.env.contract, &self.w.id, &before, &event, now_ms());
+        let outcome = outcome_of(&event, after != before, &effects);
         if effects.is_empty() && request.is_none() && facts.is_empty() {
             // Bookkeeping only (the time of the last progress, a repeated claim): written with
             // the next tick, so a worker repeating itself costs no write per line.
-            let changed = after != before;
+            self.dirty |= after != before;
             self.w.progress = after;
-            self.dirty |= changed;
-            return if changed || matches!(event, Event::Claim { .. } | Event::Push { .. }) {
-                Outcome::Accepted
-            } else {
-                Outcome::NoChange
-            };
+            return outcome;
         }
-        let outcome = effects
-            .iter()
-            .rev()
-            .find_map(|e| match e {
-                Effect::Transition { from, to, .. } => Some(Outcome::Moved {
-                    from: *from,
-                    to: *to,
-                }),
-                Effect::Violation { kind, detail } => Some(Outcome::Refused {
-                    kind: kind.clone(),
-                    detail: detail.clone(),
-                }),
-                _ => None,
-            })
-            .unwrap_or(if after == before && effects.is_empty() {
-                if matches!(event, Event::Claim { .. } | Event::Push { .. }) {
-                    Outcome::Accepted
-                } else {
-                    Outcome::NoChange
-                }
-            } else {
-                Outcome::Accepted
-            });
         // The permission rule's stop lands before anything is written: the group gets no more
         // time to act while SQLite and the checkpoint are busy. (stop_worker below reaps it.)
         if effects.iter().any(|e| {
@@ -73,24 +47,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             w.signal(Signal::KILL);
         }
         let text = outcome.to_string();
-        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch").step(&after, &effects);
+        let mut entry = Entry::new(&self.w, "orch").step(&after, &effects);
         entry.facts = facts;
         entry.answer = request.map(|r| Answer {
             request: r,
             outcome: &text,
             refused: outcome.is_refusal(),
         });
-        match journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            Ok(Committed::Written) => {}
-            Ok(Committed::NotOwner) => {
-                // Another supervisor owns the worker now (this one's lease expired): its state
-                // is not ours to change, nor its worker ours to act on.
-                self.lease_lost = true;
-                return Outcome::LeaseLost;
-            }
-            Err(e) => {
-                tracing::error!(worker = %self.w.id, error = %e, "could not persist worker state")
-            }
+        if commit(&mut self.store, self.env.state_dir, &entry) == Some(Committed::NotOwner) {
+            // Another supervisor owns the worker now (this one's lease expired): its state
+            // is not ours to change, nor its worker ours to act on.
+            self.lease_lost = true;
+            return Outcome::LeaseLost;
         }
         self.w.progress = after;
         self.dirty = false;
@@ -135,25 +103,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Records facts alone (no event for the machine).
     pub(super) fn record(&mut self, facts: Vec<Fact>) {
-        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch");
+        let mut entry = Entry::new(&self.w, "orch");
         entry.facts = facts;
-        if let Err(e) = journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            tracing::error!(worker = %self.w.id, error = %e, "could not record");
-        }
+        let _ = commit(&mut self.store, self.env.state_dir, &entry);
     }
 
     /// Answers a request that no transition answered.
     pub(super) fn answer(&mut self, request: i64, outcome: &Outcome) {
         let text = outcome.to_string();
-        let mut entry = Entry::new(&self.w.id, &self.w.repo, "orch");
+        let mut entry = Entry::new(&self.w, "orch");
         entry.answer = Some(Answer {
             request,
             outcome: &text,
             refused: outcome.is_refusal(),
         });
-        if let Err(e) = journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            tracing::error!(worker = %self.w.id, error = %e, "could not answer request {request}");
-        }
+        let _ = commit(&mut self.store, self.env.state_dir, &entry);
     }
 
     /// Ends the worker's process group: at once (SIGKILL) or politely (SIGTERM → grace →
@@ -164,9 +128,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         };
         let code = worker.stop(how, self.env.config.worker.stop_grace);
         reap_orphans(None);
+        let fact = self.worker_gone(code);
+        self.record(vec![fact]);
+    }
+
+    /// The worker process is gone (exit `code`): what the supervisor knows of it, and the
+    /// fact to record.
+    pub(super) fn worker_gone(&mut self, code: Option<i32>) -> Fact<'static> {
+        self.worker = None;
         self.w.worker_running = false;
         self.w.exit_code = code.map(i64::from);
-        self.record(vec![Fact::WorkerExited { code }]);
+        Fact::WorkerExited { code }
     }
 
     pub(super) fn signal_worker(&mut self, sig: Signal) {
@@ -177,15 +149,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Writes bookkeeping progress that no transition wrote.
     pub(super) fn persist_progress(&mut self) {
-        let p = self.w.progress.clone();
-        let entry = Entry::new(&self.w.id, &self.w.repo, "orch").step(&p, &[]);
-        match journal::commit(&mut self.store, self.env.state_dir, Writer::me(), &entry) {
-            Ok(Committed::Written) => self.dirty = false,
-            Ok(Committed::NotOwner) => {
+        let entry = Entry::new(&self.w, "orch").step(&self.w.progress, &[]);
+        match commit(&mut self.store, self.env.state_dir, &entry) {
+            Some(Committed::Written) => self.dirty = false,
+            Some(Committed::NotOwner) => {
                 self.dirty = false;
                 self.lease_lost = true;
             }
-            Err(_) => {}
+            None => {} // tried again with the next tick
         }
     }
 
@@ -193,4 +164,38 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.last_checkpoint_ms = now_ms();
         journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id);
     }
+}
+
+/// What a claim or request came to: the last transition or refusal among the effects; else
+/// taken when it changed something or was a claim, nothing otherwise.
+fn outcome_of(event: &Event, changed: bool, effects: &[Effect]) -> Outcome {
+    let decisive = effects.iter().rev().find_map(|e| match e {
+        Effect::Transition { from, to, .. } => Some(Outcome::Moved {
+            from: *from,
+            to: *to,
+        }),
+        Effect::Violation { kind, detail } => Some(Outcome::Refused {
+            kind: kind.clone(),
+            detail: detail.clone(),
+        }),
+        _ => None,
+    });
+    decisive.unwrap_or(
+        if changed
+            || !effects.is_empty()
+            || matches!(event, Event::Claim { .. } | Event::Push { .. })
+        {
+            Outcome::Accepted
+        } else {
+            Outcome::NoChange
+        },
+    )
+}
+
+/// Commits a supervisor's entry as the holder of the worker's lease; a failed write is logged
+/// (`None`) and the supervisor goes on (bookkeeping is written again with the next tick).
+fn commit(store: &mut Store, state_dir: &Path, entry: &Entry) -> Option<Committed> {
+    journal::commit(store, state_dir, Writer::me(), entry)
+        .inspect_err(|e| tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state"))
+        .ok()
 }

@@ -229,11 +229,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Input::Request(r) => self.request(r),
             Input::Tick => self.tick(),
             Input::WorkerExited(code) => {
-                self.worker = None;
-                let facts = vec![Fact::WorkerExited { code }];
-                self.w.worker_running = false;
-                self.w.exit_code = code.map(i64::from);
-                self.apply(Event::WorkerExited { code }, None, facts);
+                let fact = self.worker_gone(code);
+                self.apply(Event::WorkerExited { code }, None, vec![fact]);
             }
         }
     }

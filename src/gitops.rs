@@ -32,17 +32,120 @@ fn err(path: &Path, e: git2::Error) -> GitError {
     }
 }
 
-/// Runs the git CLI in `dir`. Variables that would redirect git elsewhere (set when orch runs
-/// inside a hook) are cleared.
-pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let out = Command::new("git")
+/// The variables a `git` run by orch keeps from orch's environment: where programs, the home
+/// directory and the user's ssh agent and proxies are. Everything else is dropped — the forge
+/// token above all, and variables that would redirect git (`GIT_DIR`, set when orch runs
+/// inside a hook).
+const GIT_ENV_KEPT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "SSH_AUTH_SOCK",
+    "GIT_SSH_COMMAND",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_NOSYSTEM",
+    "XDG_CONFIG_HOME",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "GIT_SSL_CAINFO",
+];
+
+/// Configuration a worker can write (worktrees share their clone's `.git/config`) but must not
+/// turn into a command orch runs: hooks, the file-system monitor, the ssh and git:// proxy
+/// programs, `ext::` remotes, askpass and alternate-refs programs. Command-line `-c` values
+/// win over every config file. (`remote.<name>.uploadpack` is set per fetch; credential
+/// helpers and `core.sshCommand` are taken from the user's own configuration, not the
+/// repository's: see [`user_level`].)
+const GIT_FIXED_CONFIG: &[(&str, &str)] = &[
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("core.gitProxy", ""),
+    ("core.askPass", ""),
+    ("core.alternateRefsCommand", "true"),
+    ("protocol.ext.allow", "never"),
+    ("core.pager", "cat"),
+];
+
+/// A `git` command for `dir` that runs nothing a worker configured: a scrubbed environment
+/// (no forge token can reach a hook, or anything else) and fixed configuration.
+fn git_command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.env_clear();
+    for var in GIT_ENV_KEPT {
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
+        // `refs/replace/*` would let a worker give a commit other parents: the ancestry
+        // checks of a push must see the real graph.
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .env("LC_ALL", "C")
         .arg("-C")
-        .arg(dir)
+        .arg(dir);
+    for (k, v) in GIT_FIXED_CONFIG {
+        cmd.arg("-c").arg(format!("{k}={v}"));
+    }
+    let user = user_level();
+    cmd.arg("-c")
+        .arg(format!("core.sshCommand={}", user.ssh_command));
+    // An empty value resets the list; then the user's own helpers, in order.
+    cmd.arg("-c").arg("credential.helper=");
+    for h in &user.credential_helpers {
+        cmd.arg("-c").arg(format!("credential.helper={h}"));
+    }
+    cmd.stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// What orch takes from the user's own git configuration (global and system files, which a
+/// worker's repository cannot change) for the settings a repository's config must not set.
+struct UserLevel {
+    ssh_command: String,
+    credential_helpers: Vec<String>,
+}
+
+fn user_level() -> &'static UserLevel {
+    static USER: std::sync::OnceLock<UserLevel> = std::sync::OnceLock::new();
+    USER.get_or_init(|| {
+        let cfg = git2::Config::open_default().ok();
+        let ssh_command = cfg
+            .as_ref()
+            .and_then(|c| c.get_string("core.sshCommand").ok())
+            .unwrap_or_else(|| "ssh".to_string());
+        let mut credential_helpers = Vec::new();
+        if let Some(c) = &cfg
+            && let Ok(mut entries) = c.multivar("credential.helper", None)
+        {
+            while let Some(Ok(e)) = entries.next() {
+                if let Ok(v) = e.value() {
+                    if v.is_empty() {
+                        credential_helpers.clear();
+                    } else {
+                        credential_helpers.push(v.to_string());
+                    }
+                }
+            }
+        }
+        UserLevel {
+            ssh_command,
+            credential_helpers,
+        }
+    })
+}
+
+/// Runs the git CLI in `dir` (see [`git_command`]: nothing a worker configured runs).
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+    let out = git_command(dir)
         .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .env("GIT_TERMINAL_PROMPT", "0")
         .output()
         .map_err(|e| GitError::Cli {
             args: args.join(" "),
@@ -211,7 +314,20 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<(), GitError> {
     // ones removed (bounded).
     let deadline = std::time::Instant::now() + STALE_LOCK * 2;
     loop {
-        match git(dir, &["fetch", "--quiet", "--no-tags", "--prune", remote]) {
+        // The remote's own upload-pack: `remote.<name>.uploadpack` is a command.
+        let uploadpack = format!("remote.{remote}.uploadpack=git-upload-pack");
+        match git(
+            dir,
+            &[
+                "-c",
+                &uploadpack,
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--prune",
+                remote,
+            ],
+        ) {
             Ok(_) => return Ok(()),
             Err(GitError::Cli { stderr, .. })
                 if stderr.contains(".lock") && std::time::Instant::now() < deadline =>
@@ -249,6 +365,68 @@ pub fn on_remote(dir: &Path, remote: &str, sha: &str) -> Result<Option<String>, 
         };
         if tip == target || repo.graph_descendant_of(tip, target).unwrap_or(false) {
             return Ok(Some(name));
+        }
+    }
+    Ok(None)
+}
+
+/// Why `head` (a branch head read from the forge) is not new work of the worker whose branch
+/// started at `base`, if it is not: `base` itself, a commit already reachable from `base`, or
+/// a commit another worker pushed (`others`: (worker, SHA)) or one reachable from such a push.
+/// Looks in the clone's object database; a head it does not have yet is fetched from
+/// `remote` first (objects are named by their hash: where they come from cannot change
+/// what they are).
+pub fn why_not_new_work(
+    dir: &Path,
+    remote: &str,
+    head: &str,
+    base: &str,
+    others: &[(String, String)],
+) -> Result<Option<String>, GitError> {
+    let short = crate::sha::short;
+    if head == base {
+        return Ok(Some(format!(
+            "{} is the base commit the worker started on: no new work",
+            short(head)
+        )));
+    }
+    if let Some((worker, _)) = others.iter().find(|(_, sha)| sha == head) {
+        return Ok(Some(format!(
+            "{} is worker {worker}'s push, not this worker's work",
+            short(head)
+        )));
+    }
+    let head_oid = Oid::from_str(head).map_err(|e| err(dir, e))?;
+    if open(dir)?.find_commit(head_oid).is_err() {
+        fetch(dir, remote)?;
+    }
+    let repo = open(dir)?;
+    repo.find_commit(head_oid).map_err(|e| GitError::Repo {
+        path: dir.display().to_string(),
+        message: format!(
+            "the branch head {} cannot be read: {}",
+            short(head),
+            e.message()
+        ),
+    })?;
+    if let Ok(b) = Oid::from_str(base)
+        && repo.graph_descendant_of(b, head_oid).unwrap_or(false)
+    {
+        return Ok(Some(format!(
+            "{} is already in the base commit {}'s history: no new work",
+            short(head),
+            short(base)
+        )));
+    }
+    for (worker, sha) in others {
+        if let Ok(o) = Oid::from_str(sha)
+            && repo.graph_descendant_of(o, head_oid).unwrap_or(false)
+        {
+            return Ok(Some(format!(
+                "{} is in the history of worker {worker}'s push {}: not this worker's work",
+                short(head),
+                short(sha)
+            )));
         }
     }
     Ok(None)

@@ -81,6 +81,9 @@ pub enum Channel {
     Output,
     /// `orch report`.
     Report,
+    /// Seen by orch itself: a new commit at the head of the worker's branch on the forge,
+    /// reported or not.
+    Forge,
 }
 
 /// What the machine knows about one worker.
@@ -171,6 +174,12 @@ pub enum Event {
     },
     /// The worker says DONE; judged against the last verdict for the tracked SHA.
     DoneClaim {
+        via: Channel,
+    },
+    /// A DONE claim refused before the machine could judge it: the head of the worker's
+    /// branch on the forge is not the verified commit, or could not be read.
+    DoneRefused {
+        reason: String,
         via: Channel,
     },
     /// A line matching the permission rule's patterns.

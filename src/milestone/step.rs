@@ -67,7 +67,10 @@ pub fn step(
     let mut fx = Vec::new();
     if p.milestone.is_terminal() {
         // Nothing moves a finished worker; say so when a worker keeps talking.
-        if let Event::Claim { .. } | Event::Push { .. } | Event::DoneClaim { .. } = event
+        if let Event::Claim { .. }
+        | Event::Push { .. }
+        | Event::DoneClaim { .. }
+        | Event::DoneRefused { .. } = event
             && p.milestone != Milestone::Done
         {
             fx.push(violation(
@@ -162,6 +165,17 @@ pub fn step(
             fx.push(violation(
                 "push_not_verified",
                 format!("PUSHED_TO_CI {claimed} ({via:?}) rejected: {reason}"),
+            ));
+        }
+        Event::DoneRefused { reason, via } => {
+            fx.push(violation(
+                "done_without_ci_proof",
+                format!("DONE claimed ({via:?}) but {reason}"),
+            ));
+            fx.push(alert(
+                Severity::Warning,
+                "done_without_ci_proof",
+                format!("worker {worker} claimed DONE without CI proof: {reason}"),
             ));
         }
         Event::DoneClaim { via } => {

@@ -542,6 +542,21 @@ pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord
     stmt.query_map([worker], row_to_push)?.collect()
 }
 
+/// What the other workers of `repo` pushed: (worker, SHA). A push a worker claims must be
+/// none of these, nor in their history.
+pub fn others_pushes(
+    tx: &Transaction,
+    repo: &str,
+    worker: &str,
+) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT p.worker_id, p.sha FROM pushes p JOIN workers w ON w.id = p.worker_id \
+         WHERE w.repo = ?1 AND p.worker_id != ?2 ORDER BY p.rowid",
+    )?;
+    stmt.query_map([repo, worker], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect()
+}
+
 /// The latest verdict any worker recorded for `sha` (lets `orch ci status` answer a worker
 /// without the forge token, which workers never hold).
 pub fn recorded_verdict(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<PushRecord>> {

@@ -15,6 +15,7 @@ mod demo;
 mod forgejo_contract;
 mod local_forge;
 mod lock_race;
+mod lying_workers;
 mod process_group;
 mod resume;
 mod store_errors;

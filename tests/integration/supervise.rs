@@ -331,7 +331,7 @@ fn pushed_to_ci_for_a_commit_that_was_never_pushed_is_refused() {
     );
     assert!(
         v.iter()
-            .any(|d| d.contains(&local) && d.contains("not on any branch")),
+            .any(|d| d.contains(&local) && d.contains("is not on the forge")),
         "{v:?}"
     );
     assert!(

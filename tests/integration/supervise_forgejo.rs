@@ -20,8 +20,8 @@ const TOKEN_ENV: &str = "E2E_FORGEJO_TOKEN";
 /// Decides whether the `test` job passes for a commit of the bare repository.
 type Judge = fn(&Path, &str) -> bool;
 
-/// A forge-side CI for the fake: every new commit at the head of an `orch/*` branch of the
-/// bare `origin` gets a push run (`test` running, `radicle-push` waiting, needing `test`); on
+/// A forge-side CI for the fake (whose branches it makes the bare `origin`'s): every
+/// new commit at the head of an `orch/*` branch gets a push run (`test` running, `radicle-push` waiting, needing `test`); on
 /// the watcher's next round the jobs finish: `test` as `judge` says, `radicle-push` success
 /// after a green `test`, skipped otherwise.
 struct FakeCi {
@@ -31,6 +31,8 @@ struct FakeCi {
 
 impl FakeCi {
     fn start(fake: FakeForgejo, origin: PathBuf, judge: Judge) -> FakeCi {
+        // The forge's branches are what was pushed to its repository.
+        fake.serve_git(REPO, &origin);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -51,9 +53,13 @@ impl FakeCi {
                 }
                 let heads = git(
                     &origin,
-                    &["for-each-ref", "--format=%(objectname)", "refs/heads/orch/"],
+                    &[
+                        "for-each-ref",
+                        "--format=%(objectname) %(refname:lstrip=2)",
+                        "refs/heads/orch/",
+                    ],
                 );
-                for sha in heads.lines().filter(|l| !l.is_empty()) {
+                for sha in heads.lines().filter_map(|l| l.split(' ').next()) {
                     if seen.insert(sha.to_string()) {
                         let run = fake.add_run(
                             REPO,

@@ -127,6 +127,9 @@ struct State {
     runs: Vec<Run>,
     tasks: Vec<Task>,
     branches: BTreeMap<(String, String), String>,
+    /// Repositories whose branches are read from a bare git repository, as a real server's
+    /// are: a push is visible the moment it returns.
+    git_dirs: BTreeMap<String, std::path::PathBuf>,
     logs: BTreeMap<i64, String>,
     faults: Vec<FaultRule>,
     required_token: Option<String>,
@@ -161,6 +164,7 @@ impl FakeForgejo {
             runs: Vec::new(),
             tasks: Vec::new(),
             branches: BTreeMap::new(),
+            git_dirs: BTreeMap::new(),
             logs: BTreeMap::new(),
             faults: Vec::new(),
             required_token: None,
@@ -318,6 +322,13 @@ impl FakeForgejo {
             };
             self.add_run(repo, &sha, "push", &[("build", "success")]);
         }
+    }
+
+    /// Serves `repo`'s branches from the bare repository at `dir` (what was pushed there).
+    pub fn serve_git(&self, repo: &str, dir: &std::path::Path) {
+        self.lock()
+            .git_dirs
+            .insert(repo.to_string(), dir.to_path_buf());
     }
 
     pub fn set_branch(&self, repo: &str, branch: &str, sha: &str) {
@@ -738,7 +749,21 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
     match tail {
         ["branches", branch @ ..] if !branch.is_empty() => {
             let name = branch.join("/");
-            match s.branches.get(&(repo.clone(), name.clone())) {
+            let from_git = s.git_dirs.get(&repo).and_then(|dir| {
+                let out = std::process::Command::new("git")
+                    .arg("--git-dir")
+                    .arg(dir)
+                    .args(["rev-parse", "--verify", "--quiet"])
+                    .arg(format!("refs/heads/{name}^{{commit}}"))
+                    .output()
+                    .ok()?;
+                let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                (out.status.success() && !sha.is_empty()).then_some(sha)
+            });
+            match from_git
+                .as_ref()
+                .or_else(|| s.branches.get(&(repo.clone(), name.clone())))
+            {
                 Some(sha) => ResponseTemplate::new(200).set_body_json(json!({
                     "name": name,
                     "commit": { "id": sha, "message": "a commit\n", "url": format!("{root}{OWNER}/{repo}/commit/{sha}") },

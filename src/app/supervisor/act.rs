@@ -46,6 +46,27 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         {
             w.signal(Signal::KILL);
         }
+        // Stop, then release: a step that releases the lock (DONE, a cancel) stops the worker's
+        // group first, and its exit goes into the same transaction as the release. Until then
+        // the lock — and the `max_parallel` slot — stays taken: no worker on a dependent
+        // repository starts beside this one's processes.
+        let mut facts = facts;
+        if self.worker.is_some()
+            && effects
+                .iter()
+                .any(|e| matches!(e, Effect::ReleaseLock { .. }))
+        {
+            let how = effects
+                .iter()
+                .find_map(|e| match e {
+                    Effect::StopWorker { immediate, reason } => Some(stop_how(*immediate, reason)),
+                    _ => None,
+                })
+                .unwrap_or(Stop::Terminate);
+            if let Some(fact) = self.end_worker(how) {
+                facts.push(fact);
+            }
+        }
         let text = outcome.to_string();
         let mut entry = Entry::new(&self.w, "orch").step(&after, &effects);
         entry.facts = facts;
@@ -72,14 +93,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
                 Effect::StopWorker { immediate, reason } => {
                     tracing::info!(worker = %self.w.id, reason, "stopping worker");
-                    let how = if *immediate {
-                        Stop::Kill
-                    } else if reason == "done" {
-                        Stop::LetFinish
-                    } else {
-                        Stop::Terminate
-                    };
-                    self.stop_worker(how);
+                    self.stop_worker(stop_how(*immediate, reason));
                 }
                 Effect::SuspendWorker => self.signal_worker(Signal::STOP),
                 Effect::ContinueWorker => self.signal_worker(Signal::CONT),
@@ -121,15 +135,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     }
 
     /// Ends the worker's process group: at once (SIGKILL) or politely (SIGTERM → grace →
-    /// SIGKILL). A worker that just reached DONE first gets the grace period to exit by itself.
+    /// SIGKILL).
     pub(super) fn stop_worker(&mut self, how: Stop) {
-        let Some(worker) = self.worker.take() else {
-            return;
-        };
+        if let Some(fact) = self.end_worker(how) {
+            self.record(vec![fact]);
+        }
+    }
+
+    /// Stops the worker's group and waits until it is gone; the fact to record (None: there
+    /// was no worker).
+    fn end_worker(&mut self, how: Stop) -> Option<Fact<'static>> {
+        let worker = self.worker.take()?;
         let code = worker.stop(how, self.env.config.worker.stop_grace);
         reap_orphans(None);
-        let fact = self.worker_gone(code);
-        self.record(vec![fact]);
+        self.frozen = false;
+        Some(self.worker_gone(code))
     }
 
     /// The worker process is gone (exit `code`): what the supervisor knows of it, and the
@@ -163,6 +183,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     pub(super) fn checkpoint(&mut self) {
         self.last_checkpoint_ms = now_ms();
         journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id);
+    }
+}
+
+/// How a `StopWorker` effect stops the group. DONE kills at once: the worker is frozen while
+/// its claim is judged, and any time it ran after the judgement could be a push the DONE does
+/// not cover (a worker that printed DONE had `DONE_EXIT_GRACE` to exit by itself first).
+fn stop_how(immediate: bool, reason: &str) -> Stop {
+    if immediate || reason == "done" {
+        Stop::Kill
+    } else {
+        Stop::Terminate
     }
 }
 

@@ -1,4 +1,5 @@
-//! The supervisor's link to CI: queries run on their own thread (a slow or failing forge —
+//! The supervisor's link to CI: queries (CI for the tracked SHA, and the head of the worker's
+//! branch on the forge) run on their own thread (a slow or failing forge —
 //! timeouts, retries with backoff — must never delay reading the worker's output or the
 //! permission rule), numbered so that an answer says which query it answers; and the back-off
 //! after forge failures, a pure rule.
@@ -13,11 +14,23 @@ use crate::store::now_ms;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-/// A CI query for the CI thread.
+/// What the CI thread is asked.
+enum Query {
+    Ci(CiQuery),
+    /// The head of a branch alone, answered on `reply` (a push claim waits for it).
+    Head {
+        repo: Repo,
+        branch: String,
+        reply: Sender<Result<Option<Sha>, ForgeError>>,
+    },
+}
+
+/// A CI query for the CI thread: CI for `sha`, and the head of the worker's `branch`.
 struct CiQuery {
     n: u64,
     repo: Repo,
     sha: Sha,
+    branch: String,
     pushed_ms: Option<i64>,
 }
 
@@ -27,11 +40,14 @@ pub struct CiAnswer {
     pub n: u64,
     pub sha: Sha,
     pub result: Result<(Verdict, Vec<CiRun>), ForgeError>,
+    /// The head of the worker's branch on the forge, read after CI (`Ok(None)`: no such
+    /// branch). What DONE is about: a claim names a commit, the forge says which one counts.
+    pub head: Result<Option<Sha>, ForgeError>,
 }
 
 /// Queries to, and answers from, the CI thread; one query in flight at a time.
 pub struct CiLink {
-    tx: Sender<CiQuery>,
+    tx: Sender<Query>,
     rx: Receiver<CiAnswer>,
     /// The query being answered: (SHA, its number).
     in_flight: Option<(Sha, u64)>,
@@ -41,7 +57,7 @@ pub struct CiLink {
 
 impl CiLink {
     pub fn start<F: Forge + 'static>(follower: Arc<CiFollower<F>>) -> CiLink {
-        let (tx, qrx) = channel::<CiQuery>();
+        let (tx, qrx) = channel::<Query>();
         let (atx, rx) = channel::<CiAnswer>();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -49,11 +65,29 @@ impl CiLink {
                 .build()
                 .expect("a current-thread runtime builds");
             while let Ok(q) = qrx.recv() {
+                let q = match q {
+                    Query::Ci(q) => q,
+                    Query::Head {
+                        repo,
+                        branch,
+                        reply,
+                    } => {
+                        let head = rt.block_on(follower.forge().branch_head(&repo, &branch));
+                        let _ = reply.send(head.map(|h| h.map(Sha::from)));
+                        continue;
+                    }
+                };
                 let result = rt.block_on(follower.poll(&q.repo, &q.sha, q.pushed_ms, now_ms()));
+                // Read after CI: a head read before would let a push land between the two
+                // unseen, and the verdict would be judged against a stale head.
+                let head = rt
+                    .block_on(follower.forge().branch_head(&q.repo, &q.branch))
+                    .map(|h| h.map(Sha::from));
                 let answer = CiAnswer {
                     n: q.n,
                     sha: q.sha,
                     result,
+                    head,
                 };
                 if atx.send(answer).is_err() {
                     return;
@@ -79,20 +113,44 @@ impl CiLink {
     }
 
     /// Sends a query; false if the CI thread is gone.
-    pub fn ask(&mut self, repo: Repo, sha: Sha, pushed_ms: Option<i64>) -> bool {
+    pub fn ask(&mut self, repo: Repo, sha: Sha, branch: &str, pushed_ms: Option<i64>) -> bool {
         let n = self.sent + 1;
         let q = CiQuery {
             n,
             repo,
             sha: sha.clone(),
+            branch: branch.to_string(),
             pushed_ms,
         };
-        if self.tx.send(q).is_err() {
+        if self.tx.send(Query::Ci(q)).is_err() {
             return false;
         }
         self.sent = n;
         self.in_flight = Some((sha, n));
         true
+    }
+
+    /// The head of `branch` on the forge, read now (after a query in flight, if any), waiting
+    /// at most `wait`.
+    pub fn branch_head(
+        &self,
+        repo: Repo,
+        branch: &str,
+        wait: std::time::Duration,
+    ) -> Result<Option<Sha>, String> {
+        let (reply, answer) = channel();
+        let q = Query::Head {
+            repo,
+            branch: branch.to_string(),
+            reply,
+        };
+        self.tx
+            .send(q)
+            .map_err(|_| "the CI thread is gone".to_string())?;
+        match answer.recv_timeout(wait) {
+            Ok(head) => head.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer from the forge within {wait:?}")),
+        }
     }
 
     /// The next answer, if one came in.

@@ -29,10 +29,11 @@ use crate::contract::Contract;
 use crate::forge::Forge;
 use crate::forge::follow::CiFollower;
 use crate::milestone::{Channel, Event, LineSignal, Milestone, sha_in};
+use crate::sha::Sha;
 use crate::store::workers::{self as ws, Request, RequestKind, VerdictRow, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms};
 use ci::{CiAnswer, CiLink, ForgeBackoff};
-use claims::{truncate, verify_push};
+use claims::{ForgeHead, new_work, truncate, verify_push};
 use done::DoneClaims;
 use lease::LeaseKeeper;
 use std::path::{Path, PathBuf};
@@ -78,6 +79,9 @@ const INBOX_EVERY_MS: i64 = 250;
 const TICK_EVERY_MS: i64 = 1_000;
 /// How often the worktree is looked at for new commits.
 const HEAD_CHECK_EVERY_MS: i64 = 5_000;
+/// How long a worker that printed DONE may take to exit by itself before it is frozen for
+/// the judgement (a worker blocked in `orch report DONE` waits for its answer instead).
+const DONE_EXIT_GRACE: Duration = Duration::from_secs(1);
 /// How long the loop waits for worker output (its pace when nothing happens).
 const LOOP_WAIT: Duration = Duration::from_millis(100);
 
@@ -102,6 +106,11 @@ struct Supervisor<'a, F: Forge> {
     /// The worktree's HEAD when last looked at: a new commit is progress.
     last_head: Option<String>,
     last_head_check_ms: i64,
+    /// The worker's group is stopped (SIGSTOP) while a DONE claim is judged: no push can
+    /// land between the read of its branch head and the DONE that read allows.
+    frozen: bool,
+    /// A branch head seen on the forge and refused (not new work): said once, not per poll.
+    refused_head: Option<Sha>,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -142,6 +151,8 @@ pub fn supervise_then<F: Forge + 'static>(
         dirty: false,
         last_head: None,
         last_head_check_ms: 0,
+        frozen: false,
+        refused_head: None,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -191,8 +202,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if self.should_poll(now) {
                 self.poll_ci(false);
             }
-            for d in self.done_claims.take_overdue(now) {
-                self.apply(Event::DoneClaim { via: d.via }, d.request, Vec::new());
+            let overdue = self.done_claims.take_overdue(now);
+            if !overdue.is_empty() {
+                self.judge_done(overdue, None);
             }
             if now - last_tick >= TICK_EVERY_MS {
                 last_tick = now;
@@ -243,6 +255,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let p = &self.w.progress;
         if p.milestone.is_terminal() {
             return true;
+        }
+        if !self.done_claims.is_empty() {
+            return false; // a worker's last words were DONE: judge them first
         }
         p.milestone != Milestone::PushedToCi
             || p.verdict
@@ -385,14 +400,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         request: Option<i64>,
     ) -> Outcome {
         let event = match m {
-            Milestone::PushedToCi => verify_push(&self.w, sha, via),
+            Milestone::PushedToCi => {
+                let head = self.forge_head();
+                let others = self.others_pushes();
+                verify_push(&self.w, sha, head, &others, via)
+            }
             Milestone::Done => {
                 let p = &self.w.progress;
-                if p.milestone == Milestone::PushedToCi
-                    && p.verdict != Some(crate::ci::verdict::VerdictKind::Green)
-                    && p.tracked_sha.is_some()
-                {
-                    // Judge DONE against a fresh look at CI (see done.rs).
+                if p.milestone == Milestone::PushedToCi && p.tracked_sha.is_some() {
+                    // Judged on a CI answer sent after the claim, which also reads the branch
+                    // head (see done.rs). Meanwhile the worker is frozen: nothing it pushes
+                    // after that read could slip under the DONE it allows.
+                    if via == Channel::Output {
+                        self.let_exit(DONE_EXIT_GRACE);
+                    }
+                    self.freeze();
                     self.done_claims
                         .defer(via, request, self.ci.sent(), now_ms());
                     self.poll_ci(true);
@@ -408,6 +430,136 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             },
         };
         self.apply(event, request, Vec::new())
+    }
+
+    /// The head of the worker's branch on the forge, read now through the CI thread.
+    fn forge_head(&self) -> ForgeHead {
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return Err(format!("repository {} is not configured", self.w.repo));
+        };
+        let wait = self.env.config.forge.request_timeout * 4 + Duration::from_secs(5);
+        self.ci.branch_head(repo, &self.w.branch, wait)
+    }
+
+    /// What the other workers of the repository pushed (worker, SHA).
+    fn others_pushes(&mut self) -> Vec<(String, String)> {
+        let (repo, id) = (self.w.repo.clone(), self.w.id.clone());
+        self.store
+            .read(|tx| ws::others_pushes(tx, &repo, &id))
+            .unwrap_or_default()
+    }
+
+    /// A head of the worker's branch that is not the tracked commit: a push, reported or not.
+    /// New work re-opens verification (the worker is PUSHED_TO_CI on it); anything else is a
+    /// violation, said once.
+    fn observe_head(&mut self, head: &ForgeHead) {
+        let Ok(Some(h)) = head else {
+            return;
+        };
+        let p = &self.w.progress;
+        if p.tracked_sha.as_ref() == Some(h)
+            || p.milestone.is_terminal()
+            || !matches!(p.milestone, Milestone::PushedToCi | Milestone::FixingCi)
+            || self.refused_head.as_ref() == Some(h)
+        {
+            return;
+        }
+        let replaced = p.tracked_sha.clone();
+        let others = self.others_pushes();
+        let (event, facts) = match new_work(&self.w, h, &others) {
+            Ok(()) => {
+                let wt = Path::new(&self.w.worktree);
+                let pushed_ms = crate::gitops::commit_time_ms(wt, h).unwrap_or_else(|_| now_ms());
+                let seen = Fact::Logged {
+                    kind: "push_seen",
+                    detail: format!(
+                        "{} is the head of {} on the forge, replacing {}: CI is verified again",
+                        h.short(),
+                        self.w.branch,
+                        replaced.as_ref().map(Sha::short).unwrap_or("nothing")
+                    ),
+                };
+                let push = Event::Push {
+                    sha: h.clone(),
+                    pushed_ms: pushed_ms.min(now_ms()),
+                    via: Channel::Forge,
+                };
+                (push, vec![seen])
+            }
+            Err(reason) => {
+                self.refused_head = Some(h.clone());
+                let rejected = Event::PushRejected {
+                    claimed: h.to_string(),
+                    reason,
+                    via: Channel::Forge,
+                };
+                (rejected, Vec::new())
+            }
+        };
+        self.apply(event, None, facts);
+    }
+
+    /// Judges DONE claims on `head`, the branch head read with a CI answer sent after them
+    /// (`None`: no such answer came). DONE needs that head to be the tracked commit; the
+    /// machine then needs its CI green. A claim refused here leaves the worker to go on.
+    fn judge_done(&mut self, claims: Vec<done::PendingDone>, head: Option<&ForgeHead>) {
+        for d in claims {
+            let tracked = self.w.progress.tracked_sha.clone();
+            let refusal = match head {
+                Some(Ok(Some(h))) if tracked.as_ref() == Some(h) => None,
+                Some(Ok(Some(h))) => Some(format!(
+                    "the head of branch {} on the forge is {}, not the verified {}",
+                    self.w.branch,
+                    h.short(),
+                    tracked.as_ref().map(Sha::short).unwrap_or("(none)")
+                )),
+                Some(Ok(None)) => Some(format!("branch {} is not on the forge", self.w.branch)),
+                Some(Err(e)) => Some(format!(
+                    "the head of branch {} cannot be read from the forge: {e}",
+                    self.w.branch
+                )),
+                None => Some(format!(
+                    "the forge did not answer within {} s: claim DONE again",
+                    done::DONE_VERDICT_WAIT_MS / 1000
+                )),
+            };
+            let event = match refusal {
+                None => Event::DoneClaim { via: d.via },
+                Some(reason) => Event::DoneRefused { reason, via: d.via },
+            };
+            self.apply(event, d.request, Vec::new());
+        }
+        self.thaw();
+    }
+
+    /// Gives a worker that printed DONE up to `grace` to exit by itself.
+    fn let_exit(&mut self, grace: Duration) {
+        let until = Instant::now() + grace;
+        while let Some(w) = self.worker.as_mut() {
+            if w.try_wait().is_some() || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn freeze(&mut self) {
+        if let Some(w) = &self.worker
+            && !self.frozen
+        {
+            w.signal(crate::process::Signal::STOP);
+            self.frozen = true;
+        }
+    }
+
+    /// Lets a frozen worker go on (its DONE was refused).
+    fn thaw(&mut self) {
+        if self.frozen && self.done_claims.is_empty() {
+            self.frozen = false;
+            if self.w.progress.milestone != Milestone::Paused {
+                self.signal_worker(crate::process::Signal::CONT);
+            }
+        }
     }
 
     fn should_poll(&self, now: i64) -> bool {
@@ -433,11 +585,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if force {
             self.follower.forget(&repo.name, &sha);
         }
-        self.ci.ask(repo, sha, self.w.progress.pushed_ms);
+        self.ci
+            .ask(repo, sha, &self.w.branch, self.w.progress.pushed_ms);
     }
 
     /// Feeds a CI answer to the machine, then judges the DONE claims it is fresh for.
     fn ci_answer(&mut self, a: CiAnswer) {
+        // The branch head first: a push the worker made since is what CI must be about now.
+        let head: ForgeHead = a.head.as_ref().map_err(|e| e.to_string()).cloned();
+        self.observe_head(&head);
         let about_tracked = self.w.progress.tracked_sha.as_ref() == Some(&a.sha);
         let failed = a.result.is_err();
         let interval = self.env.config.ci.poll_interval.as_millis() as i64;
@@ -484,8 +640,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         // Claims this answer is fresh for are judged now (on what is known, if the forge
         // failed); the others wait for the query sent next.
-        for d in self.done_claims.take_fresh(a.n, about_tracked, failed) {
-            self.apply(Event::DoneClaim { via: d.via }, d.request, Vec::new());
+        let fresh = self.done_claims.take_fresh(a.n, about_tracked, failed);
+        if !fresh.is_empty() {
+            self.judge_done(fresh, Some(&head));
         }
         if !self.done_claims.is_empty() {
             self.poll_ci(true);
@@ -496,8 +653,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn finish(&mut self) {
         // DONE claims still waiting for a fresh verdict get their answer (on what is known)
         // rather than none; the journal refuses them itself if the lease was lost.
-        for d in self.done_claims.take_all() {
-            self.apply(Event::DoneClaim { via: d.via }, d.request, Vec::new());
+        let waiting = self.done_claims.take_all();
+        if !waiting.is_empty() {
+            self.judge_done(waiting, None);
         }
         if self.worker.is_some() {
             // Only reached on an error path: never leave a worker running unsupervised.

@@ -31,8 +31,6 @@ pub enum Stop {
     Kill,
     /// SIGTERM to the group, `worker.stop_grace`, then SIGKILL (timeout, cancel).
     Terminate,
-    /// DONE: give the worker the grace period to exit by itself first.
-    LetFinish,
 }
 
 /// A running worker: its group and the channel its readers feed.
@@ -173,10 +171,6 @@ impl WorkerProcess {
                 self.child.terminate(Duration::from_millis(200))
             }
             Stop::Terminate => self.child.terminate(grace),
-            Stop::LetFinish => match self.child.wait_timeout(grace) {
-                Ok(Some(_)) => self.child.terminate(Duration::from_millis(200)),
-                _ => self.child.terminate(grace),
-            },
         };
         status.ok().and_then(|s| s.code())
     }

@@ -534,12 +534,38 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
             for p in &r.problems {
                 println!("  warning: {}", esc(p));
             }
+            for u in &r.unproven_done {
+                println!("  not proven: {}", esc(u));
+            }
+            for x in &r.refused {
+                println!("  REFUSED {}", esc(&x.describe()));
+            }
         }
         rebuilt = Some(r);
     }
     let results = crate::app::resume::resume(&l, true)?;
+    // Checkpoints that were not rebuilt make the whole command a "no": an operator must look.
+    let refused = rebuilt
+        .as_ref()
+        .map(|r| r.refused.clone())
+        .unwrap_or_default();
+    let refusal = (!refused.is_empty()).then(|| {
+        let list: Vec<String> = refused
+            .iter()
+            .map(|x| esc(&x.describe()).into_owned())
+            .collect();
+        format!(
+            "{} checkpoint(s) could not be trusted and were not rebuilt: {}",
+            refused.len(),
+            list.join("; ")
+        )
+    });
     if json_out {
         print_json(&json!({"rebuilt": rebuilt, "resumed": results}));
+        if let Some(msg) = refusal {
+            eprintln!("orch: {msg}");
+            return Ok(1);
+        }
         return Ok(0);
     }
     if results.is_empty() {
@@ -556,7 +582,10 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
             esc(&r.detail)
         );
     }
-    Ok(0)
+    match refusal {
+        Some(msg) => Err(Failure::no(msg)),
+        None => Ok(0),
+    }
 }
 
 /// The resume pass every spawn and supervisor start runs: best effort, never fatal.

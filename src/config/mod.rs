@@ -40,8 +40,9 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// `path` as the file system resolves it: its longest existing ancestor canonicalised
-/// (symlinks followed), the rest appended lexically.
-fn resolve_on_disk(path: &Path) -> PathBuf {
+/// (symlinks followed), the rest appended lexically. (The one helper here that reads the
+/// file system, for `Config::load` and for checks of paths found in state files.)
+pub(crate) fn resolve_on_disk(path: &Path) -> PathBuf {
     let path = normalize(path);
     let mut existing = path.as_path();
     let mut rest = Vec::new();

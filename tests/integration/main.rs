@@ -10,6 +10,7 @@ mod support;
 
 mod chaos;
 mod check_bad_input;
+mod checkpoint_trust;
 mod ci_cli;
 mod config_trust;
 mod demo;

@@ -17,6 +17,7 @@ mod demo;
 mod forgejo_contract;
 mod local_forge;
 mod lock_race;
+mod output_escape;
 mod process_group;
 mod resume;
 mod store_errors;

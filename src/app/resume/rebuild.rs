@@ -219,12 +219,9 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
     let mut problems = Vec::new();
     let mut workers = 0;
     let mut locks = 0;
-    let unproven: BTreeSet<String> = unproven_done
-        .iter()
-        .filter_map(|u| u.split(':').next().map(str::to_string))
-        .collect();
     for (cp, rec, lock, proof) in plan {
-        let note = if unproven.contains(&rec.id) {
+        // Only an unproven DONE wishes for a lock only if free.
+        let note = if lock == Lock::IfFree {
             "rebuilt from its checkpoint file; it said DONE, which CI did not prove again"
         } else {
             "rebuilt from its checkpoint file"

@@ -192,3 +192,28 @@ pub fn read(path: &Path) -> Result<Checkpoint, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     crate::yaml::from_yaml_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// The longest repository name config accepts still gives file names a file system
+    /// takes: the checkpoint and the temporary file it is written through (pid at its widest).
+    #[test]
+    fn the_longest_repository_name_fits_in_every_checkpoint_file_name() {
+        let repo = "r".repeat(crate::config::MAX_REPO_NAME);
+        let id = format!("{repo}-{:08x}", u32::MAX); // as app::spawn makes worker ids
+        let path = Path::new("/s").join(format!("2024-12-31-{id}.checkpoint.yaml"));
+        let tmp = path.with_extension(format!("tmp.{}", u32::MAX));
+        for p in [&path, &tmp] {
+            let name = p.file_name().unwrap().len();
+            assert!(name <= 255, "{name}: {}", p.display());
+        }
+        assert_eq!(tmp.file_name().unwrap().len(), 255, "the bound is tight");
+        // And it is really written and read back under that name.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join(path.file_name().unwrap());
+        super::write_atomic(&real, b"x: 1\n").unwrap();
+        assert_eq!(std::fs::read(&real).unwrap(), b"x: 1\n");
+    }
+}

@@ -21,4 +21,5 @@ pub mod prompt;
 pub mod secret;
 pub mod sha;
 pub mod store;
+pub mod text;
 pub mod yaml;

@@ -10,6 +10,7 @@ use crate::milestone::Milestone;
 use crate::sha::short;
 use crate::store::workers::{self as ws, RequestKind, WorkerRecord};
 use crate::store::{Store, fmt_ms, now_ms};
+use crate::text::escape as esc;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -74,7 +75,7 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                             args.request.repo
                         );
                         for w in &why {
-                            println!("  {w}");
+                            println!("  {}", esc(w));
                         }
                     }
                     return Ok(1);
@@ -83,7 +84,7 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                     eprintln!(
                         "waiting for {}'s chain: {}",
                         args.request.repo,
-                        why.join("; ")
+                        esc(&why.join("; "))
                     );
                     announced = true;
                 }
@@ -214,7 +215,7 @@ pub fn report(
     // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
     match operator::ask(&mut store, &id, &kind, ANSWER_WAIT)? {
         Some(a) => {
-            println!("{m} {}", a.outcome);
+            println!("{m} {}", esc(&a.outcome));
             Ok(if a.refused { 1 } else { 0 })
         }
         None => {
@@ -276,17 +277,11 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                 );
                 for w in active {
                     let p = &w.progress;
-                    let sup = if p.milestone.is_terminal() {
-                        "-"
-                    } else if w.supervised(now) {
-                        "alive"
-                    } else {
-                        "GONE (orch resume)"
-                    };
+                    let sup = supervision(w, now).column();
                     println!(
                         "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {}",
-                        w.id,
-                        w.repo,
+                        esc(&w.id),
+                        esc(&w.repo),
                         p.milestone.as_str(),
                         age(p.since_ms, now),
                         p.tracked_sha.as_ref().map(|s| s.short()).unwrap_or("-"),
@@ -306,11 +301,11 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                 for lk in &locks {
                     println!(
                         "{:<20} {:<28} {:<7} {:>7}  {}",
-                        lk.repo,
-                        lk.holder,
+                        esc(&lk.repo),
+                        esc(&lk.holder),
                         lk.kind.as_str(),
                         age(lk.acquired_ms, now),
-                        lk.reason.as_deref().unwrap_or("-")
+                        esc(lk.reason.as_deref().unwrap_or("-"))
                     );
                 }
             }
@@ -336,15 +331,15 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
     for w in &workers {
         println!(
             "{:<22} {:<14} {:<19} {}  {}{}",
-            w.id,
-            w.repo,
+            esc(&w.id),
+            esc(&w.repo),
             w.milestone().as_str(),
             fmt_ms(w.created_ms),
-            w.task,
+            esc(&w.task),
             w.progress
                 .end_reason
                 .as_deref()
-                .map(|r| format!("  [{r}]"))
+                .map(|r| format!("  [{}]", esc(r)))
                 .unwrap_or_default()
         );
     }
@@ -375,48 +370,104 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         return Ok(0);
     }
     let p = &w.progress;
-    println!("worker     {}", w.id);
+    println!("worker     {}", esc(&w.id));
     println!(
         "repo       {} (branch {}, base {})",
-        w.repo,
-        w.branch,
-        short(&w.base_sha)
+        esc(&w.repo),
+        esc(&w.branch),
+        esc(short(&w.base_sha))
     );
-    println!("task       {}", w.task);
+    println!("task       {}", esc(&w.task));
     println!("milestone  {} since {}", p.milestone, fmt_ms(p.since_ms));
     if let Some(r) = &p.end_reason {
-        println!("ended      {r}");
+        println!("ended      {}", esc(r));
     }
-    println!(
-        "supervisor {}",
-        if w.supervised(now_ms()) {
-            "alive"
-        } else {
-            "not running"
-        }
-    );
-    println!("worktree   {}", w.worktree);
-    println!("log        {}", log.display());
-    println!("checkpoint {}", cp.display());
+    println!("supervisor {}", supervision(&w, now_ms()).sentence());
+    println!("worktree   {}", esc(&w.worktree));
+    println!("log        {}", esc(&log.display().to_string()));
+    println!("checkpoint {}", esc(&cp.display().to_string()));
     if !pushes.is_empty() {
         println!("pushes:");
         for ps in &pushes {
             println!(
                 "  {} {}{}",
-                ps.sha.short(),
+                esc(ps.sha.short()),
                 ps.verdict.map(|v| v.as_str()).unwrap_or("pending"),
                 ps.detail
                     .as_deref()
-                    .map(|d| format!(" — {d}"))
+                    .map(|d| format!(" — {}", esc(d)))
                     .unwrap_or_default()
             );
         }
     }
     println!("events:");
     for e in &events {
-        println!("  {} {:<14} {}", fmt_ms(e.at_ms), e.kind, e.detail);
+        println!(
+            "  {} {:<14} {}",
+            fmt_ms(e.at_ms),
+            esc(&e.kind),
+            esc(&e.detail)
+        );
     }
     Ok(0)
+}
+
+/// Who looks after a worker, as `orch status` and `sessions show` say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Supervision {
+    /// Terminal: nobody needs to.
+    Ended,
+    /// A supervisor holds a live lease.
+    Alive,
+    /// The lease ran out but its holder still runs (it cannot write: a full disk, a
+    /// database held too long); the next `orch resume` takes the worker over.
+    LeaseLapsed,
+    /// Nobody, and `orch resume` takes it over.
+    Gone,
+    /// Nobody, and nobody should: BLOCKED, BLOCKED_PERMISSION or PAUSED wait for an operator.
+    AwaitsOperator,
+}
+
+fn supervision(w: &WorkerRecord, now: i64) -> Supervision {
+    if w.milestone().is_terminal() {
+        Supervision::Ended
+    } else if w.supervised(now) {
+        Supervision::Alive
+    } else if w.lease().is_some_and(|l| {
+        l.until_ms > 0 && crate::process::process_alive(l.pid as i32, l.start.map(|s| s as u64))
+    }) {
+        Supervision::LeaseLapsed
+    } else if crate::app::resume::orphaned(w, now) {
+        Supervision::Gone
+    } else {
+        Supervision::AwaitsOperator
+    }
+}
+
+impl Supervision {
+    fn column(self) -> &'static str {
+        match self {
+            Supervision::Ended => "-",
+            Supervision::Alive => "alive",
+            Supervision::LeaseLapsed => "alive, lease lapsed",
+            Supervision::Gone => "GONE (orch resume)",
+            Supervision::AwaitsOperator => "none (operator)",
+        }
+    }
+
+    fn sentence(self) -> &'static str {
+        match self {
+            Supervision::Ended => "not running (the worker has ended)",
+            Supervision::Alive => "alive",
+            Supervision::LeaseLapsed => {
+                "alive, but its lease lapsed (it cannot write to the state directory: disk full?); `orch resume` would take the worker over"
+            }
+            Supervision::Gone => "not running (`orch resume` takes the worker over)",
+            Supervision::AwaitsOperator => {
+                "not running (the worker waits for an operator; `orch resume` leaves it alone)"
+            }
+        }
+    }
 }
 
 pub fn cancel(ctx: &Ctx, id: &str, reason: Option<String>, by: Option<String>) -> Outcome {
@@ -425,7 +476,7 @@ pub fn cancel(ctx: &Ctx, id: &str, reason: Option<String>, by: Option<String>) -
     let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
     match operator::cancel(&l, id, by, reason)? {
         Cancelled::BySupervisor(outcome) => {
-            println!("{id}: {outcome}");
+            println!("{}: {}", esc(id), esc(&outcome));
             Ok(0)
         }
         Cancelled::Queued => Err(Failure::no(format!(
@@ -481,14 +532,40 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
                 r.workers, r.locks
             );
             for p in &r.problems {
-                println!("  warning: {p}");
+                println!("  warning: {}", esc(p));
+            }
+            for u in &r.unproven_done {
+                println!("  not proven: {}", esc(u));
+            }
+            for x in &r.refused {
+                println!("  REFUSED {}", esc(&x.describe()));
             }
         }
         rebuilt = Some(r);
     }
     let results = crate::app::resume::resume(&l, true)?;
+    // Checkpoints that were not rebuilt make the whole command a "no": an operator must look.
+    let refused = rebuilt
+        .as_ref()
+        .map(|r| r.refused.clone())
+        .unwrap_or_default();
+    let refusal = (!refused.is_empty()).then(|| {
+        let list: Vec<String> = refused
+            .iter()
+            .map(|x| esc(&x.describe()).into_owned())
+            .collect();
+        format!(
+            "{} checkpoint(s) could not be trusted and were not rebuilt: {}",
+            refused.len(),
+            list.join("; ")
+        )
+    });
     if json_out {
         print_json(&json!({"rebuilt": rebuilt, "resumed": results}));
+        if let Some(msg) = refusal {
+            eprintln!("orch: {msg}");
+            return Ok(1);
+        }
         return Ok(0);
     }
     if results.is_empty() {
@@ -497,10 +574,18 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
     for r in &results {
         println!(
             "{:<22} {:<14} {} -> {}  {}: {}",
-            r.worker_id, r.repo, r.before, r.after, r.action, r.detail
+            esc(&r.worker_id),
+            esc(&r.repo),
+            r.before,
+            r.after,
+            r.action,
+            esc(&r.detail)
         );
     }
-    Ok(0)
+    match refusal {
+        Some(msg) => Err(Failure::no(msg)),
+        None => Ok(0),
+    }
 }
 
 /// The resume pass every spawn and supervisor start runs: best effort, never fatal.
@@ -532,10 +617,10 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
         println!(
             "{} {:<8} {:<20} {:<14} {}",
             fmt_ms(a.at_ms),
-            a.severity,
-            a.kind,
-            a.worker_id.as_deref().unwrap_or("-"),
-            a.message
+            esc(&a.severity),
+            esc(&a.kind),
+            esc(a.worker_id.as_deref().unwrap_or("-")),
+            esc(&a.message)
         );
     }
     Ok(0)

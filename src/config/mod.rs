@@ -16,6 +16,54 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use validate::validate;
 
+/// The longest repository name orch accepts, so that every file it names after a worker
+/// fits in a file name (255 bytes). The longest is the temporary file a checkpoint is
+/// written through: `<YYYY-MM-DD>-<repo>-<8 hex>.checkpoint.tmp.<pid>` (worker ids are
+/// `<repo>-<8 hex>`, see `app::spawn`; pids have at most 10 digits).
+pub const MAX_REPO_NAME: usize =
+    255 - "YYYY-MM-DD-".len() - "-0123abcd".len() - ".checkpoint.tmp.".len() - "4294967295".len();
+
+/// `path` without `.` and `..` components, lexically.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// `path` as the file system resolves it: its longest existing ancestor canonicalised
+/// (symlinks followed), the rest appended lexically. (The one helper here that reads the
+/// file system, for `Config::load` and for checks of paths found in state files.)
+pub(crate) fn resolve_on_disk(path: &Path) -> PathBuf {
+    let path = normalize(path);
+    let mut existing = path.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for r in rest.iter().rev() {
+                out.push(r);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return path,
+        }
+    }
+}
+
 /// Which forge runs CI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,22 +165,38 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Reads and validates `path`.
+    /// Reads and validates `path`. Clone paths are compared as the file system resolves
+    /// them (symlinks followed), so one clone under two names is refused.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
+        let bytes = std::fs::read(&file).map_err(|source| ConfigError::Read {
             path: file.clone(),
             source,
         })?;
-        Config::from_str(&text, &file).map_err(ConfigError::Invalid)
+        let text = crate::text::utf8(&bytes).map_err(|bad| {
+            let pos = crate::yaml::Pos {
+                line: bad.line,
+                column: bad.column,
+            };
+            ConfigError::Invalid(Diagnostics(vec![Diagnostic::new(
+                &file,
+                Some(pos),
+                bad.describe(&bytes),
+            )]))
+        })?;
+        Config::parse(text, &file, &resolve_on_disk).map_err(ConfigError::Invalid)
     }
 
     /// Parses and validates `text` as if read from `file` (relative repo paths resolve
-    /// against `file`'s directory).
+    /// against `file`'s directory; clone paths are compared lexically).
     pub fn from_str(text: &str, file: &Path) -> Result<Config, Diagnostics> {
+        Config::parse(text, file, &normalize)
+    }
+
+    fn parse(text: &str, file: &Path, resolve: validate::Resolve) -> Result<Config, Diagnostics> {
         let raw: RawConfig = from_yaml_str(text)
             .map_err(|e| Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)]))?;
-        validate(raw, file)
+        validate(raw, file, resolve)
     }
 
     /// The directory holding repos.yaml; relative paths in it are relative to this.

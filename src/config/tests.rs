@@ -47,3 +47,126 @@ fn token_variable_must_not_be_passed_to_workers() {
     .unwrap_err();
     assert!(err.to_string().contains("never receive the forge token"));
 }
+
+#[test]
+fn names_must_be_git_ref_components() {
+    for bad in ["a..b", "a.", "core.lock"] {
+        let err = load(&format!("repos:\n  {bad}: {{}}\n")).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("\"{bad}\" is not allowed")),
+            "{text}"
+        );
+        assert!(text.contains("git ref"), "{text}");
+        assert!(text.contains("/tmp/repos.yaml:2:3:"), "{text}");
+    }
+    assert!(load("repos:\n  a.b: {}\n  c-d_e: {}\n").is_ok());
+}
+
+#[test]
+fn names_must_fit_orchs_file_names() {
+    assert_eq!(MAX_REPO_NAME, 209);
+    let ok = "a".repeat(MAX_REPO_NAME);
+    assert!(load(&format!("repos:\n  {ok}: {{}}\n")).is_ok());
+    let long = "a".repeat(240);
+    let text = load(&format!("repos:\n  {long}: {{}}\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("240 bytes long; at most 209"), "{text}");
+    assert!(
+        !text.contains(&long),
+        "the whole name is not repeated: {text}"
+    );
+}
+
+#[test]
+fn one_clone_under_two_names_is_refused() {
+    let text = load("repos:\n  a: {path: x}\n  b: {path: ./y/../x}\n  c: {}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("repositories \"a\" and \"b\" are one clone, /tmp/x"),
+        "{text}"
+    );
+    assert!(text.starts_with("/tmp/repos.yaml:3:"), "{text}");
+    // Through a resolver that follows a symlink: b's clone is a link to a's.
+    let resolve = |p: &Path| {
+        if p == Path::new("/tmp/link") {
+            PathBuf::from("/tmp/real")
+        } else {
+            normalize(p)
+        }
+    };
+    let text = Config::parse(
+        "repos:\n  a: {path: real}\n  b: {path: link}\n",
+        Path::new("/tmp/repos.yaml"),
+        &resolve,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        text.contains("\"a\" and \"b\" are one clone, /tmp/real (path /tmp/link)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_token_in_token_env_is_refused_and_not_shown() {
+    let tokens = [
+        "0123456789abcdef0123456789abcdef01234567",
+        "ghp_R2d2C3poX9wingBB8aZ0123456789abcdEF",
+        "glpat-xxxxxxxxxxxxxxxxxxxx",
+    ];
+    for t in tokens {
+        let text = load(&format!(
+            "forge: {{kind: forgejo, url: 'https://f', owner: o, token_env: '{t}'}}\nrepos: {{a: {{}}}}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(text.contains("must be the NAME"), "{text}");
+        assert!(!text.contains(t), "the token is echoed: {text}");
+        assert!(
+            !text.contains(&t[4..20]),
+            "part of the token is echoed: {text}"
+        );
+    }
+    for name in [
+        "FORGEJO_TOKEN",
+        "my_forgejo_token_v2",
+        "GITEA_TOKEN_2024",
+        "_T",
+    ] {
+        assert!(validate::env_var_name(name), "{name}");
+    }
+    let c = load(
+        "forge: {kind: forgejo, url: 'https://f', owner: o, token_env: FORGEJO_TOKEN}\nrepos: {a: {}}\n",
+    )
+    .unwrap();
+    assert_eq!(c.forge.token_env.as_deref(), Some("FORGEJO_TOKEN"));
+}
+
+#[test]
+fn a_url_in_url_env_is_refused_and_not_shown() {
+    let text = load(
+        "alerts:\n  - webhook: {url_env: 'https://hooks.example/T0/B1/secret'}\nrepos: {a: {}}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(text.contains("url_env must be the NAME"), "{text}");
+    assert!(!text.contains("secret"), "{text}");
+}
+
+#[test]
+fn bad_utf8_is_reported_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("repos.yaml");
+    std::fs::write(&file, b"repos:\n  core: {}\n  v\xe9m: {}\n").unwrap();
+    let err = Config::load(&file).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}:3:4: not valid UTF-8 at byte offset 21",
+            file.display()
+        )),
+        "{err}"
+    );
+}

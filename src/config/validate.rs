@@ -11,8 +11,10 @@ use crate::graph::RepoGraph;
 use crate::yaml::Pos;
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use super::MAX_REPO_NAME;
 
 struct Check<'a> {
     file: &'a Path,
@@ -52,7 +54,15 @@ impl Check<'_> {
     }
 }
 
-pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostics> {
+/// Where a clone's path really leads (symlinks resolved): `Config::load` passes the file
+/// system's answer, `Config::from_str` a lexical one; validation itself stays pure.
+pub(super) type Resolve<'a> = &'a dyn Fn(&Path) -> PathBuf;
+
+pub(super) fn validate(
+    raw: RawConfig,
+    file: &Path,
+    resolve: Resolve,
+) -> Result<Config, Diagnostics> {
     let mut c = Check {
         file,
         diags: Vec::new(),
@@ -96,17 +106,17 @@ pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostic
                     );
                 }
             }
-            if let Some(t) = &f.token_env
-                && !t
-                    .value
-                    .chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-            {
-                c.err(
-                    pos(t),
-                    "forge.token_env must be the NAME of an environment variable (letters, digits, _), not a token",
-                );
-            }
+            // Never echo the value: it may be the token itself, pasted in by mistake.
+            let token_env_ok = f.token_env.as_ref().is_none_or(|t| {
+                let ok = env_var_name(&t.value);
+                if !ok {
+                    c.err(
+                        pos(t),
+                        "forge.token_env must be the NAME of an environment variable holding the token (such as FORGEJO_TOKEN), not the token itself; the value is not shown",
+                    );
+                }
+                ok
+            });
             let request_timeout = c.duration(
                 "forge.request_timeout",
                 &f.request_timeout,
@@ -120,7 +130,7 @@ pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostic
                 kind: f.kind.value,
                 url: f.url.map(|s| s.value.trim_end_matches('/').to_string()),
                 owner: f.owner.map(|s| s.value),
-                token_env: f.token_env.map(|s| s.value),
+                token_env: f.token_env.map(|s| s.value).filter(|_| token_env_ok),
                 request_timeout,
                 max_concurrent_runs,
                 lost_hook_grace,
@@ -210,6 +220,10 @@ pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostic
     for a in raw.alerts {
         let p = pos(&a);
         match (a.value.webhook, a.value.command) {
+            (Some(w), None) if !env_var_name(&w.url_env.value) => c.err(
+                pos(&w.url_env),
+                "alerts: webhook.url_env must be the NAME of an environment variable holding the URL, not the URL itself; the value is not shown",
+            ),
             (Some(w), None) => alerts.push(AlertSink::Webhook {
                 url_env: w.url_env.value,
             }),
@@ -240,6 +254,25 @@ pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostic
                     name.value.escape_debug()
                 ),
             );
+        } else if let Some(why) = ref_component_problem(&name.value) {
+            c.err(
+                p,
+                format!(
+                    "repository name \"{}\" is not allowed: {why} (orch names branches orch/<name>-<id>, which must be a valid git ref)",
+                    name.value
+                ),
+            );
+        }
+        if name.value.len() > MAX_REPO_NAME {
+            c.err(
+                p,
+                format!(
+                    "repository name \"{}…\" is {} bytes long; at most {MAX_REPO_NAME} are allowed (orch's checkpoint file names add up to {} bytes to it, and a file name holds 255)",
+                    name.value.chars().take(24).collect::<String>().escape_debug(),
+                    name.value.len(),
+                    255 - MAX_REPO_NAME
+                ),
+            );
         }
         if let Some(prev) = first_seen.get(&name.value) {
             let at = prev
@@ -252,6 +285,9 @@ pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostic
     }
     let mut dep_positions: BTreeMap<(String, String), Option<Pos>> = BTreeMap::new();
     let mut seen_repo = BTreeSet::new();
+    // Each repository needs its own clone: workers of two names on one clone would share
+    // its worktrees, branches and remotes (and push to the wrong one).
+    let mut clones: BTreeMap<PathBuf, String> = BTreeMap::new();
     for (name, spec) in entries {
         if !seen_repo.insert(name.value.clone()) {
             continue; // duplicate already reported; first definition wins for the checks below
@@ -286,6 +322,21 @@ pub(super) fn validate(raw: RawConfig, file: &Path) -> Result<Config, Diagnostic
             Some(p) => root.join(&p.value),
             None => root.join(&name.value),
         };
+        let real = resolve(&path);
+        if let Some(first) = clones.get(&real) {
+            let at = spec.path.as_ref().map(pos).unwrap_or_else(|| pos(&name));
+            c.err(
+                at,
+                format!(
+                    "repositories \"{first}\" and \"{}\" are one clone, {} (path {}); each repository needs its own clone",
+                    name.value,
+                    real.display(),
+                    path.display()
+                ),
+            );
+        } else {
+            clones.insert(real, name.value.clone());
+        }
         let branch = spec
             .branch
             .as_ref()
@@ -412,4 +463,40 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
         );
     }
     jobs
+}
+
+/// Why `name` cannot be a component of a git ref name (`git check-ref-format`), beyond
+/// what the name rule already excludes; `None` when it can.
+pub(super) fn ref_component_problem(name: &str) -> Option<&'static str> {
+    if name.contains("..") {
+        Some("it contains \"..\"")
+    } else if name.starts_with('.') {
+        Some("it starts with \".\"")
+    } else if name.ends_with('.') {
+        Some("it ends with \".\"")
+    } else if name.ends_with(".lock") {
+        Some("it ends with \".lock\"")
+    } else if name.contains("@{") || name == "@" {
+        Some("it contains \"@{\" or is \"@\"")
+    } else {
+        None
+    }
+}
+
+/// Is `s` an environment variable's NAME rather than a secret pasted in its place? A name
+/// is letters, digits and `_`, not starting with a digit, at most 64 long, made of words:
+/// no long run of mixed letters and digits (tokens are; Forgejo's are 40 hex digits).
+pub(super) fn env_var_name(s: &str) -> bool {
+    let shape = !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    shape
+        && !s.split('_').any(|word| {
+            let digits = word.chars().filter(char::is_ascii_digit).count();
+            let lower = word.chars().filter(char::is_ascii_lowercase).count();
+            let upper = word.chars().filter(char::is_ascii_uppercase).count();
+            let kinds = [digits, lower, upper].iter().filter(|n| **n > 0).count();
+            (word.len() >= 16 && kinds >= 2 && digits > 0) || (word.len() >= 20 && kinds >= 2)
+        })
 }

@@ -10,12 +10,15 @@ mod support;
 
 mod chaos;
 mod check_bad_input;
+mod checkpoint_trust;
 mod ci_cli;
+mod config_trust;
 mod demo;
 mod forgejo_contract;
 mod local_forge;
 mod lock_race;
 mod lying_workers;
+mod output_escape;
 mod process_group;
 mod resume;
 mod store_errors;

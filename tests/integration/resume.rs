@@ -664,25 +664,44 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     assert_eq!(locks_before.len(), 4, "{locks_before:?}");
 
     // 1. The rebuild alone (library, on a copy of the checkpoint files) gives back exactly
-    //    what the database held.
+    //    what the database held — except the DONE, which CI no longer proves (the local
+    //    forge's run history was in the lost database): checkpoints are evidence, not truth,
+    //    so it comes back PUSHED_TO_CI with its chain locked, for supervision to verify.
+    //    Worktrees must lie where orch makes them, under the state directory: the copies
+    //    say where they would be in the copy (a state directory that moved).
     let copy = tempfile::tempdir().unwrap();
+    let copy_dir = std::fs::canonicalize(copy.path()).unwrap();
     for e in std::fs::read_dir(&org.state).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".checkpoint.yaml") {
-            std::fs::copy(e.path(), copy.path().join(&name)).unwrap();
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            let moved = text.replace(
+                &org.state.display().to_string(),
+                &copy_dir.display().to_string(),
+            );
+            std::fs::write(copy_dir.join(&name), moved).unwrap();
         }
     }
     let loaded = orch::app::Loaded {
         config: org.config.clone(),
         contract: orch::contract::Contract::load(&org.contract).unwrap(),
-        state_dir: copy.path().to_path_buf(),
+        state_dir: copy_dir.clone(),
         config_path: org.config_path.clone(),
         contract_path: org.contract.clone(),
     };
     let r = orch::app::resume::rebuild_from_checkpoints(&loaded).unwrap();
-    assert_eq!((r.workers, r.locks), (5, 4), "{:?}", r.problems);
+    assert_eq!(
+        (r.workers, r.locks),
+        (5, 5),
+        "{:?} {:?}",
+        r.problems,
+        r.refused
+    );
     assert!(r.problems.is_empty(), "{:?}", r.problems);
-    let mut copy_store = orch::store::Store::open(copy.path()).unwrap();
+    assert!(r.refused.is_empty(), "{:?}", r.refused);
+    assert_eq!(r.unproven_done.len(), 1, "{:?}", r.unproven_done);
+    assert!(r.unproven_done[0].starts_with(&format!("{done}:")));
+    let mut copy_store = orch::store::Store::open(&copy_dir).unwrap();
     let mut copy_locks: Vec<(String, String)> = copy_store
         .locks()
         .unwrap()
@@ -691,10 +710,21 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
         .collect();
     copy_locks.sort();
     let mut expected_locks = locks_before.clone();
+    expected_locks.push(("done".to_string(), done.clone()));
     expected_locks.sort();
     assert_eq!(copy_locks, expected_locks);
     for w in copy_store.workers().unwrap() {
-        let b = &before[&w.id];
+        let mut b = before[&w.id].clone();
+        if w.id == done {
+            // Unproven: PUSHED_TO_CI; its green (a claim of the file) replaced by what CI
+            // says now, which is not green.
+            b.milestone = "PUSHED_TO_CI".into();
+            b.verdict = None;
+            for p in &mut b.pushes {
+                p.1 = None;
+            }
+        }
+        let mut b_pushes = b.pushes.clone();
         assert_eq!(w.milestone().as_str(), b.milestone, "{}", w.id);
         assert_eq!(
             w.progress.tracked_sha.as_deref(),
@@ -711,7 +741,16 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
             .into_iter()
             .map(|p| (p.sha.to_string(), p.verdict.map(|v| v.as_str().to_string())))
             .collect();
-        assert_eq!(pushes, b.pushes, "{}", w.id);
+        if w.id == done {
+            assert!(
+                pushes.iter().all(|p| p.1.as_deref() != Some("green")),
+                "{pushes:?}"
+            );
+            for (mine, theirs) in b_pushes.iter_mut().zip(&pushes) {
+                mine.1 = theirs.1.clone();
+            }
+        }
+        assert_eq!(pushes, b_pushes, "{}", w.id);
     }
     drop(copy_store);
 
@@ -721,7 +760,9 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     let answer = org.resume_with(&["--from-checkpoints"]);
     let rebuilt = &answer["rebuilt"];
     assert_eq!(rebuilt["workers"], 5, "{answer}");
-    assert_eq!(rebuilt["locks"], 4, "{answer}");
+    assert_eq!(rebuilt["locks"], 5, "{answer}");
+    assert_eq!(rebuilt["unproven_done"].as_array().unwrap().len(), 1);
+    assert_eq!(rebuilt["refused"].as_array().unwrap().len(), 0, "{answer}");
     assert_eq!(rebuilt["moved_aside"], Value::Null);
     assert_eq!(rebuilt["problems"].as_array().unwrap().len(), 0, "{answer}");
     let (after, mut locks_after) = view(&org);
@@ -735,6 +776,10 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
         assert_eq!(org.count_events(id, "rebuilt"), 1, "{id}");
         match resumed_entry(&answer, id) {
             None => assert_eq!(a, b, "{id} was not resumed and must be as it was"),
+            Some(r) if *id == done => {
+                assert_eq!(r["before"], "PUSHED_TO_CI", "{id}: {r}");
+                assert_eq!(r["action"], "following", "{id}: {r}");
+            }
             Some(r) => {
                 assert_eq!(r["before"], b.milestone.as_str(), "{id}: {r}");
                 let respawned = (r["action"] == "respawned") as i64;
@@ -744,9 +789,8 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
             }
         }
     }
-    // Orphans only: not the DONE or the BLOCKED worker.
-    assert_eq!(resumed.len(), 3, "{answer}");
-    assert!(resumed_entry(&answer, &done).is_none());
+    // Orphans only: not the BLOCKED worker (the unproven DONE is one now).
+    assert_eq!(resumed.len(), 4, "{answer}");
     assert!(resumed_entry(&answer, &blocked).is_none());
     assert_eq!(
         resumed_entry(&answer, &working).unwrap()["action"],
@@ -776,6 +820,8 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     org.wait_done(&working);
     org.wait_done(&fixing);
     org.wait_done(&pushed);
+    org.wait_done(&done);
+    assert_verified_done(&org, &done);
     assert_verified_done(&org, &working);
     assert_verified_done(&org, &fixing);
     assert_verified_done(&org, &pushed);

@@ -175,23 +175,34 @@ pub fn decide(contract: &Contract, case: &Case, now: i64) -> Decision {
 }
 
 /// Why the previous worker is gone, in words a replacement can use.
+///
+/// A supervisor that ends normally gives its lease up (expiry 0); one that died (killed,
+/// crashed) leaves it to run out. Only the second is said to have died.
 pub fn why_ended(w: &WorkerRecord) -> String {
     if let Some(r) = &w.progress.end_reason {
         return r.clone();
     }
+    let stopped = w.lease_until_ms == Some(0);
+    let supervisor = match w.supervisor_pid {
+        Some(pid) => format!("its supervisor (pid {pid})"),
+        None => "its supervisor".to_string(),
+    };
+    let ended = if stopped { "stopped" } else { "died" };
     if w.worker_running {
-        return match w.supervisor_pid {
-            Some(pid) => format!("its supervisor (pid {pid}) died while it was running"),
-            None => "its supervisor died while it was running".into(),
-        };
+        return format!("{supervisor} {ended} while it was running");
     }
     match (w.exit_code, &w.progress.tracked_sha) {
         (Some(c), _) => format!("it exited with code {c} before finishing"),
+        // Killed by a signal (no exit code) after it had started.
+        (None, _) if w.worker_pid.is_some() => {
+            format!("it was stopped by a signal before finishing ({supervisor} {ended})")
+        }
         // A supervisor that only followed CI for a pushed SHA had no worker to lose.
         (None, Some(sha)) => format!(
-            "orch was following CI for {} with no worker running when its supervisor died",
+            "orch was following CI for {} with no worker running when {supervisor} {ended}",
             sha.short()
         ),
+        (None, None) if stopped => format!("{supervisor} stopped before starting it"),
         (None, None) => "it was never started (the spawning process died)".into(),
     }
 }

@@ -7,14 +7,16 @@
 //! wins it. The winner holds the lease until the supervisor it starts takes it over.
 //!
 //! Files: `decide.rs` (the reconcile table, pure), `worktree.rs` (git repair and unreported
-//! pushes), `rebuild.rs` (the database from checkpoint files).
+//! pushes), `rebuild.rs` (the database from checkpoint files), `trust.rs` (what a rebuild may
+//! believe of a checkpoint; live supervisors of the state directory).
 
 pub mod decide;
 mod rebuild;
+mod trust;
 mod worktree;
 
 pub use decide::Action;
-pub use rebuild::{Rebuilt, rebuild_from_checkpoints};
+pub use rebuild::{Rebuilt, RefusedCheckpoint, rebuild_from_checkpoints};
 
 use super::journal::{self, Committed, Entry, Fact, Writer};
 use super::supervisor::LEASE_MS;

@@ -1,14 +1,28 @@
 //! Rebuilding a lost or unreadable database from the checkpoint files (`orch resume
 //! --from-checkpoints`): workers, their pushes and verdicts, and the locks they held. An
 //! unreadable database is moved aside, never deleted.
+//!
+//! Checkpoints are evidence, not truth (`trust.rs`): nothing is rebuilt while a supervisor
+//! of the state directory is alive; a checkpoint that is not what orch would have written
+//! is refused, named, and its chain held for an operator; a session directory left without
+//! its checkpoint is treated the same; a DONE is kept only when CI proves its SHA green
+//! again, and is otherwise rebuilt as PUSHED_TO_CI (WORKING when nothing was pushed) with
+//! its chain locked, for supervision to verify.
 
+use super::trust;
 use crate::app::{Error, Loaded, Result};
+use crate::checkpoint::Checkpoint;
 use crate::ci::verdict::VerdictKind;
-use crate::milestone::Progress;
+use crate::lock::HolderKind;
+use crate::milestone::{Milestone, Progress};
 use crate::store::workers::{self as ws, VerdictRow, WorkerRecord};
-use crate::store::{Store, StoreError};
+use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in};
 use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+
+/// The holder of the chains held in place of refused checkpoints.
+pub const HOLDER: &str = "hold:orch-resume";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Rebuilt {
@@ -16,12 +30,66 @@ pub struct Rebuilt {
     pub moved_aside: Option<PathBuf>,
     pub workers: usize,
     pub locks: usize,
+    /// Handled, worth knowing: a lock that conflicts, a worker already in the database.
     pub problems: Vec<String>,
+    /// Workers whose checkpoint said DONE and whose SHA CI did not prove green again: rebuilt
+    /// as PUSHED_TO_CI (WORKING when nothing was pushed), so that supervision verifies them.
+    pub unproven_done: Vec<String>,
+    /// Checkpoints (and sessions left without one) that were not rebuilt.
+    pub refused: Vec<RefusedCheckpoint>,
+}
+
+/// A checkpoint that was not rebuilt: which file, why, and the chain held in its place.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusedCheckpoint {
+    /// The checkpoint file, or the session directory that has none.
+    pub file: PathBuf,
+    pub worker_id: Option<String>,
+    pub why: String,
+    /// The repository whose chain is held (by `hold:orch-resume`) until an operator has
+    /// looked: `orch unhold <repo>`.
+    pub held: Option<String>,
+}
+
+impl RefusedCheckpoint {
+    pub fn describe(&self) -> String {
+        let held = match &self.held {
+            Some(repo) => format!(
+                "; {repo}'s chain is held until an operator has looked (orch unhold {repo})"
+            ),
+            None => String::new(),
+        };
+        format!("{}: {}{held}", self.file.display(), self.why)
+    }
+}
+
+/// What the rebuild does about a worker's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    None,
+    /// Its checkpoint says it held one: a conflict is a problem.
+    Held,
+    /// A DONE CI did not prove: its chain stays locked unless someone else already holds it.
+    IfFree,
 }
 
 /// Opens the store, or moves an unreadable database aside (never deleting it) and starts a
-/// fresh one; then inserts every worker, push and held lock recorded in the checkpoint files.
+/// fresh one; then inserts every worker, push and held lock recorded in the checkpoint files
+/// it can trust, and holds the chains of those it cannot.
 pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
+    let live = trust::live_supervisors(&l.state_dir);
+    if !live.is_empty() {
+        let list: Vec<String> = live
+            .iter()
+            .map(|(pid, cmd)| format!("pid {pid} ({})", crate::text::escape(cmd)))
+            .collect();
+        return Err(Error::Refused(format!(
+            "{} supervisor(s) of {} are alive: {}; --from-checkpoints would start second ones beside them. Stop them first, or run `orch resume` without --from-checkpoints",
+            live.len(),
+            l.state_dir.display(),
+            list.join(", ")
+        )));
+    }
     let db = l.state_dir.join(crate::store::DB_FILE);
     let mut moved_aside = None;
     let mut store = match Store::open(&l.state_dir) {
@@ -55,125 +123,304 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         .filter(|p| p.to_str().is_some_and(|s| s.ends_with(".checkpoint.yaml")))
         .collect();
     files.sort();
-    let mut problems = Vec::new();
-    let mut checkpoints = Vec::new();
+    let mut refused = Vec::new();
+    let mut trusted: Vec<(Checkpoint, WorkerRecord)> = Vec::new();
+    let mut named = BTreeSet::new();
     for f in files {
-        match crate::checkpoint::read(&f) {
-            Ok(cp) => checkpoints.push(cp),
-            Err(e) => problems.push(format!("skipped unreadable checkpoint {e}")),
+        let file_id = trust::file_id(&f);
+        if let Some((_, id)) = &file_id {
+            named.insert(id.clone());
+        }
+        let checked = crate::checkpoint::read(&f)
+            .map_err(|e| {
+                let e = e
+                    .strip_prefix(&format!("{}: ", f.display()))
+                    .unwrap_or(&e)
+                    .to_string();
+                format!("unreadable ({e})")
+            })
+            .and_then(|cp| trust::check(l, &f, &cp).map(|p| (cp, p)));
+        match (checked, file_id) {
+            (Ok((cp, progress)), Some((day, _))) => {
+                let rec = record(&cp, progress, day);
+                trusted.push((cp, rec));
+            }
+            (Err(why), id) => refused.push(RefusedCheckpoint {
+                file: f,
+                worker_id: id.map(|(_, id)| id),
+                why,
+                held: None,
+            }),
+            // `check` refuses a file name without an id.
+            (Ok(_), None) => unreachable!("a trusted checkpoint has a well-formed file name"),
         }
     }
+    // A worker whose checkpoint is gone still left its session directory.
+    for (id, dir) in trust::session_dirs(&l.state_dir) {
+        if !named.contains(&id) {
+            refused.push(RefusedCheckpoint {
+                file: dir,
+                worker_id: Some(id),
+                why: "this worker session has no checkpoint file (deleted?); nothing of it was rebuilt".into(),
+                held: None,
+            });
+        }
+    }
+
+    // A DONE stays DONE only on CI's word, asked again now.
+    let done: Vec<WorkerRecord> = trusted
+        .iter()
+        .filter(|(_, r)| r.milestone() == Milestone::Done)
+        .map(|(_, r)| r.clone())
+        .collect();
+    let mut proofs = super::poll_all(l, &done, &HashMap::new());
+    let mut unproven_done = Vec::new();
+    let mut plan: Vec<(Checkpoint, WorkerRecord, Lock, Option<super::Polled>)> = Vec::new();
+    for (cp, mut rec) in trusted {
+        // A green verdict only ever comes from CI, never from a file.
+        if rec.progress.verdict == Some(VerdictKind::Green) && rec.milestone() != Milestone::Done {
+            rec.progress.verdict = None;
+        }
+        if rec.milestone() != Milestone::Done {
+            let lock = if cp.lock_held { Lock::Held } else { Lock::None };
+            plan.push((cp, rec, lock, None));
+            continue;
+        }
+        let proof = proofs.remove(&rec.id);
+        let green = matches!(&proof, Some((sha, Ok((v, _))))
+            if v.kind == VerdictKind::Green && rec.progress.tracked_sha.as_ref() == Some(sha));
+        if green {
+            plan.push((cp, rec, Lock::None, proof));
+            continue;
+        }
+        let seen = match (&rec.progress.tracked_sha, &proof) {
+            (None, _) => "nothing was pushed".to_string(),
+            (Some(sha), Some((_, Ok((v, _))))) => format!("CI for {} is {}", sha.short(), v.kind),
+            (Some(sha), Some((_, Err(e)))) => {
+                format!("CI for {} cannot be read ({e})", sha.short())
+            }
+            (Some(sha), None) => format!("CI for {} was not asked", sha.short()),
+        };
+        demote(l, &mut rec.progress);
+        unproven_done.push(format!(
+            "{}: its checkpoint says DONE but {seen}; rebuilt as {} for supervision to verify",
+            rec.id,
+            rec.milestone()
+        ));
+        plan.push((cp, rec, Lock::IfFree, proof.filter(|(_, r)| r.is_ok())));
+    }
+    // Locks the checkpoints say were held first, then the chains of unproven DONEs if free.
+    plan.sort_by_key(|(_, _, lock, _)| match lock {
+        Lock::Held => 0,
+        Lock::None => 1,
+        Lock::IfFree => 2,
+    });
+
+    let mut problems = Vec::new();
     let mut workers = 0;
     let mut locks = 0;
-    for cp in checkpoints {
-        let progress: Progress = match serde_json::from_str(&cp.progress_json) {
-            Ok(p) => p,
-            Err(e) => {
-                problems.push(format!(
-                    "{}: progress unreadable ({e}); skipped",
-                    cp.worker_id
-                ));
-                continue;
-            }
+    for (cp, rec, lock, proof) in plan {
+        // Only an unproven DONE wishes for a lock only if free.
+        let note = if lock == Lock::IfFree {
+            "rebuilt from its checkpoint file; it said DONE, which CI did not prove again"
+        } else {
+            "rebuilt from its checkpoint file"
         };
-        let day = cp_day(&cp.timestamp, cp.created_ms);
-        let rec = WorkerRecord {
-            id: cp.worker_id.clone(),
-            repo: cp.repo_name.clone(),
-            task: cp.task.clone(),
-            task_id: cp.task_id.clone(),
-            component: cp.component_id.clone(),
-            plan: cp.plan.clone(),
-            progress,
-            branch: cp.branch.clone(),
-            base_sha: cp.base_sha.clone(),
-            worktree: cp.worktree.clone(),
-            remote: cp.remote.clone(),
-            day,
-            supervisor_pid: None,
-            supervisor_start: None,
-            lease_until_ms: Some(0),
-            worker_pid: None,
-            worker_running: false,
-            exit_code: None,
-            respawns: cp.respawns,
-            resume_note: None,
-            created_ms: cp.created_ms,
-            updated_ms: cp.updated_ms,
-        };
-        let graph = &l.config.graph;
-        let outcome = store.write(|tx| {
-            if ws::get_worker(tx, &rec.id)?.is_some() {
-                return Ok(Err(format!("{}: already in the database; skipped", rec.id)));
-            }
-            ws::insert_worker(tx, &rec)?;
-            ws::add_event(
-                tx,
-                &rec.id,
-                "rebuilt",
-                rec.progress.milestone,
-                "rebuilt from its checkpoint file",
-            )?;
-            for ci in &cp.ci_runs {
-                let pushed = jiff::Timestamp::strptime("%Y-%m-%dT%H:%M:%S%.fZ", &ci.pushed_at)
-                    .map(|t| t.as_millisecond())
-                    .unwrap_or(rec.created_ms);
-                ws::record_push(tx, &rec.id, &ci.sha, pushed)?;
-                if let Some(kind) = ci.verdict.as_deref().and_then(VerdictKind::parse) {
-                    let row = VerdictRow {
-                        kind,
-                        detail: ci.detail.as_deref().unwrap_or(""),
-                        failed_jobs: &ci.jobs_failed,
-                        runs: None,
-                    };
-                    ws::record_verdict(tx, &rec.id, &ci.sha, row)?;
-                }
-            }
-            if cp.lock_held {
-                match crate::store::try_lock_in(
-                    tx,
-                    graph,
-                    &rec.repo,
-                    &rec.id,
-                    crate::lock::HolderKind::Worker,
-                    Some(&rec.task),
-                    Some("orch resume"),
-                )? {
-                    crate::store::LockAttempt::Acquired(_) => return Ok(Ok(true)),
-                    crate::store::LockAttempt::Blocked(b) => {
-                        let names: Vec<String> = b.iter().map(|x| x.describe(&rec.repo)).collect();
-                        return Ok(Err(format!(
-                            "{}: its lock conflicts with {}; left without a lock",
-                            rec.id,
-                            names.join("; ")
-                        )));
-                    }
-                }
-            }
-            Ok(Ok(false))
-        });
-        match outcome? {
-            Ok(held) => {
+        match insert(l, &mut store, &cp, &rec, lock, proof.as_ref(), note)? {
+            Inserted::Yes { held, problem } => {
                 workers += 1;
                 locks += held as usize;
+                problems.extend(problem);
             }
-            Err(p) => problems.push(p),
+            Inserted::No(p) => problems.push(p),
         }
+    }
+    for r in &mut refused {
+        hold_for(l, &mut store, r)?;
     }
     Ok(Rebuilt {
         moved_aside,
         workers,
         locks,
         problems,
+        unproven_done,
+        refused,
     })
 }
 
-fn cp_day(_timestamp: &str, created_ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(created_ms)
-        .map(|t| t.strftime("%Y-%m-%d").to_string())
-        .unwrap_or_else(|_| "1970-01-01".into())
+/// A DONE that CI did not prove: PUSHED_TO_CI for its tracked SHA (WORKING when there is
+/// none), fresh timers, no verdict.
+fn demote(l: &Loaded, p: &mut Progress) {
+    let to = if p.tracked_sha.is_some() {
+        Milestone::PushedToCi
+    } else {
+        Milestone::Working
+    };
+    p.enter(&l.contract, to, now_ms());
+    p.verdict = None;
+    p.failed_jobs.clear();
+    p.verdict_detail = None;
+    p.end_reason = None;
 }
 
+/// The worker record a trusted checkpoint describes (no supervisor: its lease is lapsed).
+fn record(cp: &Checkpoint, progress: Progress, day: String) -> WorkerRecord {
+    WorkerRecord {
+        id: cp.worker_id.clone(),
+        repo: cp.repo_name.clone(),
+        task: cp.task.clone(),
+        task_id: cp.task_id.clone(),
+        component: cp.component_id.clone(),
+        plan: cp.plan.clone(),
+        progress,
+        branch: cp.branch.clone(),
+        base_sha: cp.base_sha.clone(),
+        worktree: cp.worktree.clone(),
+        remote: cp.remote.clone(),
+        day,
+        supervisor_pid: None,
+        supervisor_start: None,
+        lease_until_ms: Some(0),
+        worker_pid: None,
+        worker_running: false,
+        exit_code: None,
+        respawns: cp.respawns,
+        resume_note: None,
+        created_ms: cp.created_ms,
+        updated_ms: cp.updated_ms,
+    }
+}
+
+enum Inserted {
+    /// Rebuilt; `problem` says why without the lock it wished for.
+    Yes { held: bool, problem: Option<String> },
+    /// Not rebuilt, and why.
+    No(String),
+}
+
+/// Inserts one worker with its pushes (and CI's fresh proof, if any) and its lock, in one
+/// transaction.
+fn insert(
+    l: &Loaded,
+    store: &mut Store,
+    cp: &Checkpoint,
+    rec: &WorkerRecord,
+    lock: Lock,
+    proof: Option<&super::Polled>,
+    note: &str,
+) -> Result<Inserted> {
+    let graph = &l.config.graph;
+    let outcome = store.write(|tx| {
+        if ws::get_worker(tx, &rec.id)?.is_some() {
+            return Ok(Inserted::No(format!(
+                "{}: already in the database; skipped",
+                rec.id
+            )));
+        }
+        ws::insert_worker(tx, rec)?;
+        ws::add_event(tx, &rec.id, "rebuilt", rec.progress.milestone, note)?;
+        for ci in &cp.ci_runs {
+            let pushed = jiff::Timestamp::strptime("%Y-%m-%dT%H:%M:%S%.fZ", &ci.pushed_at)
+                .map(|t| t.as_millisecond())
+                .unwrap_or(rec.created_ms);
+            ws::record_push(tx, &rec.id, &ci.sha, pushed)?;
+            let kind = ci.verdict.as_deref().and_then(VerdictKind::parse);
+            if let Some(kind) = kind.filter(|k| *k != VerdictKind::Green) {
+                let row = VerdictRow {
+                    kind,
+                    detail: ci.detail.as_deref().unwrap_or(""),
+                    failed_jobs: &ci.jobs_failed,
+                    runs: None,
+                };
+                ws::record_verdict(tx, &rec.id, &ci.sha, row)?;
+            }
+        }
+        if let Some((sha, Ok((v, runs)))) = proof {
+            let pushed = rec.progress.pushed_ms.unwrap_or(rec.created_ms);
+            ws::record_push(tx, &rec.id, sha, pushed)?;
+            ws::record_verdict(tx, &rec.id, sha, VerdictRow::of(v, runs))?;
+        }
+        if lock == Lock::None {
+            return Ok(Inserted::Yes {
+                held: false,
+                problem: None,
+            });
+        }
+        match try_lock_in(
+            tx,
+            graph,
+            &rec.repo,
+            &rec.id,
+            HolderKind::Worker,
+            Some(&rec.task),
+            Some("orch resume"),
+        )? {
+            LockAttempt::Acquired(_) => Ok(Inserted::Yes {
+                held: true,
+                problem: None,
+            }),
+            LockAttempt::Blocked(b) => {
+                let names: Vec<String> = b.iter().map(|x| x.describe(&rec.repo)).collect();
+                let problem = match lock {
+                    Lock::IfFree => format!(
+                        "{}: its chain is already locked ({}); it is verified without a lock",
+                        rec.id,
+                        names.join("; ")
+                    ),
+                    _ => format!(
+                        "{}: its lock conflicts with {}; left without a lock",
+                        rec.id,
+                        names.join("; ")
+                    ),
+                };
+                Ok(Inserted::Yes {
+                    held: false,
+                    problem: Some(problem),
+                })
+            }
+        }
+    })?;
+    Ok(outcome)
+}
+
+/// Holds the chain of a refused checkpoint's repository (known from its worker id) for an
+/// operator, unless another lock already covers it (then that worker could not have held
+/// one either: chain locks never overlap).
+fn hold_for(l: &Loaded, store: &mut Store, r: &mut RefusedCheckpoint) -> Result<()> {
+    let Some(id) = &r.worker_id else {
+        return Ok(());
+    };
+    let Some(repo) = trust::repo_of_id(l, id) else {
+        return Ok(());
+    };
+    let reason = format!(
+        "the checkpoint of {id} could not be trusted ({}); see orch resume's report",
+        r.why
+    );
+    let graph = &l.config.graph;
+    let attempt = store.write(|tx| {
+        try_lock_in(
+            tx,
+            graph,
+            repo,
+            HOLDER,
+            HolderKind::Hold,
+            Some(&reason),
+            Some("orch resume"),
+        )
+    })?;
+    match attempt {
+        LockAttempt::Acquired(_) => r.held = Some(repo.to_string()),
+        LockAttempt::Blocked(b) => {
+            let names: Vec<String> = b.iter().map(|x| x.describe(repo)).collect();
+            r.why.push_str(&format!(
+                "; {repo}'s chain is already locked ({})",
+                names.join("; ")
+            ));
+        }
+    }
+    Ok(())
+}
 /// Renames an unreadable database (and its WAL/SHM files) out of the way.
 fn move_aside(db: &Path, why: &str) -> Result<PathBuf> {
     let stamp = jiff::Timestamp::now()

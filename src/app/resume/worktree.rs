@@ -15,6 +15,12 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
         return;
     };
     if !worktree_usable(wt) {
+        // Only ever a worktree where orch makes them: never move a directory elsewhere.
+        let expected = super::trust::expected_worktree(&l.state_dir, &w.id);
+        if crate::config::resolve_on_disk(wt) != expected {
+            tracing::error!(worker = %w.id, "its worktree {} is not {}: left alone", wt.display(), expected.display());
+            return;
+        }
         if wt.exists() {
             // A spawner killed inside `git worktree add` leaves a half-made worktree (a `.git`
             // file whose git directory has no HEAD, or no index yet): set it aside, never

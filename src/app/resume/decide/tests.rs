@@ -232,3 +232,77 @@ fn the_note_says_what_is_missing() {
         "{fresh}"
     );
 }
+
+fn record(p: Progress) -> WorkerRecord {
+    WorkerRecord {
+        id: "w-1".into(),
+        repo: "core".into(),
+        task: "t".into(),
+        task_id: None,
+        component: None,
+        plan: None,
+        progress: p,
+        branch: "orch/w-1".into(),
+        base_sha: "b".repeat(40),
+        worktree: "/s/w-1/worktree".into(),
+        remote: "orch".into(),
+        day: "2024-01-01".into(),
+        supervisor_pid: Some(42),
+        supervisor_start: Some(1),
+        lease_until_ms: Some(T0 + 15_000),
+        worker_pid: None,
+        worker_running: false,
+        exit_code: None,
+        respawns: 0,
+        resume_note: None,
+        created_ms: T0,
+        updated_ms: T0,
+    }
+}
+
+#[test]
+fn a_supervisor_is_said_to_have_died_only_when_it_did() {
+    // Killed: its lease was left to run out.
+    let mut w = record(progress(Milestone::Working));
+    w.worker_pid = Some(7);
+    w.worker_running = true;
+    assert_eq!(
+        why_ended(&w),
+        "its supervisor (pid 42) died while it was running"
+    );
+    // Stopped normally: it gave its lease up (expiry 0).
+    w.lease_until_ms = Some(0);
+    assert_eq!(
+        why_ended(&w),
+        "its supervisor (pid 42) stopped while it was running"
+    );
+    // It stopped its worker on the way out (no exit code: a signal).
+    w.worker_running = false;
+    let why = why_ended(&w);
+    assert!(why.contains("stopped by a signal"), "{why}");
+    assert!(!why.contains("died"), "{why}");
+    // Following CI only, supervisor stopped.
+    let mut f = record(progress(Milestone::PushedToCi));
+    f.lease_until_ms = Some(0);
+    let why = why_ended(&f);
+    assert!(why.contains("following CI for aaaaaaaaaa"), "{why}");
+    assert!(why.ends_with("stopped"), "{why}");
+    f.lease_until_ms = Some(T0);
+    assert!(why_ended(&f).ends_with("died"), "{}", why_ended(&f));
+    // Never started: a spawner that died, or a supervisor that stopped first.
+    let mut n = record(progress(Milestone::Working));
+    assert_eq!(
+        why_ended(&n),
+        "it was never started (the spawning process died)"
+    );
+    n.lease_until_ms = Some(0);
+    assert_eq!(
+        why_ended(&n),
+        "its supervisor (pid 42) stopped before starting it"
+    );
+    // An exit code and an end reason are said as they are.
+    n.exit_code = Some(3);
+    assert_eq!(why_ended(&n), "it exited with code 3 before finishing");
+    n.progress.end_reason = Some("timed out".into());
+    assert_eq!(why_ended(&n), "timed out");
+}

@@ -61,7 +61,7 @@ const GIT_ENV_KEPT: &[&str] = &[
 /// Configuration a worker can write (worktrees share their clone's `.git/config`) but must not
 /// turn into a command orch runs: hooks, the file-system monitor, the ssh and git:// proxy
 /// programs, `ext::` remotes, askpass and alternate-refs programs. Command-line `-c` values
-/// win over every config file. (`remote.<name>.uploadpack` is set per fetch; credential
+/// win over every config file. (`remote.<name>.uploadpack` is overridden per fetch; credential
 /// helpers and `core.sshCommand` are taken from the user's own configuration, not the
 /// repository's: see [`user_level`].)
 const GIT_FIXED_CONFIG: &[(&str, &str)] = &[
@@ -314,14 +314,13 @@ pub fn fetch(dir: &Path, remote: &str) -> Result<(), GitError> {
     // ones removed (bounded).
     let deadline = std::time::Instant::now() + STALE_LOCK * 2;
     loop {
-        // The remote's own upload-pack: `remote.<name>.uploadpack` is a command.
-        let uploadpack = format!("remote.{remote}.uploadpack=git-upload-pack");
+        // The remote's own upload-pack: `remote.<name>.uploadpack` names a command, and a `-c`
+        // does not override it (the first value read wins); the option does.
         match git(
             dir,
             &[
-                "-c",
-                &uploadpack,
                 "fetch",
+                "--upload-pack=git-upload-pack",
                 "--quiet",
                 "--no-tags",
                 "--prune",

@@ -22,4 +22,5 @@ pub mod secret;
 pub mod sha;
 pub mod store;
 pub mod text;
+pub mod token;
 pub mod yaml;

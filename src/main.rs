@@ -5,6 +5,10 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // No other process of this user may read this one's memory, environment or descriptors
+    // (/proc/<pid>/mem, environ, fd) or ptrace it: workers run as the same user, and orch
+    // holds the forge token. Reset by exec, so workers are unaffected.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let args: Vec<String> = std::env::args().collect();
     // The local forge's git hook and job runner call back into this binary with a fixed argv
     // shape that is not part of the user-facing CLI.

@@ -99,8 +99,13 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {
             Ok(())
         });
     }
-    cmd.spawn().map_err(|source| Error::StartSupervisor {
+    // The token through a pipe, never the environment (see token.rs).
+    let start_error = |source| Error::StartSupervisor {
         worker: id.to_string(),
         source,
-    })
+    };
+    let token_pipe = crate::token::pass_to(&mut cmd, &l.config).map_err(start_error)?;
+    let child = cmd.spawn().map_err(start_error);
+    drop(token_pipe);
+    child
 }

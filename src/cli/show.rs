@@ -56,7 +56,7 @@ pub fn check(ctx: &Ctx) -> Outcome {
     let (config, contract) = (config.expect("checked"), contract.expect("checked"));
     // Things that are fine to validate but will stop a worker later: say so now.
     if config.forge.kind == ForgeKind::Forgejo
-        && let Err(e) = config.forge_token()
+        && let Err(e) = crate::token::forge_token(&config)
     {
         eprintln!("warning: {e}");
     }

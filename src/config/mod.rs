@@ -240,22 +240,6 @@ impl Config {
         }
         None
     }
-
-    /// The forge token, read from the variable named by `forge.token_env`.
-    pub fn forge_token(&self) -> Result<Option<crate::secret::Secret>, MissingToken> {
-        match (self.forge.kind, &self.forge.token_env) {
-            (ForgeKind::Local, _) | (_, None) => Ok(None),
-            (ForgeKind::Forgejo, Some(var)) => match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => {
-                    Ok(Some(crate::secret::Secret::new(v.trim().to_string())))
-                }
-                _ => Err(MissingToken {
-                    var: var.clone(),
-                    file: self.file.clone(),
-                }),
-            },
-        }
-    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

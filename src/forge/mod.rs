@@ -90,7 +90,7 @@ impl AnyForge {
                 Ok(AnyForge::Local(local::LocalForge::new(state_dir, config)))
             }
             crate::config::ForgeKind::Forgejo => {
-                let token = config.forge_token().map_err(|e| e.to_string())?;
+                let token = crate::token::forge_token(config).map_err(|e| e.to_string())?;
                 let url = config.forge.url.as_deref().unwrap_or_default();
                 let owner = config.forge.owner.as_deref().unwrap_or_default();
                 forgejo::ForgejoForge::new(

@@ -269,3 +269,85 @@ fn forgejo_red_then_fixed_is_done_after_one_fix_attempt() {
     assert_token_kept_secret(&org, &fake, &id, &out);
     assert_clean(pg);
 }
+
+/// Whether `text` holds the token or any 8-character piece of it.
+fn holds_token_piece(text: &str) -> Option<String> {
+    let t = TOKEN.as_bytes();
+    (0..=t.len().saturating_sub(8))
+        .map(|i| String::from_utf8_lossy(&t[i..i + 8]).into_owned())
+        .find(|piece| text.contains(piece.as_str()))
+}
+
+/// A worker reads the environment and command line of every ancestor (`read_ancestors.sh`):
+/// the supervisor started detached (the token reached it through a pipe) and the one a user's
+/// `orch spawn --foreground` runs in (its environment had the token, wiped at start).
+#[test]
+fn the_token_is_in_no_environment_a_worker_can_read() {
+    for foreground in [false, true] {
+        let (_rt, fake, org) = setup("read_ancestors.sh");
+        let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+        let id = if foreground {
+            org.spawn_foreground(REPO, "look around").1
+        } else {
+            let id = org.spawn_detached(REPO, "look around");
+            org.wait_done(&id);
+            id
+        };
+        assert_eq!(
+            org.worker(&id).progress.milestone,
+            Milestone::Done,
+            "{}",
+            org.diag(&id)
+        );
+        let dump = std::fs::read_to_string(org.out.join(format!("ancestors-{id}.txt"))).unwrap();
+        assert!(dump.contains("== done"), "{dump}");
+        let supervisor = if foreground { " spawn " } else { "__supervise" };
+        assert!(
+            dump.contains(supervisor),
+            "the supervisor is among the ancestors read: {dump}"
+        );
+        assert_eq!(
+            holds_token_piece(&dump),
+            None,
+            "foreground={foreground}: the token is readable by the worker:\n{dump}"
+        );
+        assert!(!dump.contains(TOKEN_ENV), "{dump}");
+    }
+}
+
+/// A worker writes commands into the clone's configuration (hooks, fsmonitor, upload-pack);
+/// orch's own git runs — the next spawn's fetch, the supervisor's, a resume's — run none of
+/// them, and so none sees orch's environment.
+#[test]
+fn git_runs_nothing_a_worker_configured() {
+    let (_rt, fake, org) = setup("poison_config.sh");
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    for task in ["poison the clone", "spawn after the poisoning"] {
+        let (out, id) = org.spawn_foreground(REPO, task);
+        assert!(out.status.success(), "{}", org.diag(&id));
+        assert_eq!(org.worker(&id).progress.milestone, Milestone::Done);
+    }
+    org.resume();
+    // The spies are in place (the worker's own git ran them, as the worker)…
+    let cfg = git(
+        &org.clone_path(REPO),
+        &["config", "--get", "core.hooksPath"],
+    );
+    assert!(cfg.ends_with("/hooks"), "{cfg}");
+    // …and nothing but the worker ran them.
+    let ran: Vec<String> = std::fs::read_dir(&org.out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ran-by-orch"))
+        .collect();
+    let seen: Vec<String> = ran
+        .iter()
+        .map(|n| std::fs::read_to_string(org.out.join(n)).unwrap_or_default())
+        .collect();
+    assert!(
+        ran.is_empty(),
+        "orch ran the worker's commands: {ran:?}\n{}",
+        seen.join("\n---\n")
+    );
+}

@@ -117,7 +117,10 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
         if matches!(w.milestone(), Milestone::Working | Milestone::FixingCi) {
             worktree::ensure_worktree(l, w);
         }
-        if let Some(push) = worktree::unreported_push(w) {
+        let others = store
+            .read(|tx| ws::others_pushes(tx, &w.repo, &w.id))
+            .unwrap_or_default();
+        if let Some(push) = worktree::unreported_push(w, &others) {
             found.insert(w.id.clone(), push);
         }
     }

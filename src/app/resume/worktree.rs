@@ -100,12 +100,16 @@ pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
     }
 }
 
-/// A push the worker made but never reported (it died first): the remote branch is ahead of
-/// the tracked SHA. (SHA, its commit time.)
-pub fn unreported_push(w: &WorkerRecord) -> Option<(Sha, i64)> {
+/// A push the worker made but never reported (it died first): the head of its branch moved
+/// past the tracked SHA — also in PUSHED_TO_CI, where it replaces the tracked SHA (DONE is about
+/// the branch head). Only new work counts (`gitops::why_not_new_work`; `others`: what the
+/// other workers of the repository pushed). (SHA, its commit time.)
+pub fn unreported_push(w: &WorkerRecord, others: &[(String, String)]) -> Option<(Sha, i64)> {
     if !matches!(
         w.milestone(),
-        crate::milestone::Milestone::Working | crate::milestone::Milestone::FixingCi
+        crate::milestone::Milestone::Working
+            | crate::milestone::Milestone::FixingCi
+            | crate::milestone::Milestone::PushedToCi
     ) {
         return None;
     }
@@ -114,6 +118,17 @@ pub fn unreported_push(w: &WorkerRecord) -> Option<(Sha, i64)> {
     let head = gitops::resolve(wt, &format!("refs/remotes/{}/{}", w.remote, w.branch)).ok()?;
     if head == w.base_sha || w.progress.tracked_sha.as_ref().is_some_and(|t| *t == head) {
         return None;
+    }
+    match gitops::why_not_new_work(wt, &w.remote, &head, &w.base_sha, others) {
+        Ok(None) => {}
+        Ok(Some(why)) => {
+            tracing::warn!(worker = %w.id, "the head of {} is not counted as a push: {why}", w.branch);
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(worker = %w.id, error = %e, "cannot check the head of {}", w.branch);
+            return None;
+        }
     }
     let pushed_ms = gitops::commit_time_ms(wt, &head).unwrap_or_else(|_| now_ms());
     Some((Sha::from(head), pushed_ms))

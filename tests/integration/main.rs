@@ -11,6 +11,7 @@ mod support;
 mod chaos;
 mod check_bad_input;
 mod ci_cli;
+mod containment;
 mod demo;
 mod forgejo_contract;
 mod local_forge;

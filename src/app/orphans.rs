@@ -57,8 +57,9 @@ fn swept_key(w: &WorkerRecord) -> String {
 }
 
 /// Kills every orphaned worker tree of the state directory; how many trees had something
-/// left to kill. Cheap when there is none: one read of the worker rows, a file read or two
-/// per worker whose supervisor is gone. Does nothing for a state directory without a database
+/// left to kill. Cheap when there is none: one read of the worker rows, and per worker whose
+/// supervisor is gone a `kill(-pgid, 0)` and a file lookup or two; the `/proc` scans run only
+/// for a worker whose supervisor died while it ran, once. Does nothing for a state directory without a database
 /// (it creates nothing).
 pub fn sweep(state_dir: &Path) -> usize {
     if !state_dir.join(crate::store::DB_FILE).exists() {
@@ -73,6 +74,14 @@ pub fn sweep(state_dir: &Path) -> usize {
     let mut killed = 0;
     for w in workers.iter().filter(|w| candidate(w)) {
         let session = session_dir(state_dir, &w.id);
+        let group = w
+            .worker_pid
+            .is_some_and(|p| i32::try_from(p).is_ok_and(group_alive));
+        if !w.worker_running && !group && !session.join(contain::CGROUP_RECORD).exists() {
+            // Its supervisor recorded the exit after sweeping the tree (and removing its
+            // cgroup): nothing can be left.
+            continue;
+        }
         let key = swept_key(w);
         if std::fs::read_to_string(session.join(SWEPT)).is_ok_and(|k| k == key) {
             continue;

@@ -202,15 +202,19 @@ fn kill_all_case(cgroups: bool) {
     let roles = |needle: &str| victims.iter().filter(|v| v.1.contains(needle)).count();
     assert_eq!(roles("__supervise"), ids.len(), "{victims:#?}");
     assert_eq!(roles("__guard"), ids.len(), "{victims:#?}");
-    // At once: stopped first, so that none can react to another's death, then killed.
-    for (pid, _) in &victims {
+    // At once, so that none can react to another's death: every orch process but the guards
+    // is stopped first, then the guards are killed, then the rest. (Stopping a guard would
+    // be wrong: when its group is orphaned with a stopped member, the kernel sends the whole
+    // group SIGHUP and SIGCONT, a rescue no real kill gives.)
+    let (guards, others): (Vec<_>, Vec<_>) = victims.iter().partition(|v| v.1.contains("__guard"));
+    for (pid, _) in &others {
         // SAFETY: kill(2) of one positive pid of this test's run.
         unsafe {
             libc::kill(*pid, libc::SIGSTOP);
         }
     }
     let t0 = Instant::now();
-    for (pid, _) in &victims {
+    for (pid, _) in guards.iter().chain(&others) {
         kill9(*pid);
     }
     // The worker command dies with its guard (parent-death signal), no orch process needed.
@@ -279,4 +283,120 @@ fn killing_every_orch_process_at_once_leaves_no_orphan_subreaper() {
 #[test]
 fn the_helper_commands_are_the_real_ones() {
     assert!(orch::contain::HELPER_COMMANDS.contains(&orch::forge::local::INTERNAL_COMMAND));
+}
+
+/// A CI run the worker's push started (its runner is a child of the worker's `git push`)
+/// outlives the worker: the runner leaves the worker's cgroup and the guard spares it.
+fn ci_outlives_case(cgroups: bool) {
+    let mut org = Org::new(crate::support::Spec::resumable(&[("core", &[])]));
+    if !cgroups {
+        org.set_env(orch::contain::CGROUPS_ENV, "off");
+    }
+    let id = org.spawn("core", "push-hang add the feature", "t-ci");
+    org.wait_mark(&id, 1, "pushed");
+    let runner = poll_until(
+        "the CI runner the worker's push started",
+        DEADLINE,
+        || {
+            org.leftovers()
+                .into_iter()
+                .find(|(_, cmd)| cmd.contains("__local-forge run"))
+        },
+        || org.diag(&id),
+    )
+    .0;
+    let runner_start = proc_stat(runner).unwrap().start_ticks;
+    // Its parent, the hook, has exited: it was reparented to the guard, a subreaper, whose
+    // tree it is in (so the guard's kill must spare it).
+    let guard = pgid(&org, &id).unwrap();
+    poll_until(
+        "the runner to be reparented to the guard",
+        DEADLINE,
+        || (proc_stat(runner)?.ppid == guard).then_some(()),
+        || format!("{:?}", proc_stat(runner)),
+    );
+    if cgroups {
+        let own = std::fs::read_to_string(format!("/proc/{runner}/cgroup")).unwrap();
+        assert!(
+            orch::contain::unified_path(&own)
+                .and_then(|p| orch::contain::outside_worker_cgroup(&p))
+                .is_none(),
+            "the runner left the worker's cgroup: {own}"
+        );
+    }
+    // The worker's tree dies with its supervisor; the runner does not.
+    org.kill_supervisor(&id);
+    // A later orch command's orphan sweep spares it too.
+    let out = org.run(&["status"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        orch::process::process_alive(runner, Some(runner_start)),
+        "the CI runner died with the worker\n{}",
+        org.diag(&id)
+    );
+    org.resume();
+    org.open_gate("core");
+    org.wait_done(&id);
+    assert_eq!(org.lives(&id), 1, "no replacement worker");
+}
+
+#[test]
+fn ci_started_by_a_worker_outlives_it_cgroup() {
+    if !machine_has_cgroups() {
+        eprintln!("no usable cgroup2 here: the subreaper variant covers this machine");
+        return;
+    }
+    ci_outlives_case(true);
+}
+
+#[test]
+fn ci_started_by_a_worker_outlives_it_subreaper() {
+    ci_outlives_case(false);
+}
+
+/// The supervisor alone is killed: its guard (parent-death signal) kills the whole tree,
+/// daemons included, with no orch command needed.
+fn supervisor_killed_case(cgroups: bool) {
+    let org = org(&["alpha"], cgroups);
+    let id = org.spawn_detached("alpha", "wait for the test");
+    let tree = Tree::read(&org, &id);
+    check_cgroup(&org, &tree, cgroups);
+    let sup = org.supervisor_pid(&id);
+    let t0 = Instant::now();
+    kill9(sup);
+    tree.wait_all_dead(
+        &org,
+        "after its supervisor was killed",
+        Duration::from_secs(5),
+    );
+    println!(
+        "containment ({}): supervisor killed; its whole tree gone after {} ms",
+        if cgroups { "cgroup" } else { "subreaper" },
+        t0.elapsed().as_millis()
+    );
+    if cgroups {
+        let record = org.state.join(&id).join(orch::contain::CGROUP_RECORD);
+        let dir = std::fs::read_to_string(record).unwrap();
+        poll_until(
+            "the guard to remove the worker's cgroup",
+            Duration::from_secs(5),
+            || (!std::path::Path::new(&dir).exists()).then_some(()),
+            || dir.clone(),
+        );
+    }
+    assert_clean(pgid(&org, &id));
+}
+
+#[test]
+fn killing_the_supervisor_kills_the_whole_tree_cgroup() {
+    if !machine_has_cgroups() {
+        eprintln!("no usable cgroup2 here: the subreaper variant covers this machine");
+        return;
+    }
+    supervisor_killed_case(true);
+}
+
+#[test]
+fn killing_the_supervisor_kills_the_whole_tree_subreaper() {
+    supervisor_killed_case(false);
 }

@@ -15,8 +15,8 @@ fn main() {
     if args.get(1).map(String::as_str) == Some(orch::forge::local::INTERNAL_COMMAND) {
         std::process::exit(orch::forge::local::internal_main(&args[2..]));
     }
-    if args.get(1).map(String::as_str) == Some(orch::process::GUARD_COMMAND) {
-        std::process::exit(orch::process::guard_main(&args[2..]));
+    if args.get(1).map(String::as_str) == Some(orch::guard::GUARD_COMMAND) {
+        std::process::exit(orch::guard::guard_main(&args[2..]));
     }
     std::process::exit(orch::cli::main());
 }

@@ -119,6 +119,18 @@ impl GroupChild {
         }
     }
 
+    /// Sends `sig` to the leader alone (not once it has been reaped: its pid may be reused).
+    pub fn signal_leader(&self, sig: Signal) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        match Pid::from_raw(self.pgid).map(|p| rustix::process::kill_process(p, sig)) {
+            Some(Ok(())) | Some(Err(Errno::SRCH)) => Ok(()),
+            Some(Err(e)) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
     /// Sends `sig` to every member of the group. A group that is already gone is not an error.
     pub fn signal_group(&self, sig: Signal) -> io::Result<()> {
         signal_group(self.pgid, sig)
@@ -292,82 +304,6 @@ pub fn process_alive(pid: i32, start_ticks: Option<u64>) -> bool {
         None => Pid::from_raw(pid)
             .is_some_and(|p| !matches!(rustix::process::test_kill_process(p), Err(Errno::SRCH))),
     }
-}
-
-/// The argv word that starts [`guard_main`].
-pub const GUARD_COMMAND: &str = "__guard";
-
-extern "C" fn kill_own_group(_: libc::c_int) {
-    // SAFETY: kill is async-signal-safe; pid 0 means "every process in my group", me included.
-    unsafe {
-        libc::kill(0, libc::SIGKILL);
-    }
-}
-
-extern "C" fn ignore_signal(_: libc::c_int) {}
-
-/// `orch __guard --parent <pid> -- <argv…>`: the leader of a worker's process group.
-///
-/// A parent-death signal reaches only the direct child, so a worker's own children would
-/// outlive a supervisor killed with SIGKILL. The guard sits between the two: it leads the
-/// group, runs the worker in it, and when its parent (the supervisor) dies it receives SIGHUP
-/// and SIGKILLs the whole group. A group-wide SIGTERM (the supervisor's polite stop) is meant
-/// for the worker, so the guard does not die of it and keeps waiting to relay the exit status.
-pub fn guard_main(args: &[String]) -> i32 {
-    let (parent, argv) = match args {
-        [flag, pid, sep, rest @ ..] if flag == "--parent" && sep == "--" && !rest.is_empty() => {
-            match pid.parse::<i32>() {
-                Ok(p) => (p, rest),
-                Err(_) => return usage(),
-            }
-        }
-        _ => return usage(),
-    };
-    // SAFETY: installing plain C handlers that only call async-signal-safe functions.
-    unsafe {
-        let mut hup: libc::sigaction = std::mem::zeroed();
-        hup.sa_sigaction = kill_own_group as *const () as usize;
-        libc::sigaction(libc::SIGHUP, &hup, std::ptr::null_mut());
-        // A handler (not SIG_IGN): handlers reset to the default on exec, so the worker still
-        // receives SIGTERM normally; SIG_IGN would be inherited.
-        let mut term: libc::sigaction = std::mem::zeroed();
-        term.sa_sigaction = ignore_signal as *const () as usize;
-        term.sa_flags = libc::SA_RESTART;
-        libc::sigaction(libc::SIGTERM, &term, std::ptr::null_mut());
-        libc::sigaction(libc::SIGINT, &term, std::ptr::null_mut());
-    }
-    if rustix::process::set_parent_process_death_signal(Some(Signal::HUP)).is_err() {
-        return 125;
-    }
-    // The parent may have died before the line above: then no signal will ever come.
-    if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(parent) {
-        kill_own_group(0);
-        return 125;
-    }
-    let mut child = match Command::new(&argv[0]).args(&argv[1..]).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("orch: cannot start worker command {:?}: {e}", argv[0]);
-            return 127;
-        }
-    };
-    loop {
-        match child.wait() {
-            Ok(status) => {
-                use std::os::unix::process::ExitStatusExt;
-                return status
-                    .code()
-                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return 125,
-        }
-    }
-}
-
-fn usage() -> i32 {
-    eprintln!("usage: orch __guard --parent <pid> -- <command> [args…]");
-    2
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 pub mod error;
 pub mod journal;
 pub mod operator;
+pub mod orphans;
 pub mod resume;
 pub mod spawn;
 pub mod supervisor;
@@ -81,6 +82,8 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {
         .try_clone()
         .map_err(|e| Error::io("cannot open", &log_path, e))?;
     let mut cmd = std::process::Command::new(orch_exe());
+    // Started from inside a worker's tree (a worker's `orch spawn`), it must not die with it.
+    crate::contain::leave_worker_cgroup(&mut cmd);
     cmd.arg("--config")
         .arg(&l.config_path)
         .arg("--state-dir")

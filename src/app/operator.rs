@@ -91,6 +91,8 @@ pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancel
         }
         let _ = crate::process::signal_group(pid as i32, crate::process::Signal::KILL);
     }
+    // What left the group (daemons) and its cgroup.
+    super::orphans::kill_tree(&l.state_dir, &w, false);
     let event = Event::Cancel { by, reason };
     let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
     let entry = Entry::new(&w, "orch")

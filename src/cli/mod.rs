@@ -349,6 +349,8 @@ impl Ctx {
         let contract = self.contract(&config)?;
         let state_dir = self.state_dir(&config);
         let contract_path = contract.file.clone();
+        // Whichever orch process comes first kills worker trees whose supervisor died.
+        crate::app::orphans::sweep(&state_dir);
         Ok(crate::app::Loaded {
             config_path: config.file.clone(),
             contract_path,

@@ -13,6 +13,7 @@ mod check_bad_input;
 mod checkpoint_trust;
 mod ci_cli;
 mod config_trust;
+mod containment;
 mod demo;
 mod forgejo_contract;
 mod local_forge;

@@ -721,6 +721,13 @@ impl Org {
         org
     }
 
+    /// Sets `key=value` for every later `orch` command of this organisation (and so for the
+    /// supervisors they start).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value.into()));
+    }
+
     pub fn clone_path(&self, repo: &str) -> PathBuf {
         self.root.join("repos").join(repo)
     }

@@ -96,19 +96,12 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
-    // A dead supervisor's worker dies with it (parent-death signal); make sure, so that a
-    // replacement never runs beside its predecessor.
+    // A dead supervisor's worker dies with it (parent-death signal); make sure — its cgroup,
+    // its group, what left the group — so that a replacement never runs beside its
+    // predecessor, and it is gone before anything of its worktree is touched (see
+    // clear_stale_git_locks).
     for w in &claimed {
-        if let Some(pgid) = w.worker_pid
-            && crate::process::group_alive(pgid as i32)
-        {
-            let _ = crate::process::signal_group(pgid as i32, crate::process::Signal::KILL);
-            // Gone before anything of its worktree is touched (see clear_stale_git_locks).
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while crate::process::group_alive(pgid as i32) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
+        super::orphans::kill_tree(&l.state_dir, w, true);
     }
     let mut found: HashMap<String, (Sha, i64)> = HashMap::new();
     for w in &claimed {

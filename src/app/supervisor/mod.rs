@@ -547,7 +547,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if let Some(w) = &self.worker
             && !self.frozen
         {
-            w.signal(crate::process::Signal::STOP);
+            w.freeze();
             self.frozen = true;
         }
     }
@@ -556,8 +556,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn thaw(&mut self) {
         if self.frozen && self.done_claims.is_empty() {
             self.frozen = false;
-            if self.w.progress.milestone != Milestone::Paused {
-                self.signal_worker(crate::process::Signal::CONT);
+            if self.w.progress.milestone != Milestone::Paused
+                && let Some(w) = &self.worker
+            {
+                w.thaw();
             }
         }
     }

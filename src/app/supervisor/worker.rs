@@ -1,7 +1,8 @@
 //! The worker process as its supervisor sees it: started under the guard in its own process
 //! group with a clean environment, its prompt on stdin, its output pumped by two reader threads
 //! into `worker.log` and — only what matters — into the supervisor's input channel; stopped as
-//! a whole group.
+//! a whole tree: its own cgroup where the machine allows it, the guard's descendants (daemons
+//! included) everywhere (see `contain.rs` and `guard.rs`).
 //!
 //! Memory stays bounded whatever the worker prints: a line is cut at `MAX_LINE` for parsing,
 //! the log file at `MAX_LOG_BYTES`, and the channel is bounded (a busy supervisor makes the
@@ -9,10 +10,12 @@
 
 use super::input::Input;
 use super::{Env, SuperviseError, session_dir};
+use crate::contain::{self, Cgroup};
 use crate::milestone::parse_line;
 use crate::process::{GroupChild, GroupOptions, Signal, spawn_in_group};
 use crate::store::workers::WorkerRecord;
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +26,11 @@ pub const MAX_LINE: usize = 16 * 1024;
 pub const MAX_LOG_BYTES: u64 = 64 * 1024 * 1024;
 /// How many inputs the readers may queue before the worker waits on its pipe.
 const CHANNEL_BOUND: usize = 256;
+/// How long a supervisor waits for its guard to kill the tree and exit before it SIGKILLs
+/// what is left of the group itself (the guard needs milliseconds; more only under load).
+const GUARD_EXIT_WAIT: Duration = Duration::from_secs(3);
+/// How long the last sweep waits for a cgroup to empty after `cgroup.kill`.
+const CGROUP_EMPTY_WAIT: Duration = Duration::from_secs(5);
 
 /// How a worker's process group is stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +41,16 @@ pub enum Stop {
     Terminate,
 }
 
-/// A running worker: its group and the channel its readers feed.
+/// A running worker: its group (led by the guard), its cgroup if it has one, and the channel
+/// its readers feed.
 pub struct WorkerProcess {
     child: GroupChild,
     output: Option<Receiver<Input>>,
+    cgroup: Option<Cgroup>,
+    /// What finds the tree's leftovers without a cgroup (see `contain::marked_processes`).
+    state_dir: PathBuf,
+    session: PathBuf,
+    id: String,
 }
 
 impl WorkerProcess {
@@ -52,11 +66,20 @@ impl WorkerProcess {
             source,
         };
         let prompt = std::fs::read(dir.join("prompt.md")).unwrap_or_default();
+        let cgroup = Cgroup::for_worker(env.state_dir, &w.id);
+        if let Some(cg) = &cgroup
+            && let Err(e) = cg.record(&dir)
+        {
+            tracing::warn!(worker = %w.id, error = %e, "cannot record the worker's cgroup");
+        }
         let mut cmd = std::process::Command::new(env.orch_exe);
-        cmd.arg(crate::process::GUARD_COMMAND)
+        cmd.arg(crate::guard::GUARD_COMMAND)
             .arg("--parent")
-            .arg(std::process::id().to_string())
-            .arg("--")
+            .arg(std::process::id().to_string());
+        if let Some(cg) = &cgroup {
+            cmd.arg("--cgroup").arg(cg.dir());
+        }
+        cmd.arg("--")
             .args(argv)
             .current_dir(&w.worktree)
             .env_clear()
@@ -121,6 +144,10 @@ impl WorkerProcess {
         Ok(WorkerProcess {
             child,
             output: Some(rx),
+            cgroup,
+            state_dir: env.state_dir.to_path_buf(),
+            session: dir,
+            id: w.id.clone(),
         })
     }
 
@@ -134,8 +161,44 @@ impl WorkerProcess {
         self.child.try_wait().ok().flatten()
     }
 
+    /// Sends `sig` to the group; SIGKILL kills the whole tree at once (see [`Self::kill_now`]).
     pub fn signal(&self, sig: Signal) {
-        let _ = self.child.signal_group(sig);
+        if sig == Signal::KILL {
+            self.kill_now();
+        } else {
+            let _ = self.child.signal_group(sig);
+        }
+    }
+
+    /// Freezes the worker's tree while a DONE claim is judged: its cgroup (daemons included)
+    /// where it has one, and its process group; the guard, which leads the group, is let go
+    /// on at once (it must still be able to stop the tree).
+    pub fn freeze(&self) {
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.set_frozen(true);
+        }
+        let _ = self.child.signal_group(Signal::STOP);
+        let _ = self.child.signal_leader(Signal::CONT);
+    }
+
+    /// Lets a frozen tree go on.
+    pub fn thaw(&self) {
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.set_frozen(false);
+        }
+        let _ = self.child.signal_group(Signal::CONT);
+    }
+
+    /// Kills the whole tree now: `cgroup.kill`, and SIGUSR1 to the guard, which kills every
+    /// descendant (daemons included) and then itself. A group SIGKILL would kill the guard
+    /// first and let daemons outside the group live.
+    pub fn kill_now(&self) {
+        // The request first: the guard then sees it before the worker's exit, and ends as a
+        // killed tree (no exit code), not as a worker that exited.
+        let _ = self.child.signal_leader(Signal::USR1);
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.kill();
+        }
     }
 
     /// What the readers sent, waiting up to `wait` for the first input; `None` once both
@@ -162,23 +225,65 @@ impl WorkerProcess {
         Some(inputs)
     }
 
-    /// Stops the group (the worker already exited: sweeps what it left behind, so that the
+    /// Stops the tree (the worker already exited: sweeps what it left behind, so that the
     /// readers reach EOF); returns its exit code.
     pub fn stop(mut self, how: Stop, grace: Duration) -> Option<i32> {
-        let status = match how {
-            Stop::Kill => {
-                let _ = self.child.signal_group(Signal::KILL);
-                self.child.terminate(Duration::from_millis(200))
-            }
-            Stop::Terminate => self.child.terminate(grace),
-        };
+        match how {
+            Stop::Kill => self.kill_now(),
+            Stop::Terminate => self.terminate(grace),
+        }
+        self.finish()
+    }
+
+    /// SIGTERM to the group (the guard leaves it to the worker), `grace` for the worker to
+    /// exit — the guard then stops what it left and exits — else the whole tree is killed.
+    fn terminate(&mut self, grace: Duration) {
+        let _ = self.child.signal_group(Signal::TERM);
+        let _ = self.child.signal_group(Signal::CONT);
+        if !matches!(self.child.wait_timeout(grace), Ok(Some(_))) {
+            self.kill_now();
+        }
+    }
+
+    /// Waits for the guard to exit (it stops the whole tree first), then the backstops: SIGKILL
+    /// to what is left of the group, `cgroup.kill` until the cgroup is empty (then it is
+    /// removed), or — without a cgroup — the processes marked as this worker's.
+    fn finish(&mut self) -> Option<i32> {
+        if !matches!(self.child.wait_timeout(GUARD_EXIT_WAIT), Ok(Some(_))) {
+            tracing::warn!(worker = %self.id, "its guard did not exit in time; killing its group");
+        }
+        let status = self.child.terminate(Duration::from_millis(200));
+        self.sweep_leftovers();
         status.ok().and_then(|s| s.code())
     }
 
-    /// Sweeps the group of a worker that exited (background processes it left must not
+    fn sweep_leftovers(&mut self) {
+        match &self.cgroup {
+            Some(cg) => {
+                if cg.kill_and_remove(CGROUP_EMPTY_WAIT) {
+                    Cgroup::forget(&self.session);
+                } else {
+                    tracing::warn!(worker = %self.id, cgroup = %cg.dir().display(), "its cgroup did not empty");
+                }
+            }
+            None => {
+                let n = contain::kill_marked(
+                    &self.state_dir,
+                    &self.id,
+                    contain::now_ticks(),
+                    Duration::from_secs(2),
+                );
+                if n > 0 {
+                    tracing::warn!(worker = %self.id, killed = n, "killed processes of the worker that had left its guard");
+                }
+            }
+        }
+    }
+
+    /// Sweeps the tree of a worker that exited (background processes it left must not
     /// outlive it), keeping the readers so that its last lines can still be taken.
     pub fn sweep(&mut self) {
-        let _ = self.child.terminate(Duration::from_millis(500));
+        self.finish();
     }
 }
 

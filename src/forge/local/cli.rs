@@ -244,6 +244,8 @@ pub(super) fn spawn_runner(
         .stdout(log.try_clone()?)
         .stderr(log);
     scrub_env(&mut cmd, false);
+    // Started by a worker's push: it runs the CI of that push after the worker is gone.
+    crate::contain::leave_worker_cgroup(&mut cmd);
     // SAFETY: setsid is async-signal-safe and the closure allocates nothing.
     unsafe {
         cmd.pre_exec(|| {

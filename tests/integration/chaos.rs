@@ -20,6 +20,8 @@ fn supervisor_alive(w: &orch::store::workers::WorkerRecord) -> bool {
 use orch::milestone::Milestone;
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const REPOS: &[(&str, &[&str])] = &[
@@ -42,6 +44,7 @@ const TASKS: &[(&str, &str, &str)] = &[
     ("tools", "tools", "lint the new api"),
     ("docs", "docs", "document the new api"),
     ("sdk2", "sdk", "version the api"),
+    ("liar", "docs", "liar proofread the docs"),
 ];
 
 /// splitmix64: small, seedable, good enough to pick victims and moments.
@@ -91,6 +94,10 @@ impl Drop for InFlight {
 #[derive(Default)]
 struct Tally {
     supervisor: usize,
+    /// SIGKILL of every orch process of the run at once (supervisors, guards, spawns, CI
+    /// runners), and the slowest time until none of the killed trees' processes was left.
+    everything: usize,
+    slowest_orphan_ms: u128,
     spawn: usize,
     resume: usize,
     /// Where the killed spawns were: before their lock transaction, between it and the
@@ -104,8 +111,110 @@ struct Tally {
 
 impl Tally {
     fn total(&self) -> usize {
-        self.supervisor + self.spawn + self.resume
+        self.supervisor + self.spawn + self.resume + self.everything
     }
+}
+
+/// Samples `/proc` until stopped: for every worker id seen in a live process's environment
+/// (`ORCH_WORKER_ID`, under this run's state directory), the wall-clock millisecond before the
+/// last sighting. Checked against the lock history: no worker process alive once its lock
+/// is released.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<BTreeMap<String, i64>>>,
+}
+
+impl Sampler {
+    fn start(state_dir: &std::path::Path) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let dir = format!("ORCH_STATE_DIR={}", state_dir.display()).into_bytes();
+        let thread = std::thread::spawn(move || {
+            let mut last: BTreeMap<String, i64> = BTreeMap::new();
+            while !flag.load(Ordering::SeqCst) {
+                for pid in std::fs::read_dir("/proc")
+                    .unwrap()
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                {
+                    let before = orch::store::now_ms();
+                    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                        continue;
+                    };
+                    if !orch::process::process_alive(pid, None) {
+                        continue;
+                    }
+                    let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+                    if !vars.contains(&dir.as_slice()) {
+                        continue;
+                    }
+                    if let Some(id) = vars.iter().find_map(|v| v.strip_prefix(b"ORCH_WORKER_ID=")) {
+                        let id = String::from_utf8_lossy(id).into_owned();
+                        let t = last.entry(id).or_insert(before);
+                        *t = (*t).max(before);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            last
+        });
+        Sampler {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> BTreeMap<String, i64> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// SIGKILLs every orch process of the run at once — supervisors, guards, CI runners, in-flight
+/// spawns — then runs `orch resume` (which sweeps orphaned trees first) and waits until no
+/// process of the killed trees is left; returns how long that took after the kill.
+fn kill_everything(org: &Org, inflight: &mut Vec<InFlight>, tally: &mut Tally) -> Duration {
+    let orch_bin = std::fs::canonicalize(crate::support::ORCH).unwrap();
+    let procs = org.leftovers();
+    let is_orch =
+        |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == orch_bin);
+    let victims: Vec<i32> = procs
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| is_orch(*p))
+        .collect();
+    let others: Vec<i32> = procs
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| !is_orch(*p))
+        .collect();
+    for f in inflight.iter_mut() {
+        let _ = f.child.kill();
+    }
+    for pid in &victims {
+        kill9(*pid);
+    }
+    let killed = Instant::now();
+    for mut f in inflight.drain(..) {
+        let _ = f.child.wait();
+    }
+    run_resume(org, tally);
+    org.wait_until(
+        "every process of the killed trees to be gone",
+        Duration::from_secs(30),
+        || {
+            others
+                .iter()
+                .all(|p| !orch::process::process_alive(*p, None) || is_orch(*p))
+        },
+    );
+    killed.elapsed()
 }
 
 fn run_resume(org: &Org, tally: &mut Tally) {
@@ -152,6 +261,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
             .lost_hook_grace("2s"),
     );
     std::fs::create_dir_all(org.ctl.join("spawns")).unwrap();
+    let sampler = Sampler::start(&org.state);
     let started = Instant::now();
     let deadline = started + limit;
     let mut tally = Tally::default();
@@ -280,6 +390,19 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
                 f.child.wait().unwrap();
             }
         }
+        // Now and then every orch process of the run at once.
+        if tally.total() < target && Instant::now() >= next_kill && rng.chance(15) {
+            let took = kill_everything(&org, &mut inflight, &mut tally);
+            tally.everything += 1;
+            tally.slowest_orphan_ms = tally.slowest_orphan_ms.max(took.as_millis());
+            println!(
+                "{:>6.1}s kill #{}: every orch process at once; the killed trees were gone {} ms later",
+                started.elapsed().as_secs_f64(),
+                tally.total(),
+                took.as_millis()
+            );
+            next_kill = Instant::now() + rng.ms(200, 1500);
+        }
         // A random live supervisor.
         if tally.total() < target && Instant::now() >= next_kill {
             let live: Vec<(String, i32)> = workers
@@ -362,6 +485,18 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
         || org.leftovers().is_empty(),
     );
 
+    let last_seen = sampler.finish();
+    // No lie was accepted.
+    let marks: Vec<String> = std::fs::read_dir(org.ctl.join("marks"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("lie-accepted"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(marks.is_empty(), "orch accepted a lie: {marks:?}");
+
     let config = &org.config;
     let mut store = org.store();
     let workers = store.workers().unwrap();
@@ -408,6 +543,27 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
         orch::store::first_conflict(&config.graph, &history)
     );
     assert!(store.locks().unwrap().is_empty());
+    // No process of a worker was alive once its lock was released.
+    for h in history.iter().filter(|h| h.action == "release") {
+        if let Some(seen) = last_seen.get(&h.holder) {
+            assert!(
+                *seen < h.at_ms,
+                "a process of {} was alive {} ms after its lock was released",
+                h.holder,
+                seen - h.at_ms
+            );
+        }
+    }
+    // DONE is about the branch: each tracked commit is the head of its worker's branch.
+    for w in &workers {
+        let head = forge.branch_head_sync(&w.repo, &w.branch).unwrap();
+        assert_eq!(
+            head.as_deref(),
+            w.progress.tracked_sha.as_deref(),
+            "{}: DONE on a commit that is not its branch head",
+            w.id
+        );
+    }
     for w in &workers {
         let acquired = history
             .iter()
@@ -437,12 +593,18 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
     }
     let respawns: i64 = workers.iter().map(|w| w.respawns).sum();
     println!(
-        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes), {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
+        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes, {} of everything at once: killed trees gone within {} ms), {} lying workers refused, {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
         tally.total(),
         tally.supervisor,
         tally.spawn,
         tally.spawn_phase,
         tally.resume,
+        tally.everything,
+        tally.slowest_orphan_ms,
+        tasks
+            .iter()
+            .filter(|(_, _, t)| t.starts_with("liar"))
+            .count(),
         tally.resumes,
         tally.operator_resumes,
         tally.resumed,

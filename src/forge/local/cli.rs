@@ -244,6 +244,18 @@ pub(super) fn spawn_runner(
         .stdout(log.try_clone()?)
         .stderr(log);
     scrub_env(&mut cmd, false);
+    // Started by a worker's push, but not the worker's: nothing marks it as one (the orphan
+    // sweep and its kills look for these marks).
+    for var in [
+        "ORCH_WORKER_ID",
+        "ORCH_REPO",
+        "ORCH_TASK",
+        "ORCH_BRANCH",
+        "ORCH_PUSH_REMOTE",
+        "ORCH_CI_GUIDE",
+    ] {
+        cmd.env_remove(var);
+    }
     // Started by a worker's push: it runs the CI of that push after the worker is gone.
     crate::contain::leave_worker_cgroup(&mut cmd);
     // SAFETY: setsid is async-signal-safe and the closure allocates nothing.

@@ -532,6 +532,28 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.thaw();
     }
 
+    /// A green verdict for the tracked SHA makes the worker DONE (the machine does not wait for
+    /// its claim): the worker is frozen and its branch head read once more first, so that no
+    /// push lands between the head that came with the answer and the DONE. False when the head
+    /// moved (verification re-opened on it); the worker stays frozen only if a DONE claim of
+    /// its own is still waiting to be judged.
+    fn head_holds_for_green(&mut self, sha: &Sha, kind: crate::ci::verdict::VerdictKind) -> bool {
+        if kind != crate::ci::verdict::VerdictKind::Green
+            || self.w.progress.milestone != Milestone::PushedToCi
+            || self.worker.is_none()
+        {
+            return true; // nothing to finish, or no process left that could push
+        }
+        self.freeze();
+        let head = self.forge_head();
+        if matches!(&head, Ok(Some(h)) if h == sha) {
+            return true; // apply() stops the frozen worker before DONE is written
+        }
+        self.thaw();
+        self.observe_head(&head);
+        false
+    }
+
     /// Gives a worker that printed DONE up to `grace` to exit by itself.
     fn let_exit(&mut self, grace: Duration) {
         let until = Instant::now() + grace;
@@ -608,7 +630,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     sha: &a.sha,
                     row: VerdictRow::of(v, runs),
                 };
-                if about_tracked {
+                if about_tracked && !self.head_holds_for_green(&a.sha, v.kind) {
+                    // The branch moved on: the verdict is this SHA's record, not the worker's.
+                    self.record(vec![fact]);
+                } else if about_tracked {
                     let event = Event::Verdict {
                         sha: a.sha.clone(),
                         kind: v.kind,
@@ -616,6 +641,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                         detail: v.detail.clone(),
                     };
                     self.apply(event, None, vec![fact]);
+                    // Not DONE after all (the worker is gone or stays): let it go on.
+                    self.thaw();
                 } else {
                     self.record(vec![fact]);
                 }

@@ -234,6 +234,18 @@ pub fn step(
             if changed {
                 fx.push(Effect::Checkpoint);
             }
+            // A worker in FIXING_CI whose tracked commit turns out green (its FIXING_CI came
+            // while CI was still running, or a rerun passed): nothing is left to fix.
+            if p.milestone == Milestone::FixingCi && *kind == VerdictKind::Green {
+                transition(
+                    contract,
+                    &mut p,
+                    Milestone::PushedToCi,
+                    &format!("CI green for {} after all", sha.short()),
+                    now,
+                    &mut fx,
+                );
+            }
             if p.milestone == Milestone::PushedToCi {
                 match kind {
                     VerdictKind::Green => finish_done(contract, &mut p, now, &mut fx),

@@ -172,13 +172,40 @@ fn green_verdict_on_tracked_sha_is_done_and_releases_the_lock() {
     assert_eq!(p.milestone, Done);
     assert!(fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
     // Only DONE releases: no other event returns ReleaseLock except Cancel.
-    for m in [Working, FixingCi, Blocked, BlockedPermission, Paused] {
+    for m in [Working, Blocked, BlockedPermission, Paused] {
         let (_, fx) = step(&c, "w", &at(m), &verdict(VerdictKind::Green, &sha), T0);
         assert!(
             !fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })),
             "{m}"
         );
     }
+}
+
+#[test]
+fn a_fixing_worker_whose_tracked_commit_is_green_is_done() {
+    // Its FIXING_CI came while CI was still running (or a rerun passed): nothing to fix.
+    let c = contract();
+    let sha = "a".repeat(40);
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(FixingCi),
+        &verdict(VerdictKind::Green, &sha),
+        T0,
+    );
+    assert_eq!(p.milestone, Done);
+    let moves: Vec<(Milestone, Milestone)> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Transition { from, to, .. } => Some((*from, *to)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moves, [(FixingCi, PushedToCi), (PushedToCi, Done)]);
+    assert!(fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+    // A red verdict leaves it fixing.
+    let (p, _) = step(&c, "w", &at(FixingCi), &verdict(VerdictKind::Red, &sha), T0);
+    assert_eq!(p.milestone, FixingCi);
 }
 
 #[test]

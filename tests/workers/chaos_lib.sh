@@ -18,7 +18,7 @@ change() {
   printf '%s\n' "$1" > status.txt
   git add -A
   git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
-    -m "$ORCH_REPO: status $1 (life $life)"
+    -m "$ORCH_REPO: status $1 (life $life) by $ORCH_WORKER_ID"
 }
 # Pushes HEAD to the worker's branch on the forge (once more if the first try fails) and
 # sets $sha.

@@ -27,9 +27,10 @@ push_head() {
     echo "PUSHED_TO_CI: $ORCH_REPO commit $SHA"
 }
 
-# ci_wait SHA: exit 0 only when orch judges the commit green.
+# ci_wait SHA: exit 0 only when orch judges the commit green. A bare `orch`, as a prompt
+# would write it: the running orch's directory is first on the worker's PATH.
 ci_wait() {
-    "$ORCH_BIN" ci status --repo "$ORCH_REPO" --sha "$1" --wait --timeout 60s
+    orch ci status --repo "$ORCH_REPO" --sha "$1" --wait --timeout 60s
 }
 
 # Waits (at most 60 s) for the test to create $E2E_OUT/release-$ORCH_WORKER_ID.

@@ -539,7 +539,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// its own is still waiting to be judged.
     fn head_holds_for_green(&mut self, sha: &Sha, kind: crate::ci::verdict::VerdictKind) -> bool {
         if kind != crate::ci::verdict::VerdictKind::Green
-            || self.w.progress.milestone != Milestone::PushedToCi
+            || !matches!(
+                self.w.progress.milestone,
+                Milestone::PushedToCi | Milestone::FixingCi
+            )
             || self.worker.is_none()
         {
             return true; // nothing to finish, or no process left that could push

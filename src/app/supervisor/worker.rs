@@ -94,6 +94,9 @@ impl WorkerProcess {
                 cmd.env(var, v);
             }
         }
+        // `orch report` / `orch ci status` work as written in the prompt: the running orch's
+        // directory comes first on the worker's PATH.
+        cmd.env("PATH", worker_path(env.orch_exe, cmd_path(&cmd)));
         cmd.env("ORCH_WORKER_ID", &w.id)
             .env("ORCH_REPO", &w.repo)
             .env("ORCH_TASK", &w.task)
@@ -122,7 +125,11 @@ impl WorkerProcess {
             truncated: false,
         }));
         let (tx, rx) = sync_channel(CHANNEL_BOUND);
-        let patterns = env.contract.permission.patterns.clone();
+        let ci_guide = std::fs::read(dir.join("ci-guide.md")).unwrap_or_default();
+        let filter = Arc::new(LineFilter::new(
+            env.contract.permission.patterns.clone(),
+            &[&prompt, &ci_guide],
+        ));
         let c = child.child_mut();
         if let Some(mut stdin) = c.stdin.take() {
             // A worker that never reads its stdin must not block the supervisor, and one that
@@ -135,11 +142,11 @@ impl WorkerProcess {
             });
         }
         if let Some(out) = c.stdout.take() {
-            let (tx, log, pats) = (tx.clone(), log.clone(), patterns.clone());
-            std::thread::spawn(move || pump(out, tx, log, pats));
+            let (tx, log, filter) = (tx.clone(), log.clone(), filter.clone());
+            std::thread::spawn(move || pump(out, tx, log, filter));
         }
         if let Some(err) = c.stderr.take() {
-            std::thread::spawn(move || pump(err, tx, log, patterns));
+            std::thread::spawn(move || pump(err, tx, log, filter));
         }
         Ok(WorkerProcess {
             child,
@@ -287,6 +294,31 @@ impl WorkerProcess {
     }
 }
 
+/// The PATH `cmd` would give the worker so far (the passed-through one), if any.
+fn cmd_path(cmd: &std::process::Command) -> Option<std::ffi::OsString> {
+    cmd.get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .and_then(|(_, v)| v.map(|v| v.to_os_string()))
+}
+
+/// The worker's PATH: the directory of `orch_exe` first, then `inherited` (or the usual system
+/// directories when PATH is not passed through).
+fn worker_path(
+    orch_exe: &std::path::Path,
+    inherited: Option<std::ffi::OsString>,
+) -> std::ffi::OsString {
+    let mut dirs: Vec<std::path::PathBuf> = orch_exe
+        .parent()
+        .map(|d| d.to_path_buf())
+        .into_iter()
+        .collect();
+    match inherited {
+        Some(p) => dirs.extend(std::env::split_paths(&p)),
+        None => dirs.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(std::path::PathBuf::from)),
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
 /// Appends worker output to `worker.log`, up to `MAX_LOG_BYTES`.
 struct LogSink {
     file: std::fs::File,
@@ -313,12 +345,51 @@ impl LogSink {
     }
 }
 
+/// Which lines of a worker's output are signals: milestone and permission-denial lines
+/// (`milestone::parse_line`), except the text orch itself gave the worker — its prompt and CI
+/// guide, whose lines name every milestone. An agent that echoes its prompt (Codex, aider) or
+/// prints the guide with a tool (`cat "$ORCH_CI_GUIDE"`) claims nothing by it.
+struct LineFilter {
+    patterns: Vec<String>,
+    given: std::collections::HashSet<String>,
+}
+
+impl LineFilter {
+    fn new(patterns: Vec<String>, texts: &[&[u8]]) -> LineFilter {
+        let given = texts
+            .iter()
+            .flat_map(|t| {
+                String::from_utf8_lossy(t)
+                    .lines()
+                    .map(normalise)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|l| !l.is_empty())
+            .collect();
+        LineFilter { patterns, given }
+    }
+
+    fn signal(&self, line: &str) -> Option<crate::milestone::LineSignal> {
+        let sig = parse_line(line, &self.patterns)?;
+        (!self.given.contains(&normalise(line))).then_some(sig)
+    }
+}
+
+/// A line as compared with the given texts: without surrounding blanks or the quote marks
+/// and bullets agents put before echoed text.
+fn normalise(line: &str) -> String {
+    line.trim()
+        .trim_start_matches(['>', '|', '-', '*', ' '])
+        .trim()
+        .to_string()
+}
+
 /// Reads one stream of the worker until EOF. Runs on its own thread.
 fn pump(
     mut stream: impl Read,
     tx: SyncSender<Input>,
     log: Arc<Mutex<LogSink>>,
-    patterns: Vec<String>,
+    filter: Arc<LineFilter>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::with_capacity(1024);
@@ -333,7 +404,7 @@ fn pump(
             if b == b'\n' {
                 let text = String::from_utf8_lossy(&line).into_owned();
                 line.clear();
-                if let Some(sig) = parse_line(&text, &patterns) {
+                if let Some(sig) = filter.signal(&text) {
                     // Blocking send: if the supervisor is busy the worker waits on its pipe,
                     // which is what bounds memory.
                     if tx.send(Input::Line(sig, text)).is_err() {
@@ -351,7 +422,7 @@ fn pump(
     }
     if !line.is_empty() {
         let text = String::from_utf8_lossy(&line).into_owned();
-        if let Some(sig) = parse_line(&text, &patterns) {
+        if let Some(sig) = filter.signal(&text) {
             let _ = tx.send(Input::Line(sig, text));
         }
     }
@@ -398,5 +469,44 @@ fn block_sigpipe_in_this_thread() {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGPIPE);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn lines_orch_gave_the_worker_claim_nothing() {
+        let prompt =
+            b"Report milestones:\nPUSHED_TO_CI: <repo> commit <sha>\n> DONE: <repo> all green\n";
+        let guide = b"FIXING_CI: <job> - <diagnosis>\n";
+        let f = LineFilter::new(vec!["auto-denied".into()], &[prompt, guide]);
+        // Echoed, quoted or printed by a tool: nothing.
+        assert!(f.signal("PUSHED_TO_CI: <repo> commit <sha>").is_none());
+        assert!(f.signal("  > DONE: <repo> all green").is_none());
+        assert!(f.signal("FIXING_CI: <job> - <diagnosis>").is_none());
+        // The worker's own lines still count.
+        assert!(
+            f.signal("PUSHED_TO_CI: alpha commit 0123456789abcdef")
+                .is_some()
+        );
+        assert!(
+            f.signal("DONE: alpha all green, radicle-push: success")
+                .is_some()
+        );
+        assert!(f.signal("Permission auto-denied for Bash").is_some());
+    }
+
+    #[test]
+    fn the_running_orch_comes_first_on_the_workers_path() {
+        let p = worker_path(
+            Path::new("/opt/orch/bin/orch"),
+            Some("/usr/bin:/bin".into()),
+        );
+        assert_eq!(p, "/opt/orch/bin:/usr/bin:/bin");
+        let p = worker_path(Path::new("/opt/orch/bin/orch"), None);
+        assert_eq!(p, "/opt/orch/bin:/usr/local/bin:/usr/bin:/bin");
     }
 }

@@ -540,13 +540,30 @@ fn milestone_lines_are_found_anywhere_in_a_line() {
         FixingCi,
         "earliest marker wins"
     );
+    // An OS-level EACCES inside a tool's output is not a denial of the agent's permission.
     assert_eq!(
         parse_line(
             "mkdir: cannot create directory 'x': Permission denied",
             &pats
         ),
-        Some(LineSignal::PermissionDenial)
+        None
     );
+    // What the real agents print (Claude Code 2.1.197 / 2.1.330, Codex 0.169.0).
+    for real in [
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"This command requires approval","is_error":true}]}}"#,
+        "Claude requested permissions to write to /w/hello.txt, but you haven't granted it yet.",
+        "Permission to use Bash with command git push origin HEAD has been denied.",
+        "Permission to use Bash has been denied because Claude Code is running in don't ask mode.",
+        "Permission for this tool use was denied. It requires approval, and this session has no approval surface",
+        "ERROR codex_core::tools::router: error=approval policy is Never; reject command — you cannot ask for escalated permissions",
+        "patch rejected: writing is blocked by read-only sandbox; rejected by user approval settings",
+    ] {
+        assert_eq!(
+            parse_line(real, &pats),
+            Some(LineSignal::PermissionDenial),
+            "{real}"
+        );
+    }
     assert_eq!(
         parse_line("Permission to use Bash has been auto-denied", &pats),
         Some(LineSignal::PermissionDenial)

@@ -102,6 +102,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                         && old != sha
                     {
                         self.follower.forget(&self.w.repo, old);
+                        // Its record still wants its verdict (the history `sessions show`
+                        // and the checkpoint tell): asked once more when the link is idle.
+                        if !before.verdict.is_some_and(|v| v.is_terminal()) {
+                            self.replaced.push(old.clone());
+                        }
                     }
                     self.next_poll_ms = 0;
                 }

@@ -107,6 +107,11 @@ impl CiLink {
         self.sent
     }
 
+    /// Whether no query is being answered.
+    pub fn idle(&self) -> bool {
+        self.in_flight.is_none()
+    }
+
     /// Whether a query for `sha` is being answered.
     pub fn asking_about(&self, sha: &Sha) -> bool {
         self.in_flight.as_ref().is_some_and(|(s, _)| s == sha)

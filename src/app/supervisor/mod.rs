@@ -111,6 +111,9 @@ struct Supervisor<'a, F: Forge> {
     frozen: bool,
     /// A branch head seen on the forge and refused (not new work): said once, not per poll.
     refused_head: Option<Sha>,
+    /// Pushes replaced by a newer one before CI decided them: each asked about once more, for
+    /// its own record.
+    replaced: Vec<Sha>,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -153,6 +156,7 @@ pub fn supervise_then<F: Forge + 'static>(
         last_head_check_ms: 0,
         frozen: false,
         refused_head: None,
+        replaced: Vec::new(),
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -201,6 +205,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             if self.should_poll(now) {
                 self.poll_ci(false);
+            } else if self.ci.idle() {
+                self.ask_about_replaced();
             }
             let overdue = self.done_claims.take_overdue(now);
             if !overdue.is_empty() {
@@ -614,6 +620,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         self.ci
             .ask(repo, sha, &self.w.branch, self.w.progress.pushed_ms);
+    }
+
+    /// Asks once more about a push that a newer one replaced before CI decided it (the answer
+    /// is recorded for that SHA alone: see `ci_answer`).
+    fn ask_about_replaced(&mut self) {
+        let Some(sha) = self.replaced.pop() else {
+            return;
+        };
+        if let Some(repo) = self.env.config.repo(&self.w.repo).cloned() {
+            self.ci.ask(repo, sha, &self.w.branch, None);
+        }
     }
 
     /// Feeds a CI answer to the machine, then judges the DONE claims it is fresh for.

@@ -122,10 +122,25 @@ impl Contract {
         validate(raw, file)
     }
 
-    /// The contract shipped with orch (the seed's values), for `orch demo` and tests.
+    /// The contract shipped with orch (the seed's values), built in: what an organisation
+    /// without its own `contracts/worker-completion.yaml` runs with (and `orch demo`, tests).
     pub fn embedded() -> Contract {
-        Contract::from_str(EMBEDDED, Path::new("contracts/worker-completion.yaml"))
+        Contract::from_str(EMBEDDED, Path::new(BUILT_IN))
             .expect("the embedded contract is valid (checked by a unit test)")
+    }
+
+    /// Whether this is the built-in contract (no file to name to other processes).
+    pub fn is_built_in(&self) -> bool {
+        self.file == Path::new(BUILT_IN)
+    }
+
+    /// The contract at `path` when that file exists, else the built-in one.
+    pub fn load_or_built_in(path: &Path) -> Result<Contract, ContractError> {
+        if path.exists() {
+            Contract::load(path)
+        } else {
+            Ok(Contract::embedded())
+        }
     }
 
     pub fn is_terminal(&self, state: &str) -> bool {
@@ -145,8 +160,11 @@ impl Contract {
     }
 }
 
-/// The shipped contract file, embedded so `orch demo` works from anywhere.
+/// The shipped contract file, built in so that orch works from any directory.
 pub const EMBEDDED: &str = include_str!("../contracts/worker-completion.yaml");
+
+/// The name the built-in contract goes by (where a file name would be).
+pub const BUILT_IN: &str = "(built-in contract)";
 
 // ---------------------------------------------------------------------------------------------
 

@@ -87,10 +87,14 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {
     cmd.arg("--config")
         .arg(&l.config_path)
         .arg("--state-dir")
-        .arg(&l.state_dir)
-        .arg("--contract")
-        .arg(&l.contract_path)
-        .args(["__supervise", id])
+        .arg(&l.state_dir);
+    // The built-in contract has no file: the supervisor finds it the same way.
+    if l.contract.is_built_in() {
+        cmd.env_remove("ORCH_CONTRACT");
+    } else {
+        cmd.arg("--contract").arg(&l.contract_path);
+    }
+    cmd.args(["__supervise", id])
         .env(supervisor::LEASE_FROM_ENV, std::process::id().to_string())
         .stdin(std::process::Stdio::null())
         .stdout(log)

@@ -325,8 +325,13 @@ impl Ctx {
             .unwrap_or_else(|| config.root().join("contracts/worker-completion.yaml"))
     }
 
+    /// `--contract` when given; else `contracts/worker-completion.yaml` beside repos.yaml when
+    /// it exists; else the built-in contract.
     pub fn contract(&self, config: &Config) -> Result<Contract, Failure> {
-        Ok(Contract::load(&self.contract_path(config))?)
+        Ok(match &self.contract_override {
+            Some(p) => Contract::load(p)?,
+            None => Contract::load_or_built_in(&self.contract_path(config))?,
+        })
     }
 
     pub fn state_dir(&self, config: &Config) -> PathBuf {

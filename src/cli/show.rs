@@ -29,7 +29,12 @@ pub fn check(ctx: &Ctx) -> Outcome {
                 .join("contracts/worker-completion.yaml")
         }),
     };
-    let contract = match Contract::load(&contract_path) {
+    let loaded = if ctx.contract_override.is_some() {
+        Contract::load(&contract_path)
+    } else {
+        Contract::load_or_built_in(&contract_path)
+    };
+    let contract = match loaded {
         Ok(c) => Some(c),
         Err(ContractError::Invalid(d)) => {
             problems.extend(d.0.iter().map(|x| x.to_string()));

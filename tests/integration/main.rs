@@ -15,6 +15,7 @@ mod ci_cli;
 mod config_trust;
 mod containment;
 mod demo;
+mod first_run;
 mod forgejo_contract;
 mod local_forge;
 mod lock_race;

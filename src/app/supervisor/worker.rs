@@ -97,13 +97,16 @@ impl WorkerProcess {
         // `orch report` / `orch ci status` work as written in the prompt: the running orch's
         // directory comes first on the worker's PATH.
         cmd.env("PATH", worker_path(env.orch_exe, cmd_path(&cmd)));
+        // The built-in contract has no file: `orch report` finds it the same way.
+        if !env.contract.is_built_in() {
+            cmd.env("ORCH_CONTRACT", env.contract_path);
+        }
         cmd.env("ORCH_WORKER_ID", &w.id)
             .env("ORCH_REPO", &w.repo)
             .env("ORCH_TASK", &w.task)
             .env("ORCH_CI_GUIDE", dir.join("ci-guide.md"))
             .env("ORCH_STATE_DIR", env.state_dir)
             .env("ORCH_CONFIG", env.config_path)
-            .env("ORCH_CONTRACT", env.contract_path)
             .env("ORCH_BRANCH", &w.branch)
             .env("ORCH_PUSH_REMOTE", &w.remote)
             .env("ORCH_BIN", env.orch_exe);

@@ -149,6 +149,18 @@ pub enum Command {
         #[arg(long)]
         by: Option<String>,
     },
+    /// Give a BLOCKED or BLOCKED_PERMISSION worker another go: a replacement continues its
+    /// work (FIXING_CI when it pushed, else WORKING), told `--note`.
+    Respawn {
+        id: String,
+        /// What the replacement is told (e.g. what the operator changed).
+        #[arg(long, default_value = "")]
+        note: String,
+        #[arg(long)]
+        by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Release a worker's chain lock without a verified DONE (audited).
     Release {
         id: String,
@@ -467,6 +479,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             SessionsCommand::Show { id, json } => workers::sessions_show(ctx, &id, json),
         },
         Command::Cancel { id, reason, by } => workers::cancel(ctx, &id, reason, by),
+        Command::Respawn { id, note, by, json } => workers::respawn(ctx, &id, &note, by, json),
         Command::Release {
             id,
             force,

@@ -451,7 +451,7 @@ impl Supervision {
             Supervision::Alive => "alive",
             Supervision::LeaseLapsed => "alive, lease lapsed",
             Supervision::Gone => "GONE (orch resume)",
-            Supervision::AwaitsOperator => "none (operator)",
+            Supervision::AwaitsOperator => "none (orch respawn)",
         }
     }
 
@@ -464,7 +464,7 @@ impl Supervision {
             }
             Supervision::Gone => "not running (`orch resume` takes the worker over)",
             Supervision::AwaitsOperator => {
-                "not running (the worker waits for an operator; `orch resume` leaves it alone)"
+                "not running (the worker waits for an operator: `orch respawn <id> --note …` gives it another go, `orch cancel <id>` ends it)"
             }
         }
     }
@@ -488,6 +488,21 @@ pub fn cancel(ctx: &Ctx, id: &str, reason: Option<String>, by: Option<String>) -
             Ok(0)
         }
     }
+}
+
+pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
+    let l = ctx.load()?;
+    let by = operator_name(by);
+    let m = crate::app::resume::respawn(&l, id, &by, note)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "worker_id": id, "milestone": m.as_str(), "by": by })
+        );
+    } else {
+        println!("{}: respawned by {by}, continues in {m}", esc(id));
+    }
+    Ok(0)
 }
 
 pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String>) -> Outcome {

@@ -217,6 +217,12 @@ pub enum Event {
     Resumed {
         replacement: bool,
     },
+    /// An operator gives a BLOCKED, BLOCKED_PERMISSION or PAUSED worker another go (`orch respawn`):
+    /// FIXING_CI when it has pushed work (CI decides again), else WORKING; clean slate.
+    Respawn {
+        by: String,
+        note: String,
+    },
     /// The forge could not be read for the tracked SHA (after retries, or a blocking error):
     /// someone has to hear about it; the state does not change.
     ForgeUnavailable {

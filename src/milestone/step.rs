@@ -340,6 +340,27 @@ pub fn step(
             }
             fx.push(Effect::Checkpoint);
         }
+        Event::Respawn { by, note } => {
+            if matches!(
+                p.milestone,
+                Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
+            ) {
+                let to = if p.tracked_sha.is_some() {
+                    Milestone::FixingCi
+                } else {
+                    Milestone::Working
+                };
+                let reason = if note.is_empty() {
+                    format!("respawned by {by}")
+                } else {
+                    format!("respawned by {by}: {note}")
+                };
+                if transition(contract, &mut p, to, &reason, now, &mut fx) {
+                    p.end_reason = None;
+                    p.permission_denials = 0;
+                }
+            }
+        }
         Event::ForgeUnavailable { kind, message } => {
             fx.push(alert(Severity::Critical, kind, message.clone()));
         }

@@ -608,3 +608,35 @@ fn fail_keeps_the_lock_and_alerts() {
         assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
     }
 }
+
+#[test]
+fn an_operator_respawn_gives_a_blocked_worker_another_go() {
+    let c = contract();
+    let respawn = Event::Respawn {
+        by: "ops".into(),
+        note: "the token has push rights now".into(),
+    };
+    // Pushed work: CI decides again (FIXING_CI); none: WORKING. Denials forgotten.
+    let mut blocked = at(BlockedPermission);
+    blocked.permission_denials = 2;
+    blocked.end_reason = Some("permission".into());
+    let (p, fx) = step(&c, "w", &blocked, &respawn, T0);
+    assert_eq!(p.milestone, FixingCi);
+    assert_eq!(p.permission_denials, 0);
+    assert_eq!(p.end_reason, None);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Transition { to: FixingCi, .. }))
+    );
+    let mut fresh = at(Blocked);
+    fresh.tracked_sha = None;
+    assert_eq!(step(&c, "w", &fresh, &respawn, T0).0.milestone, Working);
+    // Anything else is left alone (PAUSED goes on too).
+    assert_eq!(
+        step(&c, "w", &at(Paused), &respawn, T0).0.milestone,
+        FixingCi
+    );
+    for m in [Working, PushedToCi, FixingCi, Done, Failed, Cancelled] {
+        assert_eq!(step(&c, "w", &at(m), &respawn, T0).0.milestone, m, "{m}");
+    }
+}

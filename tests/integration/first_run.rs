@@ -16,13 +16,25 @@ fn without_a_contract_file_the_built_in_one_runs_a_worker_to_done() {
     let org = Org::new(
         Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("test -f feature.txt")),
     );
-    let beside = org.config_path.parent().unwrap().join("contracts/worker-completion.yaml");
+    let beside = org
+        .config_path
+        .parent()
+        .unwrap()
+        .join("contracts/worker-completion.yaml");
     assert!(!beside.exists());
     let check = bare(&org, &["check"]);
     assert!(check.status.success(), "{}", output_text(&check));
     let out = bare(
         &org,
-        &["spawn", "--repo", "alpha", "--task", "first run", "--foreground", "--json"],
+        &[
+            "spawn",
+            "--repo",
+            "alpha",
+            "--task",
+            "first run",
+            "--foreground",
+            "--json",
+        ],
     );
     assert!(out.status.success(), "{}", output_text(&out));
     let id = org.workers()[0].id.clone();

@@ -22,6 +22,7 @@ mod lock_race;
 mod lying_workers;
 mod output_escape;
 mod process_group;
+mod respawn;
 mod resume;
 mod store_errors;
 mod supervise;

@@ -74,7 +74,7 @@ fn control_characters_from_a_worker_are_printed_escaped() {
         .find(|l| l.starts_with(id.as_str()))
         .unwrap_or_else(|| panic!("{status}"));
     assert!(!row.contains("GONE"), "{row}");
-    assert!(row.contains("none (operator)"), "{row}");
+    assert!(row.contains("none (orch respawn)"), "{row}");
 }
 
 #[test]

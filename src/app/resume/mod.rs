@@ -133,6 +133,89 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     Ok(out)
 }
 
+/// `orch respawn`: an operator gives a BLOCKED, BLOCKED_PERMISSION or PAUSED worker that no
+/// supervisor follows another go. The worker is claimed like an orphan, whatever is left of
+/// its tree is killed, it moves to FIXING_CI (it pushed work: CI decides again) or WORKING,
+/// and a replacement starts under a new supervisor with a prompt that carries `note` and what
+/// the previous worker did. Returns the milestone it continues in.
+pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> {
+    use crate::milestone::{Event, step};
+    let mut store = l.store()?;
+    let me = std::process::id() as i64;
+    let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
+    let claimed = store.write(|tx| {
+        let Some(w) = ws::get_worker(tx, id)? else {
+            return Ok(Err(format!("no worker {id}")));
+        };
+        if !matches!(
+            w.milestone(),
+            Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
+        ) {
+            let hint = if orphaned(&w, now_ms()) {
+                " (its supervisor is gone: orch resume replaces it)"
+            } else {
+                ""
+            };
+            return Ok(Err(format!(
+                "{id} is {}: only a BLOCKED, BLOCKED_PERMISSION or PAUSED worker is respawned{hint}",
+                w.milestone()
+            )));
+        }
+        if w.supervised(now_ms()) {
+            return Ok(Err(format!(
+                "{id} is still held by process {}",
+                w.supervisor_pid.unwrap_or_default()
+            )));
+        }
+        ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
+        Ok(Ok(w))
+    })?;
+    let mut w = claimed.map_err(super::Error::Refused)?;
+    super::orphans::kill_tree(&l.state_dir, &w, true);
+    worktree::ensure_worktree(l, &w);
+    worktree::clear_stale_git_locks(l, &w);
+    let event = Event::Respawn {
+        by: by.to_string(),
+        note: note.to_string(),
+    };
+    let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
+    let why = why_ended(&w);
+    let wt = std::path::Path::new(&w.worktree);
+    let commits = crate::gitops::commits_since(wt, &w.base_sha).unwrap_or_default();
+    let files = crate::gitops::files_modified(wt, &w.base_sha).unwrap_or_default();
+    let mut told = resume_note(
+        &after,
+        &why,
+        w.respawns,
+        l.config.worker.max_respawns,
+        &commits,
+        &files,
+    );
+    if !note.is_empty() {
+        told = format!("An operator ({by}) asks you to go on: {note}\n{told}");
+    }
+    let mut entry = Entry::new(&w, "orch respawn").step(&after, &effects);
+    entry.checkpoint = true;
+    entry.facts.push(Fact::Resumed {
+        respawns: w.respawns,
+        replacement_note: Some(&told),
+        why: &why,
+        keep_lease: true,
+    });
+    if journal::commit(&mut store, &l.state_dir, Writer::me(), &entry)? == Committed::NotOwner {
+        return Err(super::Error::Refused(format!(
+            "{id}: another process took it over meanwhile"
+        )));
+    }
+    w.progress = after.clone();
+    let session = super::supervisor::session_dir(&l.state_dir, id);
+    super::spawn::render_prompts(&l.config, &l.contract, &w, &session, &told)
+        .map_err(super::Error::Refused)?;
+    let child = start_detached(l, id)?;
+    await_handover(&mut store, vec![(id.to_string(), child)], me);
+    Ok(after.milestone)
+}
+
 /// Checkpoint files are views written after each commit: a process killed in between (a
 /// supervisor right after committing DONE) leaves a file older than its database row, and
 /// nobody would write it again for a worker that is not resumed. Rewrites those of workers

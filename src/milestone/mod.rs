@@ -271,6 +271,10 @@ pub enum Effect {
         immediate: bool,
         reason: String,
     },
+    /// The condition behind the worker's open alerts of `kind` ended (a pause lifted).
+    ResolveAlert {
+        kind: String,
+    },
     /// Suspend / continue the worker's process group (cascade pause).
     SuspendWorker,
     ContinueWorker,

@@ -83,6 +83,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         self.w.progress = after;
         self.dirty = false;
+        if effects.iter().any(|e| matches!(e, Effect::Alert { .. })) {
+            self.deliverer.poke();
+        }
         if effects.contains(&Effect::Checkpoint) {
             self.last_checkpoint_ms = now_ms();
         }
@@ -108,6 +111,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 // Durable effects: carried out by the journal.
                 Effect::Violation { .. }
                 | Effect::Alert { .. }
+                | Effect::ResolveAlert { .. }
                 | Effect::ReleaseLock { .. }
                 | Effect::Checkpoint => {}
             }

@@ -111,6 +111,8 @@ struct Supervisor<'a, F: Forge> {
     frozen: bool,
     /// A branch head seen on the forge and refused (not new work): said once, not per poll.
     refused_head: Option<Sha>,
+    /// The alert delivery thread (see `app::deliver`).
+    deliverer: super::deliver::Deliverer,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -130,7 +132,7 @@ pub fn supervise_then<F: Forge + 'static>(
     id: &str,
     on_claimed: impl FnOnce() + Send,
 ) -> Result<Milestone, SuperviseError> {
-    let mut store = Store::open(env.state_dir)?;
+    let mut store = Store::open(env.state_dir)?.with_alert_window(env.config.alerts.dedup_window);
     let w = lease::claim(&mut store, id)?;
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
@@ -153,6 +155,7 @@ pub fn supervise_then<F: Forge + 'static>(
         last_head_check_ms: 0,
         frozen: false,
         refused_head: None,
+        deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -668,5 +671,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         self.lease.give_up(&mut self.store);
         self.checkpoint();
+        // The alerts of the last transitions go out before the process does (bounded).
+        self.deliverer.stop();
     }
 }

@@ -332,16 +332,30 @@ pub fn step(
             fx.push(alert(Severity::Critical, kind, message.clone()));
         }
         Event::Pause { reason } => {
-            if p.milestone != Milestone::Paused
-                && transition(contract, &mut p, Milestone::Paused, reason, now, &mut fx)
-            {
-                p.deadline_ms = None;
-                fx.push(Effect::SuspendWorker);
-                fx.push(alert(
-                    Severity::Warning,
-                    "paused",
-                    format!("worker {worker} paused: {reason}"),
-                ));
+            let from = p.milestone;
+            // Only a worker at work is paused; BLOCKED ones wait for an operator anyway.
+            if matches!(
+                from,
+                Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+            ) {
+                let clock = super::PausedClock {
+                    elapsed_ms: now - p.since_ms,
+                    left_ms: p.deadline_ms.map(|d| (d - now).max(0)),
+                    warned: p.warned,
+                    extended: p.extended,
+                };
+                if transition(contract, &mut p, Milestone::Paused, reason, now, &mut fx) {
+                    p.deadline_ms = None;
+                    p.paused_clock = Some(clock);
+                    fx.push(Effect::SuspendWorker);
+                    fx.push(alert(
+                        Severity::Warning,
+                        "paused",
+                        format!(
+                            "worker {worker} paused in {from}: {reason}; its processes are stopped and its timers frozen until the upstream is green again"
+                        ),
+                    ));
+                }
             }
         }
         Event::Resume => {
@@ -349,7 +363,42 @@ pub fn step(
                 let back = p.paused_from.unwrap_or(Milestone::Working);
                 if transition(contract, &mut p, back, "upstream green again", now, &mut fx) {
                     p.paused_from = None;
+                    if let Some(c) = p.paused_clock.take() {
+                        // The timers go on where they stopped.
+                        p.since_ms = now - c.elapsed_ms;
+                        p.deadline_ms = c.left_ms.map(|l| now + l);
+                        p.warned = c.warned;
+                        p.extended = c.extended;
+                    }
                     fx.push(Effect::ContinueWorker);
+                    fx.push(Effect::ResolveAlert {
+                        kind: "paused".into(),
+                    });
+                    fx.push(alert(
+                        Severity::Info,
+                        "resumed",
+                        format!("worker {worker} resumed in {back}: upstream green again"),
+                    ));
+                    // A verdict that came while paused is acted on now.
+                    if back == Milestone::PushedToCi {
+                        match p.verdict {
+                            Some(VerdictKind::Green) => finish_done(contract, &mut p, now, &mut fx),
+                            Some(VerdictKind::Red) => {
+                                let why = format!("CI red: {}", p.failed_jobs.join(", "));
+                                if transition(
+                                    contract,
+                                    &mut p,
+                                    Milestone::FixingCi,
+                                    &why,
+                                    now,
+                                    &mut fx,
+                                ) {
+                                    count_fix_attempt(contract, &mut p, worker, now, &mut fx);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
                 }
             }
         }

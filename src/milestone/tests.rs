@@ -564,3 +564,74 @@ fn fail_keeps_the_lock_and_alerts() {
         assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
     }
 }
+
+#[test]
+fn a_pause_freezes_the_milestone_clock_and_a_resume_continues_it() {
+    let c = contract();
+    // 5 minutes into WORKING (timeout 20m), paused for an hour.
+    let w = at(Working);
+    let (p, fx) = step(
+        &c,
+        "w",
+        &w,
+        &Event::Pause {
+            reason: "core main is red: test".into(),
+        },
+        T0 + 5 * MIN,
+    );
+    assert_eq!((p.milestone, p.deadline_ms), (Paused, None));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "paused"))
+    );
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 65 * MIN);
+    assert_eq!(p.milestone, Paused, "no timeout while paused: {fx:?}");
+    let (p, fx) = step(&c, "w", &p, &Event::Resume, T0 + 65 * MIN);
+    assert_eq!(p.milestone, Working);
+    assert_eq!(
+        p.deadline_ms,
+        Some(T0 + 65 * MIN + 15 * MIN),
+        "15 minutes were left"
+    );
+    assert_eq!(p.since_ms, T0 + 60 * MIN);
+    assert!(fx.contains(&Effect::ResolveAlert {
+        kind: "paused".into()
+    }));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "resumed"))
+    );
+    // A BLOCKED worker is not paused (it waits for an operator anyway).
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(Blocked),
+        &Event::Pause { reason: "x".into() },
+        T0,
+    );
+    assert_eq!(p.milestone, Blocked);
+    assert!(fx.is_empty());
+}
+
+#[test]
+fn a_green_verdict_that_came_while_paused_finishes_on_resume() {
+    let c = contract();
+    let sha: crate::sha::Sha = "a".repeat(40).into();
+    let (p, _) = step(
+        &c,
+        "w",
+        &at(PushedToCi),
+        &Event::Pause { reason: "x".into() },
+        T0,
+    );
+    let green = Event::Verdict {
+        sha,
+        kind: VerdictKind::Green,
+        failed_jobs: vec![],
+        detail: "ok".into(),
+    };
+    let (p, _) = step(&c, "w", &p, &green, T0 + MIN);
+    assert_eq!(p.milestone, Paused);
+    let (p, fx) = step(&c, "w", &p, &Event::Resume, T0 + 2 * MIN);
+    assert_eq!(p.milestone, Done, "{fx:?}");
+}

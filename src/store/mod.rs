@@ -7,6 +7,7 @@
 pub mod alerts;
 mod locks;
 mod schema;
+pub mod upstream;
 pub mod workers;
 
 pub use locks::{

@@ -146,8 +146,9 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE requests ADD COLUMN refused INTEGER;
     "#,
-    // 4: alert de-duplication (repeat count, resolution) and the delivery outbox: one row per
-    // (alert, sink), created by whoever drains it. Alerts recorded before this are settled.
+    // 4: alert de-duplication (repeat count, resolution), the delivery outbox: one row per
+    // (alert, sink), created by whoever drains it (alerts recorded before this are settled),
+    // and the base-branch CI of upstream repositories (cascade).
     r#"
     ALTER TABLE alerts ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE alerts ADD COLUMN last_ms INTEGER;
@@ -169,6 +170,19 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (alert_id, sink)
     );
     CREATE INDEX alert_deliveries_due ON alert_deliveries (next_ms) WHERE state = 'pending';
+    -- Cascade: the CI of each repository's base branch as last polled, shared by every
+    -- process that watches it (one poll per repository per interval, by the claim's holder).
+    CREATE TABLE upstream_ci (
+        repo          TEXT PRIMARY KEY,
+        branch        TEXT NOT NULL,
+        sha           TEXT,
+        verdict       TEXT,
+        failed_jobs   TEXT NOT NULL DEFAULT '[]',
+        detail        TEXT,
+        checked_ms    INTEGER NOT NULL DEFAULT 0,
+        poller_pid    INTEGER,
+        poll_until_ms INTEGER NOT NULL DEFAULT 0
+    );
     "#,
 ];
 

@@ -9,6 +9,7 @@
 mod support;
 
 mod alerts;
+mod cascade;
 mod chaos;
 mod check_bad_input;
 mod checkpoint_trust;

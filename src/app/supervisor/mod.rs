@@ -12,6 +12,7 @@
 //! the loop; two reader threads pump the worker's output; one thread asks the forge.
 
 mod act;
+mod cascade;
 mod ci;
 mod claims;
 mod done;
@@ -113,6 +114,8 @@ struct Supervisor<'a, F: Forge> {
     refused_head: Option<Sha>,
     /// The alert delivery thread (see `app::deliver`).
     deliverer: super::deliver::Deliverer,
+    /// The cascade watch (none when the repository depends on nothing).
+    cascade: Option<cascade::CascadeLink>,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -137,10 +140,15 @@ pub fn supervise_then<F: Forge + 'static>(
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let cascade = cascade::CascadeLink::start(
+        env.state_dir.to_path_buf(),
+        env.config,
+        &w.repo,
+        follower.clone(),
+    );
     let s = Supervisor {
         env,
         ci: CiLink::start(follower.clone()),
-        follower,
         backoff: ForgeBackoff::default(),
         next_poll_ms: 0,
         done_claims: DoneClaims::default(),
@@ -156,6 +164,8 @@ pub fn supervise_then<F: Forge + 'static>(
         frozen: false,
         refused_head: None,
         deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
+        cascade,
+        follower,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -202,6 +212,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             while let Some(answer) = self.ci.answer() {
                 self.handle(Input::Ci(answer));
             }
+            if let Some(upstream) = self.cascade.as_ref().and_then(|c| c.latest()) {
+                self.handle(Input::Upstream(upstream));
+            }
             if self.should_poll(now) {
                 self.poll_ci(false);
             }
@@ -247,6 +260,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let fact = self.worker_gone(code);
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);
             }
+            Input::Upstream(Some(reason)) => {
+                self.apply(Event::Pause { reason }, None, Vec::new());
+            }
+            Input::Upstream(None) => {
+                self.apply(Event::Resume, None, Vec::new());
+            }
         }
     }
 
@@ -261,6 +280,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         if !self.done_claims.is_empty() {
             return false; // a worker's last words were DONE: judge them first
+        }
+        if p.milestone == Milestone::Paused {
+            // Paused after its worker ended: only CI it still waits for keeps it here.
+            return p.paused_from != Some(Milestone::PushedToCi);
         }
         p.milestone != Milestone::PushedToCi
             || p.verdict

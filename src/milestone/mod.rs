@@ -238,6 +238,14 @@ pub enum Event {
         kind: String,
         message: String,
     },
+    /// The periodic deadlock check (`deadlock_detection.check_interval`), with what the
+    /// supervisor observed: whether the worker process runs, when a commit last appeared in
+    /// its worktree, how many forge polls failed in a row.
+    DeadlockCheck {
+        worker_running: bool,
+        last_commit_ms: Option<i64>,
+        forge_failures: u32,
+    },
     /// Cascade protection: an upstream repository went red / green again.
     Pause {
         reason: String,

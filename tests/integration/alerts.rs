@@ -266,3 +266,47 @@ fn an_alert_pending_when_its_supervisor_is_killed_is_delivered_by_orch_resume() 
     assert_eq!(got[0]["worker"], id.as_str());
     org.release(&id);
 }
+
+#[test]
+fn a_silent_worker_gets_the_idle_alert_once_at_the_configured_interval() {
+    let spec = Spec::local("quiet.sh")
+        .repo(RepoSpec::new("alpha"))
+        .contract_key("check_interval", "1s")
+        .contract_key("worker_idle", "2s");
+    let org = Org::new(spec);
+    let id = org.spawn_detached("alpha", "say nothing");
+    // Checked every second: the first check after 2 s of silence raises it, later ones count
+    // as repeats of the same alert.
+    let idle = poll_until(
+        "the idle alert to be raised twice",
+        DEADLINE,
+        || {
+            let a = alerts_of(&org, "deadlock_idle").into_iter().next()?;
+            (a["repeats"].as_i64()? >= 2).then_some(a)
+        },
+        || org.diag(&id),
+    );
+    let w = org.worker(&id);
+    assert!(
+        idle["at_ms"].as_i64().unwrap() - w.created_ms >= 2_000,
+        "raised after worker_idle: {idle:#}"
+    );
+    assert!(
+        idle["message"].as_str().unwrap().contains("no output for"),
+        "{idle:#}"
+    );
+    assert!(
+        idle["message"]
+            .as_str()
+            .unwrap()
+            .contains("at the timeout orch"),
+        "says what orch does next: {idle:#}"
+    );
+    let jsonl: Vec<_> = org
+        .alerts(&id)
+        .into_iter()
+        .filter(|a| a["kind"] == "deadlock_idle")
+        .collect();
+    assert_eq!(jsonl.len(), 1, "recorded once: {jsonl:#?}");
+    org.release(&id);
+}

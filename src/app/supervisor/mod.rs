@@ -116,6 +116,10 @@ struct Supervisor<'a, F: Forge> {
     deliverer: super::deliver::Deliverer,
     /// The cascade watch (none when the repository depends on nothing).
     cascade: Option<cascade::CascadeLink>,
+    /// When the deadlock indicators were last checked, and when a commit last appeared in
+    /// the worktree.
+    last_deadlock_check_ms: i64,
+    last_commit_ms: Option<i64>,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -166,6 +170,8 @@ pub fn supervise_then<F: Forge + 'static>(
         deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
         cascade,
         follower,
+        last_deadlock_check_ms: now_ms(),
+        last_commit_ms: None,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -344,6 +350,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
         self.notice_commits(now);
         self.apply(Event::Tick, None, Vec::new());
+        let every = self.env.contract.deadlock.check_interval.as_millis() as i64;
+        if now - self.last_deadlock_check_ms >= every {
+            self.last_deadlock_check_ms = now;
+            let check = Event::DeadlockCheck {
+                worker_running: self.worker.is_some(),
+                last_commit_ms: self.last_commit_ms,
+                forge_failures: self.backoff.failures(),
+            };
+            self.apply(check, None, Vec::new());
+        }
         if self.dirty {
             self.persist_progress();
         }
@@ -368,6 +384,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
         self.last_head = Some(head);
         if changed {
+            self.last_commit_ms = Some(now);
             self.apply(Event::Commit, None, Vec::new());
         }
     }

@@ -56,6 +56,7 @@ impl Error {
         match self {
             Error::Store(e) => store_kind(e),
             Error::Spawn(super::spawn::SpawnError::Store(e)) => store_kind(e),
+            Error::Spawn(super::spawn::SpawnError::UpstreamRed(_)) => ErrorKind::No,
             Error::Supervise(super::supervisor::SuperviseError::Store(e)) => store_kind(e),
             Error::Io { .. } | Error::StartSupervisor { .. } => ErrorKind::Unavailable,
             Error::Supervise(_) => ErrorKind::No,

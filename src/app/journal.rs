@@ -151,12 +151,17 @@ pub fn commit(
                 repo: Some(entry.repo.to_string()),
                 kind: kind.clone(),
                 message: message.clone(),
+                repeats: 1,
+                resolved_ms: None,
             }),
             _ => None,
         })
         .collect();
     let milestone = entry.milestone;
+    let window_ms = store.alert_window().as_millis() as i64;
+    let mut fresh: Vec<AlertRecord> = Vec::new();
     let written = store.write(|tx| {
+        fresh.clear();
         if let Some(after) = entry.after {
             match writer {
                 Writer::Owner(pid) => {
@@ -191,6 +196,9 @@ pub fn commit(
                     ws::record_push(tx, id, sha, pushed)?;
                 }
                 Effect::Alert { .. } => {} // below, with the records built above
+                Effect::ResolveAlert { kind } => {
+                    crate::store::alerts::resolve(tx, id, kind, now)?;
+                }
                 // The owning process's part: see `supervisor::Supervisor::apply`.
                 Effect::StopWorker { .. }
                 | Effect::SuspendWorker
@@ -198,8 +206,17 @@ pub fn commit(
                 | Effect::Checkpoint => {}
             }
         }
+        // De-duplicated: a repeat within the window counts, and is neither sent nor
+        // appended to alerts.jsonl again.
         for a in &alerts {
-            ws::add_alert(tx, a)?;
+            if let crate::store::alerts::Recorded::New(new) =
+                crate::store::alerts::record(tx, a, window_ms)?
+            {
+                fresh.push(AlertRecord {
+                    id: new,
+                    ..a.clone()
+                });
+            }
         }
         if let Some(a) = entry.answer {
             ws::finish_request(tx, a.request, a.outcome, a.refused)?;
@@ -207,7 +224,7 @@ pub fn commit(
         Ok(Committed::Written)
     })?;
     if written == Committed::Written {
-        crate::alerts::append_jsonl(state_dir, &alerts);
+        crate::alerts::append_jsonl(state_dir, &fresh);
         if entry.checkpoint || entry.effects.contains(&Effect::Checkpoint) {
             write_checkpoint(store, state_dir, id);
         }

@@ -3,6 +3,8 @@
 //! actions on workers. Nothing here parses arguments or prints tables (that is `cli/`), and
 //! nothing here speaks SQL or HTTP (that is `store/` and `forge/`).
 
+pub mod cascade;
+pub mod deliver;
 pub mod error;
 pub mod journal;
 pub mod operator;
@@ -46,7 +48,7 @@ impl Loaded {
     }
 
     pub fn store(&self) -> Result<Store> {
-        Ok(Store::open(&self.state_dir)?)
+        Ok(Store::open(&self.state_dir)?.with_alert_window(self.config.alerts.dedup_window))
     }
 
     pub fn forge(&self) -> Result<AnyForge> {

@@ -43,6 +43,9 @@ pub enum SpawnError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Setup(String),
+    /// Cascade: a repository this one depends on has a red base branch (see `app::cascade`).
+    #[error("not spawned: {0} (workers below a red repository do not start until it is green)")]
+    UpstreamRed(String),
 }
 
 /// The remote a worker pushes to: the local forge's bare repository, or the clone's origin.
@@ -97,6 +100,24 @@ pub fn prepare(
         }
         ForgeKind::Forgejo => "origin".to_string(),
     };
+    // Cascade: nothing starts below a red repository; spawn refuses with the reason (a caller
+    // that waits or a wave's next tick tries again once it is green).
+    if !crate::app::cascade::upstreams(config, &repo.name).is_empty() {
+        match crate::forge::AnyForge::from_config(config, contract, state_dir) {
+            Ok(forge) => {
+                let follower = crate::forge::follow::CiFollower::new(
+                    forge,
+                    crate::ci::verdict::CiPolicy::from(&config.ci),
+                );
+                if let Some(reason) =
+                    crate::app::cascade::spawn_refusal(store, &follower, config, &repo.name)
+                {
+                    return Err(SpawnError::UpstreamRed(reason));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot check upstream CI before spawn"),
+        }
+    }
     if let Err(e) = gitops::fetch(&repo.path, &remote) {
         tracing::warn!(repo = %repo.name, error = %e, "fetch before spawn failed; using the local view of the base branch");
     }

@@ -620,8 +620,34 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let since = since.unwrap_or(Duration::from_secs(24 * 3600));
     let from = now_ms() - since.as_millis() as i64;
-    let alerts = l.store()?.read(|tx| ws::alerts(tx, from))?;
+    let (alerts, deliveries) = l.store()?.read(|tx| {
+        let alerts = ws::alerts(tx, from)?;
+        let first = alerts.first().map_or(i64::MAX, |a| a.id);
+        Ok((alerts, crate::store::alerts::deliveries(tx, first)?))
+    })?;
+    // Sinks configured now that have no row yet for an alert: not drained yet.
+    let of = |id: i64| deliveries.iter().filter(move |d| d.alert_id == id);
     if json_out {
+        let alerts: Vec<_> = alerts
+            .iter()
+            .map(|a| {
+                let mut v = json!(a);
+                v["time"] = json!(fmt_ms(a.at_ms));
+                v["deliveries"] = of(a.id)
+                    .map(|d| {
+                        json!({
+                            "sink": d.sink,
+                            "state": d.state,
+                            "attempts": d.attempts,
+                            "last_error": d.last_error,
+                            "next_attempt": (d.state == "pending").then(|| fmt_ms(d.next_ms)),
+                            "done": d.done_ms.map(fmt_ms),
+                        })
+                    })
+                    .collect();
+                v
+            })
+            .collect();
         print_json(&json!({ "alerts": alerts }));
         return Ok(0);
     }
@@ -629,14 +655,38 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
         println!("no alerts in the last {}", crate::duration::format(since));
     }
     for a in &alerts {
+        let repeats = if a.repeats > 1 {
+            format!(" (x{})", a.repeats)
+        } else {
+            String::new()
+        };
+        let resolved = if a.resolved_ms.is_some() {
+            " [resolved]"
+        } else {
+            ""
+        };
         println!(
-            "{} {:<8} {:<20} {:<14} {}",
+            "{} {:<8} {:<20} {:<14} {}{repeats}{resolved}",
             fmt_ms(a.at_ms),
             esc(&a.severity),
             esc(&a.kind),
             esc(a.worker_id.as_deref().unwrap_or("-")),
             esc(&a.message)
         );
+        for d in of(a.id) {
+            let detail = match (d.state.as_str(), &d.last_error) {
+                ("delivered", _) => format!("delivered after {} attempt(s)", d.attempts),
+                ("pending", Some(e)) => format!(
+                    "pending: {} attempt(s), last error: {}; next at {}",
+                    d.attempts,
+                    esc(e),
+                    fmt_ms(d.next_ms)
+                ),
+                ("pending", None) => "pending".to_string(),
+                (_, e) => format!("given up: {}", esc(e.as_deref().unwrap_or("-"))),
+            };
+            println!("    -> {:<24} {detail}", esc(&d.sink));
+        }
     }
     Ok(0)
 }

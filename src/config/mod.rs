@@ -114,10 +114,88 @@ pub struct WorkerConfig {
     pub stop_grace: Duration,
 }
 
+/// Where an alert is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AlertSink {
+pub enum SinkKind {
+    /// POST of the alert as JSON (with a `text` field) to the URL in the variable `url_env`.
     Webhook { url_env: String },
+    /// The command, with the alert as JSON on its stdin.
     Command { argv: Vec<String> },
+}
+
+/// Alert severities, in order (the same words as `milestone::Severity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AlertLevel {
+    Info,
+    Warning,
+    Critical,
+}
+
+impl AlertLevel {
+    pub fn parse(s: &str) -> Option<AlertLevel> {
+        match s {
+            "info" => Some(AlertLevel::Info),
+            "warning" => Some(AlertLevel::Warning),
+            "critical" => Some(AlertLevel::Critical),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertLevel::Info => "info",
+            AlertLevel::Warning => "warning",
+            AlertLevel::Critical => "critical",
+        }
+    }
+}
+
+/// One configured alert sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertSink {
+    pub kind: SinkKind,
+    /// Its name in the outbox and in `orch alerts` (`webhook:VAR`, `command:prog`; `#n` added
+    /// when two sinks would share a name). Never the URL.
+    pub label: String,
+    /// Alerts below this severity are not sent here.
+    pub min_severity: AlertLevel,
+    /// How long one delivery may take.
+    pub timeout: Duration,
+}
+
+impl AlertSink {
+    /// Whether an alert of `severity` goes to this sink (unknown severities do).
+    pub fn wants(&self, severity: &str) -> bool {
+        AlertLevel::parse(severity).is_none_or(|s| s >= self.min_severity)
+    }
+}
+
+/// How alerts are de-duplicated and delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertsConfig {
+    pub sinks: Vec<AlertSink>,
+    /// The same (worker or repository, kind) within this window is recorded once, with a
+    /// repeat count, and not sent again.
+    pub dedup_window: Duration,
+    /// The wait before the second attempt of a failed delivery; doubled after each failure
+    /// (at most `MAX_RETRY_WAIT`).
+    pub retry_initial: Duration,
+    /// A delivery is given up after this many attempts (recorded with why).
+    pub max_attempts: u32,
+}
+
+pub const DEDUP_WINDOW: Duration = Duration::from_secs(15 * 60);
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(5 * 60);
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        AlertsConfig {
+            sinks: Vec::new(),
+            dedup_window: DEDUP_WINDOW,
+            retry_initial: Duration::from_secs(2),
+            max_attempts: 8,
+        }
+    }
 }
 
 /// A CI job of the local forge.
@@ -147,7 +225,7 @@ pub struct Config {
     pub forge: ForgeConfig,
     pub ci: CiConfig,
     pub worker: WorkerConfig,
-    pub alerts: Vec<AlertSink>,
+    pub alerts: AlertsConfig,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

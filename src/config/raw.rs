@@ -15,7 +15,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) worker: Option<RawWorker>,
     #[serde(default)]
-    pub(super) alerts: Vec<Spanned<RawAlert>>,
+    pub(super) alerts: RawAlerts,
     pub(super) repos: Spanned<RepoEntries>,
 }
 
@@ -72,6 +72,67 @@ pub(super) struct RawAlert {
     pub(super) webhook: Option<RawWebhook>,
     #[serde(default)]
     pub(super) command: Option<Vec<String>>,
+    /// Alerts below this severity are not sent to this sink (info | warning | critical).
+    #[serde(default)]
+    pub(super) min_severity: Option<Spanned<String>>,
+    /// How long one delivery may take (HTTP request, command run).
+    #[serde(default)]
+    pub(super) timeout: Option<Spanned<String>>,
+}
+
+/// `alerts:` — either the list of sinks, or a mapping with the sinks and the delivery
+/// settings (`dedup_window`, `retry_initial`, `max_attempts`).
+#[derive(Debug, Default)]
+pub(super) struct RawAlerts {
+    pub(super) sinks: Vec<Spanned<RawAlert>>,
+    pub(super) dedup_window: Option<Spanned<String>>,
+    pub(super) retry_initial: Option<Spanned<String>>,
+    pub(super) max_attempts: Option<Spanned<i64>>,
+}
+
+impl<'de> Deserialize<'de> for RawAlerts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawAlerts;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a list of alert sinks, or a mapping with `sinks` and delivery settings",
+                )
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawAlerts, A::Error> {
+                let mut out = RawAlerts::default();
+                while let Some(s) = seq.next_element::<Spanned<RawAlert>>()? {
+                    out.sinks.push(s);
+                }
+                Ok(out)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawAlerts, A::Error> {
+                const KEYS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
+                let mut out = RawAlerts::default();
+                while let Some(k) = map.next_key::<String>()? {
+                    match k.as_str() {
+                        "sinks" => out.sinks = map.next_value()?,
+                        "dedup_window" => out.dedup_window = Some(map.next_value()?),
+                        "retry_initial" => out.retry_initial = Some(map.next_value()?),
+                        "max_attempts" => out.max_attempts = Some(map.next_value()?),
+                        other => return Err(serde::de::Error::unknown_field(other, KEYS)),
+                    }
+                }
+                Ok(out)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<RawAlerts, E> {
+                Ok(RawAlerts::default())
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]

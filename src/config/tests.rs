@@ -170,3 +170,43 @@ fn bad_utf8_is_reported_with_its_position() {
         "{err}"
     );
 }
+
+#[test]
+fn alerts_take_a_list_or_a_mapping_with_delivery_settings() {
+    let c = load(
+        "alerts:\n  - webhook: {url_env: HOOK}\n  - command: [notify-send, orch]\nrepos: {a: {}}\n",
+    )
+    .unwrap();
+    let labels: Vec<&str> = c.alerts.sinks.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(labels, ["webhook:HOOK", "command:notify-send"]);
+    assert_eq!(c.alerts.dedup_window, DEDUP_WINDOW);
+    let c = load(
+        "alerts:\n  dedup_window: 5m\n  max_attempts: 3\n  sinks:\n    - command: [/bin/a]\n      min_severity: critical\n      timeout: 2s\n    - command: [a]\nrepos: {a: {}}\n",
+    )
+    .unwrap();
+    assert_eq!(c.alerts.dedup_window, Duration::from_secs(300));
+    assert_eq!(c.alerts.max_attempts, 3);
+    let s = &c.alerts.sinks;
+    assert_eq!(
+        (s[0].label.as_str(), s[1].label.as_str()),
+        ("command:a", "command:a#2")
+    );
+    assert!(s[0].wants("critical") && !s[0].wants("warning") && s[1].wants("info"));
+    assert_eq!(s[0].timeout, Duration::from_secs(2));
+    let text = load(
+        "alerts:\n  dedup_window: 0s\n  sinks:\n    - command: [a]\n      min_severity: loud\nrepos: {a: {}}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(text.contains("alerts.dedup_window"), "{text}");
+    assert!(
+        text.contains(
+            "/tmp/repos.yaml:5:21: alerts: min_severity must be info, warning or critical"
+        ),
+        "{text}"
+    );
+    let text = load("alerts: {sink: []}\nrepos: {a: {}}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("sink"), "{text}");
+}

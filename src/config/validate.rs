@@ -1,9 +1,9 @@
 //! Validation: turns the raw shapes into a [`Config`], collecting every problem with its position.
 
-use super::raw::{RawCi, RawConfig, RawJob, RawWorker, pos};
+use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawWorker, pos};
 use super::{
-    AlertSink, CiConfig, Config, ForgeConfig, ForgeKind, JobSpec, LOST_HOOK_GRACE, Repo,
-    WorkerConfig,
+    AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind, JobSpec,
+    LOST_HOOK_GRACE, Repo, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -216,25 +216,7 @@ pub(super) fn validate(
     }
 
     // alerts
-    let mut alerts = Vec::new();
-    for a in raw.alerts {
-        let p = pos(&a);
-        match (a.value.webhook, a.value.command) {
-            (Some(w), None) if !env_var_name(&w.url_env.value) => c.err(
-                pos(&w.url_env),
-                "alerts: webhook.url_env must be the NAME of an environment variable holding the URL, not the URL itself; the value is not shown",
-            ),
-            (Some(w), None) => alerts.push(AlertSink::Webhook {
-                url_env: w.url_env.value,
-            }),
-            (None, Some(argv)) if !argv.is_empty() => alerts.push(AlertSink::Command { argv }),
-            (None, Some(_)) => c.err(p, "alerts: command must be a non-empty argv list"),
-            _ => c.err(
-                p,
-                "alerts: each entry needs exactly one of webhook or command",
-            ),
-        }
-    }
+    let alerts = validate_alerts(&mut c, raw.alerts);
 
     // repos
     let mut repos: Vec<Repo> = Vec::new();
@@ -389,6 +371,90 @@ pub(super) fn validate(
     } else {
         c.diags.sort_by_key(|d| d.pos);
         Err(Diagnostics(c.diags))
+    }
+}
+
+fn validate_alerts(c: &mut Check, raw: RawAlerts) -> AlertsConfig {
+    let defaults = AlertsConfig::default();
+    let mut sinks: Vec<AlertSink> = Vec::new();
+    for a in raw.sinks {
+        let p = pos(&a);
+        let a = a.value;
+        let kind = match (a.webhook, a.command) {
+            (Some(w), None) if !env_var_name(&w.url_env.value) => {
+                c.err(
+                    pos(&w.url_env),
+                    "alerts: webhook.url_env must be the NAME of an environment variable holding the URL, not the URL itself; the value is not shown",
+                );
+                continue;
+            }
+            (Some(w), None) => SinkKind::Webhook {
+                url_env: w.url_env.value,
+            },
+            (None, Some(argv)) if !argv.is_empty() => SinkKind::Command { argv },
+            (None, Some(_)) => {
+                c.err(p, "alerts: command must be a non-empty argv list");
+                continue;
+            }
+            _ => {
+                c.err(
+                    p,
+                    "alerts: each entry needs exactly one of webhook or command",
+                );
+                continue;
+            }
+        };
+        let min_severity = match &a.min_severity {
+            None => AlertLevel::Info,
+            Some(s) => AlertLevel::parse(&s.value).unwrap_or_else(|| {
+                c.err(
+                    pos(s),
+                    format!(
+                        "alerts: min_severity must be info, warning or critical, got {:?}",
+                        s.value
+                    ),
+                );
+                AlertLevel::Info
+            }),
+        };
+        let timeout = c.duration("alerts: timeout", &a.timeout, Duration::from_secs(10));
+        let base = match &kind {
+            SinkKind::Webhook { url_env } => format!("webhook:{url_env}"),
+            SinkKind::Command { argv } => format!(
+                "command:{}",
+                Path::new(&argv[0])
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| argv[0].clone())
+            ),
+        };
+        let mut label = base.clone();
+        let mut n = 1;
+        while sinks.iter().any(|s| s.label == label) {
+            n += 1;
+            label = format!("{base}#{n}");
+        }
+        sinks.push(AlertSink {
+            kind,
+            label,
+            min_severity,
+            timeout,
+        });
+    }
+    let max_attempts = c.positive("alerts.max_attempts", &raw.max_attempts, 8);
+    AlertsConfig {
+        sinks,
+        dedup_window: c.duration(
+            "alerts.dedup_window",
+            &raw.dedup_window,
+            defaults.dedup_window,
+        ),
+        retry_initial: c.duration(
+            "alerts.retry_initial",
+            &raw.retry_initial,
+            defaults.retry_initial,
+        ),
+        max_attempts: max_attempts.min(1000) as u32,
     }
 }
 

@@ -109,6 +109,19 @@ pub struct Progress {
     pub permission_denials: u32,
     /// Why a worker stopped (timeout, permission, attempts exhausted, cancelled, …).
     pub end_reason: Option<String>,
+    /// A PAUSED worker's frozen milestone clock, restored when it resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_clock: Option<PausedClock>,
+}
+
+/// The timers of the milestone a worker was paused in: how long it had been in it, how much
+/// was left before its deadline, and whether it was warned or extended already.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedClock {
+    pub elapsed_ms: i64,
+    pub left_ms: Option<i64>,
+    pub warned: bool,
+    pub extended: bool,
 }
 
 impl Progress {
@@ -129,6 +142,7 @@ impl Progress {
             last_progress_ms: now,
             permission_denials: 0,
             end_reason: None,
+            paused_clock: None,
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -230,6 +244,14 @@ pub enum Event {
         kind: String,
         message: String,
     },
+    /// The periodic deadlock check (`deadlock_detection.check_interval`), with what the
+    /// supervisor observed: whether the worker process runs, when a commit last appeared in
+    /// its worktree, how many forge polls failed in a row.
+    DeadlockCheck {
+        worker_running: bool,
+        last_commit_ms: Option<i64>,
+        forge_failures: u32,
+    },
     /// Cascade protection: an upstream repository went red / green again.
     Pause {
         reason: String,
@@ -276,6 +298,10 @@ pub enum Effect {
     StopWorker {
         immediate: bool,
         reason: String,
+    },
+    /// The condition behind the worker's open alerts of `kind` ended (a pause lifted).
+    ResolveAlert {
+        kind: String,
     },
     /// Suspend / continue the worker's process group (cascade pause).
     SuspendWorker,

@@ -302,6 +302,20 @@ pub fn step(
             }
         }
         Event::Tick => tick(contract, &mut p, worker, now, &mut fx),
+        Event::DeadlockCheck {
+            worker_running,
+            last_commit_ms,
+            forge_failures,
+        } => deadlock(
+            contract,
+            &p,
+            worker,
+            *worker_running,
+            *last_commit_ms,
+            *forge_failures,
+            now,
+            &mut fx,
+        ),
         Event::Cancel { by, reason } => {
             if transition(
                 contract,
@@ -365,16 +379,30 @@ pub fn step(
             fx.push(alert(Severity::Critical, kind, message.clone()));
         }
         Event::Pause { reason } => {
-            if p.milestone != Milestone::Paused
-                && transition(contract, &mut p, Milestone::Paused, reason, now, &mut fx)
-            {
-                p.deadline_ms = None;
-                fx.push(Effect::SuspendWorker);
-                fx.push(alert(
-                    Severity::Warning,
-                    "paused",
-                    format!("worker {worker} paused: {reason}"),
-                ));
+            let from = p.milestone;
+            // Only a worker at work is paused; BLOCKED ones wait for an operator anyway.
+            if matches!(
+                from,
+                Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+            ) {
+                let clock = super::PausedClock {
+                    elapsed_ms: now - p.since_ms,
+                    left_ms: p.deadline_ms.map(|d| (d - now).max(0)),
+                    warned: p.warned,
+                    extended: p.extended,
+                };
+                if transition(contract, &mut p, Milestone::Paused, reason, now, &mut fx) {
+                    p.deadline_ms = None;
+                    p.paused_clock = Some(clock);
+                    fx.push(Effect::SuspendWorker);
+                    fx.push(alert(
+                        Severity::Warning,
+                        "paused",
+                        format!(
+                            "worker {worker} paused in {from}: {reason}; its processes are stopped and its timers frozen until the upstream is green again"
+                        ),
+                    ));
+                }
             }
         }
         Event::Resume => {
@@ -382,7 +410,42 @@ pub fn step(
                 let back = p.paused_from.unwrap_or(Milestone::Working);
                 if transition(contract, &mut p, back, "upstream green again", now, &mut fx) {
                     p.paused_from = None;
+                    if let Some(c) = p.paused_clock.take() {
+                        // The timers go on where they stopped.
+                        p.since_ms = now - c.elapsed_ms;
+                        p.deadline_ms = c.left_ms.map(|l| now + l);
+                        p.warned = c.warned;
+                        p.extended = c.extended;
+                    }
                     fx.push(Effect::ContinueWorker);
+                    fx.push(Effect::ResolveAlert {
+                        kind: "paused".into(),
+                    });
+                    fx.push(alert(
+                        Severity::Info,
+                        "resumed",
+                        format!("worker {worker} resumed in {back}: upstream green again"),
+                    ));
+                    // A verdict that came while paused is acted on now.
+                    if back == Milestone::PushedToCi {
+                        match p.verdict {
+                            Some(VerdictKind::Green) => finish_done(contract, &mut p, now, &mut fx),
+                            Some(VerdictKind::Red) => {
+                                let why = format!("CI red: {}", p.failed_jobs.join(", "));
+                                if transition(
+                                    contract,
+                                    &mut p,
+                                    Milestone::FixingCi,
+                                    &why,
+                                    now,
+                                    &mut fx,
+                                ) {
+                                    count_fix_attempt(contract, &mut p, worker, now, &mut fx);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
                 }
             }
         }
@@ -481,8 +544,111 @@ fn fail(
         fx.push(alert(
             Severity::Critical,
             kind,
-            format!("worker {worker} FAILED in {from}: {why}; lock kept until an operator acts"),
+            format!(
+                "worker {worker} FAILED in {from}: {why}; orch stops its processes and keeps the lock until an operator acts (orch release {worker} --force --reason …)"
+            ),
         ));
+    }
+}
+
+/// What orch does when `p`'s milestone times out, for alert messages.
+fn at_timeout(contract: &Contract, p: &Progress) -> String {
+    let Some(spec) = contract.timeouts.get(p.milestone.as_str()) else {
+        return "nothing (no timeout for this milestone)".into();
+    };
+    let window = crate::duration::format(contract.progress_window);
+    let end = "stops its processes and marks it FAILED, keeping the lock for an operator";
+    match (spec.on_timeout, p.extended) {
+        (_, true) => format!("at the extended timeout orch {end}"),
+        (OnTimeout::CheckCiThenEscalate, false) => format!(
+            "at the timeout orch checks CI first (still running: extended once), else extends once on progress in the last {window}, else {end}"
+        ),
+        (_, false) => format!(
+            "at the timeout orch extends once if it made progress in the last {window}, else {end}"
+        ),
+    }
+}
+
+fn fmt_left(ms: i64) -> String {
+    crate::duration::format(std::time::Duration::from_millis(ms.max(1000) as u64))
+}
+
+/// The deadlock indicators: each one raised is an alert (the journal de-duplicates repeats
+/// within the window); what then happens to the worker is its milestone's timeout.
+#[allow(clippy::too_many_arguments)]
+fn deadlock(
+    contract: &Contract,
+    p: &Progress,
+    worker: &str,
+    worker_running: bool,
+    last_commit_ms: Option<i64>,
+    forge_failures: u32,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    let d = &contract.deadlock;
+    let ms = |x: std::time::Duration| x.as_millis() as i64;
+    let next = at_timeout(contract, p);
+    let m = p.milestone;
+    let mut raise = |kind: &str, what: String| {
+        fx.push(alert(
+            Severity::Warning,
+            kind,
+            format!("worker {worker} in {m}: {what}; {next}"),
+        ));
+    };
+    let at_work = matches!(m, Milestone::Working | Milestone::FixingCi);
+    if at_work && worker_running && now - p.last_progress_ms >= ms(d.worker_idle) {
+        raise(
+            "deadlock_idle",
+            format!(
+                "no output for {} (worker_idle {})",
+                fmt_left(now - p.last_progress_ms),
+                crate::duration::format(d.worker_idle)
+            ),
+        );
+    }
+    if m == Milestone::Working
+        && last_commit_ms.is_none_or(|c| c < p.since_ms)
+        && now - p.since_ms >= ms(d.no_commit_after_working)
+    {
+        raise(
+            "deadlock_no_commit",
+            format!(
+                "no commit {} after WORKING (no_commit_after_working {})",
+                fmt_left(now - p.since_ms),
+                crate::duration::format(d.no_commit_after_working)
+            ),
+        );
+    }
+    if m == Milestone::PushedToCi
+        && matches!(
+            p.verdict,
+            None | Some(VerdictKind::Pending) | Some(VerdictKind::NoRun)
+        )
+        && let (Some(pushed), Some(spec)) = (p.pushed_ms, contract.timeouts.get(m.as_str()))
+    {
+        let allowed = spec.warning_at.unwrap_or(spec.timeout);
+        if now - pushed >= ms(allowed) {
+            raise(
+                "deadlock_ci_waiting",
+                format!(
+                    "CI for {} has been waiting {} (more than {})",
+                    p.tracked_sha.as_ref().map(|s| s.short()).unwrap_or("-"),
+                    fmt_left(now - pushed),
+                    crate::duration::format(allowed)
+                ),
+            );
+        }
+    }
+    if forge_failures > d.api_consecutive_failures {
+        raise(
+            "deadlock_api_errors",
+            format!(
+                "{forge_failures} forge requests failed in a row (more than {})",
+                d.api_consecutive_failures
+            ),
+        );
     }
 }
 
@@ -502,10 +668,11 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
             Severity::Warning,
             "timeout_warning",
             format!(
-                "worker {worker} has been in {} for {} (timeout {})",
+                "worker {worker} has been in {} for {} (timeout {}): {}",
                 p.milestone,
                 crate::duration::format(w),
-                crate::duration::format(spec.timeout)
+                crate::duration::format(spec.timeout),
+                at_timeout(contract, p)
             ),
         ));
     }

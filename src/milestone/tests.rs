@@ -640,3 +640,137 @@ fn an_operator_respawn_gives_a_blocked_worker_another_go() {
         assert_eq!(step(&c, "w", &at(m), &respawn, T0).0.milestone, m, "{m}");
     }
 }
+
+#[test]
+fn a_pause_freezes_the_milestone_clock_and_a_resume_continues_it() {
+    let c = contract();
+    // 5 minutes into WORKING (timeout 20m), paused for an hour.
+    let w = at(Working);
+    let (p, fx) = step(
+        &c,
+        "w",
+        &w,
+        &Event::Pause {
+            reason: "core main is red: test".into(),
+        },
+        T0 + 5 * MIN,
+    );
+    assert_eq!((p.milestone, p.deadline_ms), (Paused, None));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "paused"))
+    );
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 65 * MIN);
+    assert_eq!(p.milestone, Paused, "no timeout while paused: {fx:?}");
+    let (p, fx) = step(&c, "w", &p, &Event::Resume, T0 + 65 * MIN);
+    assert_eq!(p.milestone, Working);
+    assert_eq!(
+        p.deadline_ms,
+        Some(T0 + 65 * MIN + 15 * MIN),
+        "15 minutes were left"
+    );
+    assert_eq!(p.since_ms, T0 + 60 * MIN);
+    assert!(fx.contains(&Effect::ResolveAlert {
+        kind: "paused".into()
+    }));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "resumed"))
+    );
+    // A BLOCKED worker is not paused (it waits for an operator anyway).
+    let (p, fx) = step(
+        &c,
+        "w",
+        &at(Blocked),
+        &Event::Pause { reason: "x".into() },
+        T0,
+    );
+    assert_eq!(p.milestone, Blocked);
+    assert!(fx.is_empty());
+}
+
+#[test]
+fn a_green_verdict_that_came_while_paused_finishes_on_resume() {
+    let c = contract();
+    let sha: crate::sha::Sha = "a".repeat(40).into();
+    let (p, _) = step(
+        &c,
+        "w",
+        &at(PushedToCi),
+        &Event::Pause { reason: "x".into() },
+        T0,
+    );
+    let green = Event::Verdict {
+        sha,
+        kind: VerdictKind::Green,
+        failed_jobs: vec![],
+        detail: "ok".into(),
+    };
+    let (p, _) = step(&c, "w", &p, &green, T0 + MIN);
+    assert_eq!(p.milestone, Paused);
+    let (p, fx) = step(&c, "w", &p, &Event::Resume, T0 + 2 * MIN);
+    assert_eq!(p.milestone, Done, "{fx:?}");
+}
+
+#[test]
+fn deadlock_indicators_alert_and_say_what_happens_next() {
+    let c = contract();
+    let d = c.deadlock.clone();
+    let check = |p: &Progress, running: bool, commit: Option<i64>, failures: u32, now: i64| {
+        let e = Event::DeadlockCheck {
+            worker_running: running,
+            last_commit_ms: commit,
+            forge_failures: failures,
+        };
+        let (_, fx) = step(&c, "w", p, &e, now);
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Alert { kind, message, .. } => Some((kind.clone(), message.clone())),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let w = at(Working);
+    let idle = T0 + d.worker_idle.as_millis() as i64;
+    assert!(check(&w, true, None, 0, idle - 1).is_empty());
+    let kinds = check(&w, true, None, 0, idle);
+    assert_eq!(kinds[0].0, "deadlock_idle");
+    assert!(
+        kinds[0].1.contains("at the timeout orch extends once"),
+        "{kinds:?}"
+    );
+    assert!(
+        check(&w, false, None, 0, idle).is_empty(),
+        "no worker, no idle"
+    );
+    let late = T0 + d.no_commit_after_working.as_millis() as i64;
+    let kinds: Vec<String> = check(&w, true, Some(T0 + 1), 0, late)
+        .into_iter()
+        .map(|k| k.0)
+        .collect();
+    assert_eq!(kinds, ["deadlock_idle"], "a commit since WORKING");
+    let kinds: Vec<String> = check(&w, true, None, 9, late)
+        .into_iter()
+        .map(|k| k.0)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["deadlock_idle", "deadlock_no_commit", "deadlock_api_errors"]
+    );
+    let mut pushed = at(PushedToCi);
+    pushed.pushed_ms = Some(T0);
+    let kinds: Vec<String> = check(&pushed, true, None, 0, T0 + 10 * MIN)
+        .into_iter()
+        .map(|k| k.0)
+        .collect();
+    assert_eq!(kinds, ["deadlock_ci_waiting"]);
+    // Escalation: the warning says what the timeout will do.
+    let (_, fx) = step(&c, "w", &w, &Event::Tick, T0 + 15 * MIN);
+    assert!(
+        fx.iter().any(
+            |e| matches!(e, Effect::Alert { kind, message, severity: Severity::Warning }
+        if kind == "timeout_warning" && message.contains("marks it FAILED"))
+        ),
+        "{fx:?}"
+    );
+}

@@ -4,8 +4,10 @@
 //! are views written after the commit. Writers use `BEGIN IMMEDIATE` so that two processes
 //! can never both pass a check-then-write (the chain lock depends on this).
 
+pub mod alerts;
 mod locks;
 mod schema;
+pub mod upstream;
 pub mod workers;
 
 pub use locks::{
@@ -72,6 +74,8 @@ pub enum StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// `alerts.dedup_window` of the configuration in use (the journal de-duplicates with it).
+    alert_window: Duration,
 }
 
 impl Store {
@@ -93,7 +97,11 @@ impl Store {
             path: path.clone(),
             source,
         })?;
-        let mut store = Store { conn, path };
+        let mut store = Store {
+            conn,
+            path,
+            alert_window: crate::config::DEDUP_WINDOW,
+        };
         store.configure()?;
         schema::migrate(&mut store)?;
         Ok(store)
@@ -101,6 +109,16 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The same alert within this window is recorded once (`alerts.dedup_window`).
+    pub fn with_alert_window(mut self, window: Duration) -> Store {
+        self.alert_window = window;
+        self
+    }
+
+    pub fn alert_window(&self) -> Duration {
+        self.alert_window
     }
 
     fn configure(&mut self) -> Result<(), StoreError> {

@@ -146,6 +146,44 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE requests ADD COLUMN refused INTEGER;
     "#,
+    // 4: alert de-duplication (repeat count, resolution), the delivery outbox: one row per
+    // (alert, sink), created by whoever drains it (alerts recorded before this are settled),
+    // and the base-branch CI of upstream repositories (cascade).
+    r#"
+    ALTER TABLE alerts ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE alerts ADD COLUMN last_ms INTEGER;
+    ALTER TABLE alerts ADD COLUMN resolved_ms INTEGER;
+    ALTER TABLE alerts ADD COLUMN settled INTEGER NOT NULL DEFAULT 0;
+    UPDATE alerts SET settled = 1, last_ms = at_ms;
+    CREATE INDEX alerts_dedup ON alerts (kind, worker_id, repo, at_ms);
+    CREATE INDEX alerts_unsettled ON alerts (id) WHERE settled = 0;
+    CREATE TABLE alert_deliveries (
+        alert_id     INTEGER NOT NULL REFERENCES alerts (id),
+        sink         TEXT NOT NULL,
+        state        TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'given_up')),
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        next_ms      INTEGER NOT NULL,
+        last_error   TEXT,
+        claimed_by   INTEGER,
+        claimed_until_ms INTEGER,
+        done_ms      INTEGER,
+        PRIMARY KEY (alert_id, sink)
+    );
+    CREATE INDEX alert_deliveries_due ON alert_deliveries (next_ms) WHERE state = 'pending';
+    -- Cascade: the CI of each repository's base branch as last polled, shared by every
+    -- process that watches it (one poll per repository per interval, by the claim's holder).
+    CREATE TABLE upstream_ci (
+        repo          TEXT PRIMARY KEY,
+        branch        TEXT NOT NULL,
+        sha           TEXT,
+        verdict       TEXT,
+        failed_jobs   TEXT NOT NULL DEFAULT '[]',
+        detail        TEXT,
+        checked_ms    INTEGER NOT NULL DEFAULT 0,
+        poller_pid    INTEGER,
+        poll_until_ms INTEGER NOT NULL DEFAULT 0
+    );
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

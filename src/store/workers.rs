@@ -586,6 +586,10 @@ pub struct AlertRecord {
     pub repo: Option<String>,
     pub kind: String,
     pub message: String,
+    /// How often it was raised within the de-duplication window (1: once).
+    pub repeats: i64,
+    /// When the condition ended (a paused worker resumed), if it did.
+    pub resolved_ms: Option<i64>,
 }
 
 pub fn add_alert(tx: &Transaction, a: &AlertRecord) -> rusqlite::Result<i64> {
@@ -598,7 +602,7 @@ pub fn add_alert(tx: &Transaction, a: &AlertRecord) -> rusqlite::Result<i64> {
 
 pub fn alerts(tx: &Transaction, since_ms: i64) -> rusqlite::Result<Vec<AlertRecord>> {
     let mut stmt = tx.prepare_cached(
-        "SELECT id, at_ms, severity, worker_id, repo, kind, message FROM alerts WHERE at_ms >= ?1 ORDER BY id",
+        "SELECT id, at_ms, severity, worker_id, repo, kind, message, repeats, resolved_ms FROM alerts WHERE at_ms >= ?1 OR last_ms >= ?1 ORDER BY id",
     )?;
     stmt.query_map([since_ms], |r| {
         Ok(AlertRecord {
@@ -609,6 +613,8 @@ pub fn alerts(tx: &Transaction, since_ms: i64) -> rusqlite::Result<Vec<AlertReco
             repo: r.get(4)?,
             kind: r.get(5)?,
             message: r.get(6)?,
+            repeats: r.get(7)?,
+            resolved_ms: r.get(8)?,
         })
     })?
     .collect()

@@ -8,6 +8,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod alerts;
+mod cascade;
 mod chaos;
 mod check_bad_input;
 mod checkpoint_trust;

@@ -466,6 +466,11 @@ pub struct Spec {
     /// `(milestone, timeout, warning_at)` overrides of `timeouts.per_milestone`.
     pub timeouts: Vec<(String, String, String)>,
     pub progress_window: Option<String>,
+    /// The `alerts:` section of repos.yaml, as YAML (indented two spaces below `alerts:`).
+    pub alerts: Option<String>,
+    /// `(key, value)` overrides of plain `key: value` lines inside the contract's
+    /// `timeouts:` (e.g. `worker_idle`, `check_interval`).
+    pub contract_keys: Vec<(String, String)>,
 }
 
 impl Spec {
@@ -485,6 +490,8 @@ impl Spec {
             max_respawns: None,
             timeouts: Vec::new(),
             progress_window: None,
+            alerts: None,
+            contract_keys: Vec::new(),
         }
     }
 
@@ -514,6 +521,18 @@ impl Spec {
     pub fn timeout(mut self, milestone: &str, timeout: &str, warning_at: &str) -> Spec {
         self.timeouts
             .push((milestone.into(), timeout.into(), warning_at.into()));
+        self
+    }
+
+    /// The `alerts:` section of repos.yaml (its body, indented two spaces).
+    pub fn alerts(mut self, yaml: &str) -> Spec {
+        self.alerts = Some(yaml.into());
+        self
+    }
+
+    /// Overrides `key: value` inside the test contract's `timeouts:`.
+    pub fn contract_key(mut self, key: &str, value: &str) -> Spec {
+        self.contract_keys.push((key.into(), value.into()));
         self
     }
 
@@ -654,6 +673,13 @@ impl Org {
         ));
         if let Some(n) = spec.max_respawns {
             yaml.push_str(&format!("  max_respawns: {n}\n"));
+        }
+        if let Some(alerts) = &spec.alerts {
+            yaml.push_str("alerts:\n");
+            yaml.push_str(alerts);
+            if !alerts.ends_with('\n') {
+                yaml.push('\n');
+            }
         }
         yaml.push_str("repos:\n");
         for r in &spec.repos {
@@ -921,6 +947,38 @@ impl Org {
         assert_eq!(pushes[0]["failed_jobs"], serde_json::json!(["test"]));
         assert_eq!(pushes[1]["verdict"], "green");
         pushes
+    }
+
+    /// Pushes a commit setting `file` to `content` onto `repo`'s base branch on the local
+    /// forge (its bare remote, created if needed): the push starts CI like any other.
+    pub fn push_to_base(&self, repo: &str, file: &str, content: &str) -> String {
+        let r = self
+            .config
+            .repo(repo)
+            .expect("a configured repository")
+            .clone();
+        let bare = orch::forge::local::LocalForge::new(&self.state, &self.config)
+            .with_exe(ORCH)
+            .ensure_remote(&r)
+            .expect("the local forge's remote");
+        let work = self.root.join("base-pushes").join(repo);
+        if !work.exists() {
+            std::fs::create_dir_all(work.parent().unwrap()).unwrap();
+            git(
+                &self.root,
+                &[
+                    "clone",
+                    "-q",
+                    bare.to_str().unwrap(),
+                    work.to_str().unwrap(),
+                ],
+            );
+        } else {
+            git(&work, &["pull", "-q", "--ff-only"]);
+        }
+        let sha = commit_file(&work, file, content, &format!("{file}: {content}"));
+        push_head(&work, &bare, &r.branch);
+        sha
     }
 
     /// Lines of `alerts.jsonl` for worker `id`.
@@ -1246,6 +1304,11 @@ fn test_contract(spec: &Spec) -> String {
     if let Some(w) = &spec.progress_window {
         let i = find(&lines, "progress_window:");
         lines[i] = format!("  progress_window: {w}");
+    }
+    for (key, value) in &spec.contract_keys {
+        let i = find(&lines, &format!("{key}:"));
+        let indent = lines[i].len() - lines[i].trim_start().len();
+        lines[i] = format!("{}{key}: {value}", " ".repeat(indent));
     }
     lines.join("\n") + "\n"
 }

@@ -61,6 +61,46 @@ pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
 /// Claims every orphan it can and reconciles it. `start_supervisors: false` is for tests and
 /// measurements that only want the decisions.
 pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
+    let result = resume_orphans(l, start_supervisors);
+    deliver_alerts(l);
+    result
+}
+
+/// Whoever runs next delivers what a dead process left in the outbox (and what this resume
+/// raised): every pending delivery gets one attempt now, within a bounded time.
+fn deliver_alerts(l: &Loaded) {
+    let cfg = &l.config.alerts;
+    if cfg.sinks.is_empty() {
+        return;
+    }
+    let budget = cfg
+        .sinks
+        .iter()
+        .map(|s| s.timeout)
+        .max()
+        .unwrap_or_default()
+        * 2
+        + std::time::Duration::from_secs(1);
+    let scrub = super::deliver::scrub_list(&l.config);
+    let scrub: Vec<&str> = scrub.iter().map(String::as_str).collect();
+    let drained = l.store().map_err(|e| e.to_string()).and_then(|mut store| {
+        super::deliver::drain(
+            &mut store,
+            cfg,
+            &scrub,
+            true,
+            std::time::Instant::now() + budget,
+        )
+        .map_err(|e| e.to_string())
+    });
+    match drained {
+        Ok(d) if d != Default::default() => tracing::info!(?d, "alerts delivered by resume"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "resume could not deliver alerts"),
+    }
+}
+
+fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     let mut store = l.store()?;
     let me = std::process::id() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);

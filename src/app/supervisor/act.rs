@@ -83,6 +83,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         self.w.progress = after;
         self.dirty = false;
+        if effects.iter().any(|e| matches!(e, Effect::Alert { .. })) {
+            self.deliverer.poke();
+        }
         if effects.contains(&Effect::Checkpoint) {
             self.last_checkpoint_ms = now_ms();
         }
@@ -95,8 +98,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     tracing::info!(worker = %self.w.id, reason, "stopping worker");
                     self.stop_worker(stop_how(*immediate, reason));
                 }
-                Effect::SuspendWorker => self.signal_worker(Signal::STOP),
-                Effect::ContinueWorker => self.signal_worker(Signal::CONT),
+                Effect::SuspendWorker => self.pause_worker(),
+                Effect::ContinueWorker => self.continue_worker(),
                 Effect::Track { sha } => {
                     if let Some(old) = &before.tracked_sha
                         && old != sha
@@ -113,6 +116,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 // Durable effects: carried out by the journal.
                 Effect::Violation { .. }
                 | Effect::Alert { .. }
+                | Effect::ResolveAlert { .. }
                 | Effect::ReleaseLock { .. }
                 | Effect::Checkpoint => {}
             }
@@ -166,9 +170,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         Fact::WorkerExited { code }
     }
 
-    pub(super) fn signal_worker(&mut self, sig: Signal) {
+    /// Cascade pause: the worker's whole tree stopped (state `T`), its cgroup frozen where it
+    /// has one; the guard goes on.
+    pub(super) fn pause_worker(&mut self) {
         if let Some(w) = &self.worker {
-            w.signal(sig);
+            w.pause();
+        }
+    }
+
+    /// The pause lifted: the tree goes on, unless a DONE claim is being judged (then the
+    /// judgement thaws it).
+    pub(super) fn continue_worker(&mut self) {
+        if !self.frozen
+            && let Some(w) = &self.worker
+        {
+            w.unpause();
         }
     }
 

@@ -192,6 +192,11 @@ const BLOCKING_FACTOR: i64 = 6;
 const MAX_EXTRA_INTERVALS: u32 = 6;
 
 impl ForgeBackoff {
+    /// Failed polls in a row (a deadlock indicator).
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
     /// The forge answered: back to the normal interval.
     pub fn succeeded(&mut self, interval_ms: i64) -> i64 {
         self.failures = 0;

@@ -22,6 +22,9 @@ pub enum Input {
     Tick,
     /// The worker process ended (`None`: by a signal).
     WorkerExited(Option<i32>),
+    /// The cascade watch: an upstream repository's base branch is red (the reason), or no
+    /// longer (`None`).
+    Upstream(Option<String>),
 }
 
 /// What a claim or request came to: printed by `orch report` and `orch cancel`, stored with

@@ -12,6 +12,7 @@
 //! the loop; two reader threads pump the worker's output; one thread asks the forge.
 
 mod act;
+mod cascade;
 mod ci;
 mod claims;
 mod done;
@@ -114,6 +115,14 @@ struct Supervisor<'a, F: Forge> {
     /// Pushes replaced by a newer one before CI decided them: each asked about once more, for
     /// its own record.
     replaced: Vec<Sha>,
+    /// The alert delivery thread (see `app::deliver`).
+    deliverer: super::deliver::Deliverer,
+    /// The cascade watch (none when the repository depends on nothing).
+    cascade: Option<cascade::CascadeLink>,
+    /// When the deadlock indicators were last checked, and when a commit last appeared in
+    /// the worktree.
+    last_deadlock_check_ms: i64,
+    last_commit_ms: Option<i64>,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -133,15 +142,20 @@ pub fn supervise_then<F: Forge + 'static>(
     id: &str,
     on_claimed: impl FnOnce() + Send,
 ) -> Result<Milestone, SuperviseError> {
-    let mut store = Store::open(env.state_dir)?;
+    let mut store = Store::open(env.state_dir)?.with_alert_window(env.config.alerts.dedup_window);
     let w = lease::claim(&mut store, id)?;
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let cascade = cascade::CascadeLink::start(
+        env.state_dir.to_path_buf(),
+        env.config,
+        &w.repo,
+        follower.clone(),
+    );
     let s = Supervisor {
         env,
         ci: CiLink::start(follower.clone()),
-        follower,
         backoff: ForgeBackoff::default(),
         next_poll_ms: 0,
         done_claims: DoneClaims::default(),
@@ -157,6 +171,11 @@ pub fn supervise_then<F: Forge + 'static>(
         frozen: false,
         refused_head: None,
         replaced: Vec::new(),
+        deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
+        cascade,
+        follower,
+        last_deadlock_check_ms: now_ms(),
+        last_commit_ms: None,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -202,6 +221,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             while let Some(answer) = self.ci.answer() {
                 self.handle(Input::Ci(answer));
+            }
+            if let Some(upstream) = self.cascade.as_ref().and_then(|c| c.latest()) {
+                self.handle(Input::Upstream(upstream));
             }
             if self.should_poll(now) {
                 self.poll_ci(false);
@@ -250,6 +272,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let fact = self.worker_gone(code);
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);
             }
+            Input::Upstream(Some(reason)) => {
+                self.apply(Event::Pause { reason }, None, Vec::new());
+            }
+            Input::Upstream(None) => {
+                self.apply(Event::Resume, None, Vec::new());
+            }
         }
     }
 
@@ -264,6 +292,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         if !self.done_claims.is_empty() {
             return false; // a worker's last words were DONE: judge them first
+        }
+        if p.milestone == Milestone::Paused {
+            // Paused after its worker ended: only CI it still waits for keeps it here.
+            return p.paused_from != Some(Milestone::PushedToCi);
         }
         p.milestone != Milestone::PushedToCi
             || p.verdict
@@ -324,6 +356,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
         self.notice_commits(now);
         self.apply(Event::Tick, None, Vec::new());
+        let every = self.env.contract.deadlock.check_interval.as_millis() as i64;
+        if now - self.last_deadlock_check_ms >= every {
+            self.last_deadlock_check_ms = now;
+            let check = Event::DeadlockCheck {
+                worker_running: self.worker.is_some(),
+                last_commit_ms: self.last_commit_ms,
+                forge_failures: self.backoff.failures(),
+            };
+            self.apply(check, None, Vec::new());
+        }
         if self.dirty {
             self.persist_progress();
         }
@@ -348,6 +390,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
         self.last_head = Some(head);
         if changed {
+            self.last_commit_ms = Some(now);
             self.apply(Event::Commit, None, Vec::new());
         }
     }
@@ -715,5 +758,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         self.lease.give_up(&mut self.store);
         self.checkpoint();
+        // The alerts of the last transitions go out before the process does (bounded).
+        self.deliverer.stop();
     }
 }

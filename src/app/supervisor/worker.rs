@@ -199,6 +199,52 @@ impl WorkerProcess {
         let _ = self.child.signal_group(Signal::CONT);
     }
 
+    /// Cascade pause: every process of the tree stopped (SIGSTOP — state `T` — to the group
+    /// and to whatever of its cgroup left the group), then its cgroup frozen too. The stop
+    /// lands first: a task frozen before it takes its SIGSTOP would sit in the freezer (`S`)
+    /// instead. The guard, which leads the group, is let go on at once.
+    pub fn pause(&self) {
+        let _ = self.child.signal_group(Signal::STOP);
+        let _ = self.child.signal_leader(Signal::CONT);
+        let Some(cg) = &self.cgroup else {
+            return;
+        };
+        let stop_all = || {
+            let procs = cg.procs();
+            for &p in &procs {
+                if let Some(pid) = rustix::process::Pid::from_raw(p) {
+                    let _ = rustix::process::kill_process(pid, Signal::STOP);
+                }
+            }
+            procs
+        };
+        let until = std::time::Instant::now() + Duration::from_millis(500);
+        loop {
+            let procs = stop_all();
+            let stopped = procs.iter().all(|&p| {
+                crate::process::proc_stat(p).is_none_or(|s| s.state == 'T' || s.is_dead())
+            });
+            if stopped || std::time::Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = cg.set_frozen(true);
+    }
+
+    /// Ends a cascade pause: the cgroup thawed, every process continued.
+    pub fn unpause(&self) {
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.set_frozen(false);
+            for p in cg.procs() {
+                if let Some(pid) = rustix::process::Pid::from_raw(p) {
+                    let _ = rustix::process::kill_process(pid, Signal::CONT);
+                }
+            }
+        }
+        let _ = self.child.signal_group(Signal::CONT);
+    }
+
     /// Kills the whole tree now: `cgroup.kill`, and SIGUSR1 to the guard, which kills every
     /// descendant (daemons included) and then itself. A group SIGKILL would kill the guard
     /// first and let daemons outside the group live.

@@ -1,5 +1,8 @@
-//! Alerts as files: every alert recorded in SQLite is also appended, after the commit, as one
-//! JSON line to `sessions/alerts.jsonl` for humans and log shippers.
+//! Alerts outside SQLite: every new alert recorded there is also appended, after the commit,
+//! as one JSON line to `sessions/alerts.jsonl` for humans and log shippers; and the payload
+//! that sinks receive (`sink.rs` sends it; `app::deliver` drains the outbox).
+
+pub mod sink;
 
 use crate::store::fmt_ms;
 use crate::store::workers::AlertRecord;
@@ -34,4 +37,25 @@ pub fn append_jsonl(state_dir: &Path, alerts: &[AlertRecord]) {
     if let Err(e) = result {
         tracing::error!(error = %e, "cannot append to {}", ALERTS_FILE);
     }
+}
+
+/// What a sink receives: a `text` line for chat-style receivers (Slack, Matrix, ntfy), and
+/// the alert's fields.
+pub fn payload(a: &AlertRecord) -> serde_json::Value {
+    let subject = a
+        .worker_id
+        .as_deref()
+        .or(a.repo.as_deref())
+        .unwrap_or("orch");
+    serde_json::json!({
+        "text": format!("[orch {}] {} ({}): {}", a.severity, subject, a.kind, a.message),
+        "id": a.id,
+        "time": fmt_ms(a.at_ms),
+        "severity": a.severity,
+        "worker": a.worker_id,
+        "repo": a.repo,
+        "kind": a.kind,
+        "message": a.message,
+        "repeats": a.repeats,
+    })
 }

@@ -1,0 +1,167 @@
+//! Cascade protection: the CI of the base branch of every repository a worker's repository
+//! depends on (transitively). A red upstream pauses the downstream workers (their supervisors
+//! watch, `supervisor::cascade`) and stops new ones: `spawn` refuses a repository below a red
+//! one, with the reason, so waves do not start tasks there either.
+//!
+//! The verdicts are shared through SQLite (`store::upstream`): a watcher reads the row; when it
+//! is older than `ci.poll_interval` it claims the next poll, asks the forge (head of the base
+//! branch, CI for that commit) and writes the row. However many workers depend on a
+//! repository, it is polled once per interval.
+
+use crate::config::{Config, Repo};
+use crate::forge::Forge;
+use crate::forge::follow::CiFollower;
+use crate::store::upstream::{self as su, UpstreamRow};
+use crate::store::{Store, now_ms};
+
+/// How long a claimed poll may take before another watcher may claim it.
+const POLL_LEASE_MS: i64 = 30_000;
+
+/// Why `rows` make a downstream worker stop (the first red upstream), e.g.
+/// "acdc-core main is red: test". Pure.
+pub fn red_reason(rows: &[UpstreamRow]) -> Option<String> {
+    rows.iter()
+        .find(|r| r.verdict.as_deref() == Some("red"))
+        .map(|r| {
+            let what = if r.failed_jobs.is_empty() {
+                r.detail.clone().unwrap_or_else(|| "CI failed".into())
+            } else {
+                r.failed_jobs.join(", ")
+            };
+            format!("{} {} is red: {what}", r.repo, r.branch)
+        })
+}
+
+/// The repositories whose base-branch CI a worker on `repo` depends on.
+pub fn upstreams<'a>(config: &'a Config, repo: &str) -> Vec<&'a Repo> {
+    config
+        .graph
+        .deps(repo)
+        .iter()
+        .filter_map(|d| config.repo(d))
+        .collect()
+}
+
+/// The base-branch CI of `repo`: the shared row if it is fresh, else polled now by this
+/// process (if it wins the claim; otherwise the row as it is, possibly stale or absent).
+pub async fn status<F: Forge>(
+    store: &mut Store,
+    follower: &CiFollower<F>,
+    repo: &Repo,
+    max_age_ms: i64,
+) -> Option<UpstreamRow> {
+    let now = now_ms();
+    let row = store.read(|tx| su::get(tx, &repo.name)).ok().flatten();
+    if row
+        .as_ref()
+        .is_some_and(|r| r.checked_ms >= now - max_age_ms)
+    {
+        return row;
+    }
+    let me = std::process::id() as i64;
+    let claimed = store
+        .write(|tx| {
+            su::claim_poll(
+                tx,
+                &repo.name,
+                &repo.branch,
+                me,
+                now,
+                max_age_ms,
+                POLL_LEASE_MS,
+            )
+        })
+        .unwrap_or(false);
+    if !claimed {
+        return row;
+    }
+    let polled = async {
+        let Some(sha) = follower.forge().branch_head(repo, &repo.branch).await? else {
+            return Ok(None);
+        };
+        let (v, _) = follower.poll(repo, &sha, None, now_ms()).await?;
+        Ok::<_, crate::forge::ForgeError>(Some((sha, v)))
+    }
+    .await;
+    match polled {
+        Ok(found) => {
+            let new = UpstreamRow {
+                repo: repo.name.clone(),
+                branch: repo.branch.clone(),
+                sha: found.as_ref().map(|(s, _)| s.clone()),
+                verdict: found.as_ref().map(|(_, v)| v.kind.as_str().to_string()),
+                failed_jobs: found
+                    .as_ref()
+                    .map(|(_, v)| v.failed_jobs.clone())
+                    .unwrap_or_default(),
+                detail: found.as_ref().map(|(_, v)| v.detail.clone()),
+                checked_ms: now_ms(),
+            };
+            if let Err(e) = store.write(|tx| su::put(tx, &new)) {
+                tracing::warn!(repo = %repo.name, error = %e, "cannot record upstream CI");
+            }
+            Some(new)
+        }
+        Err(e) => {
+            tracing::debug!(repo = %repo.name, error = %e, "cannot read upstream CI");
+            let _ = store.write(|tx| su::release_claim(tx, &repo.name));
+            row
+        }
+    }
+}
+
+/// Why a worker on `repo` must not start now (an upstream is red), polling what is stale.
+pub fn spawn_refusal<F: Forge>(
+    store: &mut Store,
+    follower: &CiFollower<F>,
+    config: &Config,
+    repo: &str,
+) -> Option<String> {
+    let ups = upstreams(config, repo);
+    if ups.is_empty() {
+        return None;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let max_age = config.ci.poll_interval.as_millis() as i64;
+    let rows: Vec<UpstreamRow> = rt.block_on(async {
+        let mut rows = Vec::new();
+        for u in ups {
+            rows.extend(status(store, follower, u, max_age).await);
+        }
+        rows
+    });
+    red_reason(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(repo: &str, verdict: &str, jobs: &[&str]) -> UpstreamRow {
+        UpstreamRow {
+            repo: repo.into(),
+            branch: "main".into(),
+            sha: Some("a".repeat(40)),
+            verdict: Some(verdict.into()),
+            failed_jobs: jobs.iter().map(|s| s.to_string()).collect(),
+            detail: None,
+            checked_ms: 1,
+        }
+    }
+
+    #[test]
+    fn the_first_red_upstream_is_the_reason() {
+        assert_eq!(red_reason(&[row("core", "green", &[])]), None);
+        assert_eq!(red_reason(&[row("core", "running", &[])]), None);
+        assert_eq!(
+            red_reason(&[
+                row("core", "green", &[]),
+                row("acdc-core", "red", &["test"])
+            ]),
+            Some("acdc-core main is red: test".into())
+        );
+    }
+}

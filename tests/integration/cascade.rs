@@ -1,0 +1,86 @@
+//! Cascade protection on the local forge: a red commit on an upstream repository's base
+//! branch pauses the downstream worker (its processes stopped, state `T`) and keeps new
+//! workers below it from starting; a green commit lets it go on to DONE.
+
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text, poll_until};
+
+/// The state letter of `pid` in `/proc/<pid>/stat`.
+fn state(pid: i32) -> Option<char> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+#[test]
+fn a_red_upstream_pauses_the_downstream_worker_until_it_is_green_again() {
+    let spec = Spec::local("cascade_wait.sh")
+        .repo(RepoSpec::new("core").standard_ci("grep -qx good status.txt"))
+        .repo(RepoSpec::new("vm").deps(&["core"]))
+        .repo(RepoSpec::new("net").deps(&["core"]));
+    let org = Org::new(spec);
+    let id = org.spawn_detached("vm", "a feature on vm");
+    let pid_file = org.out.join(format!("pid-{id}"));
+    let pid: i32 = poll_until(
+        "the worker to write its pid",
+        DEADLINE,
+        || std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok(),
+        || org.diag(&id),
+    );
+
+    org.push_to_base("core", "status.txt", "bad");
+    let w = org.wait_milestone(&id, "PAUSED", DEADLINE);
+    assert_eq!(
+        w.progress.paused_from.map(|m| m.to_string()).as_deref(),
+        Some("WORKING")
+    );
+    poll_until(
+        "the worker's processes to be stopped",
+        DEADLINE,
+        || (state(pid)? == 'T').then_some(()),
+        || format!("state {:?}\n{}", state(pid), org.diag(&id)),
+    );
+    let paused = org.alerts(&id);
+    let paused = paused
+        .iter()
+        .find(|a| a["kind"] == "paused")
+        .expect("a paused alert");
+    assert!(
+        paused["message"]
+            .as_str()
+            .unwrap()
+            .contains("core main is red: test"),
+        "{paused:#}"
+    );
+
+    // Nothing starts below the red repository.
+    let out = org.run(&["spawn", "--repo", "net", "--task", "t"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("core main is red: test"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(org.workers().len(), 1, "no worker on net");
+
+    org.push_to_base("core", "status.txt", "good");
+    org.wait_milestone(&id, "WORKING", DEADLINE);
+    poll_until(
+        "the worker's processes to run again",
+        DEADLINE,
+        || (state(pid)? != 'T').then_some(()),
+        || org.diag(&id),
+    );
+    org.release(&id);
+    org.wait_done(&id);
+    let alerts = org.json(&["alerts", "--json"]);
+    let paused = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "paused")
+        .expect("the paused alert")
+        .clone();
+    assert!(paused["resolved_ms"].is_i64(), "{paused:#}");
+    let t: Vec<_> = org.transitions(&id);
+    assert!(t.contains(&("WORKING".into(), "PAUSED".into())), "{t:?}");
+    assert!(t.contains(&("PAUSED".into(), "WORKING".into())), "{t:?}");
+}

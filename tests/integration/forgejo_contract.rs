@@ -56,7 +56,8 @@ fn repo(name: &str) -> Repo {
 }
 
 fn path_of(version: &str) -> ApiPath {
-    let major: u32 = version.split('.').next().unwrap().parse().unwrap();
+    // The path the version names (`development`: the newest).
+    let major: u32 = version.split('.').next().unwrap().parse().unwrap_or(99);
     match major {
         8..=11 => ApiPath::TasksOnly,
         12..=15 => ApiPath::RunsAndTasks,
@@ -205,6 +206,9 @@ per_version!(
     malformed_json_is_malformed,
     slow_server_is_transient_after_retries,
 );
+
+/// The traps of the appendix of the reference, one scenario each, and the property test.
+mod traps;
 
 // ---- scenarios ----------------------------------------------------------------------------
 

@@ -515,6 +515,37 @@ impl FakeForgejo {
 
     // ---- observation ----------------------------------------------------------------------
 
+    /// A job's status as the server holds it (the truth the API reports views of).
+    pub fn job_status(&self, run_id: i64, job: &str) -> String {
+        let s = self.lock();
+        let run = s.run(run_id).expect("run");
+        run.jobs
+            .iter()
+            .find(|j| j.name == job)
+            .expect("job")
+            .status
+            .clone()
+    }
+
+    /// Every job of every run of `sha`: (trigger, workflow, job name, status).
+    pub fn truth(&self, repo: &str, sha: &str) -> Vec<(String, String, String, String)> {
+        let s = self.lock();
+        s.runs
+            .iter()
+            .filter(|r| r.repo == repo && r.sha == sha)
+            .flat_map(|r| {
+                r.jobs.iter().map(move |j| {
+                    (
+                        r.trigger.clone(),
+                        r.workflow_id.clone(),
+                        j.name.clone(),
+                        j.status.clone(),
+                    )
+                })
+            })
+            .collect()
+    }
+
     pub fn hits(&self) -> Vec<Hit> {
         self.lock().hits.clone()
     }

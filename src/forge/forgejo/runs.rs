@@ -342,14 +342,24 @@ impl ForgejoForge {
 }
 
 /// Applies what a run's aggregate status proves about its tasks (Forgejo 12–15). Returns
-/// false when the tasks contradict the run status in a way it cannot settle.
+/// false when the tasks contradict the run status in a way it cannot settle, or may hide
+/// jobs that decide.
 ///
 /// Forgejo aggregates `cancelled`, then `failure`, before `running`/`waiting`/`blocked`: a
 /// run that is still going has no failed or cancelled job, so such a task is a superseded
 /// attempt (a rerun is queued): the job is waiting. A finished run that is `success` or
-/// `skipped` has no failed job either.
+/// `skipped` has no failed job either. A finished run with no task at all, or with a
+/// skipped job (whose dependents the server skips without a task), may have jobs no task
+/// shows.
 fn settle_by_run_status(run: &mut CiRun) -> bool {
     let failed = |s: JobStatus| matches!(s, JobStatus::Failure | JobStatus::Cancelled);
+    if run.status.is_some_and(JobStatus::is_done)
+        && (run.status == Some(JobStatus::Skipped)
+            || run.jobs.is_empty()
+            || run.jobs.iter().any(|j| j.status == JobStatus::Skipped))
+    {
+        return false;
+    }
     match run.status {
         Some(JobStatus::Running | JobStatus::Waiting | JobStatus::Blocked) => {
             for j in run.jobs.iter_mut().filter(|j| failed(j.status)) {

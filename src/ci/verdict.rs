@@ -194,8 +194,10 @@ fn summary(statuses: &[JobStatus]) -> JobStatus {
 ///   required job missing although every counted run reports a finished status
 ///   (`"<name> (missing)"`); a counted run that reports `failure`/`cancelled` while none of
 ///   its jobs shows why (`"run #n (cancelled)"`: a job cancelled before any runner took it).
-/// - `sync_not_done`: no failure, and the sync job `skipped`/`cancelled` (once no other job is
-///   still in flight), or missing after the other jobs finished: at once when every counted
+/// - A skipped job (the sync job's too) in a run that is still going is not judged yet: it
+///   may be the previous attempt of a job being rerun in place.
+/// - `sync_not_done`: no failure, and the sync job `skipped`/`cancelled` (once no other job and
+///   no counted run is still in flight), or missing after the other jobs finished: at once when every counted
 ///   run reports a finished status, and without run status only once `start_timeout` has
 ///   passed since `pushed_ms`.
 /// - `green`: every required job and the sync job `success`, and nothing of a counted run
@@ -298,6 +300,14 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
     }
     failed.extend(unexplained);
     let run_label = run_label(&counted);
+    // A skipped job in a run that is still going may be the previous attempt of a job being
+    // rerun (a run's status does not rank `skipped`): judge it once the run finished.
+    let only_skips = failed.iter().all(|f| f.ends_with(" (skipped)"));
+    if !failed.is_empty() && only_skips && any_run_unfinished {
+        let mut waiting = in_flight.clone();
+        waiting.extend(failed);
+        return running_or_pending_of(&by_name, any_run_running, sync_status, waiting, &run_label);
+    }
 
     if !failed.is_empty() {
         failed.sort();
@@ -315,27 +325,15 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
         };
     }
 
-    let running_or_pending = |mut waiting: Vec<String>| {
-        let any_job_running = by_name.values().any(|s| s.contains(&JobStatus::Running));
-        let kind = if any_job_running || any_run_running {
-            VerdictKind::Running
-        } else {
-            VerdictKind::Pending
-        };
-        if waiting.is_empty() {
-            waiting.push("the run to finish".into());
-        }
-        Verdict::new(
-            kind,
-            sync_status,
-            format!("waiting for {}{run_label}", waiting.join(", ")),
-        )
+    let running_or_pending = |waiting: Vec<String>| {
+        running_or_pending_of(&by_name, any_run_running, sync_status, waiting, &run_label)
     };
 
     match sync_status {
         Some(s @ (JobStatus::Skipped | JobStatus::Cancelled)) => {
-            if in_flight.iter().any(|j| !j.ends_with("(not started)")) {
-                // Something is still going and may yet fail: let it finish first.
+            // A skipped (or cancelled) sync job in a run still going may be a superseded
+            // attempt; and something still going may yet fail: let it finish first.
+            if any_run_unfinished || in_flight.iter().any(|j| !j.ends_with("(not started)")) {
                 let mut waiting = in_flight;
                 waiting.push(format!("({sync} {s})"));
                 return running_or_pending(waiting);
@@ -398,6 +396,30 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
             }
         }
     }
+}
+
+/// The verdict while something is still going: `running` if a job or a counted run runs.
+fn running_or_pending_of(
+    by_name: &BTreeMap<&str, Vec<JobStatus>>,
+    any_run_running: bool,
+    sync_status: Option<JobStatus>,
+    mut waiting: Vec<String>,
+    run_label: &str,
+) -> Verdict {
+    let any_job_running = by_name.values().any(|s| s.contains(&JobStatus::Running));
+    let kind = if any_job_running || any_run_running {
+        VerdictKind::Running
+    } else {
+        VerdictKind::Pending
+    };
+    if waiting.is_empty() {
+        waiting.push("the run to finish".into());
+    }
+    Verdict::new(
+        kind,
+        sync_status,
+        format!("waiting for {}{run_label}", waiting.join(", ")),
+    )
 }
 
 /// `" (run #12)"` / `" (runs #12, #13)"` for the detail line.

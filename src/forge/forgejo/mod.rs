@@ -442,9 +442,10 @@ impl Forge for ForgejoForge {
             self.route_missing(ApiPath::RunsAndJobs, "…/actions/runs")?;
             return Ok(None);
         };
-        // Push runs first (they are the ones that count; a cron run's log is not the
-        // commit's), newest first within each group.
-        runs.sort_by_key(|r| (!runs::is_push(r), std::cmp::Reverse(r.id)));
+        // Only push runs count (a cron run that claims `push` is not the commit's CI),
+        // newest first.
+        runs.retain(runs::is_push);
+        runs.sort_by_key(|r| std::cmp::Reverse(r.id));
         for r in &runs {
             let Some(jobs) = self.fetch_jobs(repo, r.id).await? else {
                 self.route_missing(ApiPath::RunsAndJobs, "…/actions/runs/{id}/jobs")?;

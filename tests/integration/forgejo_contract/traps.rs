@@ -49,6 +49,15 @@ async fn cron_run_claiming_push_does_not_count(version: &str) {
     );
     // Nothing is fetched for the cron runs (no /jobs on 16).
     assert_eq!(n, PROBE + cost(env.path, 1, 1));
+    if env.path == ApiPath::RunsAndJobs {
+        // `orch ci logs` never hands out a cron run's log as the commit's.
+        let cron = runs.iter().find(|r| r.event == "schedule").unwrap().id;
+        env.fake.set_log(cron, "build", "nightly failure\n");
+        let push = runs.iter().find(|r| r.event == "push").unwrap().id;
+        env.fake.set_log(push, "build", "push build ok\n");
+        let log = env.forge().job_log(&env.repo, SHA, "build").await.unwrap();
+        assert_eq!(log.as_deref(), Some("push build ok\n"));
+    }
     env.assert_counts_agree().await;
     if env.path != ApiPath::TasksOnly {
         assert!(
@@ -438,8 +447,27 @@ fn any_run() -> impl Strategy<Value = RunPlan> {
         })
 }
 
+/// Skips a job that no runner took as the server would: without a task only when another
+/// job of the run failed, was cancelled or skipped (its `needs`; from v16 also a false
+/// `if:`), else by its `if:` ([`FakeForgejo::runner_skip`]: a `skipped` task before v16).
+fn skip(fake: &FakeForgejo, run: i64, job: &str, jobs: &[(&str, &str)]) {
+    let need_failed = jobs.iter().any(|(other, _)| {
+        *other != job
+            && matches!(
+                fake.job_status(run, other).as_str(),
+                "failure" | "cancelled" | "skipped"
+            )
+    });
+    if need_failed {
+        fake.set_job(run, job, "skipped");
+    } else {
+        fake.runner_skip(run, job);
+    }
+}
+
 /// Builds the scenario on the fake by its rules: a finished job changes only through a
-/// rerun, a job is skipped by its `if:` only before it started.
+/// rerun, a job is skipped by its `if:` only before it started, by the server only when a
+/// need did not succeed.
 fn build(fake: &FakeForgejo, plans: &[RunPlan]) {
     let mut seen = std::collections::BTreeSet::new();
     for p in plans {
@@ -447,7 +475,17 @@ fn build(fake: &FakeForgejo, plans: &[RunPlan]) {
         if p.trigger == "push" && !seen.insert(p.workflow) {
             continue;
         }
-        let run = fake.add_workflow_run(REPO, SHA, p.trigger, p.workflow, &p.jobs);
+        let start: Vec<(&str, &str)> = p
+            .jobs
+            .iter()
+            .map(|(n, s)| (*n, if *s == "skipped" { "waiting" } else { *s }))
+            .collect();
+        let run = fake.add_workflow_run(REPO, SHA, p.trigger, p.workflow, &start);
+        for (n, s) in &p.jobs {
+            if *s == "skipped" {
+                skip(fake, run, n, &p.jobs);
+            }
+        }
         for (i, op) in &p.ops {
             let Some((job, _)) = p.jobs.get(*i % p.jobs.len()) else {
                 continue;
@@ -458,6 +496,9 @@ fn build(fake: &FakeForgejo, plans: &[RunPlan]) {
                 "success" | "failure" | "cancelled" | "skipped"
             );
             match op {
+                Op::Set("skipped") if matches!(now.as_str(), "waiting" | "blocked") => {
+                    skip(fake, run, job, &p.jobs)
+                }
                 Op::Set(s) if !done => fake.set_job(run, job, s),
                 Op::RunnerSkip if matches!(now.as_str(), "waiting" | "blocked") => {
                     fake.runner_skip(run, job)

@@ -115,33 +115,104 @@ impl Verdict {
 
 const PUSH_AGAIN: &str = "push a new commit (e.g. an empty commit) to trigger a push run";
 
+/// The push runs that count: the newest push run of each workflow (an older push run of the
+/// same workflow on this commit is superseded); runs whose workflow is unknown all count.
+pub fn counted_runs(runs: &[CiRun]) -> Vec<&CiRun> {
+    let mut newest: BTreeMap<&str, &CiRun> = BTreeMap::new();
+    let mut unnamed: Vec<&CiRun> = Vec::new();
+    for r in runs.iter().filter(|r| r.event == "push") {
+        match r.workflow.as_deref() {
+            None => unnamed.push(r),
+            Some(w) => {
+                let slot = newest.entry(w).or_insert(r);
+                if r.id > slot.id {
+                    *slot = r;
+                }
+            }
+        }
+    }
+    let mut out: Vec<&CiRun> = newest.into_values().chain(unnamed).collect();
+    out.sort_by_key(|r| r.id);
+    out
+}
+
+/// The current jobs of one run: the latest attempt of each job. Jobs with a forge id are
+/// distinct jobs (two jobs may share a name); jobs without one are told apart by name.
+pub fn current_jobs(run: &CiRun) -> Vec<&CiJob> {
+    let mut latest: BTreeMap<(Option<i64>, &str), &CiJob> = BTreeMap::new();
+    for j in &run.jobs {
+        let key = match j.id {
+            Some(id) => (Some(id), ""),
+            None => (None, j.name.as_str()),
+        };
+        let slot = latest.entry(key).or_insert(j);
+        let newer = (j.attempt, j.id) > (slot.attempt, slot.id);
+        // Two reports of one attempt that disagree: the one that is not a success.
+        let tie = (j.attempt, j.id) == (slot.attempt, slot.id) && j.status != JobStatus::Success;
+        if newer || tie {
+            *slot = j;
+        }
+    }
+    latest.into_values().collect()
+}
+
+/// One status for a job name that occurs in several counted runs (or twice in one):
+/// a failure first, then anything still going, then cancelled, skipped, success.
+fn summary(statuses: &[JobStatus]) -> JobStatus {
+    use JobStatus::*;
+    let has = |s: JobStatus| statuses.contains(&s);
+    if has(Failure) {
+        Failure
+    } else if let Some(s) = [Running, Waiting, Blocked, Unknown]
+        .into_iter()
+        .find(|s| has(*s))
+    {
+        s
+    } else if has(Cancelled) {
+        Cancelled
+    } else if has(Skipped) {
+        Skipped
+    } else {
+        Success
+    }
+}
+
 /// Decides the CI verdict of one commit from the runs it triggered.
 ///
-/// - Only runs with `event == "push"` count; a `workflow_dispatch` (or any other) run on the
-///   same SHA never does.
-/// - Jobs are merged by name across the push runs. The latest attempt wins: the job of the
-///   newest run (highest run id), then the highest attempt, then the highest job id.
-/// - Required jobs are `policy.required_jobs`, or every job seen when that is `None`. The sync
-///   job is judged separately even when it is listed as required.
-/// - `red`: a required job or the sync job `failure`; a required job `cancelled` (the sync job
-///   too when something else failed); a required job `skipped` (`"<name> (skipped)"`); a
-///   required job missing although every push run reports a finished status
-///   (`"<name> (missing)"`). A required job that is merely absent (no task yet) is pending.
-/// - `sync_not_done`: no failure, and the sync job `skipped`/`cancelled` (once no other job is
-///   still in flight), or missing after the other jobs finished: at once when every push run
-///   reports a finished status, and on the tasks-only path (no run status) only once
-///   `start_timeout` has passed since `pushed_ms`.
-/// - `green`: every required job and the sync job `success`. All-skipped is never green.
+/// - Only runs with `event == "push"` count (the forge maps its words so that `push` means
+///   triggered by a push: a cron run re-registered by a push is `schedule`, a dispatch run
+///   `workflow_dispatch`). Of those, the newest run of each workflow counts
+///   ([`counted_runs`]).
+/// - Jobs are judged per run (workflow × job name): the latest attempt within a run
+///   ([`current_jobs`]); runs are never attempts of each other. A name required in several
+///   runs must be fine in each of them.
+/// - Required jobs are `policy.required_jobs`, or every job of the counted runs when that is
+///   `None`. The sync job is judged separately even when it is listed as required: it must
+///   be `success` in every counted run that defines it.
+/// - `red`: a required job or the sync job `failure`; a required job `cancelled` (the sync
+///   job too when something else failed); a required job `skipped` (`"<name> (skipped)"`); a
+///   required job missing although every counted run reports a finished status
+///   (`"<name> (missing)"`); a counted run that reports `failure`/`cancelled` while none of
+///   its jobs shows why (`"run #n (cancelled)"`: a job cancelled before any runner took it).
+/// - A skipped job (the sync job's too) in a run that is still going is not judged yet: it
+///   may be the previous attempt of a job being rerun in place.
+/// - `sync_not_done`: no failure, and the sync job `skipped`/`cancelled` (once no other job and
+///   no counted run is still in flight), or missing after the other jobs finished: at once when every counted
+///   run reports a finished status, and without run status only once `start_timeout` has
+///   passed since `pushed_ms`.
+/// - `green`: every required job and the sync job `success`, and nothing of a counted run
+///   still going (no job waiting, blocked, running or unknown; no run status that is not
+///   finished), whatever `required_jobs` says. All-skipped is never green.
 /// - no push run: `pending` until `pushed_ms + start_timeout`, then `no_run`.
-/// - otherwise `running` if a relevant job or a push run is running, else `pending`.
+/// - otherwise `running` if a job or a counted run is running, else `pending`.
 pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms: i64) -> Verdict {
     let sync = policy.sync_job.as_str();
     let timeout_ms = i64::try_from(policy.start_timeout.as_millis()).unwrap_or(i64::MAX);
     let timed_out = pushed_ms.is_some_and(|p| now_ms >= p.saturating_add(timeout_ms));
     let timeout_text = crate::duration::format(policy.start_timeout);
 
-    let push_runs: Vec<&CiRun> = runs.iter().filter(|r| r.event == "push").collect();
-    if push_runs.is_empty() {
+    let counted = counted_runs(runs);
+    if counted.is_empty() {
         let ignored = runs.len();
         let ignored_text = if ignored > 0 {
             format!(" ({ignored} non-push run(s) on this commit do not count)")
@@ -165,44 +236,48 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
         };
     }
 
-    // Merge: name -> (ordering key, job).
-    let mut merged: BTreeMap<&str, ((i64, u32, i64), &CiJob)> = BTreeMap::new();
-    for run in &push_runs {
-        for job in &run.jobs {
-            let key = (run.id, job.attempt, job.id.unwrap_or(i64::MIN));
-            match merged.get(job.name.as_str()) {
-                Some((k, _)) if *k >= key => {}
-                _ => {
-                    merged.insert(job.name.as_str(), (key, job));
-                }
-            }
+    // name -> the statuses of its current jobs in the counted runs.
+    let mut by_name: BTreeMap<&str, Vec<JobStatus>> = BTreeMap::new();
+    let mut unexplained: Vec<String> = Vec::new();
+    for run in &counted {
+        let jobs = current_jobs(run);
+        for j in &jobs {
+            by_name.entry(j.name.as_str()).or_default().push(j.status);
+        }
+        if let Some(s @ (JobStatus::Failure | JobStatus::Cancelled)) = run.status
+            && !jobs
+                .iter()
+                .any(|j| matches!(j.status, JobStatus::Failure | JobStatus::Cancelled))
+        {
+            unexplained.push(format!("run #{} ({s})", run.number));
         }
     }
-    let status_of = |name: &str| merged.get(name).map(|(_, j)| j.status);
+    let status_of = |name: &str| by_name.get(name).map(|s| summary(s));
     let sync_status = status_of(sync);
 
     let required: BTreeSet<&str> = match &policy.required_jobs {
         Some(list) => list.iter().map(String::as_str).collect(),
-        None => merged.keys().copied().collect(),
+        None => by_name.keys().copied().collect(),
     };
     let others: Vec<&str> = required.iter().copied().filter(|n| *n != sync).collect();
 
-    // Run-level status, judged on the newest push run of each workflow (an older run of the
-    // same workflow is superseded, like an older attempt): every such run reports a finished
-    // status (runs path), some run is still going, or unknown (tasks-only path).
-    let mut newest: BTreeMap<Option<&str>, &CiRun> = BTreeMap::new();
-    for r in &push_runs {
-        let slot = newest.entry(r.workflow.as_deref()).or_insert(r);
-        if r.id > slot.id {
-            *slot = r;
-        }
-    }
-    let current: Vec<&CiRun> = newest.into_values().collect();
-    let all_runs_done = current
+    let all_runs_done = counted
         .iter()
         .all(|r| r.status.is_some_and(JobStatus::is_done));
-    let any_run_status_unknown = current.iter().any(|r| r.status.is_none());
-    let any_run_running = current.iter().any(|r| r.status == Some(JobStatus::Running));
+    let any_run_status_unknown = counted.iter().any(|r| r.status.is_none());
+    let any_run_unfinished = counted
+        .iter()
+        .any(|r| r.status.is_some_and(|s| !s.is_done()));
+    let any_run_running = counted.iter().any(|r| r.status == Some(JobStatus::Running));
+    // Jobs of the counted runs still going, required or not.
+    let going: Vec<String> = by_name
+        .iter()
+        .filter(|(n, _)| **n != sync && !required.contains(*n))
+        .filter_map(|(n, s)| {
+            let s = summary(s);
+            (!s.is_done()).then(|| format!("{n} ({s})"))
+        })
+        .collect();
 
     let mut failed: Vec<String> = Vec::new();
     let mut in_flight: Vec<String> = Vec::new(); // "name (status)" of required jobs not done
@@ -218,10 +293,21 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
     }
     match sync_status {
         Some(JobStatus::Failure) => failed.push(sync.to_string()),
-        Some(JobStatus::Cancelled) if !failed.is_empty() => failed.push(sync.to_string()),
+        Some(JobStatus::Cancelled) if !failed.is_empty() || !unexplained.is_empty() => {
+            failed.push(sync.to_string())
+        }
         _ => {}
     }
-    let run_label = run_label(&push_runs);
+    failed.extend(unexplained);
+    let run_label = run_label(&counted);
+    // A skipped job in a run that is still going may be the previous attempt of a job being
+    // rerun (a run's status does not rank `skipped`): judge it once the run finished.
+    let only_skips = failed.iter().all(|f| f.ends_with(" (skipped)"));
+    if !failed.is_empty() && only_skips && any_run_unfinished {
+        let mut waiting = in_flight.clone();
+        waiting.extend(failed);
+        return running_or_pending_of(&by_name, any_run_running, sync_status, waiting, &run_label);
+    }
 
     if !failed.is_empty() {
         failed.sort();
@@ -239,30 +325,15 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
         };
     }
 
-    let running_or_pending = |mut waiting: Vec<String>| {
-        let any_job_running = merged
-            .iter()
-            .filter(|(n, _)| required.contains(*n) || **n == sync)
-            .any(|(_, (_, j))| j.status == JobStatus::Running);
-        let kind = if any_job_running || any_run_running {
-            VerdictKind::Running
-        } else {
-            VerdictKind::Pending
-        };
-        if waiting.is_empty() {
-            waiting.push("the run to finish".into());
-        }
-        Verdict::new(
-            kind,
-            sync_status,
-            format!("waiting for {}{run_label}", waiting.join(", ")),
-        )
+    let running_or_pending = |waiting: Vec<String>| {
+        running_or_pending_of(&by_name, any_run_running, sync_status, waiting, &run_label)
     };
 
     match sync_status {
         Some(s @ (JobStatus::Skipped | JobStatus::Cancelled)) => {
-            if in_flight.iter().any(|j| !j.ends_with("(not started)")) {
-                // Something is still going and may yet fail: let it finish first.
+            // A skipped (or cancelled) sync job in a run still going may be a superseded
+            // attempt; and something still going may yet fail: let it finish first.
+            if any_run_unfinished || in_flight.iter().any(|j| !j.ends_with("(not started)")) {
                 let mut waiting = in_flight;
                 waiting.push(format!("({sync} {s})"));
                 return running_or_pending(waiting);
@@ -274,33 +345,10 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
             )
         }
         Some(JobStatus::Success) => {
-            if !in_flight.is_empty() {
-                return running_or_pending(in_flight);
-            }
-            if policy.required_jobs.is_none() {
-                // "Every job" includes jobs no runner picked up yet, which the tasks path
-                // cannot see: the run status (when known) must agree.
-                if let Some(r) = current
-                    .iter()
-                    .find(|r| matches!(r.status, Some(JobStatus::Failure | JobStatus::Cancelled)))
-                {
-                    let s = r.status.unwrap_or(JobStatus::Unknown);
-                    return Verdict {
-                        kind: VerdictKind::Red,
-                        failed_jobs: vec![format!("run #{} ({s})", r.number)],
-                        sync_status,
-                        detail: format!(
-                            "run #{} reports {s} although no job seen failed{run_label}",
-                            r.number
-                        ),
-                    };
-                }
-                if current
-                    .iter()
-                    .any(|r| r.status.is_some_and(|s| !s.is_done()))
-                {
-                    return running_or_pending(Vec::new());
-                }
+            if !in_flight.is_empty() || !going.is_empty() || any_run_unfinished {
+                let mut waiting = in_flight;
+                waiting.extend(going);
+                return running_or_pending(waiting);
             }
             Verdict::new(
                 VerdictKind::Green,
@@ -331,7 +379,7 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
                         "{sync} did not run in the finished push run(s){run_label}: {PUSH_AGAIN}"
                     ),
                 )
-            } else if any_run_status_unknown && !any_run_running {
+            } else if any_run_status_unknown && !any_run_unfinished && going.is_empty() {
                 if timed_out {
                     Verdict::new(
                         VerdictKind::SyncNotDone,
@@ -348,6 +396,30 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
             }
         }
     }
+}
+
+/// The verdict while something is still going: `running` if a job or a counted run runs.
+fn running_or_pending_of(
+    by_name: &BTreeMap<&str, Vec<JobStatus>>,
+    any_run_running: bool,
+    sync_status: Option<JobStatus>,
+    mut waiting: Vec<String>,
+    run_label: &str,
+) -> Verdict {
+    let any_job_running = by_name.values().any(|s| s.contains(&JobStatus::Running));
+    let kind = if any_job_running || any_run_running {
+        VerdictKind::Running
+    } else {
+        VerdictKind::Pending
+    };
+    if waiting.is_empty() {
+        waiting.push("the run to finish".into());
+    }
+    Verdict::new(
+        kind,
+        sync_status,
+        format!("waiting for {}{run_label}", waiting.join(", ")),
+    )
 }
 
 /// `" (run #12)"` / `" (runs #12, #13)"` for the detail line.

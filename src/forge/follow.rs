@@ -2,8 +2,8 @@
 //! decided commits so that they cost no more requests.
 
 use super::{Forge, ForgeError};
-use crate::ci::CiRun;
-use crate::ci::verdict::{CiPolicy, Verdict, verdict};
+use crate::ci::verdict::{CiPolicy, Verdict, VerdictKind, verdict};
+use crate::ci::{CiRun, JobStatus};
 use crate::config::Repo;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,8 +12,11 @@ use std::sync::Mutex;
 type Decided = HashMap<(String, String), (Verdict, Vec<CiRun>)>;
 
 /// Wraps a [`Forge`] and a [`CiPolicy`]. Terminal verdicts (green, red, sync_not_done) are
-/// cached per (repository, SHA) in memory and answered without asking the forge; pending,
-/// running and no_run are asked again on every poll.
+/// cached per (repository, SHA) in memory. A green is final and answered without asking the
+/// forge. A red or sync_not_done is final only while nothing moves: each poll takes the
+/// forge's cheap look ([`Forge::push_run_states`], one request) and asks again in full when a
+/// push run is going again (a rerun queued in place) or changed. Pending, running and no_run
+/// are asked again on every poll.
 pub struct CiFollower<F: Forge> {
     forge: F,
     policy: CiPolicy,
@@ -47,8 +50,20 @@ impl<F: Forge> CiFollower<F> {
         now_ms: i64,
     ) -> Result<(Verdict, Vec<CiRun>), ForgeError> {
         let key = key(&repo.name, sha);
-        if let Some(hit) = self.lock().get(&key) {
-            return Ok(hit.clone());
+        let hit = self.lock().get(&key).cloned();
+        if let Some((v, runs)) = hit {
+            if v.kind == VerdictKind::Green {
+                return Ok((v, runs));
+            }
+            // Red and sync_not_done can still change: a rerun queued in place changes the
+            // status of its run. One cheap look tells.
+            match self.forge.push_run_states(repo, sha).await? {
+                Some(states) if moved(&runs, &states) => {
+                    tracing::debug!(repo = %repo.name, sha, "decided verdict reopened: a push run moved");
+                    self.lock().remove(&key);
+                }
+                _ => return Ok((v, runs)),
+            }
         }
         let runs = self.forge.runs_for_commit(repo, sha, pushed_ms).await?;
         let v = verdict(&runs, &self.policy, pushed_ms, now_ms);
@@ -75,6 +90,22 @@ impl<F: Forge> CiFollower<F> {
     }
 }
 
+/// Whether the push runs' states differ from those a decided verdict was based on: a push
+/// run the verdict did not see, a run that is going again, or a finished run whose status
+/// changed. A run the cheap look does not report is not judged.
+fn moved(runs: &[CiRun], states: &[(i64, Option<JobStatus>)]) -> bool {
+    states.iter().any(|(id, now)| {
+        let Some(then) = runs.iter().find(|r| r.id == *id && r.event == "push") else {
+            return true;
+        };
+        let done = |s: Option<JobStatus>| s.is_some_and(JobStatus::is_done);
+        match (then.status, *now) {
+            (Some(a), Some(b)) if a.is_done() && b.is_done() => a != b,
+            (a, b) => done(a) != done(b),
+        }
+    })
+}
+
 fn key(repo: &str, sha: &str) -> (String, String) {
     (repo.to_string(), sha.to_ascii_lowercase())
 }
@@ -82,7 +113,7 @@ fn key(repo: &str, sha: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ci::{CiJob, JobStatus};
+    use crate::ci::CiJob;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 

@@ -44,6 +44,9 @@ impl ForgeError {
     }
 }
 
+/// What [`Forge::push_run_states`] reports: (run id, aggregate status) per push run.
+pub type RunStates = Vec<(i64, Option<crate::ci::JobStatus>)>;
+
 /// What orch needs from a forge.
 pub trait Forge: Send + Sync {
     /// The runs that the commit `sha` (full hex) triggered in `repo`, with the latest attempt
@@ -55,6 +58,19 @@ pub trait Forge: Send + Sync {
         sha: &str,
         pushed_ms: Option<i64>,
     ) -> impl Future<Output = Result<Vec<CiRun>, ForgeError>> + Send;
+
+    /// A cheap look (one request where the forge allows it) at the push runs of `sha`:
+    /// (run id, aggregate status) of each run the forge can report this way. A decided red
+    /// or sync_not_done is re-checked with it: a rerun queued in place changes a run's status.
+    /// `None`: the forge has no look cheaper than [`runs_for_commit`](Self::runs_for_commit)
+    /// (its decided verdicts are final).
+    fn push_run_states(
+        &self,
+        _repo: &Repo,
+        _sha: &str,
+    ) -> impl Future<Output = Result<Option<RunStates>, ForgeError>> + Send {
+        async { Ok(None) }
+    }
 
     /// The commit at the head of `branch` on the forge, if the branch exists.
     fn branch_head(
@@ -117,6 +133,17 @@ impl Forge for AnyForge {
         match self {
             AnyForge::Forgejo(f) => f.runs_for_commit(repo, sha, pushed_ms).await,
             AnyForge::Local(f) => f.runs_for_commit(repo, sha, pushed_ms).await,
+        }
+    }
+
+    async fn push_run_states(
+        &self,
+        repo: &Repo,
+        sha: &str,
+    ) -> Result<Option<RunStates>, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.push_run_states(repo, sha).await,
+            AnyForge::Local(f) => f.push_run_states(repo, sha).await,
         }
     }
 

@@ -257,6 +257,12 @@ pub enum Event {
         reason: String,
     },
     Resume,
+    /// Out of PAUSED for another `reason` than a green upstream: a resumer took over a worker
+    /// whose supervisor died while it was paused (its new supervisor checks the upstream
+    /// again and pauses it anew if it is still red).
+    Unpaused {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

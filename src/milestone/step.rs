@@ -405,52 +405,65 @@ pub fn step(
                 }
             }
         }
-        Event::Resume => {
-            if p.milestone == Milestone::Paused {
-                let back = p.paused_from.unwrap_or(Milestone::Working);
-                if transition(contract, &mut p, back, "upstream green again", now, &mut fx) {
-                    p.paused_from = None;
-                    if let Some(c) = p.paused_clock.take() {
-                        // The timers go on where they stopped.
-                        p.since_ms = now - c.elapsed_ms;
-                        p.deadline_ms = c.left_ms.map(|l| now + l);
-                        p.warned = c.warned;
-                        p.extended = c.extended;
-                    }
-                    fx.push(Effect::ContinueWorker);
-                    fx.push(Effect::ResolveAlert {
-                        kind: "paused".into(),
-                    });
-                    fx.push(alert(
-                        Severity::Info,
-                        "resumed",
-                        format!("worker {worker} resumed in {back}: upstream green again"),
-                    ));
-                    // A verdict that came while paused is acted on now.
-                    if back == Milestone::PushedToCi {
-                        match p.verdict {
-                            Some(VerdictKind::Green) => finish_done(contract, &mut p, now, &mut fx),
-                            Some(VerdictKind::Red) => {
-                                let why = format!("CI red: {}", p.failed_jobs.join(", "));
-                                if transition(
-                                    contract,
-                                    &mut p,
-                                    Milestone::FixingCi,
-                                    &why,
-                                    now,
-                                    &mut fx,
-                                ) {
-                                    count_fix_attempt(contract, &mut p, worker, now, &mut fx);
-                                }
-                            }
-                            _ => {}
+        Event::Resume => unpause(
+            contract,
+            &mut p,
+            worker,
+            "upstream green again",
+            now,
+            &mut fx,
+        ),
+        Event::Unpaused { reason } => unpause(contract, &mut p, worker, reason, now, &mut fx),
+    }
+    (p, fx)
+}
+
+/// Back from PAUSED to where the worker was, its timers going on where they stopped: the
+/// upstream is green again, or a resumer takes over a worker whose supervisor died paused
+/// (its new supervisor checks the upstream again). A verdict that came meanwhile is acted on.
+fn unpause(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    reason: &str,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    if p.milestone == Milestone::Paused {
+        let back = p.paused_from.unwrap_or(Milestone::Working);
+        if transition(contract, p, back, reason, now, fx) {
+            p.paused_from = None;
+            if let Some(c) = p.paused_clock.take() {
+                // The timers go on where they stopped.
+                p.since_ms = now - c.elapsed_ms;
+                p.deadline_ms = c.left_ms.map(|l| now + l);
+                p.warned = c.warned;
+                p.extended = c.extended;
+            }
+            fx.push(Effect::ContinueWorker);
+            fx.push(Effect::ResolveAlert {
+                kind: "paused".into(),
+            });
+            fx.push(alert(
+                Severity::Info,
+                "resumed",
+                format!("worker {worker} resumed in {back}: {reason}"),
+            ));
+            // A verdict that came while paused is acted on now.
+            if back == Milestone::PushedToCi {
+                match p.verdict {
+                    Some(VerdictKind::Green) => finish_done(contract, p, now, fx),
+                    Some(VerdictKind::Red) => {
+                        let why = format!("CI red: {}", p.failed_jobs.join(", "));
+                        if transition(contract, p, Milestone::FixingCi, &why, now, fx) {
+                            count_fix_attempt(contract, p, worker, now, fx);
                         }
                     }
+                    _ => {}
                 }
             }
         }
     }
-    (p, fx)
 }
 
 fn finish_done(contract: &Contract, p: &mut Progress, now: i64, fx: &mut Vec<Effect>) {

@@ -271,6 +271,8 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
     let mut round = 0;
     let mut spawns = 0usize;
     let mut next_kill = Instant::now() + rng.ms(300, 1200);
+    // What the next kill is: every orch process at once (15%), else a random supervisor.
+    let mut everything_next = rng.chance(15);
     let mut next_look = Instant::now();
     loop {
         // Finished spawns.
@@ -391,7 +393,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
             }
         }
         // Now and then every orch process of the run at once.
-        if tally.total() < target && Instant::now() >= next_kill && rng.chance(15) {
+        if tally.total() < target && Instant::now() >= next_kill && everything_next {
             let took = kill_everything(&org, &mut inflight, &mut tally);
             tally.everything += 1;
             tally.slowest_orphan_ms = tally.slowest_orphan_ms.max(took.as_millis());
@@ -402,9 +404,10 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
                 took.as_millis()
             );
             next_kill = Instant::now() + rng.ms(200, 1500);
+            everything_next = rng.chance(15);
         }
         // A random live supervisor.
-        if tally.total() < target && Instant::now() >= next_kill {
+        if tally.total() < target && Instant::now() >= next_kill && !everything_next {
             let live: Vec<(String, i32)> = workers
                 .iter()
                 .filter(|w| !w.milestone().is_terminal() && supervisor_alive(w))
@@ -453,6 +456,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
                 }
                 run_resume(&org, &mut tally);
                 next_kill = Instant::now() + rng.ms(200, 1500);
+                everything_next = rng.chance(15);
             }
         }
         // What an operator does when `orch status` shows a worker nobody supervises (e.g. a

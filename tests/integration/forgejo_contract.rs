@@ -25,6 +25,8 @@ const VERSIONS: [&str; 5] = [V8, V11, V12, V15, V16];
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 /// The version probe, once per client.
 const PROBE: u64 = 1;
+/// The cheap look that re-checks a decided red or sync_not_done (a green costs nothing).
+const LOOK: u64 = 1;
 
 fn retry() -> RetryPolicy {
     RetryPolicy {
@@ -54,7 +56,8 @@ fn repo(name: &str) -> Repo {
 }
 
 fn path_of(version: &str) -> ApiPath {
-    let major: u32 = version.split('.').next().unwrap().parse().unwrap();
+    // The path the version names (`development`: the newest).
+    let major: u32 = version.split('.').next().unwrap().parse().unwrap_or(99);
     match major {
         8..=11 => ApiPath::TasksOnly,
         12..=15 => ApiPath::RunsAndTasks,
@@ -62,10 +65,11 @@ fn path_of(version: &str) -> ApiPath {
     }
 }
 
-/// Requests one look at a commit costs (without the version probe).
+/// Requests one look at a commit costs (without the version probe): on 8–11 the task pages
+/// and one page of commit statuses.
 fn cost(path: ApiPath, push_runs: u64, task_pages: u64) -> u64 {
     match path {
-        ApiPath::TasksOnly => task_pages,
+        ApiPath::TasksOnly => task_pages + 1,
         ApiPath::RunsAndTasks => 1 + if push_runs > 0 { task_pages } else { 0 },
         ApiPath::RunsAndJobs => 1 + push_runs,
     }
@@ -203,6 +207,9 @@ per_version!(
     slow_server_is_transient_after_retries,
 );
 
+/// The traps of the appendix of the reference, one scenario each, and the property test.
+mod traps;
+
 // ---- scenarios ----------------------------------------------------------------------------
 
 async fn green(version: &str) {
@@ -223,7 +230,8 @@ async fn green(version: &str) {
     assert_eq!((run.event.as_str(), run.number), ("push", 4));
     assert_eq!(run.jobs.len(), 2);
     assert!(run.jobs.iter().all(|j| j.attempt == 1));
-    assert_eq!(run.status.is_some(), env.path != ApiPath::TasksOnly);
+    // 8–11 have no run status: the commit statuses give it.
+    assert_eq!(run.status, Some(JobStatus::Success));
     assert_eq!(run.jobs[0].id.is_some(), env.path == ApiPath::RunsAndJobs);
     assert!(
         run.url
@@ -255,7 +263,8 @@ async fn one_job_failed(version: &str) {
     assert_eq!(v.kind, VerdictKind::Red, "{v:?}");
     assert_eq!(v.failed_jobs, vec!["test"]);
     assert_eq!(n, PROBE + cost(env.path, 1, 1));
-    assert_eq!(env.poll().await.2, 0);
+    // Decided red: one cheap look that nothing moved.
+    assert_eq!(env.poll().await.2, LOOK);
     env.assert_counts_agree().await;
 }
 
@@ -270,8 +279,9 @@ async fn sync_skipped_after_failure(version: &str) {
     let (v, _, _) = env.poll().await;
     assert_eq!(v.kind, VerdictKind::Red, "{v:?}");
     assert_eq!(v.failed_jobs, vec!["build"]);
-    // A server-skipped job has no task: only /jobs (≥ 16) shows it.
-    let expected_sync = (env.path == ApiPath::RunsAndJobs).then_some(JobStatus::Skipped);
+    // A server-skipped job has no task: /jobs (≥ 16) and the commit statuses (8–11) show it;
+    // on 12–15 the run status (failure) is explained by build, so no status is read.
+    let expected_sync = (env.path != ApiPath::RunsAndTasks).then_some(JobStatus::Skipped);
     assert_eq!(v.sync_status, expected_sync);
     env.assert_counts_agree().await;
 }
@@ -286,29 +296,24 @@ async fn sync_skipped_alone(version: &str) {
     );
     let (v, _, n) = env.poll().await;
     assert_eq!(n, PROBE + cost(env.path, 1, 1));
-    if env.path == ApiPath::TasksOnly {
-        // Without run statuses a missing sync job may still be queued: wait for start_timeout.
-        assert_eq!(v.kind, VerdictKind::Pending, "{v:?}");
-        assert!(v.detail.contains("radicle-push (not started)"), "{v:?}");
-        let later = env.pushed_ms + START_TIMEOUT.as_millis() as i64;
-        let (v, _, n) = env.poll_at(later).await;
-        assert_eq!(v.kind, VerdictKind::SyncNotDone, "{v:?}");
-        assert_eq!(n, cost(env.path, 1, 1));
-    } else {
-        assert_eq!(v.kind, VerdictKind::SyncNotDone, "{v:?}");
-        assert!(v.detail.contains("push a new commit"), "{v:?}");
-        if env.path == ApiPath::RunsAndJobs {
-            assert_eq!(
-                v.detail,
-                "radicle-push skipped: push a new commit (e.g. an empty commit) to trigger a push run"
-            );
-        }
+    // At once on every version: the run status (12+) or the commit statuses (8–11) say the
+    // run finished; no start_timeout wait.
+    assert_eq!(v.kind, VerdictKind::SyncNotDone, "{v:?}");
+    assert!(v.detail.contains("push a new commit"), "{v:?}");
+    if env.path != ApiPath::RunsAndTasks {
+        assert_eq!(
+            v.detail,
+            "radicle-push skipped: push a new commit (e.g. an empty commit) to trigger a push run"
+        );
     }
     assert!(v.failed_jobs.is_empty());
-    assert_eq!(env.poll().await.2, 0);
+    assert_eq!(env.poll().await.2, LOOK);
     env.assert_counts_agree().await;
 }
 
+/// Trap D2: a rerun happens in place. While it is queued the failed task is still the job's
+/// newest; a decided red must reopen (the follower's cheap look) and say pending, then
+/// follow the rerun to green.
 async fn rerun_turns_red_into_green(version: &str) {
     let env = Env::new(version).await;
     let run = env.fake.add_run(
@@ -317,25 +322,34 @@ async fn rerun_turns_red_into_green(version: &str) {
         "push",
         &[("build", "failure"), ("radicle-push", "skipped")],
     );
+    env.fake.set_needs(run, "radicle-push", &["build"]);
     assert_eq!(env.poll().await.0.kind, VerdictKind::Red);
+    assert_eq!(env.poll().await.2, LOOK, "nothing moved: the red stands");
 
     env.fake.add_noise(REPO, 2);
     env.fake.rerun_job(run, "build");
     env.fake.rerun_job(run, "radicle-push");
-    env.fake.set_job(run, "build", "running");
-    env.fake.set_job(run, "build", "success");
-    env.fake.set_job(run, "radicle-push", "success");
 
-    // The red verdict is cached until forgotten.
+    // Queued, no runner yet: the failed task is stale. Never a cached red.
     let (v, _, n) = env.poll().await;
-    assert_eq!((v.kind, n), (VerdictKind::Red, 0));
-    env.follower.forget(REPO, SHA);
+    assert_eq!(v.kind, VerdictKind::Pending, "{v:?}");
+    assert!(v.failed_jobs.is_empty(), "{v:?}");
+    assert_eq!(n, LOOK + cost(env.path, 1, 1));
 
+    env.fake.set_job(run, "build", "running");
+    let (v, _, n) = env.poll().await;
+    assert_eq!(v.kind, VerdictKind::Running, "{v:?}");
+    assert_eq!(n, cost(env.path, 1, 1));
+
+    env.fake.set_job(run, "build", "success");
+    env.fake.set_job(run, "radicle-push", "running");
+    env.fake.set_job(run, "radicle-push", "success");
     let (v, runs, n) = env.poll().await;
     assert_eq!(v.kind, VerdictKind::Green, "{v:?}");
     assert_eq!(n, cost(env.path, 1, 1));
     let build = runs[0].jobs.iter().find(|j| j.name == "build").unwrap();
     assert_eq!((build.status, build.attempt), (JobStatus::Success, 2));
+    assert_eq!(env.poll().await.2, 0, "a green is final");
     env.assert_counts_agree().await;
 }
 
@@ -1005,10 +1019,37 @@ async fn fake_payloads_have_the_reference_shapes() {
     assert_eq!(jobs[0]["needs"], serde_json::Value::Null);
     assert_eq!(jobs[0]["runs_on"], serde_json::Value::Null);
     assert_eq!(jobs[1]["needs"], serde_json::json!(["build"]));
+    // From v15 attempt is 1 at creation (not at pickup); handle is a UUID.
     assert_eq!(
         (jobs[1]["task_id"].as_i64(), jobs[1]["attempt"].as_i64()),
-        (Some(0), Some(0))
+        (Some(0), Some(1))
     );
+    assert_eq!(jobs[1]["handle"].as_str().unwrap().len(), 36);
+
+    // Commit statuses: one per job of the push run, key `status`, relative target_url.
+    let combined = get(format!(
+        "{}/api/v1/repos/{OWNER}/{REPO}/commits/{SHA}/status",
+        fake.uri()
+    ))
+    .await;
+    assert_eq!(combined["state"], "pending");
+    let st = combined["statuses"].as_array().unwrap();
+    assert_eq!(st.len(), 2);
+    assert!(
+        st.iter()
+            .any(|s| s["context"] == "ci.yml / radicle-push (push)"
+                && s["status"] == "pending"
+                && s["description"] == "Waiting to run"
+                && s["target_url"] == format!("/{OWNER}/{REPO}/actions/runs/1/jobs/1")
+                && s["creator"].is_null())
+    );
+    let none = get(format!(
+        "{}/api/v1/repos/{OWNER}/{REPO}/commits/{}/status",
+        fake.uri(),
+        "f".repeat(40)
+    ))
+    .await;
+    assert_eq!(none["statuses"], serde_json::Value::Null);
 
     // Older versions lack the newer endpoints.
     let old = FakeForgejo::start(V11).await;
@@ -1019,6 +1060,11 @@ async fn fake_payloads_have_the_reference_shapes() {
     .await
     .unwrap();
     assert_eq!(resp.status().as_u16(), 404);
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "404 page not found\n",
+        "chi's plain text"
+    );
 }
 
 // ---- the request table ---------------------------------------------------------------------
@@ -1040,6 +1086,17 @@ async fn measure(version: &str) -> String {
     let deciding = env.poll().await.2;
     let decided = env.poll().await.2;
 
+    // A decided red: each further poll is one cheap look.
+    let env = Env::new(version).await;
+    env.fake.add_run(
+        REPO,
+        SHA,
+        "push",
+        &[("build", "failure"), ("radicle-push", "skipped")],
+    );
+    env.poll().await;
+    let red = env.poll().await.2;
+
     // Nothing triggered yet.
     let env = Env::new(version).await;
     env.poll().await;
@@ -1057,7 +1114,9 @@ async fn measure(version: &str) -> String {
         ApiPath::RunsAndJobs => "runs + jobs",
     };
     let v = version.split('+').next().unwrap();
-    format!("| {v} | {path} | {first} | {later} | {deciding} | {decided} | {no_run} | {deep} |")
+    format!(
+        "| {v} | {path} | {first} | {later} | {deciding} | {decided} | {red} | {no_run} | {deep} |"
+    )
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! A fake Forgejo for tests: a wiremock server that answers the Actions API from a mutable
 //! scenario, with payloads shaped like the real server's (see
-//! `shared/reference/forgejo-actions-api.md` §2 and §8).
+//! `shared/reference/forgejo-actions-api.md` §2 and §8, **and its appendix**, which
+//! corrects them: every behaviour below follows the appendix).
 //!
 //! The integration tests reach it as `crate::support::fake_forgejo`; `benches/resume.rs`
 //! includes this file with `#[path]`:
@@ -14,15 +15,33 @@
 //! ```
 //!
 //! What is modelled:
-//! - runs (id, per-repo `index_in_repo`, `commit_sha`, event, workflow), their jobs (status,
+//! - runs (id, per-repo `index_in_repo`, `commit_sha`, trigger, workflow), their jobs (status,
 //!   attempt, `task_id`) and tasks (one per job attempt a runner picked up);
-//! - a job gets a task only when a runner picks it up (`running`, `success`, `failure`,
-//!   `cancelled`): `waiting`, `blocked` and server-`skipped` jobs have none, as on Forgejo;
+//! - triggers as the real server words them: a push run `event: "push"`; a dispatch run
+//!   `event: ""`, `trigger_event: "workflow_dispatch"`; a cron run that a push to the default
+//!   branch re-registered (`add_run(…, "schedule", …)`) `event: "push"`,
+//!   `trigger_event: "schedule"` and a non-zero `ScheduleID`; tasks carry the trigger;
+//! - a job gets a task only when a runner picks it up (`running`, `success`, `failure`):
+//!   `waiting`, `blocked`, server-`skipped` jobs and jobs cancelled before pickup have none;
+//!   a job whose `if:` is false ([`runner_skip`](FakeForgejo::runner_skip)) gets a `skipped`
+//!   task before v16 (the runner evaluates it) and none from v16 (the server does);
+//! - `attempt`: from v15 1 at creation and + 1 on rerun (tasks copy it); before, + 1 at
+//!   pickup. Reruns happen in place (same run and job id, back to waiting/blocked, no task
+//!   until the next pickup; the old task stays);
 //! - run status aggregated from the jobs like `AggregateJobStatus`;
-//! - endpoints by version: `/tasks` (≥ 8, newest first, `page`/`limit` honoured, no SHA
-//!   filter), `/runs` (≥ 12, `head_sha`/`event`/`page`/`limit`; id order only from 15, before
-//!   that ascending to catch clients that rely on order), `/runs/{id}` (≥ 12),
-//!   `/runs/{id}/jobs` and `/jobs/{id}/logs` (≥ 16), `/branches/{name}`, `/version`;
+//! - commit statuses for every job of push runs (context `"<workflow> / <job> (push)"`,
+//!   relative `target_url`), written at creation and on every change, deduplicated on the
+//!   state (v8–14) or the state and description (v15+); skipped is `success` "Has been
+//!   skipped" before v16 and `skipped` from v16; none for cron or dispatch runs;
+//! - endpoints by what the build has: `/tasks` (≥ 8, newest first, no SHA filter),
+//!   `/commits/{ref}/status` (latest status per context, paged), `/runs` (≥ 12,
+//!   `head_sha`/`event`/`page`/`limit`; id order only from 15, before that ascending to catch
+//!   clients that rely on order), `/runs/{id}` (≥ 12), `/runs/{id}/jobs` and
+//!   `/jobs/{id}/logs` (≥ 16), `/branches/{name}`, `/version`. A `-dev` build has the routes
+//!   of the release before it (`16.0.0-dev` no `/jobs`, `12.0.0-dev` no `/runs`);
+//!   `development` has every route. `/tasks` and `/runs` without `page` return every row
+//!   (no LIMIT). A route the build lacks answers chi's plain-text `404 page not found`; an
+//!   unknown repository, run or job the API's JSON 404;
 //! - times: RFC 3339 with the configured UTC offset, epoch when unset, `duration` in
 //!   nanoseconds and omitted when zero;
 //! - a required token (401 otherwise), injected faults (status codes, raw bodies, delays,
@@ -81,6 +100,8 @@ struct FaultRule {
 #[derive(Debug, Clone)]
 struct Job {
     id: i64,
+    /// Position in the run (the `jobs/<i>` of a status's `target_url`).
+    index: usize,
     name: String,
     needs: Option<Vec<String>>,
     status: String,
@@ -94,7 +115,9 @@ struct Run {
     repo: String,
     index: i64,
     sha: String,
-    event: String,
+    /// The trigger: `push`, `workflow_dispatch`, `schedule`, …
+    trigger: String,
+    schedule_id: i64,
     workflow_id: String,
     title: String,
     created_ms: i64,
@@ -115,10 +138,57 @@ struct Task {
     started_ms: i64,
 }
 
+/// A commit status row (`commit_status` table).
+#[derive(Debug, Clone)]
+struct StatusRow {
+    repo: String,
+    sha: String,
+    /// Per (repo, SHA), from 1.
+    index: i64,
+    context: String,
+    state: String,
+    description: String,
+    target_url: String,
+    created_ms: i64,
+}
+
+/// What a build can do, from its version.
+#[derive(Debug, Clone, Copy)]
+struct Features {
+    /// The release whose behaviour the build has (a `-dev` build: the one before it).
+    level: u32,
+    runs_route: bool,
+    jobs_route: bool,
+}
+
+impl Features {
+    fn of(version: &str) -> Features {
+        let major: u32 = version
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        let level = if version.starts_with("development") {
+            99
+        } else if version.contains("-dev") {
+            major.saturating_sub(1)
+        } else {
+            major
+        };
+        Features {
+            level,
+            runs_route: level >= 12,
+            jobs_route: level >= 16,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct State {
     version: String,
     major: u32,
+    features: Features,
+    statuses: Vec<StatusRow>,
     repos: BTreeSet<String>,
     clock_ms: i64,
     utc_offset_secs: i32,
@@ -156,6 +226,8 @@ impl FakeForgejo {
         let state = Arc::new(Mutex::new(State {
             version: version.to_string(),
             major,
+            features: Features::of(version),
+            statuses: Vec::new(),
             repos: BTreeSet::from([REPO.to_string()]),
             clock_ms: START_MS,
             utc_offset_secs: 0,
@@ -230,7 +302,16 @@ impl FakeForgejo {
         self.lock().required_token = token.map(str::to_string);
     }
 
+    /// Overrides the routes the build has (e.g. a dev build between two releases).
+    pub fn set_routes(&self, runs: bool, jobs: bool) {
+        let mut s = self.lock();
+        s.features.runs_route = runs;
+        s.features.jobs_route = jobs;
+    }
+
     /// Adds a run of workflow `ci.yml` for `sha` with jobs `(name, status)`; returns its id.
+    /// `event` is the trigger: `push`, `workflow_dispatch`, or `schedule` (a cron run that a
+    /// push to the default branch re-registered with the pushed SHA).
     pub fn add_run(&self, repo: &str, sha: &str, event: &str, jobs: &[(&str, &str)]) -> i64 {
         self.add_workflow_run(repo, sha, event, "ci.yml", jobs)
     }
@@ -253,12 +334,14 @@ impl FakeForgejo {
             *n
         };
         let now = s.clock_ms;
+        let schedule_id = if event == "schedule" { 1000 + id } else { 0 };
         let mut run = Run {
             id,
             repo: repo.to_string(),
             index,
             sha: sha.to_string(),
-            event: event.to_string(),
+            trigger: event.to_string(),
+            schedule_id,
             workflow_id: workflow.to_string(),
             title: format!("commit {}", &sha[..sha.len().min(7)]),
             created_ms: now,
@@ -267,14 +350,17 @@ impl FakeForgejo {
             stopped_ms: 0,
             jobs: Vec::new(),
         };
-        for (name, _) in jobs {
+        // From v15 a job's attempt is 1 at creation (`InsertRunJobs` → `PrepareNextAttempt`).
+        let attempt = if s.features.level >= 15 { 1 } else { 0 };
+        for (i, (name, _)) in jobs.iter().enumerate() {
             let job_id = s.id();
             run.jobs.push(Job {
                 id: job_id,
+                index: i,
                 name: name.to_string(),
                 needs: None,
                 status: "waiting".into(),
-                attempt: 0,
+                attempt,
                 task_id: 0,
             });
         }
@@ -282,12 +368,67 @@ impl FakeForgejo {
         for (name, status) in jobs {
             s.set_job(id, name, status);
         }
+        // Statuses for every job at creation, whatever its first state.
+        let names: Vec<String> = jobs.iter().map(|(n, _)| n.to_string()).collect();
+        for name in names {
+            s.write_status(id, &name);
+        }
         id
     }
 
-    /// Sets a job's status. A runner "picks the job up" (creating a task, attempt + 1) when
-    /// it enters `running`, `success`, `failure` or `cancelled` without a current task; a
-    /// current task follows the job's status.
+    /// A job whose `if:` is false: before v16 the runner evaluates it (a task is created
+    /// `running` and ends `skipped`); from v16 the server does (no task).
+    pub fn runner_skip(&self, run_id: i64, job: &str) {
+        let mut s = self.lock();
+        s.tick();
+        if s.features.level >= 16 {
+            s.set_job(run_id, job, "skipped");
+        } else {
+            s.set_job(run_id, job, "running");
+            s.set_job(run_id, job, "skipped");
+        }
+    }
+
+    /// Cancels every unfinished job of a run (a newer push, or a human): a job no runner
+    /// picked up is cancelled without a task.
+    pub fn cancel_run(&self, run_id: i64) {
+        let mut s = self.lock();
+        s.tick();
+        let open: Vec<String> = s
+            .run(run_id)
+            .expect("run")
+            .jobs
+            .iter()
+            .filter(|j| !is_done(&j.status))
+            .map(|j| j.name.clone())
+            .collect();
+        for name in open {
+            s.set_job(run_id, &name, "cancelled");
+        }
+    }
+
+    /// Sets a commit status row directly (e.g. one another tool wrote).
+    pub fn add_status(&self, repo: &str, sha: &str, context: &str, state: &str, url: &str) {
+        let mut s = self.lock();
+        s.tick();
+        let index = s.next_status_index(repo, sha);
+        let now = s.clock_ms;
+        s.statuses.push(StatusRow {
+            repo: repo.to_string(),
+            sha: sha.to_string(),
+            index,
+            context: context.to_string(),
+            state: state.to_string(),
+            description: String::new(),
+            target_url: url.to_string(),
+            created_ms: now,
+        });
+    }
+
+    /// Sets a job's status. A runner "picks the job up" (creating a task; before v15 the
+    /// attempt grows by one) when it enters `running`, `success` or `failure` without a current task; a current
+    /// task follows the job's status. `cancelled` or `skipped` without a current task: no
+    /// task (cancelled before pickup; skipped by the server because a need failed).
     pub fn set_job(&self, run_id: i64, job: &str, status: &str) {
         let mut s = self.lock();
         s.tick();
@@ -301,15 +442,25 @@ impl FakeForgejo {
         j.needs = Some(needs.iter().map(|n| n.to_string()).collect());
     }
 
-    /// Re-runs a job: it goes back to `waiting` without a task; the next pickup is a new
-    /// attempt with a new (higher) task id.
+    /// Re-runs a job in place: same run and job id, back to `waiting` (`blocked` when it has
+    /// needs) without a task (the old one stays in `/tasks`); from v15 attempt + 1. The next
+    /// pickup creates a new (higher) task id.
     pub fn rerun_job(&self, run_id: i64, job: &str) {
         let mut s = self.lock();
         s.tick();
+        let level = s.features.level;
         let j = s.job_mut(run_id, job);
-        j.status = "waiting".into();
+        j.status = if j.needs.as_ref().is_some_and(|n| !n.is_empty()) {
+            "blocked".into()
+        } else {
+            "waiting".into()
+        };
         j.task_id = 0;
+        if level >= 15 {
+            j.attempt += 1;
+        }
         s.touch_run(run_id);
+        s.write_status(run_id, job);
     }
 
     /// Adds `n` runs of other commits, each with one finished job (so one task each).
@@ -363,6 +514,37 @@ impl FakeForgejo {
     }
 
     // ---- observation ----------------------------------------------------------------------
+
+    /// A job's status as the server holds it (the truth the API reports views of).
+    pub fn job_status(&self, run_id: i64, job: &str) -> String {
+        let s = self.lock();
+        let run = s.run(run_id).expect("run");
+        run.jobs
+            .iter()
+            .find(|j| j.name == job)
+            .expect("job")
+            .status
+            .clone()
+    }
+
+    /// Every job of every run of `sha`: (trigger, workflow, job name, status).
+    pub fn truth(&self, repo: &str, sha: &str) -> Vec<(String, String, String, String)> {
+        let s = self.lock();
+        s.runs
+            .iter()
+            .filter(|r| r.repo == repo && r.sha == sha)
+            .flat_map(|r| {
+                r.jobs.iter().map(move |j| {
+                    (
+                        r.trigger.clone(),
+                        r.workflow_id.clone(),
+                        j.name.clone(),
+                        j.status.clone(),
+                    )
+                })
+            })
+            .collect()
+    }
 
     pub fn hits(&self) -> Vec<Hit> {
         self.lock().hits.clone()
@@ -437,7 +619,8 @@ impl State {
 
     fn set_job(&mut self, run_id: i64, job: &str, status: &str) {
         let now = self.clock_ms;
-        let picked_up = matches!(status, "running" | "success" | "failure" | "cancelled");
+        let level = self.features.level;
+        let picked_up = matches!(status, "running" | "success" | "failure");
         let new_task = {
             let j = self.job_mut(run_id, job);
             j.status = status.to_string();
@@ -446,7 +629,9 @@ impl State {
         if new_task {
             let task_id = self.id();
             let j = self.job_mut(run_id, job);
-            j.attempt += 1;
+            if level < 15 {
+                j.attempt += 1;
+            }
             j.task_id = task_id;
             let job_id = j.id;
             self.tasks.push(Task {
@@ -466,6 +651,104 @@ impl State {
             }
         }
         self.touch_run(run_id);
+        self.write_status(run_id, job);
+    }
+
+    fn next_status_index(&self, repo: &str, sha: &str) -> i64 {
+        self.statuses
+            .iter()
+            .filter(|r| r.repo == repo && r.sha == sha)
+            .map(|r| r.index)
+            .max()
+            .unwrap_or(0)
+            + 1
+    }
+
+    /// `services/actions/commit_status.go`: one status per job of a push run, written when
+    /// the state (v8–14) or the state or description (v15+) differs from the latest one of
+    /// its context.
+    fn write_status(&mut self, run_id: i64, job: &str) {
+        let level = self.features.level;
+        let run = self.run(run_id).expect("run").clone();
+        if run.trigger != "push" {
+            return; // cron runs carry no push payload, dispatch runs get none
+        }
+        let j = run
+            .jobs
+            .iter()
+            .find(|j| j.name == job)
+            .expect("job")
+            .clone();
+        let context = format!("{} / {} (push)", run.workflow_id, j.name);
+        let (state, description) = match j.status.as_str() {
+            "success" => ("success", "Successful in 1s".to_string()),
+            "skipped" if level >= 16 => ("skipped", "Has been skipped".into()),
+            "skipped" => ("success", "Has been skipped".into()),
+            "failure" => ("failure", "Failing after 1s".into()),
+            "cancelled" => ("failure", "Has been cancelled".into()),
+            "running" => ("pending", "Has started running".into()),
+            "waiting" => ("pending", "Waiting to run".into()),
+            "blocked" => ("pending", "Blocked by required conditions".into()),
+            _ => ("error", String::new()),
+        };
+        let latest = self
+            .statuses
+            .iter()
+            .filter(|r| r.repo == run.repo && r.sha == run.sha && r.context == context)
+            .max_by_key(|r| r.index);
+        if let Some(l) = latest
+            && l.state == state
+            && (level < 15 || l.description == description)
+        {
+            return;
+        }
+        let index = self.next_status_index(&run.repo, &run.sha);
+        let now = self.clock_ms;
+        self.statuses.push(StatusRow {
+            repo: run.repo.clone(),
+            sha: run.sha.clone(),
+            index,
+            context,
+            state: state.to_string(),
+            description,
+            target_url: format!(
+                "/{OWNER}/{}/actions/runs/{}/jobs/{}",
+                run.repo, run.index, j.index
+            ),
+            created_ms: now,
+        });
+    }
+
+    /// `GET /commits/{sha}/status`: the latest status per context, newest first.
+    fn latest_statuses(&self, repo: &str, sha: &str) -> Vec<&StatusRow> {
+        let mut latest: BTreeMap<&str, &StatusRow> = BTreeMap::new();
+        for r in self
+            .statuses
+            .iter()
+            .filter(|r| r.repo == repo && r.sha == sha)
+        {
+            let slot = latest.entry(r.context.as_str()).or_insert(r);
+            if r.index > slot.index {
+                *slot = r;
+            }
+        }
+        let mut out: Vec<&StatusRow> = latest.into_values().collect();
+        out.sort_by_key(|r| std::cmp::Reverse(r.index));
+        out
+    }
+
+    fn status_json(&self, r: &StatusRow, root: &str) -> Value {
+        json!({
+            "id": r.index,
+            "status": r.state,
+            "target_url": r.target_url,
+            "description": r.description,
+            "url": format!("{root}api/v1/repos/{OWNER}/{}/statuses/{}", r.repo, r.sha),
+            "context": r.context,
+            "creator": null,
+            "created_at": self.time(r.created_ms),
+            "updated_at": self.time(r.created_ms),
+        })
     }
 
     fn touch_run(&mut self, run_id: i64) {
@@ -510,7 +793,7 @@ impl State {
             "head_branch": "main",
             "head_sha": run.sha,
             "run_number": run.index,
-            "event": run.event,
+            "event": run.trigger,
             "display_title": run.title,
             "status": t.status,
             "workflow_id": run.workflow_id,
@@ -530,16 +813,22 @@ impl State {
             "workflow_id": r.workflow_id,
             "index_in_repo": r.index,
             "trigger_user": { "id": 2, "login": OWNER, "...": "..." },
-            "ScheduleID": 0,
+            "ScheduleID": r.schedule_id,
             "prettyref": "main",
             "is_ref_deleted": false,
             "commit_sha": r.sha,
             "is_fork_pull_request": false,
             "need_approval": false,
             "approved_by": 0,
-            "event": r.event,
-            "event_payload": "",
-            "trigger_event": r.event,
+            // `Event.Event()`: push (cron runs re-registered by a push too) → "push";
+            // workflow_dispatch and schedule have no case → "".
+            "event": match r.trigger.as_str() {
+                "push" | "schedule" => "push",
+                "pull_request" | "pull_request_sync" => "pull_request",
+                _ => "",
+            },
+            "event_payload": if r.trigger == "schedule" { r#"{"action":"created"}"# } else { "" },
+            "trigger_event": r.trigger,
             "status": status,
             "started": self.time(r.started_ms),
             "stopped": self.time(r.stopped_ms),
@@ -564,7 +853,7 @@ impl State {
             "id": j.id,
             "run_id": r.id,
             "attempt": j.attempt,
-            "handle": "",
+            "handle": format!("{:08x}-0000-4000-8000-{:012x}", j.id, j.attempt),
             "repo_id": 63,
             "owner_id": 2,
             "name": j.name,
@@ -609,6 +898,14 @@ fn aggregate(jobs: &[Job]) -> &'static str {
 
 fn error_body(message: &str) -> Value {
     json!({ "message": message, "url": "https://forgejo.example/api/swagger" })
+}
+
+/// chi's answer for a route the router does not have.
+fn no_route() -> ResponseTemplate {
+    ResponseTemplate::new(404).set_body_raw(
+        b"404 page not found\n".to_vec(),
+        "text/plain; charset=utf-8",
+    )
 }
 
 fn not_found() -> ResponseTemplate {
@@ -703,6 +1000,23 @@ fn query_param(req: &Request, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// `page`/`limit` of the Actions lists: without `page` (or with page ≤ 0) `FindAndCount`
+/// applies no LIMIT at all (`None`: every row).
+fn list_paging(req: &Request) -> Option<(usize, usize)> {
+    let page = query_param(req, "page")
+        .first()
+        .and_then(|p| p.parse::<i64>().ok())
+        .filter(|p| *p > 0)?;
+    Some((page as usize, paging(req).1))
+}
+
+fn list_page<T: Clone>(items: &[T], paging: Option<(usize, usize)>) -> Vec<T> {
+    match paging {
+        Some((page, limit)) => page_of(items, page, limit),
+        None => items.to_vec(),
+    }
+}
+
 /// `page`/`limit` as Forgejo reads them: page ≤ 0 → 1, limit default 30, max 50.
 fn paging(req: &Request) -> (usize, usize) {
     let page = query_param(req, "page")
@@ -733,14 +1047,14 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
         return ResponseTemplate::new(405).set_body_json(error_body("method not allowed"));
     }
     let Some(rest) = path.strip_prefix("/api/v1") else {
-        return not_found();
+        return no_route();
     };
     if rest == "/version" {
         return ResponseTemplate::new(200).set_body_json(json!({ "version": s.version }));
     }
     let parts: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
     let ["repos", owner, repo, tail @ ..] = parts.as_slice() else {
-        return not_found();
+        return no_route();
     };
     if *owner != OWNER || !s.repos.contains(*repo) {
         return not_found();
@@ -772,15 +1086,52 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 None => not_found(),
             }
         }
-        ["actions", "tasks"] if s.major >= 8 => {
+        ["commits", sha, "status"] => {
+            let latest = s.latest_statuses(&repo, sha);
+            if latest.is_empty() {
+                return ResponseTemplate::new(200).set_body_json(json!({
+                    "state": "", "sha": "", "total_count": 0, "statuses": null,
+                    "repository": null, "commit_url": "", "url": "",
+                }));
+            }
             let (page, limit) = paging(req);
+            let shown = page_of(&latest, page, limit);
+            let rank = |st: &str| match st {
+                "error" => 0,
+                "failure" => 1,
+                "warning" => 2,
+                "pending" => 3,
+                "success" => 4,
+                _ => 5,
+            };
+            let worst = latest
+                .iter()
+                .map(|r| r.state.as_str())
+                .min_by_key(|st| rank(st))
+                .unwrap_or("");
+            let state = if worst == "error" { "failure" } else { worst };
+            let statuses: Vec<Value> = shown.iter().map(|r| s.status_json(r, root)).collect();
+            ResponseTemplate::new(200)
+                .insert_header("X-Total-Count", latest.len().to_string().as_str())
+                .set_body_json(json!({
+                    "state": state,
+                    "sha": sha,
+                    "total_count": statuses.len(),
+                    "statuses": statuses,
+                    "repository": { "id": 63, "full_name": format!("{OWNER}/{repo}"), "...": "..." },
+                    "commit_url": "",
+                    "url": "",
+                }))
+        }
+        ["actions", "tasks"] if s.features.level >= 8 => {
+            let paging = list_paging(req);
             let mut tasks: Vec<&Task> = s
                 .tasks
                 .iter()
                 .filter(|t| s.run(t.run_id).is_some_and(|r| r.repo == repo))
                 .collect();
             tasks.sort_by_key(|t| std::cmp::Reverse(t.id));
-            let entries: Vec<Value> = page_of(&tasks, page, limit)
+            let entries: Vec<Value> = list_page(&tasks, paging)
                 .into_iter()
                 .map(|t| s.task_json(t, root))
                 .collect();
@@ -789,8 +1140,8 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 "total_count": tasks.len(),
             }))
         }
-        ["actions", "runs"] if s.major >= 12 => {
-            let (page, limit) = paging(req);
+        ["actions", "runs"] if s.features.runs_route => {
+            let paging = list_paging(req);
             let head_sha = query_param(req, "head_sha");
             let events = query_param(req, "event");
             let mut runs: Vec<&Run> = s
@@ -798,14 +1149,22 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 .iter()
                 .filter(|r| r.repo == repo)
                 .filter(|r| head_sha.first().is_none_or(|sha| &r.sha == sha))
-                .filter(|r| events.is_empty() || events.contains(&r.event))
+                // `?event=` filters on the stored event: a cron run's is `push`.
+                .filter(|r| {
+                    let stored = if r.trigger == "schedule" {
+                        "push"
+                    } else {
+                        r.trigger.as_str()
+                    };
+                    events.is_empty() || events.iter().any(|e| e == stored)
+                })
                 .collect();
             if s.major >= 15 {
                 runs.sort_by_key(|r| std::cmp::Reverse(r.id));
             } else {
                 runs.sort_by_key(|r| r.id); // unspecified order before v15
             }
-            let entries: Vec<Value> = page_of(&runs, page, limit)
+            let entries: Vec<Value> = list_page(&runs, paging)
                 .into_iter()
                 .map(|r| s.run_json(r, root))
                 .collect();
@@ -814,7 +1173,7 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 "total_count": runs.len(),
             }))
         }
-        ["actions", "runs", id] if s.major >= 12 => {
+        ["actions", "runs", id] if s.features.runs_route => {
             match id.parse::<i64>().ok().and_then(|id| s.run(id)) {
                 Some(r) if r.repo == repo => {
                     ResponseTemplate::new(200).set_body_json(s.run_json(r, root))
@@ -822,7 +1181,7 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 _ => ResponseTemplate::new(404).set_body_json(error_body("run not found")),
             }
         }
-        ["actions", "runs", id, "jobs"] if s.major >= 16 => {
+        ["actions", "runs", id, "jobs"] if s.features.jobs_route => {
             match id.parse::<i64>().ok().and_then(|id| s.run(id)) {
                 Some(r) if r.repo == repo => {
                     let jobs: Vec<Value> = r.jobs.iter().map(|j| s.job_json(r, j)).collect();
@@ -831,7 +1190,7 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 _ => ResponseTemplate::new(404).set_body_json(error_body("run not found")),
             }
         }
-        ["actions", "jobs", id, "logs"] if s.major >= 16 => {
+        ["actions", "jobs", id, "logs"] if s.features.jobs_route => {
             let id = id.parse::<i64>().unwrap_or(-1);
             let in_repo = s
                 .runs
@@ -843,6 +1202,6 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 _ => ResponseTemplate::new(404).set_body_json(error_body("job not executed")),
             }
         }
-        _ => not_found(),
+        _ => no_route(),
     }
 }

@@ -685,7 +685,15 @@ impl Org {
         for r in &spec.repos {
             let clone = root.join("repos").join(&r.name);
             match &spec.forge {
-                ForgeSpec::Local(_) => init_repo(&clone, &r.name),
+                ForgeSpec::Local(_) => {
+                    init_repo(&clone, &r.name);
+                    // The base is green by the status check's rule: a base-branch CI run
+                    // (which the local forge starts for a pushed ref without one, and which
+                    // the cascade watches) must not make every upstream look red.
+                    if matches!(spec.ci, Ci::Gated | Ci::Sleep(_)) && r.jobs.is_empty() {
+                        commit_file(&clone, "status.txt", "good\n", "the base is green");
+                    }
+                }
                 ForgeSpec::Forgejo { .. } => {
                     let bare = root.join("origins").join(format!("{}.git", r.name));
                     init_bare_origin(&bare, &root.join("seed").join(&r.name), &r.name);

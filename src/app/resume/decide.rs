@@ -12,7 +12,8 @@
 //! | any replacement past the limit   | FAILED, lock kept for an operator        | failed    |
 //! | FIXING_CI attempts exhausted     | FAILED                                   | failed    |
 //!
-//! A push the dead worker made but never reported counts as reported.
+//! A push the dead worker made but never reported counts as reported. A worker whose
+//! supervisor died while it was PAUSED is first taken back to where it was.
 
 use crate::ci::verdict::VerdictKind;
 use crate::contract::Contract;
@@ -110,6 +111,15 @@ pub fn decide(contract: &Contract, case: &Case, now: i64) -> Decision {
         d.effects.extend(fx);
         d.events.push(event);
     };
+    // A worker whose supervisor died while it was PAUSED goes back to where it was; its new
+    // supervisor watches the upstream again (and pauses it anew while it is red).
+    if d.progress.milestone == Milestone::Paused {
+        let unpaused = Event::Unpaused {
+            reason: "its supervisor died while it was paused; a new one checks the upstream again"
+                .into(),
+        };
+        apply(&mut d, unpaused);
+    }
     if let Some((sha, pushed_ms)) = &case.unreported_push {
         let push = Event::Push {
             sha: sha.clone(),

@@ -50,11 +50,12 @@ pub struct Reconciled {
 
 /// A worker needs a resumer when it is still in progress and nobody supervises it: its lease
 /// ran out, or the process holding it is gone (or is a different process with a reused pid).
-/// BLOCKED and BLOCKED_PERMISSION wait for an operator; terminal states are final.
+/// A PAUSED worker needs one too (its supervisor watched the upstream). BLOCKED and
+/// BLOCKED_PERMISSION wait for an operator; terminal states are final.
 pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
     matches!(
         w.milestone(),
-        Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+        Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused
     ) && !w.supervised(now)
 }
 
@@ -147,7 +148,10 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     for w in &claimed {
         // Only a worker that will run again needs its worktree (and only WORKING can lack one:
         // the spawner died before making it); PUSHED_TO_CI workers need nothing but CI.
-        if matches!(w.milestone(), Milestone::Working | Milestone::FixingCi) {
+        if matches!(
+            w.milestone(),
+            Milestone::Working | Milestone::FixingCi | Milestone::Paused
+        ) {
             worktree::ensure_worktree(l, w);
         }
         let others = store

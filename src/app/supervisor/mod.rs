@@ -638,11 +638,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// Whether CI (and the branch head) is asked about now. A red or sync_not_done verdict is
+    /// not final on a real forge — a rerun in place may turn it green — so it is followed too,
+    /// at a cheap look per poll (see `forge::follow`); only green (DONE) and no run (a new push
+    /// is needed) end the following.
     fn should_poll(&self, now: i64) -> bool {
+        use crate::ci::verdict::VerdictKind;
         let p = &self.w.progress;
         p.tracked_sha.is_some()
             && !p.milestone.is_terminal()
-            && !p.verdict.is_some_and(|v| v.is_terminal())
+            && !matches!(p.verdict, Some(VerdictKind::Green | VerdictKind::NoRun))
             && now >= self.next_poll_ms
     }
 

@@ -288,7 +288,7 @@ fn rerun_in_progress_is_running_not_red() {
 }
 
 #[test]
-fn jobs_merge_across_push_runs_newest_run_wins() {
+fn newest_run_of_a_workflow_wins_and_workflows_add_up() {
     let runs = vec![
         run(
             7,
@@ -299,7 +299,7 @@ fn jobs_merge_across_push_runs_newest_run_wins() {
         run(3, "push", Some(Failure), vec![job("build", Failure)]),
     ];
     assert_eq!(v(&runs).kind, VerdictKind::Green);
-    let runs = vec![
+    let mut runs = vec![
         run(3, "push", Some(Success), vec![job("build", Success)]),
         run(
             7,
@@ -308,6 +308,7 @@ fn jobs_merge_across_push_runs_newest_run_wins() {
             vec![job("test", Success), job("radicle-push", Success)],
         ),
     ];
+    runs[0].workflow = Some("release.yml".into());
     let out = v(&runs);
     assert_eq!(out.kind, VerdictKind::Green);
     assert!(out.detail.contains("2 required job(s)"), "{}", out.detail);
@@ -368,10 +369,12 @@ fn run_status_guards_green_when_every_job_is_required() {
     let out = v(&runs);
     assert_eq!(out.kind, VerdictKind::Red);
     assert_eq!(out.failed_jobs, vec!["run #1 (cancelled)"]);
-    // With an explicit list the named jobs decide.
+    // An explicit list narrows what must succeed, never what must have finished.
     let mut p = policy();
     p.required_jobs = Some(vec!["build".into()]);
-    let runs = vec![run(1, "push", Some(Running), jobs)];
+    let runs = vec![run(1, "push", Some(Running), jobs.clone())];
+    assert_eq!(verdict(&runs, &p, None, 0).kind, VerdictKind::Running);
+    let runs = vec![run(1, "push", Some(Success), jobs)];
     assert_eq!(verdict(&runs, &p, None, 0).kind, VerdictKind::Green);
 }
 
@@ -431,6 +434,51 @@ fn empty_required_list_needs_only_the_sync_job() {
     p.required_jobs = Some(vec![]);
     let runs = push(&[("build", Failure), ("radicle-push", Success)]);
     assert_eq!(verdict(&runs, &p, None, 0).kind, VerdictKind::Green);
+}
+
+#[test]
+fn same_job_name_in_two_workflows_is_two_jobs() {
+    // ci.yml's failed build is not hidden by release.yml's green build (a newer run).
+    let mut runs = vec![
+        run(
+            3,
+            "push",
+            Some(Failure),
+            vec![job("build", Failure), job("radicle-push", Skipped)],
+        ),
+        run(4, "push", Some(Success), vec![job("build", Success)]),
+    ];
+    runs[1].workflow = Some("release.yml".into());
+    let out = v(&runs);
+    assert_eq!(out.kind, VerdictKind::Red, "{out:?}");
+    assert_eq!(out.failed_jobs, vec!["build"]);
+    // The sync job must succeed in each run that defines it.
+    runs[0].jobs = vec![job("build", Success), job("radicle-push", Success)];
+    runs[0].status = Some(Success);
+    runs[1].jobs.push(job("radicle-push", Skipped));
+    assert_eq!(v(&runs).kind, VerdictKind::SyncNotDone);
+}
+
+#[test]
+fn a_run_cancelled_before_any_job_was_picked_up_is_red() {
+    let runs = vec![run(1, "push", Some(Cancelled), vec![])];
+    let out = v(&runs);
+    assert_eq!(out.kind, VerdictKind::Red, "{out:?}");
+    assert_eq!(out.failed_jobs, vec!["run #1 (cancelled)"]);
+}
+
+#[test]
+fn non_required_jobs_still_going_hold_green_back() {
+    let mut p = policy();
+    p.required_jobs = Some(vec!["build".into()]);
+    let runs = push(&[
+        ("build", Success),
+        ("docs", Waiting),
+        ("radicle-push", Success),
+    ]);
+    let out = verdict(&runs, &p, None, 0);
+    assert_eq!(out.kind, VerdictKind::Pending, "{out:?}");
+    assert!(out.detail.contains("docs (waiting)"), "{}", out.detail);
 }
 
 fn any_status() -> impl Strategy<Value = JobStatus> {
@@ -493,21 +541,24 @@ fn any_policy() -> impl Strategy<Value = CiPolicy> {
     })
 }
 
-/// The statuses of the sync job's latest attempt(s) (ties possible), computed
-/// independently of `verdict`.
-fn latest_sync(runs: &[CiRun]) -> Vec<JobStatus> {
-    let sync: Vec<(i64, u32, JobStatus)> = runs
-        .iter()
-        .filter(|r| r.event == "push")
-        .flat_map(|r| r.jobs.iter().map(move |j| (r.id, j)))
-        .filter(|(_, j)| j.name == "radicle-push")
-        .map(|(rid, j)| (rid, j.attempt, j.status))
-        .collect();
-    let max = sync.iter().map(|(r, a, _)| (*r, *a)).max();
-    sync.into_iter()
-        .filter(|(r, a, _)| Some((*r, *a)) == max)
-        .map(|(_, _, s)| s)
-        .collect()
+/// The latest attempt of each job name of each push run (ties: every tied attempt),
+/// computed independently of `verdict`: (run id, name, status).
+fn latest_jobs(runs: &[CiRun]) -> Vec<(i64, String, JobStatus)> {
+    let mut out = Vec::new();
+    for r in runs.iter().filter(|r| r.event == "push") {
+        for j in &r.jobs {
+            let top = r
+                .jobs
+                .iter()
+                .filter(|k| k.name == j.name)
+                .map(|k| k.attempt)
+                .max();
+            if Some(j.attempt) == top {
+                out.push((r.id, j.name.clone(), j.status));
+            }
+        }
+    }
+    out
 }
 
 proptest! {
@@ -520,7 +571,21 @@ proptest! {
     ) {
         let out = verdict(&runs, &p, pushed, now);
         if out.kind == VerdictKind::Green {
-            prop_assert!(latest_sync(&runs).contains(&Success));
+            // Every run's workflow is unknown here, so every push run counts: every latest
+            // attempt of every job is finished, the required ones and the sync job succeeded.
+            let latest = latest_jobs(&runs);
+            prop_assert!(latest.iter().any(|(_, n, _)| n == "radicle-push"));
+            for (_, name, status) in &latest {
+                prop_assert!(status.is_done(), "{name} {status}");
+                let required = p.required_jobs.as_ref().is_none_or(|l| l.contains(name));
+                if required || name == "radicle-push" {
+                    prop_assert_eq!(*status, Success, "{}", name);
+                }
+            }
+            prop_assert!(runs
+                .iter()
+                .filter(|r| r.event == "push")
+                .all(|r| r.status.is_none_or(|s| s.is_done())));
             prop_assert_eq!(out.sync_status, Some(Success));
             prop_assert!(out.failed_jobs.is_empty());
         }

@@ -17,6 +17,23 @@ pub(super) struct Target<'a> {
     pub(super) missing_ok: bool,
 }
 
+/// What one GET brought back.
+pub(super) enum Got {
+    Body(String),
+    /// A 404 from the application (a JSON error body: no such repository, run, job…).
+    Missing(String),
+    /// A 404 from the router: the route does not exist on this server (chi's plain-text
+    /// `404 page not found`, not a JSON body).
+    NoRoute,
+}
+
+/// Whether a 404 body is the router's (plain text) rather than the API's (JSON).
+pub(super) fn is_route_404(body: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body.trim())
+        .map(|v| !v.is_object())
+        .unwrap_or(true)
+}
+
 impl ForgejoForge {
     /// One GET with retries. `Ok(None)` only for a 404 when `target.missing_ok`.
     pub(super) async fn get(
@@ -25,6 +42,31 @@ impl ForgejoForge {
         query: &[(&str, String)],
         target: Target<'_>,
     ) -> Result<Option<String>, ForgeError> {
+        match self.fetch(path, query, target).await? {
+            Got::Body(b) => Ok(Some(b)),
+            Got::Missing(_) | Got::NoRoute if target.missing_ok => Ok(None),
+            Got::Missing(body) => Err(self.classify(404, &format!("/api/v1{path}"), &body, target)),
+            Got::NoRoute => Err(self.no_route(path)),
+        }
+    }
+
+    /// The error for a route this server does not have.
+    pub(super) fn no_route(&self, path: &str) -> ForgeError {
+        ForgeError::Blocking {
+            kind: BlockingKind::Other,
+            message: format!(
+                "this server has no API route GET /api/v1{path} (plain-text 404 from its router): is forge.url a Forgejo ≥ 8 server with Actions?"
+            ),
+        }
+    }
+
+    /// One GET with retries, telling an application 404 from a missing route.
+    pub(super) async fn fetch(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        target: Target<'_>,
+    ) -> Result<Got, ForgeError> {
         let shown = format!("/api/v1{path}");
         let mut url = reqwest::Url::parse(&format!("{}{}", self.api, path)).map_err(|e| {
             ForgeError::Blocking {
@@ -53,10 +95,17 @@ impl ForgejoForge {
                     let status = resp.status().as_u16();
                     match status {
                         200..=299 => match resp.text().await {
-                            Ok(body) => return Ok(Some(body)),
+                            Ok(body) => return Ok(Got::Body(body)),
                             Err(e) => self.describe_transport(&e, &shown),
                         },
-                        404 if target.missing_ok => return Ok(None),
+                        404 => {
+                            let body = resp.text().await.unwrap_or_default();
+                            return Ok(if is_route_404(&body) {
+                                Got::NoRoute
+                            } else {
+                                Got::Missing(body)
+                            });
+                        }
                         429 | 500..=599 => {
                             wait = resp
                                 .headers()

@@ -1,14 +1,22 @@
 //! The Forgejo forge: CI state over Forgejo's REST API.
 //!
 //! Which endpoints answer depends on the server version (see
-//! `shared/reference/forgejo-actions-api.md` §1), so the version is probed once per client
-//! (`GET /api/v1/version`) and the best path is used:
+//! `shared/reference/forgejo-actions-api.md` §1 and its appendix), so the version is probed
+//! once per client (`GET /api/v1/version`) and the best path for it is tried first:
 //!
 //! | Forgejo | Path | Requests per look at a commit |
 //! |---|---|---|
 //! | ≥ 16 | `runs?head_sha=` + `runs/{id}/jobs` per push run | 1 + push runs |
-//! | 12–15 | `runs?head_sha=` + `tasks` pages (only if a push run exists) | 1 + pages |
-//! | 8–11 | `tasks` pages only (no SHA filter: filtered here) | pages |
+//! | 12–15 | `runs?head_sha=` + `tasks` pages (only if a push run exists); commit statuses only when the run status contradicts the tasks | 1 + pages (+1) |
+//! | 8–11 | `tasks` pages (no SHA filter: filtered here) + the commit's statuses | pages + 1 |
+//!
+//! The version only says what to try: dev builds report the next major before its routes
+//! exist, and a plain `go build` reports `development`. A route the router does not know
+//! answers a plain-text 404; the client then falls back one path and remembers it.
+//!
+//! Only runs triggered by a push count (`trigger_event`, no schedule id): a cron run that a
+//! push re-registered claims `event: "push"`. Reruns happen in place, so a task can be stale;
+//! [`runs`] tells which from the run status (12–15) or the commit statuses (8–11).
 //!
 //! Errors follow the contract taxonomy: connection errors, timeouts, 429 and 5xx are
 //! retried per [`RetryPolicy`] and then reported as [`ForgeError::Transient`]; 401, 403, 404
@@ -28,7 +36,7 @@ use crate::secret::Secret;
 use http::Target;
 use reqwest::header::HeaderValue;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -46,13 +54,23 @@ pub struct ForgejoVersion {
     pub major: u32,
     pub minor: u32,
     pub patch: u32,
+    /// A build from source without a release tag (`development`): treated as the newest.
+    pub development: bool,
 }
 
 impl ForgejoVersion {
     /// Parses the leading `major[.minor[.patch]]` of e.g. `11.0.1+gitea-1.22.0` or
-    /// `16.0.0-dev-12-gabc`; `None` if it does not start with a number.
+    /// `16.0.0-dev-12-gabc`, and `development` (a plain `go build`); `None` otherwise.
     pub fn parse(text: &str) -> Option<ForgejoVersion> {
         let text = text.trim();
+        if text.starts_with("development") {
+            return Some(ForgejoVersion {
+                major: 0,
+                minor: 0,
+                patch: 0,
+                development: true,
+            });
+        }
         let text = text.strip_prefix('v').unwrap_or(text);
         let mut parts = [0u32; 3];
         let mut rest = text;
@@ -75,18 +93,23 @@ impl ForgejoVersion {
             major: parts[0],
             minor: parts[1],
             patch: parts[2],
+            development: false,
         })
     }
 }
 
 impl fmt::Display for ForgejoVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.development {
+            return f.write_str("development");
+        }
         write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
     }
 }
 
-/// How CI state is read from a given server version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// How CI state is read from a given server version (ordered: each falls back to the one
+/// before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ApiPath {
     /// Forgejo 8–11: `/actions/tasks` only.
     TasksOnly,
@@ -97,13 +120,41 @@ pub enum ApiPath {
 }
 
 impl ApiPath {
-    /// `None` below Forgejo 8 (no Actions API).
+    /// The path to try first; `None` below Forgejo 8 (no Actions API).
     pub fn for_version(v: ForgejoVersion) -> Option<ApiPath> {
+        if v.development {
+            return Some(ApiPath::RunsAndJobs);
+        }
         match v.major {
             0..=7 => None,
             8..=11 => Some(ApiPath::TasksOnly),
             12..=15 => Some(ApiPath::RunsAndTasks),
             _ => Some(ApiPath::RunsAndJobs),
+        }
+    }
+
+    /// The path one step older (where a missing route falls back to).
+    pub fn fallback(self) -> Option<ApiPath> {
+        match self {
+            ApiPath::RunsAndJobs => Some(ApiPath::RunsAndTasks),
+            ApiPath::RunsAndTasks => Some(ApiPath::TasksOnly),
+            ApiPath::TasksOnly => None,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            ApiPath::TasksOnly => 0,
+            ApiPath::RunsAndTasks => 1,
+            ApiPath::RunsAndJobs => 2,
+        }
+    }
+
+    fn from_code(c: u8) -> ApiPath {
+        match c {
+            0 => ApiPath::TasksOnly,
+            1 => ApiPath::RunsAndTasks,
+            _ => ApiPath::RunsAndJobs,
         }
     }
 
@@ -135,6 +186,8 @@ pub struct ForgejoForge {
     request_timeout: Duration,
     retry: RetryPolicy,
     version: OnceCell<(ForgejoVersion, ApiPath)>,
+    /// The newest path this server has shown it supports (lowered when a route is missing).
+    cap: AtomicU8,
     requests: AtomicU64,
 }
 
@@ -213,6 +266,7 @@ impl ForgejoForge {
             request_timeout,
             retry,
             version: OnceCell::new(),
+            cap: AtomicU8::new(ApiPath::RunsAndJobs.code()),
             requests: AtomicU64::new(0),
         })
     }
@@ -228,9 +282,27 @@ impl ForgejoForge {
         Ok(self.detect().await?.0)
     }
 
-    /// The API path this client uses for the server's version.
+    /// The API path this client uses: the version's, or an older one once a route of it
+    /// turned out to be missing.
     pub async fn api_path(&self) -> Result<ApiPath, ForgeError> {
-        Ok(self.detect().await?.1)
+        let by_version = self.detect().await?.1;
+        Ok(by_version.min(ApiPath::from_code(self.cap.load(Ordering::Relaxed))))
+    }
+
+    /// Remembers that `path` is not available on this server (its route answered a
+    /// plain-text 404); returns the path to use instead.
+    pub(super) fn route_missing(&self, path: ApiPath, route: &str) -> Result<ApiPath, ForgeError> {
+        let Some(older) = path.fallback() else {
+            return Err(self.no_route(route));
+        };
+        self.cap.fetch_min(older.code(), Ordering::Relaxed);
+        tracing::info!(
+            route,
+            from = path.as_str(),
+            to = older.as_str(),
+            "forgejo route missing: falling back"
+        );
+        Ok(older)
     }
 
     async fn detect(&self) -> Result<(ForgejoVersion, ApiPath), ForgeError> {
@@ -298,11 +370,31 @@ impl Forge for ForgejoForge {
         pushed_ms: Option<i64>,
     ) -> Result<Vec<CiRun>, ForgeError> {
         check_sha(sha)?;
-        match self.detect().await?.1 {
-            ApiPath::TasksOnly => self.runs_tasks_only(repo, sha, pushed_ms).await,
-            ApiPath::RunsAndTasks => self.runs_with_tasks(repo, sha, pushed_ms).await,
-            ApiPath::RunsAndJobs => self.runs_with_jobs(repo, sha).await,
+        // Forgejo stores lowercase SHAs and matches `head_sha` exactly.
+        let sha = sha.to_ascii_lowercase();
+        let sha = sha.as_str();
+        let mut path = self.api_path().await?;
+        loop {
+            let got = match path {
+                ApiPath::TasksOnly => self.runs_tasks_only(repo, sha, pushed_ms).await,
+                ApiPath::RunsAndTasks => self.runs_with_tasks(repo, sha, pushed_ms).await,
+                ApiPath::RunsAndJobs => self.runs_with_jobs(repo, sha).await,
+            };
+            match got? {
+                Some(runs) => return Ok(runs),
+                None => path = self.route_missing(path, "…/actions/runs")?,
+            }
         }
+    }
+
+    async fn push_run_states(
+        &self,
+        repo: &Repo,
+        sha: &str,
+    ) -> Result<Option<crate::forge::RunStates>, ForgeError> {
+        check_sha(sha)?;
+        let sha = sha.to_ascii_lowercase();
+        self.run_states(repo, &sha).await
     }
 
     async fn branch_head(&self, repo: &Repo, branch: &str) -> Result<Option<String>, ForgeError> {
@@ -342,14 +434,23 @@ impl Forge for ForgejoForge {
         job: &str,
     ) -> Result<Option<String>, ForgeError> {
         check_sha(sha)?;
-        if self.detect().await?.1 != ApiPath::RunsAndJobs {
+        let sha = sha.to_ascii_lowercase();
+        if self.api_path().await? != ApiPath::RunsAndJobs {
             return Ok(None); // Forgejo < 16 has no logs API.
         }
-        let mut runs = self.fetch_runs(repo, sha).await?;
-        // Push runs first (they are the ones that count), newest first within each group.
-        runs.sort_by_key(|r| (r.event != "push", std::cmp::Reverse(r.id)));
+        let Some(mut runs) = self.fetch_runs(repo, &sha).await? else {
+            self.route_missing(ApiPath::RunsAndJobs, "…/actions/runs")?;
+            return Ok(None);
+        };
+        // Only push runs count (a cron run that claims `push` is not the commit's CI),
+        // newest first.
+        runs.retain(runs::is_push);
+        runs.sort_by_key(|r| std::cmp::Reverse(r.id));
         for r in &runs {
-            let jobs = self.fetch_jobs(repo, r.id).await?;
+            let Some(jobs) = self.fetch_jobs(repo, r.id).await? else {
+                self.route_missing(ApiPath::RunsAndJobs, "…/actions/runs/{id}/jobs")?;
+                return Ok(None);
+            };
             let Some(j) = jobs
                 .iter()
                 .filter(|j| j.name == job)

@@ -173,3 +173,114 @@ fn a_token_echoed_across_the_cut_of_a_server_message_is_redacted_whole() {
     assert!(!text.contains(&token[..8]), "{text}");
     assert!(text.contains("[redacted]"), "{text}");
 }
+
+#[test]
+fn development_builds_and_dev_versions_try_the_newest_path() {
+    let dev = ForgejoVersion::parse("development").unwrap();
+    assert!(dev.development);
+    assert_eq!(dev.to_string(), "development");
+    assert_eq!(ApiPath::for_version(dev), Some(ApiPath::RunsAndJobs));
+    let p = |s: &str| ApiPath::for_version(ForgejoVersion::parse(s).unwrap());
+    assert_eq!(
+        p("16.0.0-dev-45-c6a1d64dc1+gitea-1.22.0"),
+        Some(ApiPath::RunsAndJobs)
+    );
+    assert_eq!(ApiPath::RunsAndJobs.fallback(), Some(ApiPath::RunsAndTasks));
+    assert_eq!(ApiPath::RunsAndTasks.fallback(), Some(ApiPath::TasksOnly));
+    assert_eq!(ApiPath::TasksOnly.fallback(), None);
+}
+
+#[test]
+fn a_cron_run_claiming_push_is_not_a_push_run() {
+    let r = |event: &str, trigger: &str, schedule: i64| wire::ActionRun {
+        event: event.into(),
+        trigger_event: trigger.into(),
+        schedule_id: schedule,
+        ..Default::default()
+    };
+    assert!(super::runs::is_push(&r("push", "push", 0)));
+    assert!(!super::runs::is_push(&r("push", "schedule", 7)));
+    assert!(
+        !super::runs::is_push(&r("push", "push", 7)),
+        "a schedule id is never a push"
+    );
+    assert!(!super::runs::is_push(&r("", "workflow_dispatch", 0)));
+    assert!(
+        super::runs::is_push(&r("push", "", 0)),
+        "stored before trigger_event existed"
+    );
+}
+
+#[test]
+fn commit_statuses_become_jobs() {
+    use super::runs::{merge_statuses, status_jobs};
+    let st = |ctx: &str, state: &str, desc: &str, url: &str| wire::CommitStatus {
+        status: state.into(),
+        description: desc.into(),
+        context: ctx.into(),
+        target_url: url.into(),
+        ..Default::default()
+    };
+    let statuses = [
+        st(
+            "CI / build (push)",
+            "failure",
+            "Has been cancelled",
+            "/o/r/actions/runs/4/jobs/0",
+        ),
+        st(
+            "CI / a / b (push)",
+            "success",
+            "Has been skipped",
+            "/o/r/actions/runs/4/jobs/1",
+        ),
+        st(
+            "/ test (push)",
+            "pending",
+            "Blocked by required conditions",
+            "/o/r/actions/runs/4/jobs/2",
+        ),
+        st(
+            "CI / lint (pull_request)",
+            "failure",
+            "Failing after 1s",
+            "/o/r/actions/runs/5/jobs/0",
+        ),
+        st("external", "failure", "x", "https://ci.example/1"),
+    ];
+    let jobs = status_jobs(&statuses);
+    assert_eq!(jobs.len(), 3);
+    let mut runs = vec![CiRun {
+        id: 4,
+        number: 4,
+        event: "push".into(),
+        status: None,
+        workflow: Some("ci.yml".into()),
+        url: None,
+        jobs: vec![crate::ci::CiJob {
+            name: "a / b".into(),
+            status: JobStatus::Skipped,
+            attempt: 1,
+            id: None,
+        }],
+    }];
+    merge_statuses(&mut runs, &jobs, true);
+    let got: Vec<(&str, JobStatus)> = runs[0]
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.status))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a / b", JobStatus::Skipped),
+            ("build", JobStatus::Cancelled),
+            ("test", JobStatus::Blocked)
+        ]
+    );
+    assert_eq!(runs[0].status, Some(JobStatus::Cancelled));
+    assert_eq!(
+        super::runs::aggregate(&[JobStatus::Failure, JobStatus::Running]),
+        JobStatus::Failure
+    );
+}

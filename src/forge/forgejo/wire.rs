@@ -96,3 +96,31 @@ pub struct ActionRunJob {
     pub task_id: Option<i64>,
     pub status: String,
 }
+
+/// `GET …/commits/{ref}/status`: the latest status of each context (a page of them).
+/// A commit without statuses answers an all-empty object (`statuses: null`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct CombinedStatus {
+    pub state: String,
+    pub sha: String,
+    /// The number of statuses on this page.
+    pub total_count: i64,
+    pub statuses: Option<Vec<CommitStatus>>,
+}
+
+/// One commit status (`modules/structs/status.go`): the key is `status`, not `state`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct CommitStatus {
+    pub id: i64,
+    /// `pending`, `success`, `error`, `failure`, `warning` or (Forgejo ≥ 16) `skipped`.
+    pub status: String,
+    /// Relative web path `/<owner>/<repo>/actions/runs/<run number>/jobs/<job index>` for
+    /// statuses written by Forgejo Actions.
+    pub target_url: String,
+    pub description: String,
+    /// `"<workflow name> / <job name> (<event>)"` for Forgejo Actions.
+    pub context: String,
+    pub created_at: Option<String>,
+}

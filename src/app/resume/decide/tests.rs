@@ -306,3 +306,37 @@ fn a_supervisor_is_said_to_have_died_only_when_it_did() {
     n.progress.end_reason = Some("timed out".into());
     assert_eq!(why_ended(&n), "timed out");
 }
+
+#[test]
+fn a_worker_orphaned_while_paused_goes_back_and_is_decided_there() {
+    let c = contract();
+    // Paused while PUSHED_TO_CI: back there, then CI decides (green: DONE).
+    let mut p = progress(Milestone::PushedToCi);
+    let (paused, _) = crate::milestone::step(
+        &c,
+        "w-1",
+        &p,
+        &Event::Pause {
+            reason: "core main is red: test".into(),
+        },
+        T0,
+    );
+    assert_eq!(paused.milestone, Milestone::Paused);
+    let d = decide(&c, &case(&paused, Some(seen(VerdictKind::Green))), NOW);
+    assert_eq!(d.progress.milestone, Milestone::Done);
+    assert!(releases_lock(&d));
+    // Paused while WORKING, nothing pushed: a replacement continues.
+    p = progress(Milestone::Working);
+    let (paused, _) = crate::milestone::step(
+        &c,
+        "w-1",
+        &p,
+        &Event::Pause {
+            reason: "core main is red: test".into(),
+        },
+        T0,
+    );
+    let d = decide(&c, &case(&paused, None), NOW);
+    assert_eq!(d.progress.milestone, Milestone::Working);
+    assert_eq!(d.action, Action::Respawned);
+}

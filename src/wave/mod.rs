@@ -41,14 +41,7 @@ impl TaskDef {
     /// What a started task may not change: everything the worker was started with and what
     /// it waits for (the estimate may change: it only steers the planner).
     pub fn definition(&self) -> String {
-        serde_json::json!({
-            "repo": self.repo,
-            "task": self.task,
-            "plan": self.plan,
-            "component": self.component,
-            "after": self.after,
-        })
-        .to_string()
+        serde_json::to_string(self).expect("a task definition serialises")
     }
 }
 

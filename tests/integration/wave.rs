@@ -137,6 +137,16 @@ fn a_wave_runs_to_done_through_cron_ticks() {
     );
     assert!(org.workers().is_empty());
 
+    // A tick that finds another tick of the wave running skips, exit 0, and starts nothing.
+    {
+        let _held = orch::app::wave::try_tick_lock(&org.state, "wave-a")
+            .unwrap()
+            .unwrap();
+        let out = tick(&org, &file);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        assert!(output_text(&out).contains("another tick of this wave is still running; skipped"));
+        assert!(org.workers().is_empty());
+    }
     let v = drive(&org, &file, "wave-a");
     assert_eq!(v["all_done"], true, "{v:#}");
     assert_eq!(v["done"], 9);

@@ -25,4 +25,5 @@ pub mod sha;
 pub mod store;
 pub mod text;
 pub mod token;
+pub mod wave;
 pub mod yaml;

@@ -12,6 +12,7 @@ pub mod orphans;
 pub mod resume;
 pub mod spawn;
 pub mod supervisor;
+pub mod wave;
 
 pub use error::{Error, ErrorKind, Result};
 

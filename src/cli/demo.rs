@@ -4,7 +4,8 @@
 //! `radicle-push` sync job, and scripted workers that edit, commit, push and report. The vm
 //! worker's first push fails CI; it reads the log, fixes, pushes again. Workers are spawned
 //! through the real chain locks, in dependency order, and the timeline is read back from the
-//! database as it happens. Everything runs in a temporary directory.
+//! database as it happens. Part two runs the organisation's next round of work as one wave,
+//! through ticks as cron would (`app::wave::tick`). Everything runs in a temporary directory.
 
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::{Loaded, start_detached};
@@ -303,6 +304,9 @@ pub fn run(keep: bool) -> Result<i32, String> {
             }
         );
     }
+    if all_ok {
+        all_ok &= wave_part(&l, &dir, started)?;
+    }
     let locks = store.locks().map_err(|e| e.to_string())?;
     println!(
         "\n{} in {:.1}s; locks held now: {}",
@@ -325,4 +329,78 @@ pub fn run(keep: bool) -> Result<i32, String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(if all_ok { 0 } else { 1 })
+}
+
+/// The demo's wave file: the organisation's next round of work as one wave.
+const WAVE_YAML: &str = r#"name: demo-wave
+tasks:
+  - {id: core-next, repo: core, task: "Core: second feature", estimate: 2m}
+  - {id: sdk-docs, repo: sdk, task: "SDK: document the API", estimate: 1m}
+  - {id: vm-next, repo: vm, task: "VM: second opcode table", estimate: 3m}
+  - {id: net-next, repo: net, task: "Net: use the new opcodes", estimate: 2m}
+  - {id: sdk-examples, repo: sdk, task: "SDK: examples of the new opcodes", after: [vm-next], estimate: 1m}
+"#;
+
+/// Part two: the same organisation run as one wave, through `orch wave run --tick`-style
+/// ticks (here in-process, once a second), as cron would. True when every task is DONE.
+fn wave_part(l: &Loaded, dir: &Path, started: Instant) -> Result<bool, String> {
+    let file = dir.join("demo-wave.yaml");
+    std::fs::write(&file, WAVE_YAML).map_err(|e| e.to_string())?;
+    let wave = crate::app::wave::load(l, &file).map_err(|e| e.to_string())?;
+    let plan = crate::app::wave::plan(l, &wave).map_err(|e| e.to_string())?;
+    let ms = |m: u64| crate::duration::format(Duration::from_millis(m.max(1)));
+    println!(
+        "\nPart two: a wave ({}), run by ticks as cron would (`orch wave run demo-wave.yaml --tick`).",
+        file.display()
+    );
+    println!(
+        "  plan: makespan {} (lower bound {}), the seed's phase plan {}; critical path first.",
+        ms(plan.plan.makespan_ms),
+        ms(plan.plan.bound.lb_ms),
+        ms(plan.plan.phase_makespan_ms)
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let mut ticks = 0;
+    loop {
+        let r = crate::app::wave::tick(l, &wave).map_err(|e| e.to_string())?;
+        ticks += 1;
+        let Some(v) = r.view else { continue };
+        for t in &v.tasks {
+            let prev = last.insert(t.id.clone(), t.state.clone());
+            if prev.as_deref() == Some(t.state.as_str()) || (prev.is_none() && t.state == "PENDING")
+            {
+                continue;
+            }
+            let what = if r.started.iter().any(|s| s.task == t.id) {
+                format!(
+                    "started by tick {ticks} ({})",
+                    t.worker.as_deref().unwrap_or("-")
+                )
+            } else {
+                t.state.clone()
+            };
+            println!(
+                "{:>6.1}s  {:<12} {:<4} {}",
+                started.elapsed().as_secs_f64(),
+                t.id,
+                t.repo,
+                what
+            );
+        }
+        if v.finished {
+            println!(
+                "  wave {}: {}/{} DONE after {ticks} ticks; another tick now does nothing",
+                v.name,
+                v.done,
+                v.tasks.len()
+            );
+            return Ok(v.all_done);
+        }
+        if Instant::now() >= deadline {
+            println!("  wave {}: timed out", v.name);
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+    }
 }

@@ -8,6 +8,7 @@ mod ci;
 mod demo;
 mod locks;
 mod show;
+mod wave;
 mod workers;
 
 use crate::config::{Config, ConfigError};
@@ -191,6 +192,11 @@ pub enum Command {
         since: Option<std::time::Duration>,
         #[arg(long)]
         json: bool,
+    },
+    /// Waves: many tasks run by cron ticks, bottom-up, critical path first.
+    Wave {
+        #[command(subcommand)]
+        command: wave::WaveCommand,
     },
     /// Internal: supervise a worker (started by `orch spawn`).
     #[command(name = "__supervise", hide = true)]
@@ -502,6 +508,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             from_checkpoints,
             json,
         } => workers::resume_cmd(ctx, from_checkpoints, json),
+        Command::Wave { command } => wave::run(ctx, command),
         Command::Demo { keep } => demo::run(keep).map_err(Failure::no),
         Command::Completions { shell } => {
             use clap::CommandFactory;

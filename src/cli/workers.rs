@@ -254,11 +254,28 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
     let l = ctx.load()?;
     let mut store = l.store()?;
     loop {
-        let (workers, locks) =
-            store.read(|tx| Ok((ws::list_workers(tx)?, crate::store::active_locks(tx)?)))?;
+        let (workers, locks, in_waves) = store.read(|tx| {
+            Ok((
+                ws::list_workers(tx)?,
+                crate::store::active_locks(tx)?,
+                crate::store::waves::workers_in_waves(tx)?,
+            ))
+        })?;
+        // The wave (and task) each worker runs for, as `<wave>:<task>`.
+        let wave_of: std::collections::HashMap<String, String> = in_waves
+            .into_iter()
+            .map(|(w, wave, task)| (w, format!("{wave}:{task}")))
+            .collect();
         let now = now_ms();
         if json_out {
-            let ws_json: Vec<_> = workers.iter().map(|w| worker_json(w, &[])).collect();
+            let ws_json: Vec<_> = workers
+                .iter()
+                .map(|w| {
+                    let mut v = worker_json(w, &[]);
+                    v["wave"] = json!(wave_of.get(&w.id));
+                    v
+                })
+                .collect();
             print_json(&json!({"workers": ws_json, "locks": locks}));
         } else {
             if watch {
@@ -272,21 +289,22 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                 println!("no workers");
             } else {
                 println!(
-                    "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} SUPERVISOR",
-                    "WORKER", "REPO", "MILESTONE", "AGE", "SHA", "CI"
+                    "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<10} WAVE",
+                    "WORKER", "REPO", "MILESTONE", "AGE", "SHA", "CI", "SUPERVISOR"
                 );
                 for w in active {
                     let p = &w.progress;
                     let sup = supervision(w, now).column();
                     println!(
-                        "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {}",
+                        "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<10} {}",
                         esc(&w.id),
                         esc(&w.repo),
                         p.milestone.as_str(),
                         age(p.since_ms, now),
                         p.tracked_sha.as_ref().map(|s| s.short()).unwrap_or("-"),
                         p.verdict.map(|v| v.as_str()).unwrap_or("-"),
-                        sup
+                        sup,
+                        esc(wave_of.get(&w.id).map(String::as_str).unwrap_or("-"))
                     );
                 }
             }

@@ -184,6 +184,32 @@ const MIGRATIONS: &[&str] = &[
         poll_until_ms INTEGER NOT NULL DEFAULT 0
     );
     "#,
+    // 5: waves (src/store/waves.rs): a wave as first seen, its tasks and their workers.
+    r#"
+    CREATE TABLE waves (
+        name          TEXT PRIMARY KEY,
+        file          TEXT NOT NULL,
+        created_ms    INTEGER NOT NULL,
+        updated_ms    INTEGER NOT NULL,
+        finished_ms   INTEGER,
+        cancelled_ms  INTEGER,
+        cancelled_by  TEXT,
+        ready_waiting INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE wave_tasks (
+        wave        TEXT NOT NULL REFERENCES waves (name),
+        id          TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        definition  TEXT NOT NULL,
+        estimate_ms INTEGER,
+        worker_id   TEXT,
+        started_ms  INTEGER,
+        alerted_ms  INTEGER,
+        PRIMARY KEY (wave, id)
+    );
+    CREATE INDEX wave_tasks_worker ON wave_tasks (worker_id);
+    CREATE INDEX workers_task_id ON workers (task_id);
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -19,6 +19,8 @@ fn demo_runs_every_task_to_a_verified_done() {
         "the vm worker fails CI once: {stdout}"
     );
     assert!(stdout.contains("locks held now: 0"), "{stdout}");
+    // Part two: the organisation as one wave, through ticks.
+    assert!(stdout.contains("wave demo-wave: 5/5 DONE"), "{stdout}");
     // Dependency order: core's lock is released before vm starts, vm's before net starts.
     let pos = |needle: &str| {
         stdout

@@ -29,3 +29,4 @@ mod resume;
 mod store_errors;
 mod supervise;
 mod supervise_forgejo;
+mod wave;

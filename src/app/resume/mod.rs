@@ -69,7 +69,7 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
 
 /// Whoever runs next delivers what a dead process left in the outbox (and what this resume
 /// raised): every pending delivery gets one attempt now, within a bounded time.
-fn deliver_alerts(l: &Loaded) {
+pub fn deliver_alerts(l: &Loaded) {
     let cfg = &l.config.alerts;
     if cfg.sinks.is_empty() {
         return;

@@ -1,0 +1,661 @@
+//! Waves run by cron: one tick reconciles (resumes orphans), records the wave on first sight,
+//! starts what the scheduler (`wave::schedule::decide`) says may run now — detached — and
+//! returns. `--until-done` is ticks in a loop. Also the plan (estimates from history), the
+//! status of a wave, and its cancel.
+//!
+//! A tick holds an advisory lock on `<state dir>/waves/<name>.lock` (flock, released when the
+//! process ends however it ends): a tick that finds it taken skips. Each worker a wave starts
+//! carries the task id `<wave>:<task>`, so a tick that died between the spawn and the link is
+//! repaired by the next one, and never starts a task twice.
+
+use super::spawn::{SpawnRequest, Spawned, prepare};
+use super::{Error, Loaded, Result, start_detached};
+use crate::config::ConfigError;
+use crate::milestone::Milestone;
+use crate::store::waves::{self as wv, WaveRow, WaveTaskRow};
+use crate::store::workers::{self as ws, AlertRecord, WorkerRecord};
+use crate::store::{Store, now_ms};
+use crate::wave::plan::Plan;
+use crate::wave::schedule::{TaskState, WaveState, decide, free_slots};
+use crate::wave::{Dag, TaskDef, Wave, WaveError};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A task without an estimate and no DONE history on its repository.
+pub const DEFAULT_ESTIMATE: Duration = Duration::from_secs(30 * 60);
+/// How recent another wave's tick must be for its waiting tasks to count in the fair share.
+const FAIR_WINDOW_MS: i64 = 60 * 60 * 1000;
+
+/// Reads and validates a wave file against the organisation.
+pub fn load(l: &Loaded, path: &Path) -> Result<Wave> {
+    Wave::load(path, &l.config.graph).map_err(|e| match e {
+        WaveError::Read { path, source } => Error::io("cannot read", path, source),
+        WaveError::Invalid(d) => Error::Config(ConfigError::Invalid(d)),
+    })
+}
+
+/// The worker's task id for a wave's task.
+pub fn task_key(wave: &str, id: &str) -> String {
+    format!("{wave}:{id}")
+}
+
+/// Each repository's median time from spawn to DONE, from the database.
+pub fn history(store: &mut Store) -> Result<HashMap<String, Duration>> {
+    let rows = store.read(wv::done_durations)?;
+    let mut by: HashMap<String, Vec<i64>> = HashMap::new();
+    for (repo, ms) in rows {
+        by.entry(repo).or_default().push(ms);
+    }
+    Ok(by
+        .into_iter()
+        .map(|(repo, mut v)| {
+            v.sort_unstable();
+            (repo, Duration::from_millis(v[v.len() / 2] as u64))
+        })
+        .collect())
+}
+
+/// Estimates in ms, task order, and whether each came from the file.
+pub fn estimates(
+    tasks: &[TaskDef],
+    history: &HashMap<String, Duration>,
+) -> Vec<(u64, &'static str)> {
+    tasks
+        .iter()
+        .map(|t| match (t.estimate, history.get(&t.repo)) {
+            (Some(e), _) => (e.as_millis() as u64, "file"),
+            (None, Some(h)) => (h.as_millis() as u64, "history"),
+            (None, None) => (DEFAULT_ESTIMATE.as_millis() as u64, "default"),
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanReport {
+    pub wave: String,
+    pub max_parallel: usize,
+    pub tasks: Vec<TaskDef>,
+    pub estimates_ms: Vec<u64>,
+    pub estimate_sources: Vec<&'static str>,
+    pub plan: Plan,
+}
+
+pub fn plan(l: &Loaded, wave: &Wave) -> Result<PlanReport> {
+    let hist = history(&mut l.store()?)?;
+    let est = estimates(&wave.tasks, &hist);
+    let dag = Dag::build(&wave.tasks, &l.config.graph)
+        .map_err(|_| Error::Refused("the wave's waits form a cycle".into()))?;
+    let ms: Vec<u64> = est.iter().map(|e| e.0).collect();
+    let plan = crate::wave::plan::plan(&dag, &l.config.graph, &ms, l.config.worker.max_parallel);
+    Ok(PlanReport {
+        wave: wave.name.clone(),
+        max_parallel: l.config.worker.max_parallel,
+        tasks: wave.tasks.clone(),
+        estimates_ms: ms,
+        estimate_sources: est.into_iter().map(|e| e.1).collect(),
+        plan,
+    })
+}
+
+/// One task as `orch wave status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskView {
+    pub id: String,
+    pub repo: String,
+    pub task: String,
+    /// PENDING, or the worker's milestone.
+    pub state: String,
+    pub worker: Option<String>,
+    pub started_ms: Option<i64>,
+    pub ended_ms: Option<i64>,
+    pub estimate_ms: u64,
+    pub estimate_source: &'static str,
+    pub actual_ms: Option<i64>,
+    /// What it waits for that is not DONE: (task id, its state); a stopped task further up
+    /// is named too.
+    pub waiting_on: Vec<(String, String)>,
+}
+
+impl TaskView {
+    /// "waiting on core-api (FAILED)".
+    pub fn waiting_text(&self) -> Option<String> {
+        (!self.waiting_on.is_empty()).then(|| {
+            format!(
+                "waiting on {}",
+                self.waiting_on
+                    .iter()
+                    .map(|(t, s)| format!("{t} ({s})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WaveView {
+    pub name: String,
+    pub file: String,
+    pub cancelled: bool,
+    pub tasks: Vec<TaskView>,
+    pub done: usize,
+    pub all_done: bool,
+    /// Nothing runs and nothing more can start.
+    pub finished: bool,
+}
+
+/// The wave as recorded: its tasks (from the database), their workers and states.
+struct Loaded2 {
+    row: WaveRow,
+    rows: Vec<WaveTaskRow>,
+    tasks: Vec<TaskDef>,
+    workers: Vec<Option<WorkerRecord>>,
+    dag: Dag,
+    state: WaveState,
+    est: Vec<(u64, &'static str)>,
+}
+
+fn task_state(w: Option<&WorkerRecord>) -> TaskState {
+    match w.map(|w| w.milestone()) {
+        None => TaskState::Pending,
+        Some(Milestone::Done) => TaskState::Done,
+        Some(
+            Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused,
+        ) => TaskState::Running,
+        Some(_) => TaskState::Stopped,
+    }
+}
+
+fn load_recorded(l: &Loaded, store: &mut Store, name: &str) -> Result<Option<Loaded2>> {
+    let Some((row, rows, workers)) = store.read(|tx| {
+        let Some(row) = wv::get_wave(tx, name)? else {
+            return Ok(None);
+        };
+        let rows = wv::wave_tasks(tx, name)?;
+        let mut workers = Vec::with_capacity(rows.len());
+        for r in &rows {
+            workers.push(match &r.worker_id {
+                Some(id) => ws::get_worker(tx, id)?,
+                None => None,
+            });
+        }
+        Ok(Some((row, rows, workers)))
+    })?
+    else {
+        return Ok(None);
+    };
+    let mut tasks = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let mut t: TaskDef = serde_json::from_str(&r.definition).map_err(|e| {
+            Error::Refused(format!(
+                "wave {name}: task {} is recorded unreadably ({e})",
+                r.id
+            ))
+        })?;
+        t.estimate = r.estimate_ms.map(|ms| Duration::from_millis(ms as u64));
+        tasks.push(t);
+    }
+    let dag = Dag::build(&tasks, &l.config.graph).map_err(|c| {
+        Error::Refused(format!(
+            "wave {name}: with repos.yaml as it is now its tasks wait in a cycle ({})",
+            c.iter()
+                .map(|&i| tasks[i].id.as_str())
+                .collect::<Vec<_>>()
+                .join(" waits for ")
+        ))
+    })?;
+    let est = estimates(&tasks, &history(store)?);
+    let ms: Vec<u64> = est.iter().map(|e| e.0).collect();
+    let states = workers.iter().map(|w| task_state(w.as_ref())).collect();
+    let state = WaveState::new(&dag, states, dag.bottom_levels(&ms));
+    Ok(Some(Loaded2 {
+        row,
+        rows,
+        tasks,
+        workers,
+        dag,
+        state,
+        est,
+    }))
+}
+
+fn view(w: &Loaded2) -> WaveView {
+    let now = now_ms();
+    let label = |i: usize| match &w.workers[i] {
+        Some(r) => r.milestone().as_str().to_string(),
+        None => "PENDING".to_string(),
+    };
+    let tasks: Vec<TaskView> = (0..w.tasks.len())
+        .map(|i| {
+            let t = &w.tasks[i];
+            let rec = w.workers[i].as_ref();
+            let ended = rec
+                .filter(|r| task_state(Some(r)) != TaskState::Running)
+                .map(|r| r.progress.since_ms);
+            let started = w.rows[i].started_ms.or(rec.map(|r| r.created_ms));
+            let mut waiting: Vec<usize> = if w.state.state(i) == TaskState::Pending {
+                w.state.waiting_on(&w.dag, i)
+            } else {
+                Vec::new()
+            };
+            if w.state.state(i) == TaskState::Pending {
+                for j in w.state.held_back_by(&w.dag, i) {
+                    if !waiting.contains(&j) {
+                        waiting.push(j);
+                    }
+                }
+            }
+            TaskView {
+                id: t.id.clone(),
+                repo: t.repo.clone(),
+                task: t.task.clone(),
+                state: label(i),
+                worker: rec.map(|r| r.id.clone()),
+                started_ms: started,
+                ended_ms: ended,
+                estimate_ms: w.est[i].0,
+                estimate_source: w.est[i].1,
+                actual_ms: started.map(|s| ended.unwrap_or(now) - s),
+                waiting_on: waiting
+                    .into_iter()
+                    .map(|j| (w.tasks[j].id.clone(), label(j)))
+                    .collect(),
+            }
+        })
+        .collect();
+    let done = w
+        .state
+        .states()
+        .iter()
+        .filter(|s| **s == TaskState::Done)
+        .count();
+    WaveView {
+        name: w.row.name.clone(),
+        file: w.row.file.clone(),
+        cancelled: w.row.cancelled_ms.is_some(),
+        done,
+        all_done: w.state.all_done(),
+        finished: w.state.finished()
+            || (w.row.cancelled_ms.is_some() && !w.state.states().contains(&TaskState::Running)),
+        tasks,
+    }
+}
+
+/// The recorded wave `name` (None: never ticked).
+pub fn status(l: &Loaded, name: &str) -> Result<Option<WaveView>> {
+    let mut store = l.store()?;
+    Ok(load_recorded(l, &mut store, name)?.map(|w| view(&w)))
+}
+
+/// Every recorded wave's name.
+pub fn names(l: &Loaded) -> Result<Vec<String>> {
+    Ok(l.store()?
+        .read(wv::list_waves)?
+        .into_iter()
+        .map(|w| w.name)
+        .collect())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    pub task: String,
+    pub repo: String,
+    pub worker: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TickReport {
+    pub wave: String,
+    /// Another tick of this wave held its lock: this one did nothing.
+    pub skipped: bool,
+    pub first_sight: bool,
+    pub added: Vec<String>,
+    pub resumed: usize,
+    pub started: Vec<Started>,
+    /// Tasks that could not start (spawn setup failed): (task, why).
+    pub failed_to_start: Vec<(String, String)>,
+    /// Alerts raised by this tick (a task that stopped with tasks waiting for it).
+    pub alerts: Vec<String>,
+    pub view: Option<WaveView>,
+}
+
+/// An advisory lock held for one tick of a wave (flock; the kernel drops it with the process).
+pub struct TickLock {
+    _file: std::fs::File,
+}
+
+pub fn try_tick_lock(state_dir: &Path, wave: &str) -> Result<Option<TickLock>> {
+    let dir = state_dir.join("waves");
+    crate::store::ensure_private_dir(&dir)?;
+    let path: PathBuf = dir.join(format!("{wave}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io("cannot open", &path, e))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(TickLock { _file: file })),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(Error::io("cannot lock", &path, e.into())),
+    }
+}
+
+/// Records the file's tasks: new ones join, unstarted ones follow the file, a started one
+/// whose definition changed is refused (nothing is written then).
+fn record(store: &mut Store, wave: &Wave) -> Result<(bool, Vec<String>)> {
+    let file = wave.file.display().to_string();
+    let outcome = store.write(|tx| {
+        let first = wv::record_wave(tx, &wave.name, &file, now_ms())?;
+        let existing: HashMap<String, WaveTaskRow> = wv::wave_tasks(tx, &wave.name)?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        let mut changed = Vec::new();
+        let mut added = Vec::new();
+        for (seq, t) in wave.tasks.iter().enumerate() {
+            let def = t.definition();
+            // A started task: linked, or a worker carries its key (a tick died before linking).
+            let worker = match existing.get(&t.id).and_then(|r| r.worker_id.clone()) {
+                Some(w) => Some(w),
+                None => wv::worker_for_task_id(tx, &task_key(&wave.name, &t.id))?.map(|x| x.0),
+            };
+            match existing.get(&t.id) {
+                Some(r) if worker.is_some() && r.definition != def => {
+                    changed.push(describe_change(t, &r.definition, worker.as_deref()));
+                    continue;
+                }
+                None => added.push(t.id.clone()),
+                _ => {}
+            }
+            let est = t.estimate.map(|d| d.as_millis() as i64);
+            wv::put_task(tx, &wave.name, &t.id, seq as i64, &def, est)?;
+            if let Some(w) = worker
+                && existing.get(&t.id).is_none_or(|r| r.worker_id.is_none())
+            {
+                let at = ws::get_worker(tx, &w)?.map(|r| r.created_ms).unwrap_or(0);
+                wv::set_task_worker(tx, &wave.name, &t.id, &w, at)?;
+            }
+        }
+        if !changed.is_empty() {
+            return Ok(Err(changed));
+        }
+        for id in existing.keys() {
+            if wave.index_of(id).is_none() {
+                wv::drop_unstarted_task(tx, &wave.name, id)?;
+            }
+        }
+        if first {
+            added.clear();
+        }
+        Ok(Ok((first, added)))
+    });
+    match outcome? {
+        Ok(x) => Ok(x),
+        Err(changed) => Err(Error::Refused(format!(
+            "{}: wave {} has started tasks whose definition changed; a started task cannot change (restore it, or give the new work a new id):\n  {}",
+            wave.file.display(),
+            wave.name,
+            changed.join("\n  ")
+        ))),
+    }
+}
+
+fn describe_change(t: &TaskDef, recorded: &str, worker: Option<&str>) -> String {
+    let was: Option<TaskDef> = serde_json::from_str(recorded).ok();
+    let mut diffs = Vec::new();
+    if let Some(was) = was {
+        let mut field = |name: &str, a: String, b: String| {
+            if a != b {
+                diffs.push(format!("{name} {a:?} -> {b:?}"));
+            }
+        };
+        field("repo", was.repo, t.repo.clone());
+        field("task", was.task, t.task.clone());
+        field(
+            "plan",
+            was.plan.unwrap_or_default(),
+            t.plan.clone().unwrap_or_default(),
+        );
+        field(
+            "component",
+            was.component.unwrap_or_default(),
+            t.component.clone().unwrap_or_default(),
+        );
+        field("after", was.after.join(","), t.after.join(","));
+    }
+    format!(
+        "task {} (started as worker {}): {}",
+        t.id,
+        worker.unwrap_or("?"),
+        crate::text::escape(&diffs.join("; "))
+    )
+}
+
+/// One tick: reconcile, record, start what may run now (detached), return what it did.
+pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
+    let mut report = TickReport {
+        wave: wave.name.clone(),
+        skipped: false,
+        first_sight: false,
+        added: Vec::new(),
+        resumed: 0,
+        started: Vec::new(),
+        failed_to_start: Vec::new(),
+        alerts: Vec::new(),
+        view: None,
+    };
+    let Some(_lock) = try_tick_lock(&l.state_dir, &wave.name)? else {
+        report.skipped = true;
+        return Ok(report);
+    };
+    // Orphans hold locks the wave may wait for, and may be the wave's own workers.
+    match super::resume::resume(l, true) {
+        Ok(r) => report.resumed = r.len(),
+        Err(e) => tracing::warn!(error = %e, "resume pass failed"),
+    }
+    let mut store = l.store()?;
+    let (first, added) = record(&mut store, wave)?;
+    report.first_sight = first;
+    report.added = added;
+    let mut w = load_recorded(l, &mut store, &wave.name)?.expect("recorded above");
+    report.alerts = alert_stopped(l, &mut store, &w)?;
+    if !report.alerts.is_empty() {
+        // Delivered now rather than by whoever drains the outbox next.
+        super::resume::deliver_alerts(l);
+    }
+    if w.row.cancelled_ms.is_none() && !w.state.finished() {
+        start_ready(l, &mut store, &mut w, &mut report)?;
+    }
+    let ready_waiting = w.state.ready().count() as i64;
+    let finished = w.state.finished().then(now_ms);
+    store.write(|tx| {
+        wv::set_progress(
+            tx,
+            &wave.name,
+            ready_waiting,
+            w.row.finished_ms.or(finished),
+            now_ms(),
+        )
+    })?;
+    report.view = Some(view(&w));
+    Ok(report)
+}
+
+fn start_ready(
+    l: &Loaded,
+    store: &mut Store,
+    w: &mut Loaded2,
+    report: &mut TickReport,
+) -> Result<()> {
+    let name = w.row.name.clone();
+    loop {
+        let (locks, running, others) = store.read(|tx| {
+            Ok((
+                crate::store::active_locks(tx)?,
+                crate::store::worker_lock_count(tx)?,
+                wv::others_waiting(tx, &name, now_ms() - FAIR_WINDOW_MS)?,
+            ))
+        })?;
+        let mine = w
+            .state
+            .states()
+            .iter()
+            .filter(|s| **s == TaskState::Running)
+            .count();
+        let free = free_slots(l.config.worker.max_parallel, running, mine, others);
+        let picks = decide(&w.dag, &w.state, &l.config.graph, &locks, free);
+        if picks.is_empty() {
+            return Ok(());
+        }
+        for i in picks {
+            let t = w.tasks[i].clone();
+            let req = SpawnRequest {
+                repo: t.repo.clone(),
+                task: t.task.clone(),
+                task_id: Some(task_key(&name, &t.id)),
+                component: t.component.clone(),
+                plan: t.plan.clone(),
+            };
+            match prepare(&l.config, &l.contract, &l.state_dir, store, &req) {
+                Ok(Spawned::Ready(rec)) => {
+                    store.write(|tx| {
+                        wv::set_task_worker(tx, &name, &t.id, &rec.id, rec.created_ms)
+                    })?;
+                    start_detached(l, &rec.id)?;
+                    wait_taken_over(store, &rec.id);
+                    w.state.start(i);
+                    w.rows[i].worker_id = Some(rec.id.clone());
+                    w.rows[i].started_ms = Some(rec.created_ms);
+                    w.workers[i] = store.worker(&rec.id)?;
+                    report.started.push(Started {
+                        task: t.id.clone(),
+                        repo: t.repo.clone(),
+                        worker: rec.id.clone(),
+                    });
+                }
+                // Someone else (another wave, a hand spawn) took the chain or the slot
+                // between the read and the spawn: the next tick tries again.
+                Ok(_) => return Ok(()),
+                Err(e) => {
+                    // The spawn recorded its worker FAILED (and released the lock): link it,
+                    // so the task shows why and its dependents wait.
+                    let key = task_key(&name, &t.id);
+                    store.write(|tx| {
+                        if let Some((wid, at)) = wv::worker_for_task_id(tx, &key)? {
+                            wv::set_task_worker(tx, &name, &t.id, &wid, at)?;
+                        }
+                        Ok(())
+                    })?;
+                    w.state.finish(&w.dag, i, false);
+                    report.failed_to_start.push((t.id.clone(), e.to_string()));
+                }
+            }
+        }
+    }
+}
+
+/// Waits (up to 30 s) until the started supervisor has taken the lease over from this
+/// process, so the worker is never an orphan for a moment after the tick exits.
+fn wait_taken_over(store: &mut Store, id: &str) {
+    let me = std::process::id() as i64;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        match store.worker(id) {
+            Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => return,
+            Ok(None) | Err(_) => return,
+            _ => std::thread::sleep(Duration::from_millis(25)),
+        }
+    }
+}
+
+/// Raises one alert per stopped task that holds others back (recorded like every alert: a
+/// row in SQLite and a line in alerts.jsonl).
+fn alert_stopped(l: &Loaded, store: &mut Store, w: &Loaded2) -> Result<Vec<String>> {
+    let mut raised = Vec::new();
+    for i in 0..w.tasks.len() {
+        if w.state.state(i) != TaskState::Stopped || w.rows[i].alerted_ms.is_some() {
+            continue;
+        }
+        let Some(rec) = &w.workers[i] else { continue };
+        let held: Vec<&str> = (0..w.tasks.len())
+            .filter(|&j| w.state.held_back_by(&w.dag, j).contains(&i))
+            .map(|j| w.tasks[j].id.as_str())
+            .collect();
+        let message = format!(
+            "wave {}: task {} ended {} (worker {}); {} held back: {}",
+            w.row.name,
+            w.tasks[i].id,
+            rec.milestone(),
+            rec.id,
+            held.len(),
+            if held.is_empty() {
+                "-".to_string()
+            } else {
+                held.join(", ")
+            }
+        );
+        let alert = AlertRecord {
+            id: 0,
+            at_ms: now_ms(),
+            severity: "error".into(),
+            worker_id: Some(rec.id.clone()),
+            repo: Some(rec.repo.clone()),
+            kind: "wave_task_stopped".into(),
+            message: message.clone(),
+            repeats: 1,
+            resolved_ms: None,
+        };
+        let fresh = store.write(|tx| {
+            if !wv::mark_alerted(tx, &w.row.name, &w.tasks[i].id, now_ms())? {
+                return Ok(false);
+            }
+            ws::add_alert(tx, &alert)?;
+            Ok(true)
+        })?;
+        if fresh {
+            crate::alerts::append_jsonl(&l.state_dir, std::slice::from_ref(&alert));
+            raised.push(message);
+        }
+    }
+    Ok(raised)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CancelReport {
+    pub wave: String,
+    pub newly_cancelled: bool,
+    /// (worker, outcome)
+    pub workers: Vec<(String, String)>,
+}
+
+/// Stops the wave: no tick starts anything more; its live workers are cancelled.
+pub fn cancel(l: &Loaded, name: &str, by: String) -> Result<CancelReport> {
+    let mut store = l.store()?;
+    let Some(w) = load_recorded(l, &mut store, name)? else {
+        return Err(Error::Refused(format!("no wave named {name} was ever run")));
+    };
+    let newly = store.write(|tx| wv::cancel_wave(tx, name, &by, now_ms()))?;
+    let mut workers = Vec::new();
+    for rec in w.workers.iter().flatten() {
+        if rec.milestone().is_terminal() {
+            continue;
+        }
+        let outcome =
+            match super::operator::cancel(l, &rec.id, by.clone(), format!("wave {name} cancelled"))
+            {
+                Ok(super::operator::Cancelled::BySupervisor(o)) => o,
+                Ok(super::operator::Cancelled::Queued) => "cancel queued".into(),
+                Ok(super::operator::Cancelled::Offline(m)) => m.to_string(),
+                Err(e) => e.to_string(),
+            };
+        workers.push((rec.id.clone(), outcome));
+    }
+    Ok(CancelReport {
+        wave: name.to_string(),
+        newly_cancelled: newly,
+        workers,
+    })
+}

@@ -1,0 +1,370 @@
+//! `orch wave plan | run | status | cancel`.
+
+use super::{Ctx, Failure, Outcome, operator_name, print_json};
+use crate::app::Loaded;
+use crate::app::wave::{self, TaskView, TickReport, WaveView};
+use crate::duration::format as fmt_dur;
+use crate::store::{fmt_ms, now_ms};
+use crate::text::escape as esc;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum WaveCommand {
+    /// The schedule orch would run: table, Gantt chart, makespan against its lower bound, and
+    /// the seed's phase plan for comparison.
+    Plan {
+        file: std::path::PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a wave: `--tick` once (for cron), or `--until-done` in the foreground.
+    Run {
+        file: std::path::PathBuf,
+        /// Reconcile, start what may run now (detached), print, exit.
+        #[arg(
+            long,
+            conflicts_with = "until_done",
+            required_unless_present = "until_done"
+        )]
+        tick: bool,
+        /// Tick until every task is terminal; exit 0 only if all are DONE.
+        #[arg(long)]
+        until_done: bool,
+        /// With --until-done: time between ticks.
+        #[arg(long, value_parser = super::parse_duration, default_value = "2s")]
+        interval: Duration,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every task with its state, worker, start/end, estimate vs actual, and what it waits for.
+    Status {
+        /// A wave file, or the name of a wave already run.
+        wave: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a wave: nothing more starts; its running workers are cancelled.
+    Cancel {
+        /// A wave file, or the name of a wave already run.
+        wave: String,
+        #[arg(long)]
+        by: Option<String>,
+    },
+}
+
+pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
+    match cmd {
+        WaveCommand::Plan { file, json } => plan(ctx, &file, json),
+        WaveCommand::Run {
+            file,
+            tick,
+            until_done,
+            interval,
+            json,
+        } => {
+            let l = ctx.load()?;
+            let w = wave::load(&l, &file)?;
+            if tick && !until_done {
+                let r = wave::tick(&l, &w)?;
+                print_tick(&r, json);
+                Ok(0)
+            } else {
+                run_until_done(&l, &file, interval, json)
+            }
+        }
+        WaveCommand::Status { wave: which, json } => status(ctx, &which, json),
+        WaveCommand::Cancel { wave: which, by } => {
+            let l = ctx.load()?;
+            let name = resolve(&l, &which)?;
+            let r = wave::cancel(&l, &name, operator_name(by))?;
+            println!(
+                "wave {}: {}",
+                esc(&r.wave),
+                if r.newly_cancelled {
+                    "cancelled; no tick starts anything more"
+                } else {
+                    "was already cancelled"
+                }
+            );
+            for (w, o) in &r.workers {
+                println!("  {}: {}", esc(w), esc(o));
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// A wave file's name, or the argument as a recorded wave's name.
+fn resolve(l: &Loaded, which: &str) -> Result<String, Failure> {
+    if Path::new(which).is_file() {
+        return Ok(wave::load(l, Path::new(which))?.name);
+    }
+    if wave::names(l)?.iter().any(|n| n == which) {
+        return Ok(which.to_string());
+    }
+    Err(Failure::bad_input(format!(
+        "{which}: neither a wave file nor the name of a wave orch has run"
+    )))
+}
+
+fn ms(d: u64) -> String {
+    if d == 0 {
+        "0s".into()
+    } else {
+        fmt_dur(Duration::from_millis(d))
+    }
+}
+
+fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
+    let l = ctx.load()?;
+    let w = wave::load(&l, file)?;
+    let r = wave::plan(&l, &w)?;
+    let p = &r.plan;
+    let improvement = if p.phase_makespan_ms == 0 {
+        0.0
+    } else {
+        1.0 - p.makespan_ms as f64 / p.phase_makespan_ms as f64
+    };
+    if json_out {
+        let slots: Vec<_> = p
+            .slots
+            .iter()
+            .map(|s| {
+                json!({"task": r.tasks[s.task].id, "repo": r.tasks[s.task].repo,
+                    "start_ms": s.start_ms, "end_ms": s.end_ms,
+                    "estimate_source": r.estimate_sources[s.task]})
+            })
+            .collect();
+        print_json(&json!({
+            "wave": r.wave, "max_parallel": r.max_parallel, "schedule": slots,
+            "makespan_ms": p.makespan_ms, "lower_bound": p.bound, "ratio": p.ratio,
+            "phase_plan": {"makespan_ms": p.phase_makespan_ms, "phases": p.phases},
+            "improvement_over_phase_plan": improvement,
+        }));
+        return Ok(0);
+    }
+    println!(
+        "wave {}: {} tasks, {} slots (worker.max_parallel)\n",
+        esc(&r.wave),
+        r.tasks.len(),
+        r.max_parallel
+    );
+    println!(
+        "{:<20} {:<16} {:>9} {:<8} {:>9} {:>9}",
+        "TASK", "REPO", "ESTIMATE", "FROM", "START", "END"
+    );
+    for s in &p.slots {
+        let t = &r.tasks[s.task];
+        println!(
+            "{:<20} {:<16} {:>9} {:<8} {:>9} {:>9}",
+            esc(&t.id),
+            esc(&t.repo),
+            ms(r.estimates_ms[s.task]),
+            r.estimate_sources[s.task],
+            ms(s.start_ms),
+            ms(s.end_ms)
+        );
+    }
+    println!();
+    let labels: Vec<String> = r.tasks.iter().map(|t| esc(&t.id).into_owned()).collect();
+    print!("{}", crate::wave::plan::gantt(p, &labels, 60));
+    println!();
+    let b = &p.bound;
+    println!("makespan      {}", ms(p.makespan_ms));
+    println!(
+        "lower bound   {} = max(longest task {}, critical path {}, total work {} / min(m {}, width {}{}))",
+        ms(b.lb_ms),
+        ms(b.longest_task_ms),
+        ms(b.critical_path_ms),
+        ms(b.total_work_ms),
+        b.slots,
+        b.width,
+        if b.width_exact { "" } else { ", bound" }
+    );
+    println!("ratio         {:.3}", p.ratio);
+    println!(
+        "phase plan    {} ({} phases, each waiting for the previous one): this plan is {:.0}% shorter",
+        ms(p.phase_makespan_ms),
+        p.phases,
+        improvement * 100.0
+    );
+    Ok(0)
+}
+
+fn print_tick(r: &TickReport, json_out: bool) {
+    if json_out {
+        print_json(&serde_json::to_value(r).unwrap_or_default());
+        return;
+    }
+    let name = esc(&r.wave);
+    if r.skipped {
+        println!("wave {name}: another tick of this wave is still running; skipped");
+        return;
+    }
+    if r.first_sight {
+        println!("wave {name}: first tick; recorded");
+    }
+    for a in &r.added {
+        println!("wave {name}: task {} joined", esc(a));
+    }
+    if r.resumed > 0 {
+        println!("resumed {} orphaned worker(s)", r.resumed);
+    }
+    for s in &r.started {
+        println!(
+            "started {} on {} (worker {})",
+            esc(&s.task),
+            esc(&s.repo),
+            esc(&s.worker)
+        );
+    }
+    for (t, why) in &r.failed_to_start {
+        println!("could not start {}: {}", esc(t), esc(why));
+    }
+    for a in &r.alerts {
+        println!("alert: {}", esc(a));
+    }
+    if let Some(v) = &r.view {
+        println!("{}", summary(v));
+        if !v.finished {
+            for t in &v.tasks {
+                if let Some(w) = t.waiting_text()
+                    && t.waiting_on.iter().any(|(_, s)| s != "PENDING")
+                {
+                    println!("  {} {}", esc(&t.id), esc(&w));
+                }
+            }
+        }
+    }
+}
+
+fn summary(v: &WaveView) -> String {
+    let running = v
+        .tasks
+        .iter()
+        .filter(|t| t.worker.is_some() && t.ended_ms.is_none())
+        .count();
+    let state = if v.cancelled {
+        "cancelled"
+    } else if v.all_done {
+        "finished, nothing to do"
+    } else if v.finished {
+        "stopped: every remaining task waits on one that did not end DONE"
+    } else {
+        "in progress"
+    };
+    format!(
+        "wave {}: {}/{} DONE, {} running — {}",
+        esc(&v.name),
+        v.done,
+        v.tasks.len(),
+        running,
+        state
+    )
+}
+
+fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -> Outcome {
+    let t0 = Instant::now();
+    let mut last: HashMap<String, String> = HashMap::new();
+    loop {
+        // Re-read each time, as cron would: an edited file joins (or is refused) at once.
+        let w = wave::load(l, file)?;
+        let r = wave::tick(l, &w)?;
+        let Some(v) = r.view.clone() else {
+            std::thread::sleep(interval);
+            continue;
+        };
+        for t in &v.tasks {
+            let prev = last.insert(t.id.clone(), t.state.clone());
+            if prev.as_deref() == Some(t.state.as_str()) || (prev.is_none() && t.state == "PENDING")
+            {
+                continue;
+            }
+            let what = match (&prev, t.state.as_str()) {
+                (_, "WORKING") if t.worker.is_some() => {
+                    format!("started (worker {})", t.worker.as_deref().unwrap_or("-"))
+                }
+                (_, s) => s.to_string(),
+            };
+            if json_out {
+                print_json(
+                    &json!({"t_ms": t0.elapsed().as_millis() as u64, "task": t.id,
+                    "repo": t.repo, "state": t.state, "worker": t.worker}),
+                );
+            } else {
+                println!(
+                    "[{:>7.1}s] {:<20} {:<16} {}",
+                    t0.elapsed().as_secs_f64(),
+                    esc(&t.id),
+                    esc(&t.repo),
+                    esc(&what)
+                );
+            }
+        }
+        for a in &r.alerts {
+            if !json_out {
+                println!("alert: {}", esc(a));
+            }
+        }
+        if v.finished {
+            if json_out {
+                print_json(&serde_json::to_value(&v).unwrap_or_default());
+            } else {
+                println!("{}", summary(&v));
+                print_status(&v);
+            }
+            return Ok(if v.all_done { 0 } else { 1 });
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+fn status(ctx: &Ctx, which: &str, json_out: bool) -> Outcome {
+    let l = ctx.load()?;
+    let name = resolve(&l, which)?;
+    let Some(v) = wave::status(&l, &name)? else {
+        return Err(Failure::no(format!(
+            "wave {name} has not been run yet (orch wave run {which} --tick)"
+        )));
+    };
+    if json_out {
+        print_json(&serde_json::to_value(&v).unwrap_or_default());
+    } else {
+        println!("{}", summary(&v));
+        print_status(&v);
+    }
+    Ok(0)
+}
+
+fn time(t: Option<i64>) -> String {
+    t.map(|t| fmt_ms(t)[11..19].to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn print_status(v: &WaveView) {
+    println!(
+        "{:<20} {:<16} {:<19} {:<22} {:>8} {:>8} {:>8} {:>8}  WAITING",
+        "TASK", "REPO", "STATE", "WORKER", "START", "END", "EST", "ACTUAL"
+    );
+    let now = now_ms();
+    for t in &v.tasks {
+        let t: &TaskView = t;
+        println!(
+            "{:<20} {:<16} {:<19} {:<22} {:>8} {:>8} {:>8} {:>8}  {}",
+            esc(&t.id),
+            esc(&t.repo),
+            t.state,
+            esc(t.worker.as_deref().unwrap_or("-")),
+            time(t.started_ms),
+            time(t.ended_ms),
+            ms(t.estimate_ms),
+            t.actual_ms
+                .map(|a| super::age(now - a, now))
+                .unwrap_or_else(|| "-".into()),
+            esc(&t.waiting_text().unwrap_or_default())
+        );
+    }
+}

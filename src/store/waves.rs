@@ -1,0 +1,224 @@
+//! Waves in SQLite: a wave as first seen by a tick, its tasks (their definitions as started),
+//! which worker runs each, and the alert raised once for a task that stopped the wave.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WaveRow {
+    pub name: String,
+    pub file: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub finished_ms: Option<i64>,
+    pub cancelled_ms: Option<i64>,
+    pub cancelled_by: Option<String>,
+    /// Ready tasks the wave could not start at its last tick (fair sharing between waves).
+    pub ready_waiting: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WaveTaskRow {
+    pub wave: String,
+    pub id: String,
+    pub seq: i64,
+    /// The task's definition as JSON (`wave::TaskDef`, without its estimate).
+    pub definition: String,
+    pub estimate_ms: Option<i64>,
+    pub worker_id: Option<String>,
+    pub started_ms: Option<i64>,
+    pub alerted_ms: Option<i64>,
+}
+
+const WAVE_COLS: &str =
+    "name, file, created_ms, updated_ms, finished_ms, cancelled_ms, cancelled_by, ready_waiting";
+const TASK_COLS: &str = "wave, id, seq, definition, estimate_ms, worker_id, started_ms, alerted_ms";
+
+fn row_to_wave(r: &rusqlite::Row) -> rusqlite::Result<WaveRow> {
+    Ok(WaveRow {
+        name: r.get(0)?,
+        file: r.get(1)?,
+        created_ms: r.get(2)?,
+        updated_ms: r.get(3)?,
+        finished_ms: r.get(4)?,
+        cancelled_ms: r.get(5)?,
+        cancelled_by: r.get(6)?,
+        ready_waiting: r.get(7)?,
+    })
+}
+
+fn row_to_task(r: &rusqlite::Row) -> rusqlite::Result<WaveTaskRow> {
+    Ok(WaveTaskRow {
+        wave: r.get(0)?,
+        id: r.get(1)?,
+        seq: r.get(2)?,
+        definition: r.get(3)?,
+        estimate_ms: r.get(4)?,
+        worker_id: r.get(5)?,
+        started_ms: r.get(6)?,
+        alerted_ms: r.get(7)?,
+    })
+}
+
+pub fn get_wave(tx: &Transaction, name: &str) -> rusqlite::Result<Option<WaveRow>> {
+    tx.prepare_cached(&format!("SELECT {WAVE_COLS} FROM waves WHERE name = ?1"))?
+        .query_row([name], row_to_wave)
+        .optional()
+}
+
+pub fn list_waves(tx: &Transaction) -> rusqlite::Result<Vec<WaveRow>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {WAVE_COLS} FROM waves ORDER BY created_ms, name"
+    ))?;
+    stmt.query_map([], row_to_wave)?.collect()
+}
+
+/// Records the wave on first sight; later, notes the file it was read from. True on first sight.
+pub fn record_wave(tx: &Transaction, name: &str, file: &str, now: i64) -> rusqlite::Result<bool> {
+    let inserted = tx.execute(
+        "INSERT OR IGNORE INTO waves (name, file, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)",
+        params![name, file, now],
+    )?;
+    if inserted == 0 {
+        tx.execute(
+            "UPDATE waves SET file = ?2, updated_ms = ?3 WHERE name = ?1",
+            params![name, file, now],
+        )?;
+    }
+    Ok(inserted == 1)
+}
+
+pub fn wave_tasks(tx: &Transaction, wave: &str) -> rusqlite::Result<Vec<WaveTaskRow>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {TASK_COLS} FROM wave_tasks WHERE wave = ?1 ORDER BY seq, id"
+    ))?;
+    stmt.query_map([wave], row_to_task)?.collect()
+}
+
+/// Inserts a task, or rewrites one not started yet.
+pub fn put_task(
+    tx: &Transaction,
+    wave: &str,
+    id: &str,
+    seq: i64,
+    definition: &str,
+    estimate_ms: Option<i64>,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO wave_tasks (wave, id, seq, definition, estimate_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (wave, id) DO UPDATE SET seq = excluded.seq, estimate_ms = excluded.estimate_ms,
+           definition = CASE WHEN worker_id IS NULL THEN excluded.definition ELSE definition END",
+        params![wave, id, seq, definition, estimate_ms],
+    )?;
+    Ok(())
+}
+
+/// Drops a task that left the file, unless it was started (then it stays part of the wave).
+pub fn drop_unstarted_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::Result<bool> {
+    Ok(tx.execute(
+        "DELETE FROM wave_tasks WHERE wave = ?1 AND id = ?2 AND worker_id IS NULL",
+        params![wave, id],
+    )? == 1)
+}
+
+pub fn set_task_worker(
+    tx: &Transaction,
+    wave: &str,
+    id: &str,
+    worker: &str,
+    started_ms: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE wave_tasks SET worker_id = ?3, started_ms = ?4 WHERE wave = ?1 AND id = ?2",
+        params![wave, id, worker, started_ms],
+    )?;
+    Ok(())
+}
+
+/// The newest worker started for `task_id` (how a spawn whose link was never written is found).
+pub fn worker_for_task_id(
+    tx: &Transaction,
+    task_id: &str,
+) -> rusqlite::Result<Option<(String, i64)>> {
+    tx.prepare_cached(
+        "SELECT id, created_ms FROM workers WHERE task_id = ?1 ORDER BY created_ms DESC, id DESC LIMIT 1",
+    )?
+    .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
+}
+
+/// Marks the task alerted; false if it already was (the alert is raised once).
+pub fn mark_alerted(tx: &Transaction, wave: &str, id: &str, now: i64) -> rusqlite::Result<bool> {
+    Ok(tx.execute(
+        "UPDATE wave_tasks SET alerted_ms = ?3 WHERE wave = ?1 AND id = ?2 AND alerted_ms IS NULL",
+        params![wave, id, now],
+    )? == 1)
+}
+
+pub fn set_progress(
+    tx: &Transaction,
+    wave: &str,
+    ready_waiting: i64,
+    finished_ms: Option<i64>,
+    now: i64,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE waves SET ready_waiting = ?2, finished_ms = ?3, updated_ms = ?4 WHERE name = ?1",
+        params![wave, ready_waiting, finished_ms, now],
+    )?;
+    Ok(())
+}
+
+pub fn cancel_wave(tx: &Transaction, wave: &str, by: &str, now: i64) -> rusqlite::Result<bool> {
+    Ok(tx.execute(
+        "UPDATE waves SET cancelled_ms = ?3, cancelled_by = ?2, updated_ms = ?3 WHERE name = ?1 AND cancelled_ms IS NULL",
+        params![wave, by, now],
+    )? == 1)
+}
+
+/// Other waves, not finished or cancelled, that had a ready task they could not start at a
+/// tick within the last `window_ms`.
+pub fn others_waiting(tx: &Transaction, wave: &str, since_ms: i64) -> rusqlite::Result<usize> {
+    let n: i64 = tx
+        .prepare_cached(
+            "SELECT COUNT(*) FROM waves WHERE name != ?1 AND ready_waiting > 0
+               AND finished_ms IS NULL AND cancelled_ms IS NULL AND updated_ms >= ?2",
+        )?
+        .query_row(params![wave, since_ms], |r| r.get(0))?;
+    Ok(n as usize)
+}
+
+/// (worker id → (wave, task id)) for every worker a wave started.
+pub fn workers_in_waves(tx: &Transaction) -> rusqlite::Result<Vec<(String, String, String)>> {
+    let mut stmt = tx
+        .prepare_cached("SELECT worker_id, wave, id FROM wave_tasks WHERE worker_id IS NOT NULL")?;
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
+}
+
+/// (repo, milliseconds from start to DONE) of every DONE worker: the planner's history.
+pub fn done_durations(tx: &Transaction) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT repo, created_ms, progress FROM workers WHERE milestone = 'DONE'",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let repo: String = r.get(0)?;
+        let created: i64 = r.get(1)?;
+        let progress: String = r.get(2)?;
+        Ok((repo, created, progress))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (repo, created, progress) = row?;
+        // `since_ms` of a DONE worker is when it became DONE.
+        let done = serde_json::from_str::<serde_json::Value>(&progress)
+            .ok()
+            .and_then(|v| v.get("since_ms").and_then(|s| s.as_i64()));
+        if let Some(done) = done
+            && done > created
+        {
+            out.push((repo, done - created));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,251 @@
+//! Waves: a file of many tasks run by cron ticks, bottom-up, critical path first.
+//!
+//! Pure (floor 1): the wave file model and its validation (`mod.rs`, every problem with
+//! file:line:col), the task graph (`dag.rs`: who waits for whom), the scheduler (`schedule.rs`:
+//! state + locks → tasks to start, the one decision `plan` and `run` share) and the planner
+//! (`plan.rs`: the schedule in simulated time, its lower bound, the seed's phase plan).
+
+pub mod dag;
+pub mod plan;
+pub mod schedule;
+
+use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
+use crate::graph::RepoGraph;
+use crate::yaml::{Pos, from_yaml_str};
+use serde::{Deserialize, Serialize};
+use serde_saphyr::Spanned;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use dag::Dag;
+
+/// One task of a wave, as the file says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDef {
+    pub id: String,
+    pub repo: String,
+    pub task: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+    /// `None`: the planner estimates it (the repository's median DONE duration, else a default).
+    #[serde(default, skip)]
+    pub estimate: Option<Duration>,
+    #[serde(default)]
+    pub after: Vec<String>,
+}
+
+impl TaskDef {
+    /// What a started task may not change: everything the worker was started with and what
+    /// it waits for (the estimate may change: it only steers the planner).
+    pub fn definition(&self) -> String {
+        serde_json::to_string(self).expect("a task definition serialises")
+    }
+}
+
+/// A validated wave file.
+#[derive(Debug, Clone)]
+pub struct Wave {
+    pub name: String,
+    pub file: PathBuf,
+    /// In file order.
+    pub tasks: Vec<TaskDef>,
+    /// Where each task starts in the file (same order as `tasks`).
+    pub positions: Vec<Option<Pos>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWave {
+    name: Spanned<String>,
+    tasks: Spanned<Vec<Spanned<RawTask>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    id: Spanned<String>,
+    repo: Spanned<String>,
+    task: Spanned<String>,
+    #[serde(default)]
+    plan: Option<Spanned<String>>,
+    #[serde(default)]
+    component: Option<Spanned<String>>,
+    #[serde(default)]
+    estimate: Option<Spanned<String>>,
+    #[serde(default)]
+    after: Vec<Spanned<String>>,
+}
+
+fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
+    Pos::of(&s.referenced)
+}
+
+/// Why a wave file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WaveError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+impl Wave {
+    /// Reads and validates a wave file against the organisation's graph.
+    pub fn load(path: &Path, graph: &RepoGraph) -> Result<Wave, WaveError> {
+        let file = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let bytes = std::fs::read(&file).map_err(|source| WaveError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let text = crate::text::utf8(&bytes).map_err(|bad| {
+            let pos = Pos {
+                line: bad.line,
+                column: bad.column,
+            };
+            WaveError::Invalid(Diagnostics(vec![Diagnostic::new(
+                &file,
+                Some(pos),
+                bad.describe(&bytes),
+            )]))
+        })?;
+        Wave::parse(text, &file, graph).map_err(WaveError::Invalid)
+    }
+
+    /// Parses and validates `text` as if read from `file`: every problem, with its position.
+    pub fn parse(text: &str, file: &Path, graph: &RepoGraph) -> Result<Wave, Diagnostics> {
+        let raw: RawWave = from_yaml_str(text)
+            .map_err(|e| Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)]))?;
+        let mut diags = Vec::new();
+        let mut err = |p: Option<Pos>, m: String| diags.push(Diagnostic::new(file, p, m));
+        if !valid_name(&raw.name.value) {
+            err(
+                pos(&raw.name),
+                format!(
+                    "wave name {:?} must match {NAME_RULE}",
+                    crate::text::escape(&raw.name.value)
+                ),
+            );
+        }
+        if raw.tasks.value.is_empty() {
+            err(pos(&raw.tasks), "a wave needs at least one task".into());
+        }
+        let mut tasks = Vec::new();
+        let mut positions = Vec::new();
+        let mut seen: HashMap<String, Option<Pos>> = HashMap::new();
+        let mut after_pos: Vec<Vec<Option<Pos>>> = Vec::new();
+        for t in &raw.tasks.value {
+            let r = &t.value;
+            let id = r.id.value.clone();
+            if !valid_name(&id) {
+                err(
+                    pos(&r.id),
+                    format!(
+                        "task id {:?} must match {NAME_RULE}",
+                        crate::text::escape(&id)
+                    ),
+                );
+            } else if let Some(first) = seen.get(&id) {
+                let at = first
+                    .map(|p| format!(" (first at line {}:{})", p.line, p.column))
+                    .unwrap_or_default();
+                err(pos(&r.id), format!("duplicate task id {id}{at}"));
+            } else {
+                seen.insert(id.clone(), pos(&r.id));
+            }
+            if !graph.contains(&r.repo.value) {
+                err(
+                    pos(&r.repo),
+                    format!(
+                        "task {id}: unknown repository {:?} (known: {})",
+                        crate::text::escape(&r.repo.value),
+                        graph.names().join(", ")
+                    ),
+                );
+            }
+            if r.task.value.trim().is_empty() {
+                err(
+                    pos(&r.task),
+                    format!("task {id}: `task` must describe the work"),
+                );
+            }
+            let estimate = match &r.estimate {
+                None => None,
+                Some(e) => match crate::duration::parse(&e.value) {
+                    Ok(d) => Some(d),
+                    Err(m) => {
+                        err(pos(e), format!("task {id}: estimate: {m}"));
+                        None
+                    }
+                },
+            };
+            let non_empty = |s: &Option<Spanned<String>>| {
+                s.as_ref()
+                    .map(|s| s.value.clone())
+                    .filter(|v| !v.trim().is_empty())
+            };
+            tasks.push(TaskDef {
+                id,
+                repo: r.repo.value.clone(),
+                task: r.task.value.clone(),
+                plan: non_empty(&r.plan),
+                component: non_empty(&r.component),
+                estimate,
+                after: r.after.iter().map(|a| a.value.clone()).collect(),
+            });
+            positions.push(pos(&r.id));
+            after_pos.push(r.after.iter().map(pos).collect());
+        }
+        for (t, ps) in tasks.iter().zip(&after_pos) {
+            for (a, p) in t.after.iter().zip(ps) {
+                if a == &t.id {
+                    err(*p, format!("task {}: waits for itself in `after`", t.id));
+                } else if !seen.contains_key(a) {
+                    err(
+                        *p,
+                        format!(
+                            "task {}: `after` names {:?}, which is not a task of this wave",
+                            t.id,
+                            crate::text::escape(a)
+                        ),
+                    );
+                }
+            }
+        }
+        if diags.is_empty()
+            && let Err(cycle) = Dag::build(&tasks, graph)
+        {
+            let first = cycle[0];
+            let names: Vec<&str> = cycle.iter().map(|&i| tasks[i].id.as_str()).collect();
+            diags.push(Diagnostic::new(
+                file,
+                positions[first],
+                format!(
+                    "cycle through `after`: {} (with the repository graph's bottom-up order and file order on one repository)",
+                    names.join(" waits for ")
+                ),
+            ));
+        }
+        if !diags.is_empty() {
+            return Err(Diagnostics(diags));
+        }
+        Ok(Wave {
+            name: raw.name.value,
+            file: file.to_path_buf(),
+            tasks,
+            positions,
+        })
+    }
+
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests;

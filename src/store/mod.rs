@@ -6,6 +6,7 @@
 
 mod locks;
 mod schema;
+pub mod usage;
 pub mod workers;
 
 pub use locks::{

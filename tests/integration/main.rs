@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agents;
 mod chaos;
 mod check_bad_input;
 mod checkpoint_trust;

@@ -224,6 +224,14 @@ fn claude_respawn_resumes_the_conversation_and_costs_add_up() {
         "{first:?} then {total:?}"
     );
     assert_eq!(total.session_id, first.session_id, "one conversation");
+    let shown = org.show(&id);
+    assert_eq!(shown["usage"]["runs"], 2, "{shown}");
+    assert!(shown["usage"]["cost_usd"].as_f64().unwrap() > first.cost_usd);
+    let text = crate::support::output_text(&org.run(&["sessions", "show", &id]));
+    assert!(
+        text.contains("spent      $0.0") && text.contains("(2 runs)"),
+        "{text}"
+    );
     // The respawn's first request carried the first run's history.
     let resumed = model
         .seen()

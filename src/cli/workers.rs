@@ -8,6 +8,7 @@ use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{Loaded, orch_exe, start_detached};
 use crate::milestone::Milestone;
 use crate::sha::short;
+use crate::store::usage::Usage;
 use crate::store::workers::{self as ws, RequestKind, WorkerRecord};
 use crate::store::{Store, fmt_ms, now_ms};
 use crate::text::escape as esc;
@@ -225,9 +226,52 @@ pub fn report(
     }
 }
 
-fn worker_json(w: &WorkerRecord, pushes: &[ws::PushRecord]) -> serde_json::Value {
+/// Every worker's spending (`worker_usage`), by worker id.
+fn all_usage(
+    tx: &rusqlite::Transaction,
+) -> rusqlite::Result<std::collections::HashMap<String, Usage>> {
+    let ids: Vec<String> = ws::list_workers(tx)?.into_iter().map(|w| w.id).collect();
+    let mut out = std::collections::HashMap::new();
+    for id in ids {
+        if let Some(u) = crate::store::usage::get_usage(tx, &id)? {
+            out.insert(id, u);
+        }
+    }
+    Ok(out)
+}
+
+/// A worker's spending as `--json` gives it (null: its agent reported none).
+fn usage_json(u: Option<&Usage>) -> serde_json::Value {
+    match u {
+        Some(u) if u.invocations > 0 || u.tokens.total() > 0 => json!({
+            "cost_usd": u.cost_usd,
+            "tokens": u.tokens,
+            "total_tokens": u.tokens.total(),
+            "runs": u.invocations,
+        }),
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// "$0.0151, 12.3k tokens (2 runs)", or "-".
+fn usage_text(u: Option<&Usage>) -> String {
+    match u {
+        Some(u) if u.invocations > 0 || u.tokens.total() > 0 => {
+            crate::app::supervisor::agent::spend::describe(u)
+        }
+        _ => "-".into(),
+    }
+}
+
+fn worker_json(
+    w: &WorkerRecord,
+    pushes: &[ws::PushRecord],
+    u: Option<&Usage>,
+) -> serde_json::Value {
     let p = &w.progress;
     json!({
+        "usage": usage_json(u),
+        "session_id": u.and_then(|u| u.session_id.clone()),
         "worker_id": w.id,
         "repo": w.repo,
         "task": w.task,
@@ -254,11 +298,12 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
     let l = ctx.load()?;
     let mut store = l.store()?;
     loop {
-        let (workers, locks, in_waves) = store.read(|tx| {
+        let (workers, locks, in_waves, usage) = store.read(|tx| {
             Ok((
                 ws::list_workers(tx)?,
                 crate::store::active_locks(tx)?,
                 crate::store::waves::workers_in_waves(tx)?,
+                all_usage(tx)?,
             ))
         })?;
         // The wave (and task) each worker runs for, as `<wave>:<task>`.
@@ -271,7 +316,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
             let ws_json: Vec<_> = workers
                 .iter()
                 .map(|w| {
-                    let mut v = worker_json(w, &[]);
+                    let mut v = worker_json(w, &[], usage.get(&w.id));
                     v["wave"] = json!(wave_of.get(&w.id));
                     v
                 })
@@ -289,14 +334,14 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                 println!("no workers");
             } else {
                 println!(
-                    "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<10} WAVE",
-                    "WORKER", "REPO", "MILESTONE", "AGE", "SHA", "CI", "SUPERVISOR"
+                    "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<20} {:<12} WAVE",
+                    "WORKER", "REPO", "MILESTONE", "AGE", "SHA", "CI", "SUPERVISOR", "SPENT"
                 );
                 for w in active {
                     let p = &w.progress;
                     let sup = supervision(w, now).column();
                     println!(
-                        "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<10} {}",
+                        "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<20} {:<12} {}",
                         esc(&w.id),
                         esc(&w.repo),
                         p.milestone.as_str(),
@@ -304,6 +349,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                         p.tracked_sha.as_ref().map(|s| s.short()).unwrap_or("-"),
                         p.verdict.map(|v| v.as_str()).unwrap_or("-"),
                         sup,
+                        usage_text(usage.get(&w.id)),
                         esc(wave_of.get(&w.id).map(String::as_str).unwrap_or("-"))
                     );
                 }
@@ -337,9 +383,13 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
 
 pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
     let l = ctx.load()?;
-    let workers = l.store()?.workers()?;
+    let mut store = l.store()?;
+    let (workers, usage) = store.read(|tx| Ok((ws::list_workers(tx)?, all_usage(tx)?)))?;
     if json_out {
-        let v: Vec<_> = workers.iter().map(|w| worker_json(w, &[])).collect();
+        let v: Vec<_> = workers
+            .iter()
+            .map(|w| worker_json(w, &[], usage.get(&w.id)))
+            .collect();
         print_json(&json!({"sessions": v}));
         return Ok(0);
     }
@@ -367,11 +417,16 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
 pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let mut store = l.store()?;
-    let Some((w, events, pushes)) = store.read(|tx| {
+    let Some((w, events, pushes, usage)) = store.read(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(None);
         };
-        Ok(Some((w, ws::worker_events(tx, id)?, ws::pushes(tx, id)?)))
+        Ok(Some((
+            w,
+            ws::worker_events(tx, id)?,
+            ws::pushes(tx, id)?,
+            crate::store::usage::get_usage(tx, id)?,
+        )))
     })?
     else {
         return Err(Failure::bad_input(format!("no worker {id}")));
@@ -379,7 +434,7 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     let cp = crate::checkpoint::path_for(&l.state_dir, &w);
     let log = session_dir(&l.state_dir, id).join("worker.log");
     if json_out {
-        let mut v = worker_json(&w, &pushes);
+        let mut v = worker_json(&w, &pushes, usage.as_ref());
         v["events"] = json!(events);
         v["checkpoint"] = json!(cp);
         v["worker_log"] = json!(log);
@@ -401,6 +456,10 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         println!("ended      {}", esc(r));
     }
     println!("supervisor {}", supervision(&w, now_ms()).sentence());
+    println!("spent      {}", usage_text(usage.as_ref()));
+    if let Some(s) = usage.as_ref().and_then(|u| u.session_id.as_deref()) {
+        println!("session    {}", esc(s));
+    }
     println!("worktree   {}", esc(&w.worktree));
     println!("log        {}", esc(&log.display().to_string()));
     println!("checkpoint {}", esc(&cp.display().to_string()));

@@ -4,8 +4,11 @@
 //! `validate` turns them into a [`Config`], collecting every problem (with file:line:column)
 //! instead of stopping at the first one.
 
+pub mod agent;
 mod raw;
 mod validate;
+
+pub use agent::Agent;
 
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::graph::RepoGraph;
@@ -106,12 +109,18 @@ pub struct CiConfig {
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
+    /// Which agent the command runs: how its output is read, how a respawn resumes it.
+    pub agent: Agent,
+    /// The argv template (placeholders such as `{session_id}`: see `agent::PLACEHOLDERS`).
     pub command: Vec<String>,
     pub max_parallel: usize,
     pub env_passthrough: Vec<String>,
     pub max_respawns: u32,
     /// Time between SIGTERM and SIGKILL when a worker's process group is stopped.
     pub stop_grace: Duration,
+    /// Budget per task (summed across respawns): past it the worker is stopped and FAILED.
+    pub max_cost_usd: Option<f64>,
+    pub max_tokens: Option<u64>,
 }
 
 /// Where an alert is sent.

@@ -54,6 +54,8 @@ pub(super) struct RawCi {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWorker {
     #[serde(default)]
+    pub(super) agent: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) command: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     pub(super) max_parallel: Option<Spanned<i64>>,
@@ -63,6 +65,10 @@ pub(super) struct RawWorker {
     pub(super) max_respawns: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) stop_grace: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) max_cost_usd: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) max_tokens: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

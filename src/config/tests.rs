@@ -210,3 +210,53 @@ fn alerts_take_a_list_or_a_mapping_with_delivery_settings() {
         .to_string();
     assert!(text.contains("sink"), "{text}");
 }
+
+#[test]
+fn agents_get_their_default_argv_and_environment() {
+    let c = load("repos: {a: {}}\n").unwrap();
+    assert_eq!(c.worker.agent, Agent::Command);
+    assert_eq!(c.worker.command, vec!["claude", "-p"]);
+    let c =
+        load("worker: {agent: claude, max_cost_usd: 2.5, max_tokens: 100000}\nrepos: {a: {}}\n")
+            .unwrap();
+    assert_eq!(c.worker.agent, Agent::Claude);
+    assert!(c.worker.command.contains(&"stream-json".to_string()));
+    assert!(c.worker.command.contains(&"{resume}".to_string()));
+    assert!(
+        c.worker
+            .env_passthrough
+            .contains(&"ANTHROPIC_BASE_URL".to_string())
+    );
+    assert_eq!(c.worker.max_cost_usd, Some(2.5));
+    assert_eq!(c.worker.max_tokens, Some(100_000));
+    let c = load("worker: {agent: codex, command: [codex, exec, '{resume}']}\nrepos: {a: {}}\n")
+        .unwrap();
+    assert_eq!(c.worker.command, vec!["codex", "exec", "{resume}"]);
+}
+
+#[test]
+fn bad_agent_placeholders_and_budgets_are_refused_with_positions() {
+    let err = load(
+        "worker:\n  agent: claud\n  command: [claude, '{sesion}', '--x={resume}']\n  max_cost_usd: -1\n  max_tokens: 0\nrepos: {a: {}}\n",
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("/tmp/repos.yaml:2:") && text.contains("unknown agent \"claud\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("/tmp/repos.yaml:3:") && text.contains("unknown placeholder {sesion}"),
+        "{text}"
+    );
+    assert!(text.contains("whole argument"), "{text}");
+    assert!(
+        text.contains("/tmp/repos.yaml:4:") && text.contains("max_cost_usd"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/tmp/repos.yaml:5:") && text.contains("max_tokens"),
+        "{text}"
+    );
+    assert_eq!(err.0.len(), 5, "{text}");
+}

@@ -2,7 +2,7 @@
 
 use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawWorker, pos};
 use super::{
-    AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind, JobSpec,
+    Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind, JobSpec,
     LOST_HOOK_GRACE, Repo, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
@@ -167,14 +167,31 @@ pub(super) fn validate(
 
     // worker
     let w = raw.worker.unwrap_or(RawWorker {
+        agent: None,
         command: None,
+        max_cost_usd: None,
+        max_tokens: None,
         max_parallel: None,
         env_passthrough: None,
         max_respawns: None,
         stop_grace: None,
     });
+    let agent = match &w.agent {
+        None => Agent::Command,
+        Some(a) => Agent::parse(&a.value).unwrap_or_else(|| {
+            c.err(
+                pos(a),
+                format!(
+                    "worker.agent: unknown agent {:?}; one of: {}",
+                    a.value,
+                    Agent::ALL.map(Agent::as_str).join(", ")
+                ),
+            );
+            Agent::Command
+        }),
+    };
     let command = match w.command {
-        None => vec!["claude".into(), "-p".into()],
+        None => agent.default_command(),
         Some(cmd) => {
             if cmd.value.is_empty() || cmd.value[0].trim().is_empty() {
                 c.err(
@@ -182,9 +199,29 @@ pub(super) fn validate(
                     "worker.command must name a program (an argv list such as [claude, -p])",
                 );
             }
+            for problem in super::agent::command_problems(&cmd.value) {
+                c.err(pos(&cmd), problem);
+            }
             cmd.value
         }
     };
+    let max_cost_usd = match &w.max_cost_usd {
+        Some(s) if !(s.value.is_finite() && s.value > 0.0) => {
+            c.err(
+                pos(s),
+                format!(
+                    "worker.max_cost_usd must be a number of dollars greater than zero, got {}",
+                    s.value
+                ),
+            );
+            None
+        }
+        other => other.as_ref().map(|s| s.value),
+    };
+    let max_tokens = w
+        .max_tokens
+        .as_ref()
+        .map(|_| c.positive("worker.max_tokens", &w.max_tokens, 1) as u64);
     let max_respawns = match &w.max_respawns {
         Some(s) if s.value < 0 => {
             c.err(
@@ -197,14 +234,17 @@ pub(super) fn validate(
         None => 2,
     };
     let worker = WorkerConfig {
+        agent,
         command,
         max_parallel: c.positive("worker.max_parallel", &w.max_parallel, 4) as usize,
         env_passthrough: w
             .env_passthrough
             .map(|v| v.into_iter().map(|s| s.value).collect())
-            .unwrap_or_else(|| vec!["HOME".into(), "PATH".into()]),
+            .unwrap_or_else(|| agent.default_env_passthrough()),
         max_respawns,
         stop_grace: c.duration("worker.stop_grace", &w.stop_grace, Duration::from_secs(10)),
+        max_cost_usd,
+        max_tokens,
     };
     if let Some(var) = &forge.token_env
         && worker.env_passthrough.iter().any(|v| v == var)

@@ -8,6 +8,7 @@ pub mod alerts;
 mod locks;
 mod schema;
 pub mod upstream;
+pub mod usage;
 pub mod waves;
 pub mod workers;
 

@@ -210,6 +210,23 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX wave_tasks_worker ON wave_tasks (worker_id);
     CREATE INDEX workers_task_id ON workers (task_id);
     "#,
+    // 6: what a worker's agent spent (summed across respawns) and its conversation id
+    // (src/store/usage.rs).
+    r#"
+    CREATE TABLE worker_usage (
+        worker_id          TEXT PRIMARY KEY,
+        session_id         TEXT,
+        session_started    INTEGER NOT NULL DEFAULT 0,
+        cost_usd           REAL NOT NULL DEFAULT 0,
+        input_tokens       INTEGER NOT NULL DEFAULT 0,
+        output_tokens      INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        invocations        INTEGER NOT NULL DEFAULT 0,
+        thread_tokens      INTEGER,
+        updated_ms         INTEGER NOT NULL
+    );
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agents;
 mod alerts;
 mod cascade;
 mod chaos;

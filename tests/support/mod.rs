@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod fake_forgejo;
+pub mod fake_model;
 mod org;
 
 pub use org::*;

@@ -471,6 +471,9 @@ pub struct Spec {
     /// `(key, value)` overrides of plain `key: value` lines inside the contract's
     /// `timeouts:` (e.g. `worker_idle`, `check_interval`).
     pub contract_keys: Vec<(String, String)>,
+    /// The whole `worker:` section's entries (YAML lines indented by two), instead of the
+    /// scripted worker's: real agents (`tests/integration/agents.rs`).
+    pub worker_section: Option<String>,
 }
 
 impl Spec {
@@ -492,6 +495,7 @@ impl Spec {
             progress_window: None,
             alerts: None,
             contract_keys: Vec::new(),
+            worker_section: None,
         }
     }
 
@@ -664,13 +668,16 @@ impl Org {
             yaml.push_str(&format!(", required_jobs: [{}]", req.join(", ")));
         }
         yaml.push_str("}\n");
-        yaml.push_str(&format!(
-            "worker:\n  command: [sh, {}, {}]\n  env_passthrough: [HOME, PATH, {OUT_VAR}]\n  stop_grace: {}\n  max_parallel: {}\n",
-            yaml_str(&worker.display().to_string()),
-            yaml_str(&ctl.display().to_string()),
-            spec.stop_grace,
-            spec.max_parallel
-        ));
+        match &spec.worker_section {
+            Some(section) => yaml.push_str(&format!("worker:\n{section}")),
+            None => yaml.push_str(&format!(
+                "worker:\n  command: [sh, {}, {}]\n  env_passthrough: [HOME, PATH, {OUT_VAR}]\n  stop_grace: {}\n  max_parallel: {}\n",
+                yaml_str(&worker.display().to_string()),
+                yaml_str(&ctl.display().to_string()),
+                spec.stop_grace,
+                spec.max_parallel
+            )),
+        }
         if let Some(n) = spec.max_respawns {
             yaml.push_str(&format!("  max_respawns: {n}\n"));
         }
@@ -905,6 +912,13 @@ impl Org {
 
     pub fn workers(&self) -> Vec<WorkerRecord> {
         self.store().workers().unwrap()
+    }
+
+    /// What the worker's agent spent, and its conversation id.
+    pub fn usage(&self, id: &str) -> Option<orch::store::usage::Usage> {
+        self.store()
+            .read(|tx| orch::store::usage::get_usage(tx, id))
+            .unwrap()
     }
 
     pub fn events(&self, id: &str) -> Vec<WorkerEvent> {

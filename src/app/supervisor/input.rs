@@ -6,6 +6,7 @@
 
 use super::ci::CiAnswer;
 use crate::milestone::{LineSignal, Milestone};
+use crate::store::usage::Tokens;
 use crate::store::workers::Request;
 
 #[derive(Debug)]
@@ -25,6 +26,47 @@ pub enum Input {
     /// The cascade watch: an upstream repository's base branch is red (the reason), or no
     /// longer (`None`).
     Upstream(Option<String>),
+    /// A permission denial the agent reported itself (a structured event, or a refusal text
+    /// in a tool's result): the tool and what it was denied. Counted once per tool call.
+    Denial { tool: String, detail: String },
+    /// What the agent's current run has used so far (figures for this run alone).
+    Usage(RunUsage),
+    /// The agent's conversation id (a respawn continues it).
+    Session(String),
+    /// The agent said something about its own health (see [`AgentNote`]).
+    Note(AgentNote),
+}
+
+/// Usage of one agent run (one process) so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunUsage {
+    pub tokens: Tokens,
+    pub cost_usd: f64,
+    /// The run's final figures (Claude's `result` event).
+    pub last: bool,
+    /// The figures are the conversation's (Codex: cumulative per thread, across
+    /// `exec resume`), not this run's: the supervisor takes the difference.
+    pub thread_cumulative: bool,
+}
+
+/// What an agent says about its own health: none of it is progress.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentNote {
+    /// It is retrying its model API (`api_retry`, "Reconnecting…").
+    ApiRetry(String),
+    /// Its API refused it for a rate limit; `resets_at` in Unix seconds when known.
+    RateLimited {
+        resets_at: Option<i64>,
+        detail: String,
+    },
+    /// The conversation orch asked it to continue could not be resumed.
+    ResumeFailed(String),
+    /// Its final result: an error (`is_error`), or a success with nothing done.
+    Result {
+        is_error: bool,
+        subtype: String,
+        text: String,
+    },
 }
 
 /// What a claim or request came to: printed by `orch report` and `orch cancel`, stored with

@@ -12,6 +12,7 @@
 //! the loop; two reader threads pump the worker's output; one thread asks the forge.
 
 mod act;
+pub mod agent;
 mod cascade;
 mod ci;
 mod claims;
@@ -33,14 +34,16 @@ use crate::milestone::{Channel, Event, LineSignal, Milestone, sha_in};
 use crate::sha::Sha;
 use crate::store::workers::{self as ws, Request, RequestKind, VerdictRow, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms};
+use agent::spend::Spend;
 use ci::{CiAnswer, CiLink, ForgeBackoff};
 use claims::{ForgeHead, new_work, truncate, verify_push};
 use done::DoneClaims;
+use input::AgentNote;
 use lease::LeaseKeeper;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use worker::{Stop, WorkerProcess, reap_orphans};
+use worker::{Launch, Stop, WorkerProcess, reap_orphans};
 
 /// Paths and inputs a supervisor needs; also what it passes on to workers.
 pub struct Env<'a> {
@@ -123,6 +126,14 @@ struct Supervisor<'a, F: Forge> {
     /// the worktree.
     last_deadlock_check_ms: i64,
     last_commit_ms: Option<i64>,
+    /// What the agent spent (the task's earlier runs and this one) and its conversation.
+    spend: Spend,
+    /// This run was to continue a conversation and the agent could not: the next start is a
+    /// new conversation (once).
+    resume_failed: bool,
+    fresh_retry_used: bool,
+    /// Agent notes already logged in this run (an API retried ten times is said once).
+    notes_said: std::collections::HashSet<&'static str>,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -176,6 +187,10 @@ pub fn supervise_then<F: Forge + 'static>(
         follower,
         last_deadlock_check_ms: now_ms(),
         last_commit_ms: None,
+        spend: Spend::default(),
+        resume_failed: false,
+        fresh_retry_used: false,
+        notes_said: Default::default(),
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -269,6 +284,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Input::Request(r) => self.request(r),
             Input::Tick => self.tick(),
             Input::WorkerExited(code) => {
+                if self.retry_fresh(code) {
+                    return;
+                }
                 let fact = self.worker_gone(code);
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);
             }
@@ -278,6 +296,157 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Input::Upstream(None) => {
                 self.apply(Event::Resume, None, Vec::new());
             }
+            Input::Denial { tool, detail } => {
+                let line = truncate(&format!("{tool} denied: {detail}"), 300);
+                self.apply(Event::PermissionDenial { line }, None, Vec::new());
+            }
+            Input::Usage(u) => {
+                self.spend.update(u);
+                if u.last {
+                    self.save_spend();
+                }
+                if let Some(why) = self.spend.over_budget(&self.env.config.worker) {
+                    self.save_spend();
+                    let event = Event::Fail {
+                        kind: "budget".into(),
+                        reason: why,
+                    };
+                    self.apply(event, None, Vec::new());
+                }
+            }
+            Input::Session(id) => {
+                let before = &mut self.spend.before;
+                if before.session_id.as_deref() != Some(id.as_str()) {
+                    before.thread_tokens = None; // a new thread counts from zero
+                }
+                before.session_id = Some(id);
+                before.session_started = true;
+                self.spend.dirty = true;
+                self.save_spend();
+            }
+            Input::Note(note) => self.agent_note(note),
+        }
+    }
+
+    /// Logs what an agent says about its health (each kind once per run; rate limits each
+    /// time); a failed resume makes the next start a new conversation.
+    fn agent_note(&mut self, note: AgentNote) {
+        let (kind, detail) = match note {
+            AgentNote::ApiRetry(d) => (
+                "agent_api_retry",
+                format!("the agent is retrying its API: {d}"),
+            ),
+            AgentNote::RateLimited { resets_at, detail } => (
+                "agent_rate_limited",
+                format!(
+                    "the agent is rate-limited ({detail}){}",
+                    resets_at
+                        .map(|t| format!(" until {t} (Unix time)"))
+                        .unwrap_or_default()
+                ),
+            ),
+            AgentNote::ResumeFailed(d) => {
+                self.resume_failed = true;
+                (
+                    "agent_resume_failed",
+                    format!("the conversation could not be continued: {d}"),
+                )
+            }
+            AgentNote::Result {
+                is_error,
+                subtype,
+                text,
+            } => (
+                "agent_result",
+                format!(
+                    "the agent ended its run with {subtype}{}: {text}",
+                    if is_error { " (an error)" } else { "" }
+                ),
+            ),
+        };
+        if kind != "agent_rate_limited" && !self.notes_said.insert(kind) {
+            return;
+        }
+        tracing::warn!(worker = %self.w.id, "{detail}");
+        self.record(vec![Fact::Logged {
+            kind,
+            detail: truncate(&detail, 500),
+        }]);
+    }
+
+    /// A run that could not continue its conversation ended: starts a new conversation at
+    /// once (once per supervisor). True when it did.
+    fn retry_fresh(&mut self, code: Option<i32>) -> bool {
+        if !self.resume_failed || self.fresh_retry_used || self.w.milestone().is_terminal() {
+            return false;
+        }
+        self.fresh_retry_used = true;
+        self.resume_failed = false;
+        let fact = self.worker_gone(code);
+        self.record(vec![
+            fact,
+            Fact::Logged {
+                kind: "agent_new_conversation",
+                detail: "the previous conversation could not be resumed: starting a new one".into(),
+            },
+        ]);
+        self.spend.before.session_started = false;
+        self.spend.dirty = true;
+        self.save_spend();
+        self.start_worker().is_ok()
+    }
+
+    /// Writes what the agent spent, if it changed.
+    fn save_spend(&mut self) {
+        if !self.spend.dirty {
+            return;
+        }
+        let (id, total) = (self.w.id.clone(), self.spend.total());
+        let saved = self
+            .store
+            .write(|tx| crate::store::usage::save_usage(tx, &id, &total, now_ms()));
+        match saved {
+            Ok(()) => self.spend.dirty = false,
+            Err(e) => {
+                tracing::warn!(worker = %self.w.id, error = %e, "cannot record the agent's usage")
+            }
+        }
+    }
+
+    /// How this run starts: a respawn of an agent that keeps conversations continues the
+    /// last one (its new message: the resume note), anything else starts a new one.
+    fn launch(&mut self) -> Launch {
+        let agent = self.env.config.worker.agent;
+        let id = self.w.id.clone();
+        let mut row = self
+            .store
+            .read(|tx| crate::store::usage::get_usage(tx, &id))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        // Spent so far: the last run's figures are in the row already.
+        if self.spend.run != input::RunUsage::default() {
+            row = self.spend.total();
+        }
+        let resume = agent.resumes() && row.session_started && row.session_id.is_some();
+        let session_id = match (&row.session_id, resume) {
+            (Some(s), true) => s.clone(),
+            _ => agent::new_session_id(),
+        };
+        if !resume {
+            row.session_id = Some(session_id.clone());
+            row.session_started = false;
+            row.thread_tokens = None;
+        }
+        let message = resume.then(|| self.w.resume_note.clone()).flatten();
+        self.spend = Spend::new(row);
+        self.spend.dirty = true;
+        self.save_spend();
+        self.notes_said.clear();
+        Launch {
+            session_id,
+            resume,
+            message,
         }
     }
 
@@ -303,7 +472,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     }
 
     fn start_worker(&mut self) -> Result<(), SuperviseError> {
-        let process = WorkerProcess::start(self.env, &self.w)?;
+        let launch = self.launch();
+        let process = WorkerProcess::start(self.env, &self.w, &launch)?;
         let pid = process.pid();
         self.worker = Some(process);
         self.w.worker_pid = Some(pid);
@@ -366,6 +536,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             };
             self.apply(check, None, Vec::new());
         }
+        self.save_spend();
         if self.dirty {
             self.persist_progress();
         }
@@ -761,6 +932,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if self.dirty {
             self.persist_progress();
         }
+        self.save_spend();
         self.lease.give_up(&mut self.store);
         self.checkpoint();
         // The alerts of the last transitions go out before the process does (bounded).

@@ -8,10 +8,12 @@
 //! the log file at `MAX_LOG_BYTES`, and the channel is bounded (a busy supervisor makes the
 //! worker wait on its pipe).
 
+use super::agent::line::LineFilter;
+use super::agent::{self, StreamParser};
 use super::input::Input;
 use super::{Env, SuperviseError, session_dir};
+use crate::config::agent::{ArgvValues, expand};
 use crate::contain::{self, Cgroup};
-use crate::milestone::parse_line;
 use crate::process::{GroupChild, GroupOptions, Signal, spawn_in_group};
 use crate::store::workers::WorkerRecord;
 use std::io::{Read, Write};
@@ -41,6 +43,17 @@ pub enum Stop {
     Terminate,
 }
 
+/// How one run of the worker starts: its conversation, and what goes on its stdin.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub session_id: String,
+    /// Continue the conversation `session_id` (the agent started it before).
+    pub resume: bool,
+    /// The text for stdin instead of `prompt.md` (a continued conversation gets the resume
+    /// note as its new message).
+    pub message: Option<String>,
+}
+
 /// A running worker: its group (led by the guard), its cgroup if it has one, and the channel
 /// its readers feed.
 pub struct WorkerProcess {
@@ -56,16 +69,26 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts the configured worker command for `w` under `orch __guard`, which leads the
     /// group and takes it down if this supervisor dies (see process.rs).
-    pub fn start(env: &Env, w: &WorkerRecord) -> Result<WorkerProcess, SuperviseError> {
+    pub fn start(
+        env: &Env,
+        w: &WorkerRecord,
+        launch: &Launch,
+    ) -> Result<WorkerProcess, SuperviseError> {
         let dir = session_dir(env.state_dir, &w.id);
         let _ = std::fs::create_dir_all(&dir);
-        let argv = &env.config.worker.command;
+        let agent_kind = env.config.worker.agent;
+        let argv = argv_for(env, w, launch);
         let start_error = |source| SuperviseError::Start {
             id: w.id.clone(),
             argv: argv.join(" "),
             source,
         };
         let prompt = std::fs::read(dir.join("prompt.md")).unwrap_or_default();
+        let stdin_text = launch
+            .message
+            .as_ref()
+            .map(|m| m.clone().into_bytes())
+            .unwrap_or_else(|| prompt.clone());
         let cgroup = Cgroup::for_worker(env.state_dir, &w.id);
         if let Some(cg) = &cgroup
             && let Err(e) = cg.record(&dir)
@@ -80,7 +103,7 @@ impl WorkerProcess {
             cmd.arg("--cgroup").arg(cg.dir());
         }
         cmd.arg("--")
-            .args(argv)
+            .args(&argv)
             .current_dir(&w.worktree)
             .env_clear()
             .stdin(std::process::Stdio::piped())
@@ -109,7 +132,8 @@ impl WorkerProcess {
             .env("ORCH_CONFIG", env.config_path)
             .env("ORCH_BRANCH", &w.branch)
             .env("ORCH_PUSH_REMOTE", &w.remote)
-            .env("ORCH_BIN", env.orch_exe);
+            .env("ORCH_BIN", env.orch_exe)
+            .env("ORCH_SESSION_ID", &launch.session_id);
         let mut child = spawn_in_group(
             &mut cmd,
             &GroupOptions {
@@ -141,15 +165,16 @@ impl WorkerProcess {
             // write is thread-directed: blocking it in this thread alone is enough.
             std::thread::spawn(move || {
                 block_sigpipe_in_this_thread();
-                let _ = stdin.write_all(&prompt);
+                let _ = stdin.write_all(&stdin_text);
             });
         }
+        let (out_parser, err_parser) = agent::parsers(agent_kind, filter);
         if let Some(out) = c.stdout.take() {
-            let (tx, log, filter) = (tx.clone(), log.clone(), filter.clone());
-            std::thread::spawn(move || pump(out, tx, log, filter));
+            let (tx, log) = (tx.clone(), log.clone());
+            std::thread::spawn(move || pump(out, tx, log, out_parser));
         }
         if let Some(err) = c.stderr.take() {
-            std::thread::spawn(move || pump(err, tx, log, filter));
+            std::thread::spawn(move || pump(err, tx, log, err_parser));
         }
         Ok(WorkerProcess {
             child,
@@ -394,69 +419,35 @@ impl LogSink {
     }
 }
 
-/// Which lines of a worker's output are signals: milestone and permission-denial lines
-/// (`milestone::parse_line`), except the text orch itself gave the worker — its prompt and CI
-/// guide, whose lines name every milestone. An agent that echoes its prompt (Codex, aider) or
-/// prints the guide with a tool (`cat "$ORCH_CI_GUIDE"`) claims nothing by it.
-struct LineFilter {
-    patterns: Vec<String>,
-    given: std::collections::HashSet<String>,
-}
-
-impl LineFilter {
-    fn new(patterns: Vec<String>, texts: &[&[u8]]) -> LineFilter {
-        let given = texts
-            .iter()
-            .flat_map(|t| {
-                String::from_utf8_lossy(t)
-                    .lines()
-                    .map(normalise)
-                    .collect::<Vec<_>>()
-            })
-            .filter(|l| !l.is_empty())
-            .collect();
-        LineFilter { patterns, given }
-    }
-
-    fn signal(&self, line: &str) -> Option<crate::milestone::LineSignal> {
-        let sig = parse_line(line, &self.patterns)?;
-        (!self.given.contains(&normalise(line))).then_some(sig)
-    }
-}
-
-/// A line as compared with the given texts: without surrounding blanks or the quote marks
-/// and bullets agents put before echoed text.
-fn normalise(line: &str) -> String {
-    line.trim()
-        .trim_start_matches(['>', '|', '-', '*', ' '])
-        .trim()
-        .to_string()
-}
-
-/// Reads one stream of the worker until EOF. Runs on its own thread.
+/// Reads one stream of the worker until EOF, each line through the agent's parser. Runs on
+/// its own thread.
 fn pump(
     mut stream: impl Read,
     tx: SyncSender<Input>,
     log: Arc<Mutex<LogSink>>,
-    filter: Arc<LineFilter>,
+    mut parser: Box<dyn StreamParser>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::with_capacity(1024);
     let mut last_activity = std::time::Instant::now() - Duration::from_secs(10);
+    let raw_progress = parser.bytes_are_progress();
     loop {
         let n = match stream.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         log.lock().expect("log lock").write(&buf[..n]);
+        let mut progress = raw_progress;
         for &b in &buf[..n] {
             if b == b'\n' {
                 let text = String::from_utf8_lossy(&line).into_owned();
                 line.clear();
-                if let Some(sig) = filter.signal(&text) {
+                let parsed = parser.line(&text);
+                progress |= parsed.progress;
+                for input in parsed.inputs {
                     // Blocking send: if the supervisor is busy the worker waits on its pipe,
                     // which is what bounds memory.
-                    if tx.send(Input::Line(sig, text)).is_err() {
+                    if tx.send(input).is_err() {
                         return;
                     }
                 }
@@ -464,17 +455,49 @@ fn pump(
                 line.push(b);
             }
         }
-        if last_activity.elapsed() >= Duration::from_secs(1) {
+        if progress && last_activity.elapsed() >= Duration::from_secs(1) {
             last_activity = std::time::Instant::now();
             let _ = tx.try_send(Input::Activity);
         }
     }
     if !line.is_empty() {
         let text = String::from_utf8_lossy(&line).into_owned();
-        if let Some(sig) = filter.signal(&text) {
-            let _ = tx.send(Input::Line(sig, text));
+        for input in parser.line(&text).inputs {
+            let _ = tx.send(input);
         }
     }
+}
+
+/// The worker's argv: `worker.command` with its placeholders filled in for this run.
+fn argv_for(env: &Env, w: &WorkerRecord, launch: &Launch) -> Vec<String> {
+    let wt = std::path::Path::new(&w.worktree);
+    let argv = &env.config.worker.command;
+    let uses = |p: &str| argv.iter().any(|a| a.contains(p));
+    // Asked of git only when the command wants them.
+    let git_dir = if uses("{git_dir}") {
+        crate::gitops::git(
+            wt,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .unwrap_or_else(|_| format!("{}/.git", w.worktree))
+    } else {
+        String::new()
+    };
+    let remote = if uses("{remote}") {
+        crate::gitops::git(wt, &["remote", "get-url", &w.remote])
+            .unwrap_or_else(|_| w.remote.clone())
+    } else {
+        String::new()
+    };
+    let values = ArgvValues {
+        session_id: &launch.session_id,
+        resume: launch.resume,
+        worktree: &w.worktree,
+        git_dir: &git_dir,
+        remote: &remote,
+        worker_id: &w.id,
+    };
+    expand(env.config.worker.agent, argv, &values)
 }
 
 /// Reaps zombie children other than the worker leader `leader` (whose status `GroupChild`
@@ -525,28 +548,6 @@ fn block_sigpipe_in_this_thread() {
 mod tests {
     use super::*;
     use std::path::Path;
-
-    #[test]
-    fn lines_orch_gave_the_worker_claim_nothing() {
-        let prompt =
-            b"Report milestones:\nPUSHED_TO_CI: <repo> commit <sha>\n> DONE: <repo> all green\n";
-        let guide = b"FIXING_CI: <job> - <diagnosis>\n";
-        let f = LineFilter::new(vec!["auto-denied".into()], &[prompt, guide]);
-        // Echoed, quoted or printed by a tool: nothing.
-        assert!(f.signal("PUSHED_TO_CI: <repo> commit <sha>").is_none());
-        assert!(f.signal("  > DONE: <repo> all green").is_none());
-        assert!(f.signal("FIXING_CI: <job> - <diagnosis>").is_none());
-        // The worker's own lines still count.
-        assert!(
-            f.signal("PUSHED_TO_CI: alpha commit 0123456789abcdef")
-                .is_some()
-        );
-        assert!(
-            f.signal("DONE: alpha all green, radicle-push: success")
-                .is_some()
-        );
-        assert!(f.signal("Permission auto-denied for Bash").is_some());
-    }
 
     #[test]
     fn the_running_orch_comes_first_on_the_workers_path() {

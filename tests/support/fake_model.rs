@@ -1,0 +1,344 @@
+//! A fake Anthropic Messages API on 127.0.0.1 for the real Claude Code CLI
+//! (`ANTHROPIC_BASE_URL`): `POST /v1/messages` answered as a server-sent event stream, from a
+//! script the test writes.
+//!
+//! Which turn of the script answers a request is read from the request itself: the number of
+//! assistant messages in its history. Retries get the same turn, and a conversation continued
+//! with `--resume` (which re-sends its history) picks up where it left off. Requests without
+//! tools (a side call such as a title) get a short text. `{cwd}` in a turn becomes the
+//! agent's working directory (from "Primary working directory:" in its system prompt), and
+//! `{last}` the text of the last tool result the request carries (a model reading its tool's
+//! output: `git rev-parse HEAD`, then the SHA).
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One block of an assistant message.
+#[derive(Debug, Clone)]
+pub enum Block {
+    Text(String),
+    Tool {
+        name: String,
+        input: Value,
+    },
+    /// A text block quoting every line of the user's prompt that names a milestone.
+    EchoPrompt,
+}
+
+/// One scripted assistant message, with the input tokens it reports.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub blocks: Vec<Block>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Turn {
+    pub fn text(t: &str) -> Turn {
+        Turn::of(vec![Block::Text(t.into())])
+    }
+
+    pub fn bash(command: &str) -> Turn {
+        Turn::of(vec![bash(command)])
+    }
+
+    pub fn of(blocks: Vec<Block>) -> Turn {
+        Turn {
+            blocks,
+            input_tokens: 1000,
+            output_tokens: 50,
+        }
+    }
+}
+
+pub fn bash(command: &str) -> Block {
+    Block::Tool {
+        name: "Bash".into(),
+        input: json!({"command": command, "description": "scripted"}),
+    }
+}
+
+/// What the fake saw of one request it answered.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub body: Value,
+    /// The script turn it answered (None: a side request).
+    pub turn: Option<usize>,
+    /// When the answer was fully written.
+    pub answered: Instant,
+    /// The same, in Unix milliseconds (as orch's events are stamped).
+    pub answered_ms: i64,
+}
+
+pub struct FakeModel {
+    pub url: String,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl FakeModel {
+    pub fn start(script: Vec<Turn>) -> FakeModel {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(script);
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (script, seen) = (script.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &script, &seen);
+                });
+            }
+        });
+        FakeModel { url, seen }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// When the answer with script turn `n` was last written.
+    pub fn answered(&self, n: usize) -> Option<Instant> {
+        self.seen()
+            .iter()
+            .filter(|s| s.turn == Some(n))
+            .map(|s| s.answered)
+            .next_back()
+    }
+}
+
+fn serve(stream: TcpStream, script: &[Turn], seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        let mut length = 0usize;
+        let mut chunked = false;
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let lower = h.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+            if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                chunked = true;
+            }
+        }
+        let body = if chunked {
+            read_chunked(&mut reader)?
+        } else {
+            let mut b = vec![0; length];
+            reader.read_exact(&mut b)?;
+            b
+        };
+        let mut out = stream.try_clone()?;
+        let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+        if !request_line.starts_with("POST") || !path.starts_with("/v1/messages") {
+            write!(out, "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")?;
+            continue;
+        }
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if path.starts_with("/v1/messages/count_tokens") {
+            let b = br#"{"input_tokens":10}"#;
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                b.len()
+            )?;
+            out.write_all(b)?;
+            continue;
+        }
+        let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+        let n = body["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+            .unwrap_or(0);
+        let (turn, index) = match (has_tools, script.get(n)) {
+            (true, Some(t)) => (t.clone(), Some(n)),
+            (true, None) => (Turn::text("(the script has ended)"), None),
+            (false, _) => (Turn::text("ok"), None),
+        };
+        let sse = events(&turn, &body, n);
+        write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+        )?;
+        out.write_all(sse.as_bytes())?;
+        out.flush()?;
+        seen.lock().unwrap().push(Seen {
+            body,
+            turn: index,
+            answered: Instant::now(),
+            answered_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64,
+        });
+        return Ok(());
+    }
+}
+
+fn read_chunked(r: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        r.read_line(&mut size)?;
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        let mut chunk = vec![0; n + 2];
+        r.read_exact(&mut chunk)?;
+        if n == 0 {
+            return Ok(body);
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The text of a request: its system prompt and messages, as one string.
+fn all_text(v: &Value) -> String {
+    let mut out = String::new();
+    collect(v, &mut out);
+    out
+}
+
+fn collect(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+        Value::Object(o) => o.values().for_each(|x| collect(x, out)),
+        _ => {}
+    }
+}
+
+fn cwd_of(body: &Value) -> String {
+    let text = all_text(&body["system"]);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("- Primary working directory: "))
+        .or_else(|| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("Primary working directory: "))
+        })
+        .unwrap_or("/nonexistent")
+        .trim()
+        .to_string()
+}
+
+/// The text of the last tool result in the request's history.
+fn last_result(body: &Value) -> String {
+    let mut last = String::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for b in m["content"].as_array().into_iter().flatten() {
+            if b["type"] == "tool_result" {
+                last = all_text(&b["content"]).trim().to_string();
+            }
+        }
+    }
+    last
+}
+
+fn fill(s: &str, cwd: &str, last: &str) -> String {
+    s.replace("{cwd}", cwd).replace("{last}", last)
+}
+
+fn with_cwd(v: &Value, cwd: &str, last: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(fill(s, cwd, last)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| with_cwd(x, cwd, last)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), with_cwd(x, cwd, last)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn events(turn: &Turn, body: &Value, n: usize) -> String {
+    let model = body["model"].as_str().unwrap_or("claude-sonnet-4-5");
+    let cwd = cwd_of(body);
+    let last = last_result(body);
+    let mut out = String::new();
+    let mut ev = |name: &str, data: Value| {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    };
+    ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_fake_{n}_{}", std::process::id()),
+            "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": turn.input_tokens, "output_tokens": 1}}}),
+    );
+    let mut uses_tool = false;
+    for (i, block) in turn.blocks.iter().enumerate() {
+        match block {
+            Block::Text(_) | Block::EchoPrompt => {
+                let text = match block {
+                    Block::Text(t) => fill(t, &cwd, &last),
+                    _ => {
+                        let prompt = all_text(&body["messages"][0]);
+                        prompt
+                            .lines()
+                            .filter(|l| {
+                                [
+                                    "WORKING:",
+                                    "PUSHED_TO_CI:",
+                                    "FIXING_CI:",
+                                    "DONE:",
+                                    "BLOCKED",
+                                ]
+                                .iter()
+                                .any(|m| l.contains(m))
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    }
+                };
+                ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+                );
+                ev(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": text}}),
+                );
+            }
+            Block::Tool { name, input } => {
+                uses_tool = true;
+                let input = with_cwd(input, &cwd, &last);
+                ev(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use",
+                        "id": format!("toolu_fake_{n}_{i}"), "name": name, "input": {}}}),
+                );
+                ev(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta",
+                        "partial_json": input.to_string()}}),
+                );
+            }
+        }
+        ev(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": i}),
+        );
+    }
+    ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": if uses_tool {"tool_use"} else {"end_turn"},
+            "stop_sequence": null}, "usage": {"output_tokens": turn.output_tokens}}),
+    );
+    ev("message_stop", json!({"type": "message_stop"}));
+    out
+}

@@ -4,15 +4,21 @@
 //! following CI for the tracked SHA. It holds a lease in SQLite so that `orch resume` can tell
 //! when it is gone.
 //!
-//! Files: `worker.rs` (launch, environment, output pumps, stopping), `ci.rs` (the CI thread,
-//! query numbering, forge back-off), `done.rs` (the DONE-freshness rule), `claims.rs` (push
-//! verification), `lease.rs`, `input.rs` (the one input type and the claim outcome).
+//! Files: `worker.rs` (launch, environment, output pumps, stopping), `ci.rs` (the CI thread:
+//! CI and the branch head, query numbering, forge back-off), `branch.rs` (the worker's branch
+//! on the forge: heads seen, DONE judged frozen), `done.rs` (the DONE-freshness rule),
+//! `claims.rs` (push verification), `agent/` (one adapter per agent) and `agent_run.rs` (what
+//! the supervisor does with an agent's reports and spending), `cascade.rs`, `lease.rs`,
+//! `input.rs` (the one input type and the claim outcome).
 //!
 //! Threads: the main thread owns the worker (so its parent-death signal stays armed) and runs
-//! the loop; two reader threads pump the worker's output; one thread asks the forge.
+//! the loop; two reader threads pump the worker's output; one thread asks the forge; the
+//! cascade and alert-delivery threads.
 
 mod act;
 pub mod agent;
+mod agent_run;
+mod branch;
 mod cascade;
 mod ci;
 mod claims;
@@ -36,14 +42,13 @@ use crate::store::workers::{self as ws, Request, RequestKind, VerdictRow, Worker
 use crate::store::{Store, StoreError, now_ms};
 use agent::spend::Spend;
 use ci::{CiAnswer, CiLink, ForgeBackoff};
-use claims::{ForgeHead, new_work, truncate, verify_push};
+use claims::{ForgeHead, truncate, verify_push};
 use done::DoneClaims;
-use input::AgentNote;
 use lease::LeaseKeeper;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use worker::{Launch, Stop, WorkerProcess, reap_orphans};
+use worker::{Stop, WorkerProcess, reap_orphans};
 
 /// Paths and inputs a supervisor needs; also what it passes on to workers.
 pub struct Env<'a> {
@@ -328,128 +333,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    /// Logs what an agent says about its health (each kind once per run; rate limits each
-    /// time); a failed resume makes the next start a new conversation.
-    fn agent_note(&mut self, note: AgentNote) {
-        let (kind, detail) = match note {
-            AgentNote::ApiRetry(d) => (
-                "agent_api_retry",
-                format!("the agent is retrying its API: {d}"),
-            ),
-            AgentNote::RateLimited { resets_at, detail } => (
-                "agent_rate_limited",
-                format!(
-                    "the agent is rate-limited ({detail}){}",
-                    resets_at
-                        .map(|t| format!(" until {t} (Unix time)"))
-                        .unwrap_or_default()
-                ),
-            ),
-            AgentNote::ResumeFailed(d) => {
-                self.resume_failed = true;
-                (
-                    "agent_resume_failed",
-                    format!("the conversation could not be continued: {d}"),
-                )
-            }
-            AgentNote::Result {
-                is_error,
-                subtype,
-                text,
-            } => (
-                "agent_result",
-                format!(
-                    "the agent ended its run with {subtype}{}: {text}",
-                    if is_error { " (an error)" } else { "" }
-                ),
-            ),
-        };
-        if kind != "agent_rate_limited" && !self.notes_said.insert(kind) {
-            return;
-        }
-        tracing::warn!(worker = %self.w.id, "{detail}");
-        self.record(vec![Fact::Logged {
-            kind,
-            detail: truncate(&detail, 500),
-        }]);
-    }
-
-    /// A run that could not continue its conversation ended: starts a new conversation at
-    /// once (once per supervisor). True when it did.
-    fn retry_fresh(&mut self, code: Option<i32>) -> bool {
-        if !self.resume_failed || self.fresh_retry_used || self.w.milestone().is_terminal() {
-            return false;
-        }
-        self.fresh_retry_used = true;
-        self.resume_failed = false;
-        let fact = self.worker_gone(code);
-        self.record(vec![
-            fact,
-            Fact::Logged {
-                kind: "agent_new_conversation",
-                detail: "the previous conversation could not be resumed: starting a new one".into(),
-            },
-        ]);
-        self.spend.before.session_started = false;
-        self.spend.dirty = true;
-        self.save_spend();
-        self.start_worker().is_ok()
-    }
-
-    /// Writes what the agent spent, if it changed.
-    fn save_spend(&mut self) {
-        if !self.spend.dirty {
-            return;
-        }
-        let (id, total) = (self.w.id.clone(), self.spend.total());
-        let saved = self
-            .store
-            .write(|tx| crate::store::usage::save_usage(tx, &id, &total, now_ms()));
-        match saved {
-            Ok(()) => self.spend.dirty = false,
-            Err(e) => {
-                tracing::warn!(worker = %self.w.id, error = %e, "cannot record the agent's usage")
-            }
-        }
-    }
-
-    /// How this run starts: a respawn of an agent that keeps conversations continues the
-    /// last one (its new message: the resume note), anything else starts a new one.
-    fn launch(&mut self) -> Launch {
-        let agent = self.env.config.worker.agent;
-        let id = self.w.id.clone();
-        let mut row = self
-            .store
-            .read(|tx| crate::store::usage::get_usage(tx, &id))
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        // Spent so far: the last run's figures are in the row already.
-        if self.spend.run != input::RunUsage::default() {
-            row = self.spend.total();
-        }
-        let resume = agent.resumes() && row.session_started && row.session_id.is_some();
-        let session_id = match (&row.session_id, resume) {
-            (Some(s), true) => s.clone(),
-            _ => agent::new_session_id(),
-        };
-        if !resume {
-            row.session_id = Some(session_id.clone());
-            row.session_started = false;
-            row.thread_tokens = None;
-        }
-        let message = resume.then(|| self.w.resume_note.clone()).flatten();
-        self.spend = Spend::new(row);
-        self.spend.dirty = true;
-        self.save_spend();
-        self.notes_said.clear();
-        Launch {
-            session_id,
-            resume,
-            message,
-        }
-    }
-
     /// Nothing left to do once the worker is gone, unless CI for a pushed SHA is undecided.
     /// `no_run` (no push run within `ci.start_timeout`) needs a new push, which only a worker
     /// can make: stop, so that `orch resume` gives it to a replacement (a push whose
@@ -650,163 +533,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             },
         };
         self.apply(event, request, Vec::new())
-    }
-
-    /// The head of the worker's branch on the forge, read now through the CI thread.
-    fn forge_head(&self) -> ForgeHead {
-        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
-            return Err(format!("repository {} is not configured", self.w.repo));
-        };
-        let wait = self.env.config.forge.request_timeout * 4 + Duration::from_secs(5);
-        self.ci.branch_head(repo, &self.w.branch, wait)
-    }
-
-    /// What the other workers of the repository pushed (worker, SHA).
-    fn others_pushes(&mut self) -> Vec<(String, String)> {
-        let (repo, id) = (self.w.repo.clone(), self.w.id.clone());
-        self.store
-            .read(|tx| ws::others_pushes(tx, &repo, &id))
-            .unwrap_or_default()
-    }
-
-    /// A head of the worker's branch that is not the tracked commit: a push, reported or not.
-    /// New work re-opens verification (the worker is PUSHED_TO_CI on it); anything else is a
-    /// violation, said once.
-    fn observe_head(&mut self, head: &ForgeHead) {
-        let Ok(Some(h)) = head else {
-            return;
-        };
-        let p = &self.w.progress;
-        if p.tracked_sha.as_ref() == Some(h)
-            || p.milestone.is_terminal()
-            || !matches!(p.milestone, Milestone::PushedToCi | Milestone::FixingCi)
-            || self.refused_head.as_ref() == Some(h)
-        {
-            return;
-        }
-        let replaced = p.tracked_sha.clone();
-        let others = self.others_pushes();
-        let (event, facts) = match new_work(&self.w, h, &others) {
-            Ok(()) => {
-                let wt = Path::new(&self.w.worktree);
-                let pushed_ms = crate::gitops::commit_time_ms(wt, h).unwrap_or_else(|_| now_ms());
-                let seen = Fact::Logged {
-                    kind: "push_seen",
-                    detail: format!(
-                        "{} is the head of {} on the forge, replacing {}: CI is verified again",
-                        h.short(),
-                        self.w.branch,
-                        replaced.as_ref().map(Sha::short).unwrap_or("nothing")
-                    ),
-                };
-                let push = Event::Push {
-                    sha: h.clone(),
-                    pushed_ms: pushed_ms.min(now_ms()),
-                    via: Channel::Forge,
-                };
-                (push, vec![seen])
-            }
-            Err(reason) => {
-                self.refused_head = Some(h.clone());
-                let rejected = Event::PushRejected {
-                    claimed: h.to_string(),
-                    reason,
-                    via: Channel::Forge,
-                };
-                (rejected, Vec::new())
-            }
-        };
-        self.apply(event, None, facts);
-    }
-
-    /// Judges DONE claims on `head`, the branch head read with a CI answer sent after them
-    /// (`None`: no such answer came). DONE needs that head to be the tracked commit; the
-    /// machine then needs its CI green. A claim refused here leaves the worker to go on.
-    fn judge_done(&mut self, claims: Vec<done::PendingDone>, head: Option<&ForgeHead>) {
-        for d in claims {
-            let tracked = self.w.progress.tracked_sha.clone();
-            let refusal = match head {
-                Some(Ok(Some(h))) if tracked.as_ref() == Some(h) => None,
-                Some(Ok(Some(h))) => Some(format!(
-                    "the head of branch {} on the forge is {}, not the verified {}",
-                    self.w.branch,
-                    h.short(),
-                    tracked.as_ref().map(Sha::short).unwrap_or("(none)")
-                )),
-                Some(Ok(None)) => Some(format!("branch {} is not on the forge", self.w.branch)),
-                Some(Err(e)) => Some(format!(
-                    "the head of branch {} cannot be read from the forge: {e}",
-                    self.w.branch
-                )),
-                None => Some(format!(
-                    "the forge did not answer within {} s: claim DONE again",
-                    done::DONE_VERDICT_WAIT_MS / 1000
-                )),
-            };
-            let event = match refusal {
-                None => Event::DoneClaim { via: d.via },
-                Some(reason) => Event::DoneRefused { reason, via: d.via },
-            };
-            self.apply(event, d.request, Vec::new());
-        }
-        self.thaw();
-    }
-
-    /// A green verdict for the tracked SHA makes the worker DONE (the machine does not wait for
-    /// its claim): the worker is frozen and its branch head read once more first, so that no
-    /// push lands between the head that came with the answer and the DONE. False when the head
-    /// moved (verification re-opened on it); the worker stays frozen only if a DONE claim of
-    /// its own is still waiting to be judged.
-    fn head_holds_for_green(&mut self, sha: &Sha, kind: crate::ci::verdict::VerdictKind) -> bool {
-        if kind != crate::ci::verdict::VerdictKind::Green
-            || !matches!(
-                self.w.progress.milestone,
-                Milestone::PushedToCi | Milestone::FixingCi
-            )
-            || self.worker.is_none()
-        {
-            return true; // nothing to finish, or no process left that could push
-        }
-        self.freeze();
-        let head = self.forge_head();
-        if matches!(&head, Ok(Some(h)) if h == sha) {
-            return true; // apply() stops the frozen worker before DONE is written
-        }
-        self.thaw();
-        self.observe_head(&head);
-        false
-    }
-
-    /// Gives a worker that printed DONE up to `grace` to exit by itself.
-    fn let_exit(&mut self, grace: Duration) {
-        let until = Instant::now() + grace;
-        while let Some(w) = self.worker.as_mut() {
-            if w.try_wait().is_some() || Instant::now() >= until {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn freeze(&mut self) {
-        if let Some(w) = &self.worker
-            && !self.frozen
-        {
-            w.freeze();
-            self.frozen = true;
-        }
-    }
-
-    /// Lets a frozen worker go on (its DONE was refused).
-    fn thaw(&mut self) {
-        if self.frozen && self.done_claims.is_empty() {
-            self.frozen = false;
-            if self.w.progress.milestone != Milestone::Paused
-                && let Some(w) = &self.worker
-            {
-                w.thaw();
-            }
-        }
     }
 
     /// Whether CI (and the branch head) is asked about now. A red or sync_not_done verdict is

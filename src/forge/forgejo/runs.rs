@@ -348,9 +348,9 @@ impl ForgejoForge {
 /// Forgejo aggregates `cancelled`, then `failure`, before `running`/`waiting`/`blocked`: a
 /// run that is still going has no failed or cancelled job, so such a task is a superseded
 /// attempt (a rerun is queued): the job is waiting. A finished run that is `success` or
-/// `skipped` has no failed job either. A finished run with no task at all, or with a
-/// skipped job (whose dependents the server skips without a task), may have jobs no task
-/// shows.
+/// `skipped` has no failed job either. A finished run with no task at all, with a skipped
+/// job (whose dependents the server skips without a task), or that was cancelled (jobs
+/// cancelled before pickup have no task), may have jobs no task shows.
 fn settle_by_run_status(run: &mut CiRun) -> bool {
     let failed = |s: JobStatus| matches!(s, JobStatus::Failure | JobStatus::Cancelled);
     if run.status.is_some_and(JobStatus::is_done)
@@ -368,9 +368,10 @@ fn settle_by_run_status(run: &mut CiRun) -> bool {
             true
         }
         Some(JobStatus::Success | JobStatus::Skipped) => !run.jobs.iter().any(|j| failed(j.status)),
-        Some(JobStatus::Failure | JobStatus::Cancelled) => {
-            run.jobs.iter().any(|j| failed(j.status))
-        }
+        Some(JobStatus::Failure) => run.jobs.iter().any(|j| failed(j.status)),
+        // A cancelled run may hold jobs cancelled before any runner picked them up: they have
+        // no task, and a task that is cancelled (the sync job, say) does not show them.
+        Some(JobStatus::Cancelled) => false,
         _ => true,
     }
 }

@@ -6,7 +6,9 @@
 //! directory, not the worker's log, prompt or environment.
 
 use crate::support::fake_forgejo::{FakeForgejo, OWNER, REPO, TOKEN};
-use crate::support::{ForgeSpec, Org, RepoSpec, Spec, assert_clean, files_under, git};
+use crate::support::{
+    DEADLINE, ForgeSpec, Org, RepoSpec, Spec, assert_clean, files_under, git, poll_until,
+};
 use orch::milestone::Milestone;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -350,4 +352,54 @@ fn git_runs_nothing_a_worker_configured() {
         "orch ran the worker's commands: {ran:?}\n{}",
         seen.join("\n---\n")
     );
+}
+
+/// An alert on a Forgejo organisation goes to a command sink that records its environment and
+/// its input: the forge token is in neither, nor in any file under the state directory.
+#[test]
+fn alerts_carry_no_token_to_their_sinks() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(FakeForgejo::start(V16));
+    fake.require_token(Some(TOKEN));
+    let out = tempfile::tempdir().unwrap();
+    let sink = format!(
+        "  sinks:\n    - command: [sh, -c, {}]\n",
+        serde_json::to_string(&format!(
+            "env > '{0}/sink-env'; cat >> '{0}/sink-input'",
+            out.path().display()
+        ))
+        .unwrap()
+    );
+    let mut spec = Spec::local("exit3.sh")
+        .repo(RepoSpec::new(REPO))
+        .alerts(&sink);
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: TOKEN_ENV.into(),
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    let (_, id) = org.spawn_foreground(REPO, "give up at once");
+    let input = poll_until(
+        "the alert at the command sink",
+        DEADLINE,
+        || {
+            std::fs::read_to_string(out.path().join("sink-input"))
+                .ok()
+                .filter(|s| s.contains(&id))
+        },
+        || org.diag(&id),
+    );
+    let env = std::fs::read_to_string(out.path().join("sink-env")).unwrap();
+    assert_eq!(holds_token_piece(&input), None, "{input}");
+    assert_eq!(holds_token_piece(&env), None, "{env}");
+    assert!(!env.contains(TOKEN_ENV), "{env}");
+    let leaks = files_containing(&org.state, TOKEN.as_bytes());
+    assert!(leaks.is_empty(), "token found in {leaks:?}");
 }

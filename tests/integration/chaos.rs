@@ -94,8 +94,8 @@ impl Drop for InFlight {
 #[derive(Default)]
 struct Tally {
     supervisor: usize,
-    /// SIGKILL of every orch process of the run at once (supervisors, guards, spawns, CI
-    /// runners), and the slowest time until none of the killed trees' processes was left.
+    /// SIGKILL of every orch process of the run at once (supervisors, guards, spawns, resumers;
+    /// not CI runners), and the slowest time until none of the killed trees' processes was left.
     everything: usize,
     slowest_orphan_ms: u128,
     spawn: usize,
@@ -176,23 +176,36 @@ impl Drop for Sampler {
     }
 }
 
-/// SIGKILLs every orch process of the run at once — supervisors, guards, CI runners, in-flight
-/// spawns — then runs `orch resume` (which sweeps orphaned trees first) and waits until no
+/// SIGKILLs every orch process of the run at once — supervisors, guards, in-flight spawns,
+/// resumers; the local forge's CI runners excepted — then runs `orch resume` (which sweeps orphaned trees first) and waits until no
 /// process of the killed trees is left; returns how long that took after the kill.
 fn kill_everything(org: &Org, inflight: &mut Vec<InFlight>, tally: &mut Tally) -> Duration {
     let orch_bin = std::fs::canonicalize(crate::support::ORCH).unwrap();
     let procs = org.leftovers();
     let is_orch =
         |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == orch_bin);
+    // The local forge's CI runners (and their jobs) are spared: a runner killed mid-run fails
+    // its run by design, and a base branch failed that way holds its dependents PAUSED until
+    // an operator pushes to it (what the cascade is for) — not a crash-recovery question.
+    let runner = |cmd: &str| cmd.contains("__local-forge");
+    let runners: Vec<i32> = procs
+        .iter()
+        .filter(|(p, cmd)| is_orch(*p) && runner(cmd))
+        .map(|(p, _)| *p)
+        .collect();
     let victims: Vec<i32> = procs
         .iter()
+        .filter(|(p, cmd)| is_orch(*p) && !runner(cmd))
         .map(|(p, _)| *p)
-        .filter(|p| is_orch(*p))
         .collect();
     let others: Vec<i32> = procs
         .iter()
         .map(|(p, _)| *p)
         .filter(|p| !is_orch(*p))
+        .filter(|p| {
+            // CI jobs of a spared runner finish on their own.
+            !runners.iter().any(|r| is_descendant(*p, *r))
+        })
         .collect();
     for f in inflight.iter_mut() {
         let _ = f.child.kill();
@@ -215,6 +228,19 @@ fn kill_everything(org: &Org, inflight: &mut Vec<InFlight>, tally: &mut Tally) -
         },
     );
     killed.elapsed()
+}
+
+/// Whether `pid` descends from `ancestor` (by the parent chain in `/proc`).
+fn is_descendant(pid: i32, ancestor: i32) -> bool {
+    let mut p = pid;
+    for _ in 0..64 {
+        match orch::process::proc_stat(p) {
+            Some(st) if st.ppid == ancestor => return true,
+            Some(st) if st.ppid > 1 => p = st.ppid,
+            _ => return false,
+        }
+    }
+    false
 }
 
 fn run_resume(org: &Org, tally: &mut Tally) {

@@ -224,3 +224,30 @@ fn codex_in_its_workspace_write_sandbox_commits_and_pushes() {
     );
     assert!(org.violations(&id).is_empty(), "{:?}", org.violations(&id));
 }
+
+/// The spawn prompt without the task text, in tokens: estimated as characters / 4 (the usual
+/// figure for English under the GPT and Claude BPE tokenizers; no tokenizer crate is built
+/// for one number). Recorded in BENCHMARKS.md; goal ≤ 150.
+#[test]
+fn spawn_prompt_without_the_task_is_at_most_150_tokens() {
+    let vars: std::collections::BTreeMap<&str, String> = [
+        ("task", ""),
+        ("repo", "alpha"),
+        ("branch", "orch/alpha-2ddda114"),
+        ("base_branch", "main"),
+        ("base_short", "b4b84fa052"),
+        ("component", "alpha"),
+        ("plan", "-"),
+        ("sync_job", "radicle-push"),
+        ("max_fix_attempts", "3"),
+        ("resume", ""),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.to_string()))
+    .collect();
+    let p = orch::prompt::render(orch::prompt::WORKER_TEMPLATE, &vars).unwrap();
+    let (chars, words) = (p.chars().count(), p.split_whitespace().count());
+    let tokens = chars.div_ceil(4);
+    eprintln!("spawn prompt without the task: {chars} chars, {words} words, ~{tokens} tokens");
+    assert!(tokens <= 150, "~{tokens} tokens:\n{p}");
+}

@@ -38,7 +38,10 @@ impl Agent {
 
     /// The argv used when `worker.command` is not given. Claude's permissions come on the
     /// command line: a fresh worktree is an untrusted workspace, whose `.claude/settings.json`
-    /// Claude Code ignores in `-p` mode.
+    /// Claude Code ignores in `-p` mode. Codex (0.169.0): its workspace-write sandbox keeps a
+    /// worktree's git dir read-only (`git add` fails on `index.lock`) unless it is an
+    /// `--add-dir` root itself, and its default login shell (`bash -lc`) resets PATH from
+    /// /etc/profile, losing the orch directory orch puts first.
     pub fn default_command(self) -> Vec<String> {
         let v: &[&str] = match self {
             Agent::Command => &["claude", "-p"],
@@ -61,6 +64,10 @@ impl Agent {
                 "--skip-git-repo-check",
                 "--sandbox",
                 "workspace-write",
+                "-c",
+                "allow_login_shell=false",
+                "--add-dir",
+                "{worktree_git_dir}",
                 "--add-dir",
                 "{git_dir}",
                 "--add-dir",
@@ -132,7 +139,7 @@ impl std::fmt::Display for Agent {
 pub const CLAUDE_ALLOWED_TOOLS: &str = "Bash(git:*) Bash(orch:*) Read Edit Write Glob Grep";
 
 /// The placeholders `worker.command` may use, with what they become.
-pub const PLACEHOLDERS: [(&str, &str); 6] = [
+pub const PLACEHOLDERS: [(&str, &str); 7] = [
     (
         "session_id",
         "the worker's conversation id (a UUID orch assigns; kept across respawns)",
@@ -148,6 +155,10 @@ pub const PLACEHOLDERS: [(&str, &str); 6] = [
     (
         "git_dir",
         "the git directory shared by the worktree's repository (`git rev-parse --git-common-dir`)",
+    ),
+    (
+        "worktree_git_dir",
+        "the worktree's own git dir (`git rev-parse --git-dir`: index, HEAD), which Codex's workspace-write sandbox keeps read-only unless given with --add-dir",
     ),
     ("remote", "the push remote of the worker's branch"),
     ("worker_id", "the worker's id"),
@@ -205,6 +216,7 @@ pub struct ArgvValues<'a> {
     pub resume: bool,
     pub worktree: &'a str,
     pub git_dir: &'a str,
+    pub worktree_git_dir: &'a str,
     pub remote: &'a str,
     pub worker_id: &'a str,
 }
@@ -227,6 +239,7 @@ pub fn expand(agent: Agent, argv: &[String], v: &ArgvValues) -> Vec<String> {
             ("session_id", v.session_id),
             ("worktree", v.worktree),
             ("git_dir", v.git_dir),
+            ("worktree_git_dir", v.worktree_git_dir),
             ("remote", v.remote),
             ("worker_id", v.worker_id),
         ] {
@@ -247,6 +260,7 @@ mod tests {
             resume,
             worktree: "/wt",
             git_dir: "/repo/.git",
+            worktree_git_dir: "/repo/.git/worktrees/a-1",
             remote: "/remotes/a.git",
             worker_id: "a-1",
         }
@@ -268,6 +282,8 @@ mod tests {
         let first = expand(Agent::Codex, &argv, &values(false));
         assert!(!first.iter().any(|a| a.contains('{')));
         assert!(first.contains(&"/repo/.git".to_string()));
+        assert!(first.contains(&"/repo/.git/worktrees/a-1".to_string()));
+        assert!(first.contains(&"allow_login_shell=false".to_string()));
         assert!(!first.contains(&"resume".to_string()));
         let again = expand(Agent::Codex, &argv, &values(true));
         assert!(again.ends_with(&["resume".into(), "0b8e".into()]));

@@ -9,6 +9,7 @@
 mod support;
 
 mod agents;
+mod agents_codex;
 mod alerts;
 mod cascade;
 mod chaos;

@@ -8,6 +8,7 @@
 
 pub mod fake_forgejo;
 pub mod fake_model;
+pub mod fake_openai;
 mod org;
 
 pub use org::*;

@@ -483,6 +483,12 @@ fn argv_for(env: &Env, w: &WorkerRecord, launch: &Launch) -> Vec<String> {
     } else {
         String::new()
     };
+    let worktree_git_dir = if uses("{worktree_git_dir}") {
+        crate::gitops::git(wt, &["rev-parse", "--path-format=absolute", "--git-dir"])
+            .unwrap_or_else(|_| format!("{}/.git", w.worktree))
+    } else {
+        String::new()
+    };
     let remote = if uses("{remote}") {
         crate::gitops::git(wt, &["remote", "get-url", &w.remote])
             .unwrap_or_else(|_| w.remote.clone())
@@ -494,6 +500,7 @@ fn argv_for(env: &Env, w: &WorkerRecord, launch: &Launch) -> Vec<String> {
         resume: launch.resume,
         worktree: &w.worktree,
         git_dir: &git_dir,
+        worktree_git_dir: &worktree_git_dir,
         remote: &remote,
         worker_id: &w.id,
     };

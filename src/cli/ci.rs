@@ -7,6 +7,7 @@ use super::{Ctx, Failure, Outcome, print_json};
 use crate::app::Loaded;
 use crate::ci::CiRun;
 use crate::ci::verdict::{Verdict, VerdictKind};
+use crate::config::ForgeKind;
 use crate::forge::Forge;
 use crate::forge::ForgeError;
 use crate::store::now_ms;
@@ -61,6 +62,21 @@ pub fn status(
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
     let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
+    // A read-only question: where nothing ran yet, the local forge has no runs, and asking it
+    // would create its state (and may start a run for a commit it finds in its remote).
+    if l.config.forge.kind == ForgeKind::Local && l.existing_store()?.is_none() {
+        let v = Verdict {
+            kind: VerdictKind::NoRun,
+            failed_jobs: Vec::new(),
+            sync_status: None,
+            detail: format!(
+                "no state yet in {} (nothing has run here)",
+                l.state_dir.display()
+            ),
+        };
+        print_verdict(repo, &sha, &v, &[], json_out, None);
+        return Ok(1);
+    }
     let forge = match l.follower() {
         Ok(f) => f,
         Err(e) => {
@@ -86,8 +102,9 @@ pub fn status(
     };
     // When orch pushed/verified it, the push time bounds paging and the no-run timeout.
     let pushed_ms = l
-        .store()
+        .existing_store()
         .ok()
+        .flatten()
         .and_then(|mut s| s.read(|tx| ws::first_pushed_ms(tx, &sha)).ok())
         .flatten();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -100,7 +117,7 @@ pub fn status(
             .map_err(forge_error)?;
         // What orch saw on the forge goes into the pushing worker's history (its supervisor
         // stops following a SHA once a newer one is pushed, and may not have seen this).
-        if let Ok(mut store) = l.store() {
+        if let Ok(Some(mut store)) = l.existing_store() {
             let worker = std::env::var("ORCH_WORKER_ID").ok();
             let row = ws::VerdictRow::of(&v, &runs);
             let _ = store.write(|tx| {
@@ -129,7 +146,7 @@ pub fn status(
 /// The verdict a supervisor recorded, for callers without forge credentials. With `last`
 /// false, only a decided (terminal) verdict is printed; `None`: nothing (printed) yet.
 fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool, last: bool) -> Option<Outcome> {
-    let mut store = l.store().ok()?;
+    let mut store = l.existing_store().ok()??;
     let rec = store.read(|tx| ws::recorded_verdict(tx, sha)).ok()??;
     let kind = rec.verdict?;
     if !last && !kind.is_terminal() {
@@ -202,6 +219,12 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
+    if l.config.forge.kind == ForgeKind::Local && l.existing_store()?.is_none() {
+        return Err(Failure::no(format!(
+            "no CI runs for {repo} {sha}: no state yet in {} (nothing has run here)",
+            l.state_dir.display()
+        )));
+    }
     let forge = l.forge()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -128,6 +128,8 @@ pub enum Command {
         job: Option<String>,
         #[arg(long)]
         note: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Workers with milestone, age, last SHA and its verdict; locks and holds.
     Status {
@@ -364,6 +366,16 @@ impl Ctx {
         Ok(Store::open(&self.state_dir(config))?)
     }
 
+    /// The store when orch has state here, `None` where nothing ran yet: read-only commands
+    /// never create it.
+    pub fn existing_store(&self, config: &Config) -> Result<Option<Store>, Failure> {
+        let dir = self.state_dir(config);
+        if dir.exists() && !dir.is_dir() || dir.join(crate::store::DB_FILE).exists() {
+            return self.store(config).map(Some);
+        }
+        Ok(None)
+    }
+
     /// The organisation, the contract and the state directory, for commands that run workers.
     pub fn load(&self) -> Result<crate::app::Loaded, Failure> {
         let config = self.config()?;
@@ -479,7 +491,8 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             sha,
             job,
             note,
-        } => workers::report(ctx, &milestone, sha, job, note),
+            json,
+        } => workers::report(ctx, &milestone, sha, job, note, json),
         Command::Sessions { command } => match command {
             SessionsCommand::List { json } => workers::sessions_list(ctx, json),
             SessionsCommand::Show { id, json } => workers::sessions_show(ctx, &id, json),

@@ -2,7 +2,7 @@
 //! cancel and release — arguments in, the app's answer printed.
 
 use super::{Ctx, Failure, Outcome, age, operator_name, print_json};
-use crate::app::operator::{self, ANSWER_WAIT, Cancelled};
+use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision, supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{Loaded, orch_exe, start_detached};
@@ -177,6 +177,7 @@ pub fn report(
     sha: Option<String>,
     job: Option<String>,
     note: Option<String>,
+    json: bool,
 ) -> Outcome {
     let Ok(id) = std::env::var("ORCH_WORKER_ID") else {
         return Err(Failure::bad_input(
@@ -214,16 +215,47 @@ pub fn report(
     };
     // Printed as "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read
     // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
-    match operator::ask(&mut store, &id, &kind, ANSWER_WAIT)? {
-        Some(a) => {
-            println!("{m} {}", esc(&a.outcome));
-            Ok(if a.refused { 1 } else { 0 })
-        }
-        None => {
-            println!("{m} recorded; the supervisor will apply it");
-            Ok(0)
-        }
+    let (code, state, text) = match operator::report(&mut store, &id, &kind)? {
+        Reported::Answered(a) => (
+            if a.refused { 1 } else { 0 },
+            if a.refused { "refused" } else { "applied" },
+            a.outcome,
+        ),
+        Reported::Queued => (
+            0,
+            "queued",
+            format!(
+                "recorded; the supervisor did not answer within {}s and will apply it",
+                ANSWER_WAIT.as_secs()
+            ),
+        ),
+        Reported::QueuedForResume => (
+            3,
+            "queued_for_resume",
+            format!("recorded, but no supervisor is running for {id}; `orch resume` will apply it"),
+        ),
+        Reported::NotApplied {
+            milestone,
+            supervision,
+        } => (
+            1,
+            "not_applied",
+            match supervision {
+                Supervision::Ended => format!("not recorded: {id} has already ended ({milestone})"),
+                _ => format!(
+                    "not recorded: no supervisor is running for {id} ({milestone}, waiting for an operator); `orch respawn {id} --note …` gives it another go"
+                ),
+            },
+        ),
+    };
+    if json {
+        print_json(
+            &json!({"worker_id": id, "milestone": m.as_str(), "state": state, "outcome": text}),
+        );
+    } else {
+        println!("{m} {}", esc(&text));
     }
+    Ok(code)
 }
 
 /// Every worker's spending (`worker_usage`), by worker id.
@@ -294,9 +326,24 @@ fn worker_json(
     })
 }
 
+/// What read-only commands say where orch has not run yet (they never create state).
+fn no_state(l: &Loaded) -> String {
+    format!(
+        "no state yet in {} (nothing has run here)",
+        l.state_dir.display()
+    )
+}
+
 pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        if json_out {
+            print_json(&json!({"workers": [], "locks": []}));
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    };
     loop {
         let (workers, locks, in_waves, usage) = store.read(|tx| {
             Ok((
@@ -383,7 +430,14 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
 
 pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        if json_out {
+            print_json(&json!({"sessions": []}));
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    };
     let (workers, usage) = store.read(|tx| Ok((ws::list_workers(tx)?, all_usage(tx)?)))?;
     if json_out {
         let v: Vec<_> = workers
@@ -416,7 +470,12 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
 
 pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        return Err(Failure::bad_input(format!(
+            "no worker {id}: {}",
+            no_state(&l)
+        )));
+    };
     let Some((w, events, pushes, usage)) = store.read(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(None);
@@ -489,39 +548,12 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     Ok(0)
 }
 
-/// Who looks after a worker, as `orch status` and `sessions show` say it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Supervision {
-    /// Terminal: nobody needs to.
-    Ended,
-    /// A supervisor holds a live lease.
-    Alive,
-    /// The lease ran out but its holder still runs (it cannot write: a full disk, a
-    /// database held too long); the next `orch resume` takes the worker over.
-    LeaseLapsed,
-    /// Nobody, and `orch resume` takes it over.
-    Gone,
-    /// Nobody, and nobody should: BLOCKED, BLOCKED_PERMISSION or PAUSED wait for an operator.
-    AwaitsOperator,
+trait Describe {
+    fn column(self) -> &'static str;
+    fn sentence(self) -> &'static str;
 }
 
-fn supervision(w: &WorkerRecord, now: i64) -> Supervision {
-    if w.milestone().is_terminal() {
-        Supervision::Ended
-    } else if w.supervised(now) {
-        Supervision::Alive
-    } else if w.lease().is_some_and(|l| {
-        l.until_ms > 0 && crate::process::process_alive(l.pid as i32, l.start.map(|s| s as u64))
-    }) {
-        Supervision::LeaseLapsed
-    } else if crate::app::resume::orphaned(w, now) {
-        Supervision::Gone
-    } else {
-        Supervision::AwaitsOperator
-    }
-}
-
-impl Supervision {
+impl Describe for Supervision {
     fn column(self) -> &'static str {
         match self {
             Supervision::Ended => "-",
@@ -697,7 +729,15 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let since = since.unwrap_or(Duration::from_secs(24 * 3600));
     let from = now_ms() - since.as_millis() as i64;
-    let (alerts, deliveries) = l.store()?.read(|tx| {
+    let Some(mut store) = l.existing_store()? else {
+        if json_out {
+            print_json(&json!({"alerts": []}));
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    };
+    let (alerts, deliveries) = store.read(|tx| {
         let alerts = ws::alerts(tx, from)?;
         let first = alerts.first().map_or(i64::MAX, |a| a.id);
         Ok((alerts, crate::store::alerts::deliveries(tx, first)?))

@@ -1,0 +1,121 @@
+//! The operator's day (issue 13): commands that answer honestly and at once, read-only
+//! commands that leave a fresh directory as it was, orch's own stop of a DONE worker recorded
+//! as such, and the exit-code table (0 yes, 1 no, 2 bad input, 3 unreachable/transient).
+
+use crate::support::{Org, RepoSpec, Spec, orch_cmd, output_text};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A fresh directory: repos.yaml only (no contracts/, no state).
+fn fresh() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("repos.yaml"),
+        "repos:\n  core: {}\n  vm: { deps: [core] }\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn orch_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = orch_cmd().current_dir(dir).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn read_only_commands_create_no_state_in_a_fresh_directory() {
+    let dir = fresh();
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["sessions", "list"],
+        &["sessions", "list", "--json"],
+        &["alerts"],
+        &["alerts", "--json"],
+        &["graph"],
+        &["check"],
+        &["can-spawn", "core"],
+    ] {
+        let (code, out, err) = orch_in(dir.path(), args);
+        assert!(code == 0 || args[0] == "can-spawn", "{args:?}: {out}{err}");
+        assert!(
+            !dir.path().join("sessions").exists(),
+            "{args:?} created sessions/"
+        );
+    }
+    let (code, out, err) = orch_in(dir.path(), &["status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no state yet"), "{out}{err}");
+    let (code, out, err) = orch_in(
+        dir.path(),
+        &["ci", "status", "--repo", "core", "--sha", sha, "--json"],
+    );
+    assert_eq!(code, 1, "not green: {out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "no_run");
+    assert!(
+        v["detail"].as_str().unwrap().contains("no state yet"),
+        "{v}"
+    );
+    let (code, out, err) = orch_in(dir.path(), &["sessions", "show", "nope-1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        !dir.path().join("sessions").exists(),
+        "ci status / sessions show created sessions/"
+    );
+}
+
+/// A worker that reports DONE and lingers: orch stops it (SIGTERM), and its event log says
+/// orch stopped it rather than "exited (exit code 143)".
+#[test]
+fn a_done_workers_stop_is_recorded_as_orchs_stop() {
+    let org =
+        Org::new(Spec::local("done_lingers.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert!(out.status.success(), "{}", output_text(&out));
+    let show = org.show(&id);
+    assert_eq!(show["milestone"], "DONE");
+    let events = show["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "stopped" && e["detail"].as_str().unwrap().contains("DONE")),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["kind"] == "exited"),
+        "orch's stop is not an exit: {events:?}"
+    );
+}
+
+/// `orch report` for a worker with no supervisor answers at once, non-zero, saying why.
+#[test]
+fn report_without_a_supervisor_answers_at_once() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("false")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert_eq!(org.show(&id)["milestone"], "BLOCKED");
+    let started = Instant::now();
+    let out = org
+        .cmd(&["report", "DONE", "--note", "done", "--json"])
+        .env("ORCH_WORKER_ID", &id)
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "answered at once"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "not_applied");
+    assert!(
+        v["outcome"].as_str().unwrap().contains("orch respawn"),
+        "{v}"
+    );
+    assert_eq!(org.show(&id)["milestone"], "BLOCKED", "nothing changed");
+}

@@ -145,7 +145,10 @@ pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancel
         return Err(Error::Refused(format!("no worker {id}")));
     };
     if w.milestone().is_terminal() {
-        return Err(Error::Refused(format!("{id} is already {}", w.milestone())));
+        return Err(Error::No(format!(
+            "{id} has already ended ({}): nothing to cancel",
+            w.milestone()
+        )));
     }
     if w.supervised(now_ms()) {
         let kind = RequestKind::Cancel { by, reason };
@@ -181,6 +184,9 @@ pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancel
 /// the worker's events). `None`: it holds no lock.
 pub fn release(l: &Loaded, id: &str, by: &str, reason: &str) -> Result<Option<ChainLock>> {
     let mut store = l.store()?;
+    if store.worker(id)?.is_none() {
+        return Err(Error::Refused(format!("no worker {id}")));
+    }
     let released = store.write(|tx| {
         let lock = release_in(tx, id, Some(&format!("forced: {reason}")), Some(by))?;
         if lock.is_some()

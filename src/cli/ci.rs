@@ -42,11 +42,13 @@ fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
     )))
 }
 
+/// A forge that refuses the request as configured (bad token, unknown repository) is bad
+/// input (2); one that cannot be reached or answers garbage is a dependency down (3).
 fn forge_error(e: ForgeError) -> Failure {
     if e.is_blocking() {
         Failure::bad_input(e.to_string())
     } else {
-        Failure::no(e.to_string())
+        Failure::unavailable(e.to_string())
     }
 }
 
@@ -215,7 +217,7 @@ fn print_verdict(
     }
 }
 
-pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
+pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
@@ -230,24 +232,31 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
         .enable_all()
         .build()
         .expect("runtime");
-    let jobs: Vec<String> = match job {
-        Some(j) => vec![j],
-        None => {
-            let runs = rt
-                .block_on(forge.runs_for_commit(&r, &sha, None))
-                .map_err(forge_error)?;
-            let mut names: Vec<String> = runs
-                .iter()
-                .flat_map(|run| run.jobs.iter().map(|j| j.name.clone()))
-                .collect();
-            names.dedup();
-            if names.is_empty() {
-                return Err(Failure::no(format!("no CI jobs found for {repo} {sha}")));
-            }
-            names
+    let runs = rt
+        .block_on(forge.runs_for_commit(&r, &sha, None))
+        .map_err(forge_error)?;
+    let mut names: Vec<String> = Vec::new();
+    for j in runs.iter().flat_map(|run| run.jobs.iter()) {
+        if !names.contains(&j.name) {
+            names.push(j.name.clone());
         }
+    }
+    if names.is_empty() {
+        return Err(Failure::no(format!("no CI jobs found for {repo} {sha}")));
+    }
+    let jobs: Vec<String> = match job {
+        Some(j) if !names.contains(&j) => {
+            return Err(Failure::bad_input(format!(
+                "no job {j} in the CI of {repo} {}; its jobs: {}",
+                crate::sha::short_to(&sha, 12),
+                names.join(", ")
+            )));
+        }
+        Some(j) => vec![j],
+        None => names,
     };
     let mut found = false;
+    let mut out = Vec::new();
     for j in &jobs {
         match rt
             .block_on(forge.job_log(&r, &sha, j))
@@ -255,6 +264,10 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
         {
             Some(text) => {
                 found = true;
+                if json_out {
+                    out.push(json!({"job": j, "log": text}));
+                    continue;
+                }
                 if jobs.len() > 1 {
                     println!("==> {j} <==");
                 }
@@ -263,11 +276,19 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
                     println!();
                 }
             }
-            None => eprintln!(
-                "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
-                crate::sha::short_to(&sha, 12)
-            ),
+            None => {
+                if json_out {
+                    out.push(json!({"job": j, "log": null}));
+                }
+                eprintln!(
+                    "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
+                    crate::sha::short_to(&sha, 12)
+                )
+            }
         }
+    }
+    if json_out {
+        print_json(&json!({"repo": repo, "sha": sha, "jobs": out}));
     }
     Ok(if found { 0 } else { 1 })
 }

@@ -579,24 +579,35 @@ impl Describe for Supervision {
     }
 }
 
-pub fn cancel(ctx: &Ctx, id: &str, reason: Option<String>, by: Option<String>) -> Outcome {
+pub fn cancel(
+    ctx: &Ctx,
+    id: &str,
+    reason: Option<String>,
+    by: Option<String>,
+    json_out: bool,
+) -> Outcome {
     let l = ctx.load()?;
     let by = operator_name(by);
     let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
-    match operator::cancel(&l, id, by, reason)? {
-        Cancelled::BySupervisor(outcome) => {
-            println!("{}: {}", esc(id), esc(&outcome));
-            Ok(0)
+    let (state, outcome) = match operator::cancel(&l, id, by.clone(), reason)? {
+        Cancelled::BySupervisor(outcome) => ("by_supervisor", outcome),
+        Cancelled::Queued => {
+            // The supervisor runs but is slow (a held database, a full disk): transient.
+            return Err(Failure::unavailable(format!(
+                "{id}: the supervisor did not answer within {}s; the cancel stays queued",
+                ANSWER_WAIT.as_secs()
+            )));
         }
-        Cancelled::Queued => Err(Failure::no(format!(
-            "{id}: the supervisor did not answer within {}s; the cancel stays queued",
-            ANSWER_WAIT.as_secs()
-        ))),
-        Cancelled::Offline(_) => {
-            println!("{id}: CANCELLED, lock released");
-            Ok(0)
-        }
+        Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
+    };
+    if json_out {
+        print_json(
+            &json!({"worker_id": id, "cancelled": true, "by": by, "how": state, "outcome": outcome}),
+        );
+    } else {
+        println!("{}: {}", esc(id), esc(&outcome));
     }
+    Ok(0)
 }
 
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
@@ -614,7 +625,14 @@ pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) 
     Ok(0)
 }
 
-pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String>) -> Outcome {
+pub fn release(
+    ctx: &Ctx,
+    id: &str,
+    force: bool,
+    reason: &str,
+    by: Option<String>,
+    json_out: bool,
+) -> Outcome {
     if !force {
         return Err(Failure::bad_input(
             "a worker's lock is released only by a verified DONE; to release it anyway pass --force --reason \"…\"",
@@ -629,10 +647,17 @@ pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String
     let by = operator_name(by);
     match operator::release(&l, id, &by, reason)? {
         Some(lock) => {
-            println!(
-                "released {}'s chain lock ({}) — by {by}: {reason}",
-                id, lock.repo
-            );
+            if json_out {
+                print_json(
+                    &json!({"worker_id": id, "released": true, "repo": lock.repo, "by": by, "reason": reason}),
+                );
+            } else {
+                println!(
+                    "released {}'s chain lock ({}) — by {by}: {reason}",
+                    esc(id),
+                    esc(&lock.repo)
+                );
+            }
             Ok(0)
         }
         None => Err(Failure::no(format!("{id} holds no lock"))),

@@ -119,3 +119,71 @@ fn report_without_a_supervisor_answers_at_once() {
     );
     assert_eq!(org.show(&id)["milestone"], "BLOCKED", "nothing changed");
 }
+
+fn code_of(org: &Org, args: &[&str]) -> (i32, String) {
+    let out = org.run(args);
+    (out.status.code().unwrap_or(-1), output_text(&out))
+}
+
+/// The exit-code table, per command: 0 yes, 1 a negative answer, 2 bad input.
+#[test]
+fn exit_codes_are_the_same_across_commands() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert!(out.status.success(), "{}", output_text(&out));
+    let sha = org.pushes(&id)[0].sha.to_string();
+
+    // An unknown worker is bad input for every command that names one.
+    for args in [
+        &["cancel", "nope-123"][..],
+        &["release", "nope-123", "--force", "--reason", "x"],
+        &["respawn", "nope-123"],
+        &["sessions", "show", "nope-123"],
+    ] {
+        let (code, text) = code_of(&org, args);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(text.contains("no worker nope-123"), "{args:?}: {text}");
+    }
+    // A valid question answered "no".
+    let (code, text) = code_of(&org, &["cancel", &id]);
+    assert_eq!(code, 1, "cancel of an ended worker: {text}");
+    assert!(text.contains("already ended"), "{text}");
+    let (code, text) = code_of(&org, &["release", &id, "--force", "--reason", "x"]);
+    assert_eq!(code, 1, "release of a worker with no lock: {text}");
+    // Usage.
+    let (code, text) = code_of(&org, &["release", &id, "--reason", "x"]);
+    assert_eq!(code, 2, "release without --force: {text}");
+    // ci logs: a job the commit's CI does not have is bad input, naming the jobs it has.
+    let (code, text) = code_of(
+        &org,
+        &[
+            "ci", "logs", "--repo", "alpha", "--sha", &sha, "--job", "nope",
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("test"), "names the jobs: {text}");
+    let out = org.run(&[
+        "ci", "logs", "--repo", "alpha", "--sha", &sha, "--job", "test", "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["job"], "test", "{v}");
+    assert!(v["jobs"][0]["log"].is_string(), "{v}");
+    // ci status: green is 0.
+    let (code, text) = code_of(&org, &["ci", "status", "--repo", "alpha", "--sha", &sha]);
+    assert_eq!(code, 0, "{text}");
+}
+
+/// cancel and release answer in JSON too.
+#[test]
+fn cancel_and_release_speak_json() {
+    let org = Org::new(Spec::local("hang.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let id = org.spawn_detached("alpha", "hang around");
+    let v = org.json(&["release", &id, "--force", "--reason", "freeze", "--json"]);
+    assert_eq!(v["released"], true, "{v}");
+    assert_eq!(v["repo"], "alpha", "{v}");
+    let v = org.json(&["cancel", &id, "--json"]);
+    assert_eq!(v["cancelled"], true, "{v}");
+    assert_eq!(v["worker_id"], id.as_str(), "{v}");
+    org.wait_supervisor_gone(&id);
+}

@@ -370,8 +370,16 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                 .collect();
             print_json(&json!({"workers": ws_json, "locks": locks}));
         } else {
+            // Redrawn in place only on a terminal, and never with NO_COLOR: into a file or a
+            // pipe each refresh is appended, separated by a blank line.
             if watch {
-                print!("\x1b[2J\x1b[H");
+                if std::io::IsTerminal::is_terminal(&std::io::stdout())
+                    && std::env::var_os("NO_COLOR").is_none()
+                {
+                    print!("\x1b[2J\x1b[H");
+                } else {
+                    println!();
+                }
             }
             let active: Vec<&WorkerRecord> = workers
                 .iter()

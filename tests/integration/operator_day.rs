@@ -187,3 +187,24 @@ fn cancel_and_release_speak_json() {
     assert_eq!(v["worker_id"], id.as_str(), "{v}");
     org.wait_supervisor_gone(&id);
 }
+
+/// `status --watch` into a pipe writes no screen-clearing escape codes.
+#[test]
+fn watch_into_a_pipe_writes_no_escape_codes() {
+    let dir = fresh();
+    // Some state, so that the watch loop runs.
+    let (code, _, err) = orch_in(dir.path(), &["hold", "core", "--reason", "freeze"]);
+    assert_eq!(code, 0, "{err}");
+    let mut child = orch_cmd()
+        .current_dir(dir.path())
+        .args(["status", "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("hold:"), "{text}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+}

@@ -38,6 +38,10 @@ pub enum Error {
     /// A request that cannot be carried out as asked (the message says why and what to do).
     #[error("{0}")]
     Refused(String),
+    /// The request is understood and valid, and the answer is "no" (e.g. cancelling a worker
+    /// that has already ended).
+    #[error("{0}")]
+    No(String),
 }
 
 /// What kind of failure an [`Error`] is, for exit codes.
@@ -59,7 +63,7 @@ impl Error {
             Error::Spawn(super::spawn::SpawnError::UpstreamRed(_)) => ErrorKind::No,
             Error::Supervise(super::supervisor::SuperviseError::Store(e)) => store_kind(e),
             Error::Io { .. } | Error::StartSupervisor { .. } => ErrorKind::Unavailable,
-            Error::Supervise(_) => ErrorKind::No,
+            Error::Supervise(_) | Error::No(_) => ErrorKind::No,
             Error::Config(_)
             | Error::Contract(_)
             | Error::UnknownRepo(_)

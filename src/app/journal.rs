@@ -172,8 +172,14 @@ pub fn commit(
                 Writer::Operator => ws::save_progress(tx, id, after)?,
             }
         }
+        // A worker whose exit is committed with its lock's release was stopped by orch (a
+        // DONE, a cancel), not failing on its own.
+        let stopped_by_orch = entry
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::ReleaseLock { .. }));
         for fact in &entry.facts {
-            record_fact(tx, id, milestone, fact)?;
+            record_fact(tx, id, milestone, fact, stopped_by_orch)?;
         }
         for e in entry.effects {
             match e {
@@ -237,6 +243,7 @@ fn record_fact(
     id: &str,
     milestone: Milestone,
     fact: &Fact,
+    stopped_by_orch: bool,
 ) -> rusqlite::Result<()> {
     match fact {
         Fact::Push { sha, pushed_ms } => ws::record_push(tx, id, sha, *pushed_ms),
@@ -247,8 +254,18 @@ fn record_fact(
         }
         Fact::WorkerExited { code } => {
             ws::mark_worker_exited(tx, id, *code)?;
-            let code = code.map_or_else(|| "-".to_string(), |c| c.to_string());
-            ws::add_event(tx, id, "exited", milestone, &format!("exit code {code}"))
+            let text = code.map_or_else(|| "-".to_string(), |c| c.to_string());
+            // Killed by a signal (no code, or a shell's 128+N) as the lock is released: orch's stop.
+            if stopped_by_orch && code.is_none_or(|c| c > 128) {
+                return ws::add_event(
+                    tx,
+                    id,
+                    "stopped",
+                    milestone,
+                    &format!("stopped by orch at {milestone} (exit code {text})"),
+                );
+            }
+            ws::add_event(tx, id, "exited", milestone, &format!("exit code {text}"))
         }
         Fact::WorkerStopped => ws::mark_worker_stopped(tx, id),
         Fact::Resumed {

@@ -52,6 +52,16 @@ impl Loaded {
         Ok(Store::open(&self.state_dir)?.with_alert_window(self.config.alerts.dedup_window))
     }
 
+    /// The store when orch has state here; `None` in a directory where nothing ran yet (read-only
+    /// commands never create it). A state directory that is not a directory is still an error.
+    pub fn existing_store(&self) -> Result<Option<Store>> {
+        let dir = &self.state_dir;
+        if dir.exists() && !dir.is_dir() || dir.join(crate::store::DB_FILE).exists() {
+            return self.store().map(Some);
+        }
+        Ok(None)
+    }
+
     pub fn forge(&self) -> Result<AnyForge> {
         AnyForge::from_config(&self.config, &self.contract, &self.state_dir)
             .map_err(Error::ForgeSetup)

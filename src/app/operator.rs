@@ -7,7 +7,7 @@ use super::journal::{self, Entry, Fact, Writer};
 use super::{Error, Loaded, Result};
 use crate::lock::ChainLock;
 use crate::milestone::{Event, Milestone, step};
-use crate::store::workers::{self as ws, RequestKind};
+use crate::store::workers::{self as ws, RequestKind, WorkerRecord};
 use crate::store::{Store, now_ms, release_in};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,80 @@ pub fn ask(
     }
 }
 
+/// Who looks after a worker, as `orch status`, `sessions show` and `orch report` see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supervision {
+    /// Terminal: nobody needs to.
+    Ended,
+    /// A supervisor holds a live lease.
+    Alive,
+    /// The lease ran out but its holder still runs (it cannot write: a full disk, a
+    /// database held too long); the next `orch resume` takes the worker over.
+    LeaseLapsed,
+    /// Nobody, and `orch resume` takes it over.
+    Gone,
+    /// Nobody, and nobody should: BLOCKED, BLOCKED_PERMISSION or PAUSED wait for an operator.
+    AwaitsOperator,
+}
+
+pub fn supervision(w: &WorkerRecord, now: i64) -> Supervision {
+    if w.milestone().is_terminal() {
+        Supervision::Ended
+    } else if w.supervised(now) {
+        Supervision::Alive
+    } else if w.lease().is_some_and(|l| {
+        l.until_ms > 0 && crate::process::process_alive(l.pid as i32, l.start.map(|s| s as u64))
+    }) {
+        Supervision::LeaseLapsed
+    } else if super::resume::orphaned(w, now) {
+        Supervision::Gone
+    } else {
+        Supervision::AwaitsOperator
+    }
+}
+
+/// What came of a worker's report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    /// Its supervisor applied (or refused) it.
+    Answered(Answered),
+    /// A supervisor runs but did not answer in time; the report stays queued for it.
+    Queued,
+    /// No supervisor runs and `orch resume` will take the worker over: the report is queued
+    /// for the supervisor it starts.
+    QueuedForResume,
+    /// No supervisor runs and none will (the worker ended, or waits for an operator): the
+    /// report was not recorded.
+    NotApplied {
+        milestone: Milestone,
+        supervision: Supervision,
+    },
+}
+
+/// A worker's report (`orch report`): answered by its supervisor when one runs, at once
+/// otherwise, saying what will happen to it.
+pub fn report(store: &mut Store, worker: &str, kind: &RequestKind) -> Result<Reported> {
+    let Some(w) = store.worker(worker)? else {
+        return Err(Error::Refused(format!("no worker {worker}")));
+    };
+    match supervision(&w, now_ms()) {
+        Supervision::Alive | Supervision::LeaseLapsed => {
+            Ok(match ask(store, worker, kind, ANSWER_WAIT)? {
+                Some(a) => Reported::Answered(a),
+                None => Reported::Queued,
+            })
+        }
+        Supervision::Gone => {
+            store.write(|tx| ws::add_request(tx, worker, kind))?;
+            Ok(Reported::QueuedForResume)
+        }
+        s @ (Supervision::Ended | Supervision::AwaitsOperator) => Ok(Reported::NotApplied {
+            milestone: w.milestone(),
+            supervision: s,
+        }),
+    }
+}
+
 /// What came of a cancel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cancelled {
@@ -71,7 +145,10 @@ pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancel
         return Err(Error::Refused(format!("no worker {id}")));
     };
     if w.milestone().is_terminal() {
-        return Err(Error::Refused(format!("{id} is already {}", w.milestone())));
+        return Err(Error::No(format!(
+            "{id} has already ended ({}): nothing to cancel",
+            w.milestone()
+        )));
     }
     if w.supervised(now_ms()) {
         let kind = RequestKind::Cancel { by, reason };
@@ -107,6 +184,9 @@ pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancel
 /// the worker's events). `None`: it holds no lock.
 pub fn release(l: &Loaded, id: &str, by: &str, reason: &str) -> Result<Option<ChainLock>> {
     let mut store = l.store()?;
+    if store.worker(id)?.is_none() {
+        return Err(Error::Refused(format!("no worker {id}")));
+    }
     let released = store.write(|tx| {
         let lock = release_in(tx, id, Some(&format!("forced: {reason}")), Some(by))?;
         if lock.is_some()

@@ -7,6 +7,7 @@ use super::{Ctx, Failure, Outcome, print_json};
 use crate::app::Loaded;
 use crate::ci::CiRun;
 use crate::ci::verdict::{Verdict, VerdictKind};
+use crate::config::ForgeKind;
 use crate::forge::Forge;
 use crate::forge::ForgeError;
 use crate::store::now_ms;
@@ -41,11 +42,13 @@ fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
     )))
 }
 
+/// A forge that refuses the request as configured (bad token, unknown repository) is bad
+/// input (2); one that cannot be reached or answers garbage is a dependency down (3).
 fn forge_error(e: ForgeError) -> Failure {
     if e.is_blocking() {
         Failure::bad_input(e.to_string())
     } else {
-        Failure::no(e.to_string())
+        Failure::unavailable(e.to_string())
     }
 }
 
@@ -61,6 +64,21 @@ pub fn status(
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
     let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
+    // A read-only question: where nothing ran yet, the local forge has no runs, and asking it
+    // would create its state (and may start a run for a commit it finds in its remote).
+    if l.config.forge.kind == ForgeKind::Local && l.existing_store()?.is_none() {
+        let v = Verdict {
+            kind: VerdictKind::NoRun,
+            failed_jobs: Vec::new(),
+            sync_status: None,
+            detail: format!(
+                "no state yet in {} (nothing has run here)",
+                l.state_dir.display()
+            ),
+        };
+        print_verdict(repo, &sha, &v, &[], json_out, None);
+        return Ok(1);
+    }
     let forge = match l.follower() {
         Ok(f) => f,
         Err(e) => {
@@ -86,8 +104,9 @@ pub fn status(
     };
     // When orch pushed/verified it, the push time bounds paging and the no-run timeout.
     let pushed_ms = l
-        .store()
+        .existing_store()
         .ok()
+        .flatten()
         .and_then(|mut s| s.read(|tx| ws::first_pushed_ms(tx, &sha)).ok())
         .flatten();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -100,7 +119,7 @@ pub fn status(
             .map_err(forge_error)?;
         // What orch saw on the forge goes into the pushing worker's history (its supervisor
         // stops following a SHA once a newer one is pushed, and may not have seen this).
-        if let Ok(mut store) = l.store() {
+        if let Ok(Some(mut store)) = l.existing_store() {
             let worker = std::env::var("ORCH_WORKER_ID").ok();
             let row = ws::VerdictRow::of(&v, &runs);
             let _ = store.write(|tx| {
@@ -129,7 +148,7 @@ pub fn status(
 /// The verdict a supervisor recorded, for callers without forge credentials. With `last`
 /// false, only a decided (terminal) verdict is printed; `None`: nothing (printed) yet.
 fn recorded(l: &Loaded, repo: &str, sha: &str, json_out: bool, last: bool) -> Option<Outcome> {
-    let mut store = l.store().ok()?;
+    let mut store = l.existing_store().ok()??;
     let rec = store.read(|tx| ws::recorded_verdict(tx, sha)).ok()??;
     let kind = rec.verdict?;
     if !last && !kind.is_terminal() {
@@ -198,33 +217,46 @@ fn print_verdict(
     }
 }
 
-pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
+pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
+    if l.config.forge.kind == ForgeKind::Local && l.existing_store()?.is_none() {
+        return Err(Failure::no(format!(
+            "no CI runs for {repo} {sha}: no state yet in {} (nothing has run here)",
+            l.state_dir.display()
+        )));
+    }
     let forge = l.forge()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let jobs: Vec<String> = match job {
-        Some(j) => vec![j],
-        None => {
-            let runs = rt
-                .block_on(forge.runs_for_commit(&r, &sha, None))
-                .map_err(forge_error)?;
-            let mut names: Vec<String> = runs
-                .iter()
-                .flat_map(|run| run.jobs.iter().map(|j| j.name.clone()))
-                .collect();
-            names.dedup();
-            if names.is_empty() {
-                return Err(Failure::no(format!("no CI jobs found for {repo} {sha}")));
-            }
-            names
+    let runs = rt
+        .block_on(forge.runs_for_commit(&r, &sha, None))
+        .map_err(forge_error)?;
+    let mut names: Vec<String> = Vec::new();
+    for j in runs.iter().flat_map(|run| run.jobs.iter()) {
+        if !names.contains(&j.name) {
+            names.push(j.name.clone());
         }
+    }
+    if names.is_empty() {
+        return Err(Failure::no(format!("no CI jobs found for {repo} {sha}")));
+    }
+    let jobs: Vec<String> = match job {
+        Some(j) if !names.contains(&j) => {
+            return Err(Failure::bad_input(format!(
+                "no job {j} in the CI of {repo} {}; its jobs: {}",
+                crate::sha::short_to(&sha, 12),
+                names.join(", ")
+            )));
+        }
+        Some(j) => vec![j],
+        None => names,
     };
     let mut found = false;
+    let mut out = Vec::new();
     for j in &jobs {
         match rt
             .block_on(forge.job_log(&r, &sha, j))
@@ -232,6 +264,10 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
         {
             Some(text) => {
                 found = true;
+                if json_out {
+                    out.push(json!({"job": j, "log": text}));
+                    continue;
+                }
                 if jobs.len() > 1 {
                     println!("==> {j} <==");
                 }
@@ -240,11 +276,19 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>) -> Outcome {
                     println!();
                 }
             }
-            None => eprintln!(
-                "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
-                crate::sha::short_to(&sha, 12)
-            ),
+            None => {
+                if json_out {
+                    out.push(json!({"job": j, "log": null}));
+                }
+                eprintln!(
+                    "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
+                    crate::sha::short_to(&sha, 12)
+                )
+            }
         }
+    }
+    if json_out {
+        print_json(&json!({"repo": repo, "sha": sha, "jobs": out}));
     }
     Ok(if found { 0 } else { 1 })
 }

@@ -8,8 +8,10 @@ use serde_json::json;
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let config = ctx.config()?;
     config.require_repo(repo)?;
-    let mut store = ctx.store(&config)?;
-    let active = store.locks()?;
+    let active = match ctx.existing_store(&config)? {
+        Some(mut store) => store.locks()?,
+        None => Vec::new(),
+    };
     let blocking = blockers(&config.graph, repo, &active);
     if json {
         print_json(

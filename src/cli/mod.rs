@@ -1,7 +1,8 @@
 //! The command line: argument parsing, global options, and dispatch to command handlers.
 //!
 //! Exit codes: 0 success / yes, 1 a negative answer or a task that ended not DONE, 2 bad input
-//! or usage, 3 the system could not do the job (a locked database, an I/O failure).
+//! or usage, 3 the forge or another dependency unreachable, or the system could not do the job
+//! (a locked database, an I/O failure): a retry may work. The table is in README.md.
 //! Tables go to stdout, logs to stderr.
 
 mod ci;
@@ -128,6 +129,8 @@ pub enum Command {
         job: Option<String>,
         #[arg(long)]
         note: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Workers with milestone, age, last SHA and its verdict; locks and holds.
     Status {
@@ -149,6 +152,8 @@ pub enum Command {
         reason: Option<String>,
         #[arg(long)]
         by: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Give a BLOCKED or BLOCKED_PERMISSION worker another go: a replacement continues its
     /// work (FIXING_CI when it pushed, else WORKING), told `--note`.
@@ -171,6 +176,8 @@ pub enum Command {
         reason: String,
         #[arg(long)]
         by: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// CI of a commit as orch judges it.
     Ci {
@@ -249,6 +256,8 @@ pub enum CiCommand {
         sha: String,
         #[arg(long)]
         job: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -362,6 +371,16 @@ impl Ctx {
 
     pub fn store(&self, config: &Config) -> Result<Store, Failure> {
         Ok(Store::open(&self.state_dir(config))?)
+    }
+
+    /// The store when orch has state here, `None` where nothing ran yet: read-only commands
+    /// never create it.
+    pub fn existing_store(&self, config: &Config) -> Result<Option<Store>, Failure> {
+        let dir = self.state_dir(config);
+        if dir.exists() && !dir.is_dir() || dir.join(crate::store::DB_FILE).exists() {
+            return self.store(config).map(Some);
+        }
+        Ok(None)
     }
 
     /// The organisation, the contract and the state directory, for commands that run workers.
@@ -479,19 +498,26 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             sha,
             job,
             note,
-        } => workers::report(ctx, &milestone, sha, job, note),
+            json,
+        } => workers::report(ctx, &milestone, sha, job, note, json),
         Command::Sessions { command } => match command {
             SessionsCommand::List { json } => workers::sessions_list(ctx, json),
             SessionsCommand::Show { id, json } => workers::sessions_show(ctx, &id, json),
         },
-        Command::Cancel { id, reason, by } => workers::cancel(ctx, &id, reason, by),
+        Command::Cancel {
+            id,
+            reason,
+            by,
+            json,
+        } => workers::cancel(ctx, &id, reason, by, json),
         Command::Respawn { id, note, by, json } => workers::respawn(ctx, &id, &note, by, json),
         Command::Release {
             id,
             force,
             reason,
             by,
-        } => workers::release(ctx, &id, force, &reason, by),
+            json,
+        } => workers::release(ctx, &id, force, &reason, by, json),
         Command::Ci { command } => match command {
             CiCommand::Status {
                 repo,
@@ -500,7 +526,12 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
                 wait,
                 timeout,
             } => ci::status(ctx, &repo, &sha, json, wait, timeout),
-            CiCommand::Logs { repo, sha, job } => ci::logs(ctx, &repo, &sha, job),
+            CiCommand::Logs {
+                repo,
+                sha,
+                job,
+                json,
+            } => ci::logs(ctx, &repo, &sha, job, json),
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
         Command::Alerts { since, json } => workers::alerts(ctx, since, json),

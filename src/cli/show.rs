@@ -49,21 +49,44 @@ pub fn check(ctx: &Ctx) -> Outcome {
         problems.extend(crate::prompt::check_templates(c.root()));
     }
     if !problems.is_empty() {
-        for p in &problems {
-            eprintln!("{p}");
-        }
-        let n = problems.len();
-        return Err(Failure::bad_input(format!(
-            "{n} problem{} found",
-            if n == 1 { "" } else { "s" }
-        )));
+        return report_problems(&problems);
     }
     let (config, contract) = (config.expect("checked"), contract.expect("checked"));
-    // Things that are fine to validate but will stop a worker later: say so now.
+    let file = config.file.display().to_string();
+    // What stops a worker later is an error now: the token a forge needs, a clone that is
+    // not a git repository, a base branch it does not have.
     if config.forge.kind == ForgeKind::Forgejo
         && let Err(e) = crate::token::forge_token(&config)
     {
-        eprintln!("warning: {e}");
+        problems.push(format!("{file}: forge: {e}"));
+    }
+    for r in &config.repos {
+        if !r.path.exists() {
+            continue; // no clone yet: warned below
+        }
+        match git2::Repository::open(&r.path) {
+            Err(_) => problems.push(format!(
+                "{file}: repository {}: {} is not a git repository",
+                r.name,
+                r.path.display()
+            )),
+            Ok(repo) => {
+                let has = |name: &str| repo.find_reference(name).is_ok();
+                if !has(&format!("refs/heads/{}", r.branch))
+                    && !has(&format!("refs/remotes/origin/{}", r.branch))
+                {
+                    problems.push(format!(
+                        "{file}: repository {}: base branch {} does not exist in {}",
+                        r.name,
+                        r.branch,
+                        r.path.display()
+                    ));
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return report_problems(&problems);
     }
     for r in &config.repos {
         if let Some(gap) = config.local_ci_gap(r) {
@@ -83,16 +106,29 @@ pub fn check(ctx: &Ctx) -> Outcome {
             config.file.display()
         );
     }
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     println!(
-        "ok: {} ({} repositories, {} layers), {} (contract {}, {} milestones)",
+        "ok: {} ({}, {}), {} (contract {}, {} milestones)",
         config.file.display(),
-        config.repos.len(),
-        config.graph.layers().len(),
+        plural(config.repos.len(), "repository", "repositories"),
+        plural(config.graph.layers().len(), "layer", "layers"),
         contract.file.display(),
         contract.version,
         contract.states.len()
     );
     Ok(0)
+}
+
+fn report_problems(problems: &[String]) -> Outcome {
+    for p in problems {
+        eprintln!("{p}");
+    }
+    let n = problems.len();
+    Err(Failure::bad_input(format!(
+        "{n} problem{} found",
+        if n == 1 { "" } else { "s" }
+    )))
 }
 
 pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {

@@ -2,7 +2,7 @@
 //! cancel and release — arguments in, the app's answer printed.
 
 use super::{Ctx, Failure, Outcome, age, operator_name, print_json};
-use crate::app::operator::{self, ANSWER_WAIT, Cancelled};
+use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision, supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{Loaded, orch_exe, start_detached};
@@ -177,6 +177,7 @@ pub fn report(
     sha: Option<String>,
     job: Option<String>,
     note: Option<String>,
+    json: bool,
 ) -> Outcome {
     let Ok(id) = std::env::var("ORCH_WORKER_ID") else {
         return Err(Failure::bad_input(
@@ -214,16 +215,47 @@ pub fn report(
     };
     // Printed as "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read
     // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
-    match operator::ask(&mut store, &id, &kind, ANSWER_WAIT)? {
-        Some(a) => {
-            println!("{m} {}", esc(&a.outcome));
-            Ok(if a.refused { 1 } else { 0 })
-        }
-        None => {
-            println!("{m} recorded; the supervisor will apply it");
-            Ok(0)
-        }
+    let (code, state, text) = match operator::report(&mut store, &id, &kind)? {
+        Reported::Answered(a) => (
+            if a.refused { 1 } else { 0 },
+            if a.refused { "refused" } else { "applied" },
+            a.outcome,
+        ),
+        Reported::Queued => (
+            0,
+            "queued",
+            format!(
+                "recorded; the supervisor did not answer within {}s and will apply it",
+                ANSWER_WAIT.as_secs()
+            ),
+        ),
+        Reported::QueuedForResume => (
+            3,
+            "queued_for_resume",
+            format!("recorded, but no supervisor is running for {id}; `orch resume` will apply it"),
+        ),
+        Reported::NotApplied {
+            milestone,
+            supervision,
+        } => (
+            1,
+            "not_applied",
+            match supervision {
+                Supervision::Ended => format!("not recorded: {id} has already ended ({milestone})"),
+                _ => format!(
+                    "not recorded: no supervisor is running for {id} ({milestone}, waiting for an operator); `orch respawn {id} --note …` gives it another go"
+                ),
+            },
+        ),
+    };
+    if json {
+        print_json(
+            &json!({"worker_id": id, "milestone": m.as_str(), "state": state, "outcome": text}),
+        );
+    } else {
+        println!("{m} {}", esc(&text));
     }
+    Ok(code)
 }
 
 /// Every worker's spending (`worker_usage`), by worker id.
@@ -294,9 +326,24 @@ fn worker_json(
     })
 }
 
+/// What read-only commands say where orch has not run yet (they never create state).
+fn no_state(l: &Loaded) -> String {
+    format!(
+        "no state yet in {} (nothing has run here)",
+        l.state_dir.display()
+    )
+}
+
 pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        if json_out {
+            print_json(&json!({"workers": [], "locks": []}));
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    };
     loop {
         let (workers, locks, in_waves, usage) = store.read(|tx| {
             Ok((
@@ -323,8 +370,16 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                 .collect();
             print_json(&json!({"workers": ws_json, "locks": locks}));
         } else {
+            // Redrawn in place only on a terminal, and never with NO_COLOR: into a file or a
+            // pipe each refresh is appended, separated by a blank line.
             if watch {
-                print!("\x1b[2J\x1b[H");
+                if std::io::IsTerminal::is_terminal(&std::io::stdout())
+                    && std::env::var_os("NO_COLOR").is_none()
+                {
+                    print!("\x1b[2J\x1b[H");
+                } else {
+                    println!();
+                }
             }
             let active: Vec<&WorkerRecord> = workers
                 .iter()
@@ -383,7 +438,14 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
 
 pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        if json_out {
+            print_json(&json!({"sessions": []}));
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    };
     let (workers, usage) = store.read(|tx| Ok((ws::list_workers(tx)?, all_usage(tx)?)))?;
     if json_out {
         let v: Vec<_> = workers
@@ -416,7 +478,12 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
 
 pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     let l = ctx.load()?;
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        return Err(Failure::bad_input(format!(
+            "no worker {id}: {}",
+            no_state(&l)
+        )));
+    };
     let Some((w, events, pushes, usage)) = store.read(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(None);
@@ -489,39 +556,12 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     Ok(0)
 }
 
-/// Who looks after a worker, as `orch status` and `sessions show` say it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Supervision {
-    /// Terminal: nobody needs to.
-    Ended,
-    /// A supervisor holds a live lease.
-    Alive,
-    /// The lease ran out but its holder still runs (it cannot write: a full disk, a
-    /// database held too long); the next `orch resume` takes the worker over.
-    LeaseLapsed,
-    /// Nobody, and `orch resume` takes it over.
-    Gone,
-    /// Nobody, and nobody should: BLOCKED, BLOCKED_PERMISSION or PAUSED wait for an operator.
-    AwaitsOperator,
+trait Describe {
+    fn column(self) -> &'static str;
+    fn sentence(self) -> &'static str;
 }
 
-fn supervision(w: &WorkerRecord, now: i64) -> Supervision {
-    if w.milestone().is_terminal() {
-        Supervision::Ended
-    } else if w.supervised(now) {
-        Supervision::Alive
-    } else if w.lease().is_some_and(|l| {
-        l.until_ms > 0 && crate::process::process_alive(l.pid as i32, l.start.map(|s| s as u64))
-    }) {
-        Supervision::LeaseLapsed
-    } else if crate::app::resume::orphaned(w, now) {
-        Supervision::Gone
-    } else {
-        Supervision::AwaitsOperator
-    }
-}
-
-impl Supervision {
+impl Describe for Supervision {
     fn column(self) -> &'static str {
         match self {
             Supervision::Ended => "-",
@@ -547,24 +587,35 @@ impl Supervision {
     }
 }
 
-pub fn cancel(ctx: &Ctx, id: &str, reason: Option<String>, by: Option<String>) -> Outcome {
+pub fn cancel(
+    ctx: &Ctx,
+    id: &str,
+    reason: Option<String>,
+    by: Option<String>,
+    json_out: bool,
+) -> Outcome {
     let l = ctx.load()?;
     let by = operator_name(by);
     let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
-    match operator::cancel(&l, id, by, reason)? {
-        Cancelled::BySupervisor(outcome) => {
-            println!("{}: {}", esc(id), esc(&outcome));
-            Ok(0)
+    let (state, outcome) = match operator::cancel(&l, id, by.clone(), reason)? {
+        Cancelled::BySupervisor(outcome) => ("by_supervisor", outcome),
+        Cancelled::Queued => {
+            // The supervisor runs but is slow (a held database, a full disk): transient.
+            return Err(Failure::unavailable(format!(
+                "{id}: the supervisor did not answer within {}s; the cancel stays queued",
+                ANSWER_WAIT.as_secs()
+            )));
         }
-        Cancelled::Queued => Err(Failure::no(format!(
-            "{id}: the supervisor did not answer within {}s; the cancel stays queued",
-            ANSWER_WAIT.as_secs()
-        ))),
-        Cancelled::Offline(_) => {
-            println!("{id}: CANCELLED, lock released");
-            Ok(0)
-        }
+        Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
+    };
+    if json_out {
+        print_json(
+            &json!({"worker_id": id, "cancelled": true, "by": by, "how": state, "outcome": outcome}),
+        );
+    } else {
+        println!("{}: {}", esc(id), esc(&outcome));
     }
+    Ok(0)
 }
 
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
@@ -582,7 +633,14 @@ pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) 
     Ok(0)
 }
 
-pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String>) -> Outcome {
+pub fn release(
+    ctx: &Ctx,
+    id: &str,
+    force: bool,
+    reason: &str,
+    by: Option<String>,
+    json_out: bool,
+) -> Outcome {
     if !force {
         return Err(Failure::bad_input(
             "a worker's lock is released only by a verified DONE; to release it anyway pass --force --reason \"…\"",
@@ -597,10 +655,17 @@ pub fn release(ctx: &Ctx, id: &str, force: bool, reason: &str, by: Option<String
     let by = operator_name(by);
     match operator::release(&l, id, &by, reason)? {
         Some(lock) => {
-            println!(
-                "released {}'s chain lock ({}) — by {by}: {reason}",
-                id, lock.repo
-            );
+            if json_out {
+                print_json(
+                    &json!({"worker_id": id, "released": true, "repo": lock.repo, "by": by, "reason": reason}),
+                );
+            } else {
+                println!(
+                    "released {}'s chain lock ({}) — by {by}: {reason}",
+                    esc(id),
+                    esc(&lock.repo)
+                );
+            }
             Ok(0)
         }
         None => Err(Failure::no(format!("{id} holds no lock"))),
@@ -697,7 +762,15 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let since = since.unwrap_or(Duration::from_secs(24 * 3600));
     let from = now_ms() - since.as_millis() as i64;
-    let (alerts, deliveries) = l.store()?.read(|tx| {
+    let Some(mut store) = l.existing_store()? else {
+        if json_out {
+            print_json(&json!({"alerts": []}));
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    };
+    let (alerts, deliveries) = store.read(|tx| {
         let alerts = ws::alerts(tx, from)?;
         let first = alerts.first().map_or(i64::MAX, |a| a.id);
         Ok((alerts, crate::store::alerts::deliveries(tx, first)?))

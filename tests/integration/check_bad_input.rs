@@ -310,3 +310,57 @@ fn prompt_template_with_an_unknown_placeholder_is_refused() {
         "{err}"
     );
 }
+
+/// What would stop a worker later is a problem now, each naming the repository: a path that
+/// is not a git repository, a base branch the clone does not have, the forge's token
+/// variable unset. All of them in one run.
+#[test]
+fn clone_branch_and_token_problems_are_all_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("plain")).unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main", "cloned"]);
+    git(&[
+        "-C",
+        "cloned",
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    ]);
+    std::fs::write(
+        dir.path().join("repos.yaml"),
+        "forge: { kind: forgejo, url: 'http://127.0.0.1:9', owner: o, token_env: ORCH_TEST_NO_SUCH_TOKEN }\n\
+         repos:\n  plain: { path: plain }\n  cloned: { path: cloned, branch: release }\n",
+    )
+    .unwrap();
+    let out = orch_cmd()
+        .current_dir(dir.path())
+        .arg("check")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("3 problems"), "{stderr}");
+    assert!(stderr.contains("not a git repository"), "{stderr}");
+    assert!(stderr.contains("base branch release"), "{stderr}");
+    assert!(stderr.contains("ORCH_TEST_NO_SUCH_TOKEN"), "{stderr}");
+    assert!(
+        !stderr.contains("warning"),
+        "errors, not warnings: {stderr}"
+    );
+}

@@ -24,6 +24,7 @@ mod forgejo_contract;
 mod local_forge;
 mod lock_race;
 mod lying_workers;
+mod operator_day;
 mod output_escape;
 mod process_group;
 mod respawn;

@@ -53,7 +53,15 @@ fn unreadable_database_is_named_and_left_untouched() {
 fn locked_database_is_reported_after_the_busy_timeout() {
     let dir = setup();
     let state = dir.path().join("state");
-    assert_eq!(orch(dir.path(), &["status"]).0, 0, "creates the database");
+    // Read-only commands create no state; a hold does.
+    assert_eq!(orch(dir.path(), &["status"]).0, 0);
+    assert!(!state.join("orch.db").exists(), "status creates nothing");
+    assert_eq!(orch(dir.path(), &["hold", "vm", "--reason", "x"]).0, 0);
+    assert_eq!(
+        orch(dir.path(), &["unhold", "vm"]).0,
+        0,
+        "creates the database"
+    );
     // Another process holds the write lock.
     let conn = rusqlite::Connection::open(state.join("orch.db")).unwrap();
     conn.execute_batch("BEGIN EXCLUSIVE").unwrap();

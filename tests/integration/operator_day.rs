@@ -1,0 +1,210 @@
+//! The operator's day (issue 13): commands that answer honestly and at once, read-only
+//! commands that leave a fresh directory as it was, orch's own stop of a DONE worker recorded
+//! as such, and the exit-code table (0 yes, 1 no, 2 bad input, 3 unreachable/transient).
+
+use crate::support::{Org, RepoSpec, Spec, orch_cmd, output_text};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A fresh directory: repos.yaml only (no contracts/, no state).
+fn fresh() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("repos.yaml"),
+        "repos:\n  core: {}\n  vm: { deps: [core] }\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn orch_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = orch_cmd().current_dir(dir).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn read_only_commands_create_no_state_in_a_fresh_directory() {
+    let dir = fresh();
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["sessions", "list"],
+        &["sessions", "list", "--json"],
+        &["alerts"],
+        &["alerts", "--json"],
+        &["graph"],
+        &["check"],
+        &["can-spawn", "core"],
+    ] {
+        let (code, out, err) = orch_in(dir.path(), args);
+        assert!(code == 0 || args[0] == "can-spawn", "{args:?}: {out}{err}");
+        assert!(
+            !dir.path().join("sessions").exists(),
+            "{args:?} created sessions/"
+        );
+    }
+    let (code, out, err) = orch_in(dir.path(), &["status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no state yet"), "{out}{err}");
+    let (code, out, err) = orch_in(
+        dir.path(),
+        &["ci", "status", "--repo", "core", "--sha", sha, "--json"],
+    );
+    assert_eq!(code, 1, "not green: {out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "no_run");
+    assert!(
+        v["detail"].as_str().unwrap().contains("no state yet"),
+        "{v}"
+    );
+    let (code, out, err) = orch_in(dir.path(), &["sessions", "show", "nope-1"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        !dir.path().join("sessions").exists(),
+        "ci status / sessions show created sessions/"
+    );
+}
+
+/// A worker that reports DONE and lingers: orch stops it (SIGTERM), and its event log says
+/// orch stopped it rather than "exited (exit code 143)".
+#[test]
+fn a_done_workers_stop_is_recorded_as_orchs_stop() {
+    let org =
+        Org::new(Spec::local("done_lingers.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert!(out.status.success(), "{}", output_text(&out));
+    let show = org.show(&id);
+    assert_eq!(show["milestone"], "DONE");
+    let events = show["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "stopped" && e["detail"].as_str().unwrap().contains("DONE")),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e["kind"] == "exited"),
+        "orch's stop is not an exit: {events:?}"
+    );
+}
+
+/// `orch report` for a worker with no supervisor answers at once, non-zero, saying why.
+#[test]
+fn report_without_a_supervisor_answers_at_once() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("false")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert_eq!(org.show(&id)["milestone"], "BLOCKED");
+    let started = Instant::now();
+    let out = org
+        .cmd(&["report", "DONE", "--note", "done", "--json"])
+        .env("ORCH_WORKER_ID", &id)
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "answered at once"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "not_applied");
+    assert!(
+        v["outcome"].as_str().unwrap().contains("orch respawn"),
+        "{v}"
+    );
+    assert_eq!(org.show(&id)["milestone"], "BLOCKED", "nothing changed");
+}
+
+fn code_of(org: &Org, args: &[&str]) -> (i32, String) {
+    let out = org.run(args);
+    (out.status.code().unwrap_or(-1), output_text(&out))
+}
+
+/// The exit-code table, per command: 0 yes, 1 a negative answer, 2 bad input.
+#[test]
+fn exit_codes_are_the_same_across_commands() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert!(out.status.success(), "{}", output_text(&out));
+    let sha = org.pushes(&id)[0].sha.to_string();
+
+    // An unknown worker is bad input for every command that names one.
+    for args in [
+        &["cancel", "nope-123"][..],
+        &["release", "nope-123", "--force", "--reason", "x"],
+        &["respawn", "nope-123"],
+        &["sessions", "show", "nope-123"],
+    ] {
+        let (code, text) = code_of(&org, args);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(text.contains("no worker nope-123"), "{args:?}: {text}");
+    }
+    // A valid question answered "no".
+    let (code, text) = code_of(&org, &["cancel", &id]);
+    assert_eq!(code, 1, "cancel of an ended worker: {text}");
+    assert!(text.contains("already ended"), "{text}");
+    let (code, text) = code_of(&org, &["release", &id, "--force", "--reason", "x"]);
+    assert_eq!(code, 1, "release of a worker with no lock: {text}");
+    // Usage.
+    let (code, text) = code_of(&org, &["release", &id, "--reason", "x"]);
+    assert_eq!(code, 2, "release without --force: {text}");
+    // ci logs: a job the commit's CI does not have is bad input, naming the jobs it has.
+    let (code, text) = code_of(
+        &org,
+        &[
+            "ci", "logs", "--repo", "alpha", "--sha", &sha, "--job", "nope",
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("test"), "names the jobs: {text}");
+    let out = org.run(&[
+        "ci", "logs", "--repo", "alpha", "--sha", &sha, "--job", "test", "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["job"], "test", "{v}");
+    assert!(v["jobs"][0]["log"].is_string(), "{v}");
+    // ci status: green is 0.
+    let (code, text) = code_of(&org, &["ci", "status", "--repo", "alpha", "--sha", &sha]);
+    assert_eq!(code, 0, "{text}");
+}
+
+/// cancel and release answer in JSON too.
+#[test]
+fn cancel_and_release_speak_json() {
+    let org = Org::new(Spec::local("hang.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let id = org.spawn_detached("alpha", "hang around");
+    let v = org.json(&["release", &id, "--force", "--reason", "freeze", "--json"]);
+    assert_eq!(v["released"], true, "{v}");
+    assert_eq!(v["repo"], "alpha", "{v}");
+    let v = org.json(&["cancel", &id, "--json"]);
+    assert_eq!(v["cancelled"], true, "{v}");
+    assert_eq!(v["worker_id"], id.as_str(), "{v}");
+    org.wait_supervisor_gone(&id);
+}
+
+/// `status --watch` into a pipe writes no screen-clearing escape codes.
+#[test]
+fn watch_into_a_pipe_writes_no_escape_codes() {
+    let dir = fresh();
+    // Some state, so that the watch loop runs.
+    let (code, _, err) = orch_in(dir.path(), &["hold", "core", "--reason", "freeze"]);
+    assert_eq!(code, 0, "{err}");
+    let mut child = orch_cmd()
+        .current_dir(dir.path())
+        .args(["status", "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("hold:"), "{text}");
+    assert!(!text.contains('\x1b'), "{text:?}");
+}

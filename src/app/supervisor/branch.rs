@@ -16,11 +16,14 @@ use std::time::{Duration, Instant};
 
 impl<F: Forge + 'static> Supervisor<'_, F> {
     /// The head of the worker's branch on the forge, read now through the CI thread.
-    pub(super) fn forge_head(&self) -> ForgeHead {
+    /// The answers to queries sent before it carry heads read earlier: see `head_read_after`.
+    pub(super) fn forge_head(&mut self) -> ForgeHead {
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return Err(format!("repository {} is not configured", self.w.repo));
         };
         let wait = self.env.config.forge.request_timeout * 4 + Duration::from_secs(5);
+        // The CI thread answers in order: this read comes after every query sent so far.
+        self.head_read_after = self.ci.sent();
         self.ci.branch_head(repo, &self.w.branch, wait)
     }
 

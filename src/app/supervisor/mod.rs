@@ -123,6 +123,9 @@ struct Supervisor<'a, F: Forge> {
     /// Pushes replaced by a newer one before CI decided them: each asked about once more, for
     /// its own record.
     replaced: Vec<Sha>,
+    /// The number of the last CI query sent before the branch head was last read directly:
+    /// heads in the answers up to it were read earlier, and are stale.
+    head_read_after: u64,
     /// The alert delivery thread (see `app::deliver`).
     deliverer: super::deliver::Deliverer,
     /// The cascade watch (none when the repository depends on nothing).
@@ -187,6 +190,7 @@ pub fn supervise_then<F: Forge + 'static>(
         frozen: false,
         refused_head: None,
         replaced: Vec::new(),
+        head_read_after: 0,
         deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
         cascade,
         follower,
@@ -582,7 +586,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn ci_answer(&mut self, a: CiAnswer) {
         // The branch head first: a push the worker made since is what CI must be about now.
         let head: ForgeHead = a.head.as_ref().map_err(|e| e.to_string()).cloned();
-        self.observe_head(&head);
+        // A head read before the last direct read (a push claim's) is stale: it would take
+        // the worker back to a commit it has already pushed past.
+        let head_fresh = a.n > self.head_read_after;
+        if head_fresh {
+            self.observe_head(&head);
+        }
         let about_tracked = self.w.progress.tracked_sha.as_ref() == Some(&a.sha);
         let failed = a.result.is_err();
         let interval = self.env.config.ci.poll_interval.as_millis() as i64;
@@ -634,7 +643,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         // Claims this answer is fresh for are judged now (on what is known, if the forge
         // failed); the others wait for the query sent next.
-        let fresh = self.done_claims.take_fresh(a.n, about_tracked, failed);
+        let fresh = self
+            .done_claims
+            .take_fresh(a.n, about_tracked && head_fresh, failed);
         if !fresh.is_empty() {
             self.judge_done(fresh, Some(&head));
         }

@@ -147,8 +147,15 @@ pub fn current_jobs(run: &CiRun) -> Vec<&CiJob> {
         };
         let slot = latest.entry(key).or_insert(j);
         let newer = (j.attempt, j.id) > (slot.attempt, slot.id);
-        // Two reports of one attempt that disagree: the one that is not a success.
-        let tie = (j.attempt, j.id) == (slot.attempt, slot.id) && j.status != JobStatus::Success;
+        // Two reports of one attempt that disagree: the one still going, else the one that is
+        // not a success — never the more finished or the greener of the two.
+        let rank = |s: JobStatus| match s {
+            s if !s.is_done() => 2,
+            JobStatus::Success => 0,
+            _ => 1,
+        };
+        let tie =
+            (j.attempt, j.id) == (slot.attempt, slot.id) && rank(j.status) > rank(slot.status);
         if newer || tie {
             *slot = j;
         }
@@ -273,9 +280,12 @@ pub fn verdict(runs: &[CiRun], policy: &CiPolicy, pushed_ms: Option<i64>, now_ms
     let going: Vec<String> = by_name
         .iter()
         .filter(|(n, _)| **n != sync && !required.contains(*n))
+        // Each run's job on its own: one run's failure of a job that is not required does not
+        // hide another run's attempt of it still going.
         .filter_map(|(n, s)| {
-            let s = summary(s);
-            (!s.is_done()).then(|| format!("{n} ({s})"))
+            s.iter()
+                .find(|s| !s.is_done())
+                .map(|s| format!("{n} ({s})"))
         })
         .collect();
 

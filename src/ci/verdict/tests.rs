@@ -526,7 +526,15 @@ fn any_runs() -> impl Strategy<Value = Vec<CiRun>> {
             url: None,
             jobs,
         });
-    proptest::collection::vec(run, 0..4)
+    // A forge gives every run its own id and number (the random part keeps their order
+    // random): two runs never share one.
+    proptest::collection::vec(run, 0..4).prop_map(|mut runs| {
+        for (i, r) in runs.iter_mut().enumerate() {
+            r.id = r.id * 10 + i as i64;
+            r.number = r.id;
+        }
+        runs
+    })
 }
 
 fn any_policy() -> impl Strategy<Value = CiPolicy> {

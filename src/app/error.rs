@@ -60,7 +60,10 @@ impl Error {
         match self {
             Error::Store(e) => store_kind(e),
             Error::Spawn(super::spawn::SpawnError::Store(e)) => store_kind(e),
-            Error::Spawn(super::spawn::SpawnError::UpstreamRed(_)) => ErrorKind::No,
+            Error::Spawn(
+                super::spawn::SpawnError::UpstreamRed(_)
+                | super::spawn::SpawnError::AgentLimited(_),
+            ) => ErrorKind::No,
             Error::Supervise(super::supervisor::SuperviseError::Store(e)) => store_kind(e),
             Error::Io { .. } | Error::StartSupervisor { .. } => ErrorKind::Unavailable,
             Error::Supervise(_) | Error::No(_) => ErrorKind::No,

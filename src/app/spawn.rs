@@ -46,6 +46,9 @@ pub enum SpawnError {
     /// Cascade: a repository this one depends on has a red base branch (see `app::cascade`).
     #[error("not spawned: {0} (workers below a red repository do not start until it is green)")]
     UpstreamRed(String),
+    /// The agent's API reported a rate limit with a reset time still ahead.
+    #[error("not spawned: {0} (no new worker of this agent starts before the reset)")]
+    AgentLimited(String),
 }
 
 /// The remote a worker pushes to: the local forge's bare repository, or the clone's origin.
@@ -100,6 +103,13 @@ pub fn prepare(
         }
         ForgeKind::Forgejo => "origin".to_string(),
     };
+    // A rate-limited agent gets no new worker before its reset (a wave's next tick retries).
+    let agent = config.worker.agent.as_str();
+    if let Some((_, why)) =
+        store.read(|tx| crate::store::usage::agent_limit(tx, agent, now_ms()))?
+    {
+        return Err(SpawnError::AgentLimited(why));
+    }
     // Cascade: nothing starts below a red repository; spawn refuses with the reason (a caller
     // that waits or a wave's next tick tries again once it is green).
     if !crate::app::cascade::upstreams(config, &repo.name).is_empty() {

@@ -217,6 +217,18 @@ pub enum Event {
         by: String,
         reason: String,
     },
+    /// How an agent's run ended, classified by the failure taxonomy (`agent_run.rs`): a
+    /// `blocking` end (bad credentials, an agent that did nothing) waits for an operator
+    /// (BLOCKED); a transient one (rate limit, API unreachable) is left to a replacement.
+    AgentEnded {
+        blocking: bool,
+        detail: String,
+    },
+    /// Something about the agent people should hear of (e.g. a rate limit): an alert only.
+    AgentWarning {
+        kind: String,
+        message: String,
+    },
     /// orch gives up on the worker (e.g. respawns exhausted); the lock is kept.
     Fail {
         kind: String,

@@ -280,7 +280,13 @@ pub fn step(
         Event::WorkerExited { code } => {
             let following_ci = p.milestone == Milestone::PushedToCi
                 && !p.verdict.is_some_and(VerdictKind::is_terminal);
+            // An agent's run already classified (`AgentEnded`) keeps its reason and alert.
+            let classified = p
+                .end_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("agent (transient)"));
             if !following_ci
+                && !classified
                 && matches!(
                     p.milestone,
                     Milestone::Working | Milestone::FixingCi | Milestone::PushedToCi
@@ -336,6 +342,31 @@ pub fn step(
             }
         }
         Event::Fail { kind, reason } => fail(contract, &mut p, worker, reason, kind, now, &mut fx),
+        Event::AgentEnded { blocking, detail } => {
+            if *blocking {
+                let reason = format!("agent: {detail}");
+                if transition(contract, &mut p, Milestone::Blocked, &reason, now, &mut fx) {
+                    p.end_reason = Some(reason);
+                    fx.push(alert(
+                        Severity::Critical,
+                        "agent_blocked",
+                        format!(
+                            "worker {worker}: {detail} — BLOCKED, lock kept; fix it, then `orch respawn {worker}`"
+                        ),
+                    ));
+                }
+            } else {
+                p.end_reason = Some(format!("agent (transient): {detail}"));
+                fx.push(alert(
+                    Severity::Warning,
+                    "agent_transient",
+                    format!("worker {worker}: {detail} — `orch resume` gives it to a replacement"),
+                ));
+            }
+        }
+        Event::AgentWarning { kind, message } => {
+            fx.push(alert(Severity::Warning, kind, message.clone()));
+        }
         Event::SpawnFailed { reason } => {
             // Nothing ran, so nothing to stop and nobody to alert: the lock is given back.
             if transition(contract, &mut p, Milestone::Failed, reason, now, &mut fx) {

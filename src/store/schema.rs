@@ -227,6 +227,14 @@ const MIGRATIONS: &[&str] = &[
         updated_ms         INTEGER NOT NULL
     );
     "#,
+    // 7: agents whose API is rate-limited, and until when (no new worker of it before).
+    r#"
+    CREATE TABLE agent_limits (
+        agent    TEXT PRIMARY KEY,
+        until_ms INTEGER NOT NULL,
+        detail   TEXT NOT NULL
+    );
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

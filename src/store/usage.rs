@@ -97,3 +97,34 @@ pub fn save_usage(tx: &Transaction, worker: &str, u: &Usage, now_ms: i64) -> rus
     )?;
     Ok(())
 }
+
+/// Records that `agent`'s API is rate-limited until `until_ms` (the latest reset wins).
+pub fn limit_agent(
+    tx: &Transaction,
+    agent: &str,
+    until_ms: i64,
+    detail: &str,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO agent_limits (agent, until_ms, detail) VALUES (?1, ?2, ?3)
+         ON CONFLICT (agent) DO UPDATE SET until_ms = max(until_ms, excluded.until_ms),
+             detail = excluded.detail",
+        rusqlite::params![agent, until_ms, detail],
+    )?;
+    Ok(())
+}
+
+/// Until when (and why) `agent` is rate-limited, if it still is at `now_ms`.
+pub fn agent_limit(
+    tx: &Transaction,
+    agent: &str,
+    now_ms: i64,
+) -> rusqlite::Result<Option<(i64, String)>> {
+    use rusqlite::OptionalExtension;
+    tx.query_row(
+        "SELECT until_ms, detail FROM agent_limits WHERE agent = ?1 AND until_ms > ?2",
+        rusqlite::params![agent, now_ms],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+}

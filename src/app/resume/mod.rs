@@ -107,9 +107,23 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let workers = store.workers()?;
     refresh_stale_checkpoints(l, &mut store, &workers);
+    // While the agent's API is rate-limited, a worker that needs a new agent run waits for
+    // the reset (one following CI is still followed).
+    let agent = l.config.worker.agent.as_str();
+    let limited = store
+        .read(|tx| crate::store::usage::agent_limit(tx, agent, now_ms()))
+        .ok()
+        .flatten();
     let candidates: Vec<String> = workers
         .into_iter()
         .filter(|w| orphaned(w, now_ms()))
+        .filter(|w| {
+            limited.is_none()
+                || !matches!(
+                    w.milestone(),
+                    Milestone::Working | Milestone::FixingCi | Milestone::Paused
+                )
+        })
         .map(|w| w.id)
         .collect();
     let mut claimed: Vec<WorkerRecord> = Vec::new();

@@ -19,15 +19,31 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 "agent_api_retry",
                 format!("the agent is retrying its API: {d}"),
             ),
-            AgentNote::RateLimited { resets_at, detail } => (
-                "agent_rate_limited",
-                format!(
-                    "the agent is rate-limited ({detail}){}",
-                    resets_at
-                        .map(|t| format!(" until {t} (Unix time)"))
-                        .unwrap_or_default()
-                ),
-            ),
+            AgentNote::RateLimited { resets_at, detail } => {
+                let until_ms = resets_at.map(|t| t.saturating_mul(1000));
+                self.health.rate_limited = Some(until_ms);
+                let when = until_ms
+                    .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+                    .map(|t| format!(" until {t}"))
+                    .unwrap_or_default();
+                let agent = self.env.config.worker.agent.as_str();
+                let message = format!(
+                    "worker {}: the {agent} API is rate-limited{when} ({detail})",
+                    self.w.id
+                );
+                // No new worker of this agent starts before the reset (spawn asks).
+                if let Some(until) = until_ms {
+                    let _ = self
+                        .store
+                        .write(|tx| crate::store::usage::limit_agent(tx, agent, until, &message));
+                }
+                let warn = crate::milestone::Event::AgentWarning {
+                    kind: "agent_rate_limited".into(),
+                    message: message.clone(),
+                };
+                self.apply(warn, None, Vec::new());
+                ("agent_rate_limited", message)
+            }
             AgentNote::ResumeFailed(d) => {
                 self.resume_failed = true;
                 (
@@ -40,7 +56,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 subtype,
                 text,
             } => (
-                "agent_result",
+                {
+                    if is_error {
+                        self.health.error_result = Some(text.clone());
+                    }
+                    "agent_result"
+                },
                 format!(
                     "the agent ended its run with {subtype}{}: {text}",
                     if is_error { " (an error)" } else { "" }
@@ -131,5 +152,25 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             resume,
             message,
         }
+    }
+
+    /// How the agent's run that just ended (with `code`) is classified (see
+    /// `agent/health.rs`): the event to apply first, if any. Plain commands and workers past
+    /// their push (CI decides) are left as they are.
+    pub(super) fn classify_end(&self, code: Option<i32>) -> Option<crate::milestone::Event> {
+        use super::agent::health::{Ended, classify};
+        if self.env.config.worker.agent == crate::config::Agent::Command
+            || !matches!(
+                self.w.progress.milestone,
+                crate::milestone::Milestone::Working | crate::milestone::Milestone::FixingCi
+            )
+        {
+            return None;
+        }
+        let (blocking, detail) = match classify(code, &self.health)? {
+            Ended::Blocking(d) => (true, d),
+            Ended::Transient(d) => (false, d),
+        };
+        Some(crate::milestone::Event::AgentEnded { blocking, detail })
     }
 }

@@ -123,6 +123,8 @@ struct Supervisor<'a, F: Forge> {
     /// Pushes replaced by a newer one before CI decided them: each asked about once more, for
     /// its own record.
     replaced: Vec<Sha>,
+    /// What the agent's current run showed of its health (classified when it ends).
+    health: agent::health::RunHealth,
     /// The number of the last CI query sent before the branch head was last read directly:
     /// heads in the answers up to it were read earlier, and are stale.
     head_read_after: u64,
@@ -191,6 +193,7 @@ pub fn supervise_then<F: Forge + 'static>(
         refused_head: None,
         replaced: Vec::new(),
         head_read_after: 0,
+        health: Default::default(),
         deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
         cascade,
         follower,
@@ -296,6 +299,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 if self.retry_fresh(code) {
                     return;
                 }
+                // An agent's run is classified before its exit is: BLOCKED for an operator,
+                // or a transient end for a replacement — never blindly the same.
+                if let Some(ended) = self.classify_end(code) {
+                    self.apply(ended, None, Vec::new());
+                }
                 let fact = self.worker_gone(code);
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);
             }
@@ -360,6 +368,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     fn start_worker(&mut self) -> Result<(), SuperviseError> {
         let launch = self.launch();
+        self.health = agent::health::RunHealth::default();
         let process = WorkerProcess::start(self.env, &self.w, &launch)?;
         let pid = process.pid();
         self.worker = Some(process);
@@ -448,6 +457,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
         self.last_head = Some(head);
         if changed {
+            self.health.did_work = true;
             self.last_commit_ms = Some(now);
             self.apply(Event::Commit, None, Vec::new());
         }
@@ -506,6 +516,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         via: Channel,
         request: Option<i64>,
     ) -> Outcome {
+        // Any claim (a WORKING note too) shows the agent at its task: not a run that did
+        // nothing.
+        self.health.did_work = true;
         let event = match m {
             Milestone::PushedToCi => {
                 let head = self.forge_head();

@@ -14,6 +14,7 @@
 pub mod aider;
 pub mod claude;
 pub mod codex;
+pub mod health;
 pub mod line;
 pub mod spend;
 

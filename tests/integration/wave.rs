@@ -229,3 +229,67 @@ fn a_failed_task_holds_its_dependents_and_the_rest_completes() {
     let out = org.run(&["wave", "run", file.to_str().unwrap(), "--until-done"]);
     assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
 }
+
+/// Two waves over overlapping chains tick at once, each from its own "cron" loop: both finish,
+/// the lock history never holds conflicting locks; a task added to a finished wave's file joins
+/// at the next tick; `orch wave cancel` stops a wave (its live worker CANCELLED, nothing new
+/// started by later ticks).
+#[test]
+fn two_waves_tick_at_once_added_tasks_join_and_a_cancelled_wave_stops() {
+    let org = org();
+    let write = |name: &str, body: &str| {
+        let path = org.root.join(format!("{name}.yaml"));
+        std::fs::write(&path, format!("name: {name}\ntasks:\n{body}")).unwrap();
+        path
+    };
+    let a = write(
+        "wave-x",
+        "  - {id: core-1, repo: core, task: \"core\"}\n  - {id: vm-1, repo: vm, task: \"vm\"}\n  - {id: os-1, repo: os, task: \"os\"}\n",
+    );
+    let b = write(
+        "wave-y",
+        "  - {id: util-1, repo: util, task: \"util\"}\n  - {id: net-1, repo: net, task: \"net\"}\n  - {id: sdk-1, repo: sdk, task: \"sdk\"}\n",
+    );
+    let (va, vb) = std::thread::scope(|s| {
+        let ha = s.spawn(|| drive(&org, &a, "wave-x"));
+        let hb = s.spawn(|| drive(&org, &b, "wave-y"));
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    assert_eq!(va["all_done"], true, "{va:#}");
+    assert_eq!(vb["all_done"], true, "{vb:#}");
+    check_order_and_locks(&org, &a, &va);
+    check_order_and_locks(&org, &b, &vb);
+    assert_eq!(org.workers().len(), 6);
+
+    // A task added to the finished wave's file joins at the next tick.
+    let mut text = std::fs::read_to_string(&a).unwrap();
+    text.push_str("  - {id: app-1, repo: app, task: \"app\"}\n");
+    std::fs::write(&a, text).unwrap();
+    let v = drive(&org, &a, "wave-x");
+    assert_eq!(v["done"], 4, "{v:#}");
+    assert_eq!(org.workers().len(), 7);
+
+    // Cancelled after its first tick started its first task (which may finish meanwhile):
+    // later ticks start nothing more of it.
+    let c = write(
+        "wave-z",
+        "  - {id: sdk-2, repo: sdk, task: \"sdk again\"}\n  - {id: sdk-3, repo: sdk, task: \"sdk third\"}\n",
+    );
+    let out = tick(&org, &c);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let out = org.run(&["wave", "cancel", "wave-z"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    for _ in 0..3 {
+        let out = tick(&org, &c);
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    }
+    let v = status(&org, "wave-z");
+    let started: Vec<&Value> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["worker"].is_string())
+        .collect();
+    assert!(started.len() <= 1, "{v:#}");
+    assert_eq!(org.workers().len(), 7 + started.len());
+}

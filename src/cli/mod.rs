@@ -7,6 +7,7 @@
 
 mod ci;
 mod demo;
+mod init;
 mod locks;
 mod show;
 mod wave;
@@ -213,6 +214,16 @@ pub enum Command {
         /// Keep the temporary directory for inspection.
         #[arg(long)]
         keep: bool,
+    },
+    /// Write a commented repos.yaml for the git repositories in DIR (default: here).
+    Init {
+        dir: Option<PathBuf>,
+        /// Also write the contract and prompt templates under contracts/, to tune them.
+        #[arg(long)]
+        with_contract: bool,
+        /// Replace an existing repos.yaml (and contract files).
+        #[arg(long)]
+        force: bool,
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
@@ -541,6 +552,15 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
         } => workers::resume_cmd(ctx, from_checkpoints, json),
         Command::Wave { command } => wave::run(ctx, command),
         Command::Demo { keep } => demo::run(keep).map_err(Failure::no),
+        Command::Init {
+            dir,
+            with_contract,
+            force,
+        } => init::run(
+            dir.as_deref().unwrap_or(std::path::Path::new(".")),
+            with_contract,
+            force,
+        ),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());

@@ -4,7 +4,7 @@
 use crate::support::{Org, RepoSpec, Spec, output_text};
 use orch::milestone::Milestone;
 
-/// `orch` as a new user runs it: no `--contract`, no `ORCH_CONTRACT`.
+/// `orch` as a new user runs it: no `--with-contract`, no `ORCH_CONTRACT`.
 fn bare(org: &Org, args: &[&str]) -> std::process::Output {
     let mut c = org.cmd(args);
     c.env_remove("ORCH_CONTRACT");
@@ -45,4 +45,43 @@ fn without_a_contract_file_the_built_in_one_runs_a_worker_to_done() {
     assert!(!log.contains("contract"), "{log}");
     let status = bare(&org, &["status"]);
     assert!(status.status.success(), "{}", output_text(&status));
+}
+
+/// `orch init` in a directory of clones: a repos.yaml `orch check` accepts, dependencies
+/// guessed from the manifests, nothing overwritten without `--force`.
+#[test]
+fn init_writes_a_repos_yaml_that_check_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, manifest) in [
+        ("core", "[package]\nname = \"core\"\n"),
+        (
+            "vm",
+            "[package]\nname = \"vm\"\n[dependencies]\ncore = { path = \"../core\" }\n",
+        ),
+    ] {
+        let repo = dir.path().join(name);
+        crate::support::init_repo(&repo, name);
+        crate::support::commit_file(&repo, "Cargo.toml", manifest, "manifest");
+    }
+    let run = |args: &[&str]| {
+        crate::support::orch_cmd()
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["init", "--with-contract"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 repositories"));
+    let yaml = std::fs::read_to_string(dir.path().join("repos.yaml")).unwrap();
+    assert!(yaml.contains("deps: [core]"), "{yaml}");
+    assert!(yaml.contains("cargo test"), "{yaml}");
+    assert!(dir.path().join("contracts/worker-completion.yaml").exists());
+    assert!(dir.path().join("contracts/prompts/worker.md").exists());
+    let check = run(&["check"]);
+    assert!(check.status.success(), "{}\n{yaml}", output_text(&check));
+    // Nothing replaced without --force.
+    let again = run(&["init"]);
+    assert_eq!(again.status.code(), Some(2), "{}", output_text(&again));
+    assert!(run(&["init", "--force"]).status.success());
 }

@@ -1,0 +1,238 @@
+//! `orch init [DIR]`: a commented repos.yaml for the git repositories found in DIR (and, with
+//! `--with-contract`, the contract and prompt templates, for those who want to tune them).
+//!
+//! What it cannot know it guesses and says so: the base branch is the clone's current branch,
+//! dependencies are read off the manifests (`Cargo.toml`, `package.json`, `go.mod`,
+//! `pyproject.toml`) when they name another repository found, and a CI command from the kind of
+//! project — each marked for the user to confirm.
+
+use super::{Failure, Outcome};
+use std::path::{Path, PathBuf};
+
+/// One repository found.
+struct Found {
+    name: String,
+    dir: PathBuf,
+    branch: String,
+    /// Other repositories its manifests name, and in which file.
+    deps: Vec<(String, &'static str)>,
+    /// A CI command for the project's kind, and that kind.
+    ci: (&'static str, &'static str),
+}
+
+const MANIFESTS: &[&str] = &["Cargo.toml", "package.json", "go.mod", "pyproject.toml"];
+
+pub fn run(dir: &Path, with_contract: bool, force: bool) -> Outcome {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if !dir.is_dir() {
+        return Err(Failure::bad_input(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let target = dir.join("repos.yaml");
+    if target.exists() && !force {
+        return Err(Failure::bad_input(format!(
+            "{} exists; pass --force to replace it",
+            target.display()
+        )));
+    }
+    let found = find(&dir);
+    if found.is_empty() {
+        return Err(Failure::bad_input(format!(
+            "no git repository found in {} (orch init looks at its subdirectories: one clone each)",
+            dir.display()
+        )));
+    }
+    std::fs::write(&target, repos_yaml(&found))
+        .map_err(|e| Failure::unavailable(format!("cannot write {}: {e}", target.display())))?;
+    println!(
+        "wrote {} ({} {})",
+        target.display(),
+        found.len(),
+        if found.len() == 1 {
+            "repository"
+        } else {
+            "repositories"
+        }
+    );
+    if with_contract {
+        let files = [
+            (
+                "contracts/worker-completion.yaml",
+                crate::contract::EMBEDDED,
+            ),
+            (
+                "contracts/prompts/worker.md",
+                crate::prompt::WORKER_TEMPLATE,
+            ),
+            ("contracts/prompts/ci-worker.md", crate::prompt::CI_TEMPLATE),
+        ];
+        for (rel, text) in files {
+            let path = dir.join(rel);
+            if path.exists() && !force {
+                println!("kept {} (exists)", path.display());
+                continue;
+            }
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    Failure::unavailable(format!("cannot create {}: {e}", parent.display()))
+                })?;
+            }
+            std::fs::write(&path, text).map_err(|e| {
+                Failure::unavailable(format!("cannot write {}: {e}", path.display()))
+            })?;
+            println!("wrote {}", path.display());
+        }
+    }
+    println!(
+        "next: confirm the guessed deps, branches and CI commands (marked `# guessed`), then `orch check`"
+    );
+    Ok(0)
+}
+
+/// The git repositories among `dir`'s subdirectories, by name.
+fn find(dir: &Path) -> Vec<Found> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join(".git").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    let names: Vec<String> = dirs.iter().map(|d| repo_name(d)).collect();
+    dirs.iter()
+        .zip(&names)
+        .map(|(d, name)| {
+            let branch = git2::Repository::open(d)
+                .ok()
+                .and_then(|r| r.head().ok()?.shorthand().ok().map(str::to_string))
+                .unwrap_or_else(|| "main".into());
+            let mut deps = Vec::new();
+            for m in MANIFESTS {
+                let Ok(text) = std::fs::read_to_string(d.join(m)) else {
+                    continue;
+                };
+                for other in names.iter().filter(|o| *o != name) {
+                    if names_word(&text, other) && !deps.iter().any(|(n, _)| n == other) {
+                        deps.push((other.clone(), *m));
+                    }
+                }
+            }
+            Found {
+                name: name.clone(),
+                dir: d.clone(),
+                branch,
+                deps,
+                ci: ci_guess(d),
+            }
+        })
+        .collect()
+}
+
+/// A repository name for a directory: its file name, with what orch refuses in a name
+/// replaced (names become git ref components and file names).
+fn repo_name(dir: &Path) -> String {
+    let raw = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "repo".into());
+    let cleaned: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    cleaned.trim_matches('-').to_string()
+}
+
+/// Whether `text` names `word` as a whole word (letters, digits, `-`, `_` around it end it).
+fn names_word(text: &str, word: &str) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        !before.is_some_and(part) && !after.is_some_and(part)
+    })
+}
+
+/// A CI command for the project in `dir`, and what it was guessed from.
+fn ci_guess(dir: &Path) -> (&'static str, &'static str) {
+    for (file, cmd) in [
+        ("Cargo.toml", "cargo test"),
+        ("package.json", "npm test"),
+        ("go.mod", "go test ./..."),
+        ("pyproject.toml", "python -m pytest"),
+        ("Makefile", "make test"),
+    ] {
+        if dir.join(file).exists() {
+            return (cmd, file);
+        }
+    }
+    ("true", "nothing found")
+}
+
+fn repos_yaml(found: &[Found]) -> String {
+    let mut y = String::from(
+        "# repos.yaml — written by `orch init`; confirm what is marked `# guessed`.\n\
+         # The worker completion contract is built in; `orch init --with-contract` writes it (and the\n\
+         # prompt templates) under contracts/ to tune it.\n\
+         forge:\n\
+         \x20 kind: local          # CI on orch's embedded forge; for Forgejo:\n\
+         \x20 # kind: forgejo\n\
+         \x20 # url: https://forgejo.example.org\n\
+         \x20 # owner: my-org\n\
+         \x20 # token_env: FORGEJO_TOKEN   # the NAME of the variable holding the token\n\
+         ci:\n\
+         \x20 sync_job: radicle-push\n\
+         worker:\n\
+         \x20 agent: command       # claude | codex | aider | command (see README, Agents)\n\
+         \x20 command: [claude, -p]\n\
+         \x20 max_parallel: 4\n\
+         repos:\n",
+    );
+    for f in found {
+        let deps: Vec<&str> = f.deps.iter().map(|(n, _)| n.as_str()).collect();
+        let dep_note = if f.deps.is_empty() {
+            "# guessed: none found in the manifests".to_string()
+        } else {
+            let from: Vec<String> = f.deps.iter().map(|(n, m)| format!("{n} ({m})")).collect();
+            format!("# guessed from {}", from.join(", "))
+        };
+        let ci_note = if f.ci.0 == "true" {
+            "# no project file found: put the real CI command here".to_string()
+        } else {
+            format!("# guessed from {}", f.ci.1)
+        };
+        y.push_str(&format!(
+            "  {}:\n    path: ./{}\n    branch: {}   # guessed: the clone's current branch\n    deps: [{}]   {}\n    ci:                  # the local forge's jobs\n      jobs:\n        - {{ name: check, run: \"{}\", timeout: 30m }}   {}\n        - {{ name: radicle-push, run: \"true\", needs: [check] }}   # your sync step\n",
+            f.name,
+            f.dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+            f.branch,
+            deps.join(", "),
+            dep_note,
+            f.ci.0,
+            ci_note,
+        ));
+    }
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_counts_only_as_a_whole_word() {
+        assert!(names_word("core = { path = \"../core\" }", "core"));
+        assert!(!names_word("acdc-core = \"1\"", "core"));
+        assert!(!names_word("corelib", "core"));
+        assert_eq!(repo_name(Path::new("/x/my repo.git")), "my-repo-git");
+    }
+}

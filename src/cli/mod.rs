@@ -25,9 +25,10 @@ use std::path::PathBuf;
     about = "Dependency-aware orchestrator for coding workers, gated on Forgejo CI"
 )]
 pub struct Cli {
-    /// repos.yaml describing repositories, dependencies, forge and workers.
-    #[arg(long, global = true, env = "ORCH_CONFIG", default_value = "repos.yaml")]
-    pub config: PathBuf,
+    /// repos.yaml describing repositories, dependencies, forge and workers [default: the
+    /// first repos.yaml found in the current directory or a directory above it].
+    #[arg(long, global = true, env = "ORCH_CONFIG")]
+    pub config: Option<PathBuf>,
     /// State directory (SQLite database, checkpoints, logs) [default: sessions/ beside repos.yaml].
     #[arg(long, global = true, env = "ORCH_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
@@ -336,14 +337,37 @@ pub type Outcome = Result<i32, Failure>;
 
 /// Resolved paths and lazily loaded inputs shared by the command handlers.
 pub struct Ctx {
+    /// `--config` / `ORCH_CONFIG`, else the repos.yaml found searching upward; when none was
+    /// found, `repos.yaml` in the current directory (and `config_not_found` says so).
     pub config_path: PathBuf,
+    /// Set when no repos.yaml was given and none was found: the directory the search began in.
+    pub config_not_found: Option<PathBuf>,
+    /// `-q`: no warnings on stderr, only errors.
+    pub quiet: bool,
     pub state_dir_override: Option<PathBuf>,
     pub contract_override: Option<PathBuf>,
 }
 
 impl Ctx {
     pub fn config(&self) -> Result<Config, Failure> {
-        Ok(Config::load(&self.config_path)?)
+        Ok(self.load_config()?)
+    }
+
+    /// Reads repos.yaml, or says where it was looked for when no file was given or found.
+    pub fn load_config(&self) -> Result<Config, ConfigError> {
+        if let Some(start) = &self.config_not_found {
+            return Err(ConfigError::NotFound {
+                start: start.clone(),
+            });
+        }
+        Config::load(&self.config_path)
+    }
+
+    /// Prints a warning on stderr unless `-q`.
+    pub fn warn(&self, message: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("warning: {message}");
+        }
     }
 
     pub fn contract_path(&self, config: &Config) -> PathBuf {
@@ -440,8 +464,20 @@ pub fn main() -> i32 {
         }
     };
     init_logging(&cli);
+    let (config_path, config_not_found) = match &cli.config {
+        Some(p) => (p.clone(), None),
+        None => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            match crate::config::find_upward(&cwd) {
+                Some(found) => (found, None),
+                None => (PathBuf::from(crate::config::CONFIG_FILE), Some(cwd)),
+            }
+        }
+    };
     let ctx = Ctx {
-        config_path: cli.config.clone(),
+        config_path,
+        config_not_found,
+        quiet: cli.quiet,
         state_dir_override: cli.state_dir.clone(),
         contract_override: cli.contract.clone(),
     };

@@ -1,14 +1,14 @@
 //! `orch check` and `orch graph`: read-only views of the configuration.
 
 use super::{Ctx, Failure, GraphFormat, Outcome, print_json};
-use crate::config::{Config, ConfigError, ForgeKind};
+use crate::config::{ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use serde_json::json;
 
 /// Validates repos.yaml and the contract, printing every problem found in either.
 pub fn check(ctx: &Ctx) -> Outcome {
     let mut problems: Vec<String> = Vec::new();
-    let config = match Config::load(&ctx.config_path) {
+    let config = match ctx.load_config() {
         Ok(c) => Some(c),
         Err(ConfigError::Invalid(d)) => {
             problems.extend(d.0.iter().map(|x| x.to_string()));
@@ -90,7 +90,7 @@ pub fn check(ctx: &Ctx) -> Outcome {
     }
     for r in &config.repos {
         if let Some(gap) = config.local_ci_gap(r) {
-            eprintln!("warning: {gap}");
+            ctx.warn(gap);
         }
     }
     let missing: Vec<&str> = config

@@ -240,8 +240,24 @@ pub struct Config {
     pub graph: RepoGraph,
 }
 
+/// The file orch looks for when no `--config` is given.
+pub const CONFIG_FILE: &str = "repos.yaml";
+
+/// The first `repos.yaml` in `start` or a directory above it (as git and cargo search).
+pub fn find_upward(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|d| d.join(CONFIG_FILE))
+        .find(|f| f.is_file())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error(
+        "no repos.yaml in {} or any directory above it; run orch inside your organisation's directory, or pass --config FILE (or set ORCH_CONFIG)",
+        start.display()
+    )]
+    NotFound { start: PathBuf },
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,

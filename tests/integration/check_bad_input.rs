@@ -278,7 +278,7 @@ fn missing_config_file_is_named() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("repos.yaml") && err.contains("cannot read"),
+        err.contains("no repos.yaml in") && err.contains(&dir.path().display().to_string()),
         "{err}"
     );
 }

@@ -65,7 +65,11 @@ pub enum GraphFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate repos.yaml and the contract; report every problem (exit 2 if any).
-    Check,
+    Check {
+        /// One JSON object: ok, problems (file, line, column, message), warnings.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show repositories, their dependencies, chains and layers.
     Graph {
         #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
@@ -492,7 +496,7 @@ pub fn main() -> i32 {
 
 fn run(ctx: &Ctx, command: Command) -> Outcome {
     match command {
-        Command::Check => show::check(ctx),
+        Command::Check { json } => show::check(ctx, json),
         Command::Graph { format } => show::graph(ctx, format),
         Command::CanSpawn { repo, json } => locks::can_spawn(ctx, &repo, json),
         Command::Hold {

@@ -81,7 +81,7 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                     }
                     return Ok(1);
                 }
-                if !announced && !args.json {
+                if !announced && !args.json && !ctx.quiet {
                     eprintln!(
                         "waiting for {}'s chain: {}",
                         args.request.repo,

@@ -364,3 +364,71 @@ fn clone_branch_and_token_problems_are_all_reported() {
         "errors, not warnings: {stderr}"
     );
 }
+
+fn check_args(repos: &str, args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("repos.yaml"), repos).unwrap();
+    let out = orch_cmd()
+        .current_dir(dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+#[test]
+fn check_json_lists_problems_with_positions_and_warnings() {
+    let (code, out, err) = check_args(
+        "repos:\n  core: {}\n  vm: { deps: [core, nope] }\n",
+        &["check", "--json"],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(v["ok"], false);
+    let problems = v["problems"].as_array().unwrap();
+    assert!(!problems.is_empty(), "{v}");
+    let p = problems
+        .iter()
+        .find(|p| p["message"].as_str().unwrap().contains("nope"))
+        .expect("the unknown dependency");
+    assert_eq!(p["line"], 3, "{v}");
+    assert!(p["column"].as_u64().unwrap() > 0, "{v}");
+    assert!(p["file"].as_str().unwrap().ends_with("repos.yaml"), "{v}");
+
+    // ok, with a warning (no clones yet) in the JSON rather than on stderr.
+    let (code, out, err) = check_args("repos:\n  core: {}\n", &["check", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0);
+    assert_eq!(v["repositories"], 1);
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("no local clone")),
+        "{v}"
+    );
+    assert!(!err.contains("warning:"), "{err}");
+}
+
+#[test]
+fn quiet_silences_checks_warnings() {
+    let repos = "repos:\n  core: {}\n  vm: { deps: [core] }\n";
+    let (code, out, err) = check_args(repos, &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("warning:"), "{err}");
+    assert!(out.contains("2 repositories"), "{out}");
+    let (code, out, err) = check_args(repos, &["-q", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(out.starts_with("ok:"), "{out}");
+    let (_, out, _) = check_args("repos:\n  core: {}\n", &["check"]);
+    assert!(out.contains("1 repository,"), "{out}");
+}

@@ -582,11 +582,32 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::Wave { command } => wave::run(ctx, command),
         Command::Demo { keep } => demo::run(keep).map_err(Failure::no),
         Command::Completions { shell } => {
-            use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut completion_command(),
+                "orch",
+                &mut std::io::stdout(),
+            );
             Ok(0)
         }
     }
+}
+
+/// The command tree shells complete: the CLI without its hidden internal commands
+/// (`__supervise`; `__local-forge` and `__guard` never reach clap), which `hide = true` keeps
+/// out of `--help` but clap_complete would still list.
+pub fn completion_command() -> clap::Command {
+    use clap::CommandFactory;
+    let full = Cli::command();
+    let mut out = clap::Command::new("orch")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(full.get_arguments().cloned())
+        .subcommand_required(full.is_subcommand_required_set())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    if let Some(about) = full.get_about() {
+        out = out.about(about.clone());
+    }
+    out
 }
 
 /// Prints `value` as one line of JSON on stdout.
@@ -610,5 +631,48 @@ pub fn age(since_ms: i64, now_ms: i64) -> String {
         format!("{}m", secs / 60)
     } else {
         format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hidden internal commands appear in no shell's completions and nowhere in the tree
+    /// they are generated from (nested commands included).
+    #[test]
+    fn completions_never_list_hidden_commands() {
+        fn hidden(cmd: &clap::Command) -> Vec<String> {
+            cmd.get_subcommands()
+                .flat_map(|s| {
+                    let mut v = hidden(s);
+                    if s.is_hide_set() {
+                        v.push(s.get_name().to_string());
+                    }
+                    v
+                })
+                .collect()
+        }
+        let tree = completion_command();
+        assert!(hidden(&tree).is_empty(), "{:?}", hidden(&tree));
+        assert!(tree.get_subcommands().any(|s| s.get_name() == "spawn"));
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+            clap_complete::Shell::Elvish,
+            clap_complete::Shell::PowerShell,
+        ] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut completion_command(), "orch", &mut out);
+            let text = String::from_utf8(out).unwrap();
+            assert!(!text.contains("__supervise"), "{shell:?}");
+            assert!(text.contains("can-spawn"), "{shell:?}");
+            assert!(text.contains("config"), "{shell:?}");
+        }
+        // --help lists no hidden command either.
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("__"), "{help}");
     }
 }

@@ -432,3 +432,61 @@ fn quiet_silences_checks_warnings() {
     let (_, out, _) = check_args("repos:\n  core: {}\n", &["check"]);
     assert!(out.contains("1 repository,"), "{out}");
 }
+
+/// Unknown keys do not stop the check: each is reported with its position, and the rest of
+/// the file is still validated in the same run (8 problems, 8 reported).
+#[test]
+fn every_unknown_key_and_every_other_problem_in_one_run() {
+    let repos = "\
+forge:
+  kind: local
+  colour: blue
+ci:
+  sync_jobb: radicle-push
+worker:
+  max_parallel: 0
+alerts:
+  - command: [notify-send]
+    severity: critical
+extra: 1
+repos:
+  core:
+    dependencies: [vm]
+    ci:
+      jobs:
+        - { name: check, run: 'true', timout: 5m }
+  vm: { deps: [ghost] }
+  'bad name': {}
+";
+    let (code, out, err) = check_args(repos, &["check", "--json"]);
+    assert_eq!(code, 2, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    let problems = v["problems"].as_array().unwrap();
+    let at = |needle: &str| -> (u64, u64) {
+        let p = problems
+            .iter()
+            .find(|p| p["message"].as_str().unwrap().contains(needle))
+            .unwrap_or_else(|| panic!("no problem mentions {needle:?}: {v}"));
+        (p["line"].as_u64().unwrap(), p["column"].as_u64().unwrap())
+    };
+    assert_eq!(at("`colour`").0, 3);
+    assert_eq!(at("`sync_jobb`").0, 5);
+    assert_eq!(at("`severity`").0, 10);
+    assert_eq!(at("`extra`"), (11, 1));
+    assert_eq!(at("`dependencies`").0, 14);
+    assert_eq!(at("`timout`").0, 17);
+    assert_eq!(at("max_parallel").0, 7);
+    assert_eq!(at("ghost").0, 18);
+    assert_eq!(at("bad name").0, 19);
+    assert!(at("`sync_jobb`").1 > 1);
+    assert_eq!(problems.len(), 9, "{v}");
+
+    // The same in human output, each as file:line:col.
+    let (code, _, err) = check_args(repos, &["check"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("repos.yaml:14:5: unknown key `dependencies` in repos.core"),
+        "{err}"
+    );
+    assert!(err.contains("9 problems found"), "{err}");
+}

@@ -266,8 +266,51 @@ pub enum CiCommand {
     },
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::duration::parse(s)
+/// A duration on the command line: what repos.yaml accepts ("30m", "1h30m"), and decimals
+/// such as "1.5h" or "0.5d" (to the millisecond). Units: ms, s, m, h, d.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse(s).or_else(|e| decimal_duration(s.trim()).ok_or(e))
+}
+
+/// "1.5h", "2.5m30s": parts of `<decimal><unit>`; `None` when `s` is not of that form or
+/// comes to zero (the integer parser's message then says why).
+fn decimal_duration(s: &str) -> Option<std::time::Duration> {
+    let mut rest = s;
+    let mut total_ms = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let n_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(n_end);
+        let u_end = tail
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(u_end);
+        if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+            return None;
+        }
+        let n: f64 = number.parse().ok()?;
+        let unit_ms = match unit {
+            "ms" => 1.0,
+            "s" => 1_000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            "d" => 86_400_000.0,
+            _ => return None,
+        };
+        total_ms += n * unit_ms;
+        rest = tail;
+    }
+    let ms = total_ms.round();
+    (ms >= 1.0 && ms < u64::MAX as f64).then(|| std::time::Duration::from_millis(ms as u64))
+}
+
+/// "1 repository", "2 repositories".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A failure to report to the user, with the exit code it maps to.
@@ -674,5 +717,39 @@ mod tests {
         use clap::CommandFactory;
         let help = Cli::command().render_long_help().to_string();
         assert!(!help.contains("__"), "{help}");
+    }
+
+    #[test]
+    fn durations_on_the_command_line() {
+        use std::time::Duration;
+        let ok = |s: &str| parse_duration(s).unwrap();
+        assert_eq!(ok("30m"), Duration::from_secs(1800));
+        assert_eq!(ok("1.5h"), Duration::from_secs(5400));
+        assert_eq!(ok("0.5d"), Duration::from_secs(43_200));
+        assert_eq!(ok("1.5m30s"), Duration::from_secs(120));
+        assert_eq!(ok("0.25s"), Duration::from_millis(250));
+        for bad in [
+            "1.5", "1.5x", ".5h", "1.h", "0.0h", "h", "", "-1.5h", "1..5h",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(
+            parse_duration("1.5")
+                .unwrap_err()
+                .contains("ms, s, m, h or d")
+        );
+        assert!(
+            parse_duration("2w")
+                .unwrap_err()
+                .contains("ms, s, m, h or d")
+        );
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(1, "repository", "repositories"), "1 repository");
+        assert_eq!(plural(2, "repository", "repositories"), "2 repositories");
+        assert_eq!(plural(0, "task", "tasks"), "0 tasks");
     }
 }

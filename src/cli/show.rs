@@ -1,6 +1,6 @@
 //! `orch check` and `orch graph`: read-only views of the configuration.
 
-use super::{Ctx, Failure, GraphFormat, Outcome, print_json};
+use super::{Ctx, Failure, GraphFormat, Outcome, plural, print_json};
 use crate::config::{ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
@@ -66,11 +66,6 @@ pub struct CheckView {
     pub warnings: Vec<String>,
     pub repositories: Option<usize>,
     pub layers: Option<usize>,
-}
-
-/// "1 repository", "2 repositories".
-pub fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Validates repos.yaml and the contract, printing every problem found in either.

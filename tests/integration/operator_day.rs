@@ -246,3 +246,14 @@ fn repos_yaml_is_found_from_a_subdirectory() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("cannot read"), "{err}");
 }
+
+/// `--since 1.5h` is accepted; a duration without a unit says which units are allowed.
+#[test]
+fn decimal_durations_are_accepted_and_bad_ones_name_the_units() {
+    let dir = fresh();
+    let (code, out, err) = orch_in(dir.path(), &["alerts", "--since", "1.5h", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = orch_in(dir.path(), &["alerts", "--since", "1.5"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("ms, s, m, h or d"), "{err}");
+}

@@ -280,10 +280,12 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: boo
                 if json_out {
                     out.push(json!({"job": j, "log": null}));
                 }
-                eprintln!(
-                    "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
-                    crate::sha::short_to(&sha, 12)
-                )
+                if !ctx.quiet {
+                    eprintln!(
+                        "orch: no log for job {j} of {repo} {} (this forge keeps none for it)",
+                        crate::sha::short_to(&sha, 12)
+                    )
+                }
             }
         }
     }

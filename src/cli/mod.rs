@@ -26,9 +26,10 @@ use std::path::PathBuf;
     about = "Dependency-aware orchestrator for coding workers, gated on Forgejo CI"
 )]
 pub struct Cli {
-    /// repos.yaml describing repositories, dependencies, forge and workers.
-    #[arg(long, global = true, env = "ORCH_CONFIG", default_value = "repos.yaml")]
-    pub config: PathBuf,
+    /// repos.yaml describing repositories, dependencies, forge and workers [default: the
+    /// first repos.yaml found in the current directory or a directory above it].
+    #[arg(long, global = true, env = "ORCH_CONFIG")]
+    pub config: Option<PathBuf>,
     /// State directory (SQLite database, checkpoints, logs) [default: sessions/ beside repos.yaml].
     #[arg(long, global = true, env = "ORCH_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
@@ -65,7 +66,11 @@ pub enum GraphFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate repos.yaml and the contract; report every problem (exit 2 if any).
-    Check,
+    Check {
+        /// One JSON object: ok, problems (file, line, column, message), warnings.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show repositories, their dependencies, chains and layers.
     Graph {
         #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
@@ -272,8 +277,51 @@ pub enum CiCommand {
     },
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::duration::parse(s)
+/// A duration on the command line: what repos.yaml accepts ("30m", "1h30m"), and decimals
+/// such as "1.5h" or "0.5d" (to the millisecond). Units: ms, s, m, h, d.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::duration::parse(s).or_else(|e| decimal_duration(s.trim()).ok_or(e))
+}
+
+/// "1.5h", "2.5m30s": parts of `<decimal><unit>`; `None` when `s` is not of that form or
+/// comes to zero (the integer parser's message then says why).
+fn decimal_duration(s: &str) -> Option<std::time::Duration> {
+    let mut rest = s;
+    let mut total_ms = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let n_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(n_end);
+        let u_end = tail
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(u_end);
+        if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+            return None;
+        }
+        let n: f64 = number.parse().ok()?;
+        let unit_ms = match unit {
+            "ms" => 1.0,
+            "s" => 1_000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            "d" => 86_400_000.0,
+            _ => return None,
+        };
+        total_ms += n * unit_ms;
+        rest = tail;
+    }
+    let ms = total_ms.round();
+    (ms >= 1.0 && ms < u64::MAX as f64).then(|| std::time::Duration::from_millis(ms as u64))
+}
+
+/// "1 repository", "2 repositories".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A failure to report to the user, with the exit code it maps to.
@@ -347,14 +395,37 @@ pub type Outcome = Result<i32, Failure>;
 
 /// Resolved paths and lazily loaded inputs shared by the command handlers.
 pub struct Ctx {
+    /// `--config` / `ORCH_CONFIG`, else the repos.yaml found searching upward; when none was
+    /// found, `repos.yaml` in the current directory (and `config_not_found` says so).
     pub config_path: PathBuf,
+    /// Set when no repos.yaml was given and none was found: the directory the search began in.
+    pub config_not_found: Option<PathBuf>,
+    /// `-q`: no warnings on stderr, only errors.
+    pub quiet: bool,
     pub state_dir_override: Option<PathBuf>,
     pub contract_override: Option<PathBuf>,
 }
 
 impl Ctx {
     pub fn config(&self) -> Result<Config, Failure> {
-        Ok(Config::load(&self.config_path)?)
+        Ok(self.load_config()?)
+    }
+
+    /// Reads repos.yaml, or says where it was looked for when no file was given or found.
+    pub fn load_config(&self) -> Result<Config, ConfigError> {
+        if let Some(start) = &self.config_not_found {
+            return Err(ConfigError::NotFound {
+                start: start.clone(),
+            });
+        }
+        Config::load(&self.config_path)
+    }
+
+    /// Prints a warning on stderr unless `-q`.
+    pub fn warn(&self, message: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("warning: {message}");
+        }
     }
 
     pub fn contract_path(&self, config: &Config) -> PathBuf {
@@ -451,8 +522,20 @@ pub fn main() -> i32 {
         }
     };
     init_logging(&cli);
+    let (config_path, config_not_found) = match &cli.config {
+        Some(p) => (p.clone(), None),
+        None => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            match crate::config::find_upward(&cwd) {
+                Some(found) => (found, None),
+                None => (PathBuf::from(crate::config::CONFIG_FILE), Some(cwd)),
+            }
+        }
+    };
     let ctx = Ctx {
-        config_path: cli.config.clone(),
+        config_path,
+        config_not_found,
+        quiet: cli.quiet,
         state_dir_override: cli.state_dir.clone(),
         contract_override: cli.contract.clone(),
     };
@@ -467,7 +550,7 @@ pub fn main() -> i32 {
 
 fn run(ctx: &Ctx, command: Command) -> Outcome {
     match command {
-        Command::Check => show::check(ctx),
+        Command::Check { json } => show::check(ctx, json),
         Command::Graph { format } => show::graph(ctx, format),
         Command::CanSpawn { repo, json } => locks::can_spawn(ctx, &repo, json),
         Command::Hold {
@@ -562,11 +645,32 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             force,
         ),
         Command::Completions { shell } => {
-            use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "orch", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut completion_command(),
+                "orch",
+                &mut std::io::stdout(),
+            );
             Ok(0)
         }
     }
+}
+
+/// The command tree shells complete: the CLI without its hidden internal commands
+/// (`__supervise`; `__local-forge` and `__guard` never reach clap), which `hide = true` keeps
+/// out of `--help` but clap_complete would still list.
+pub fn completion_command() -> clap::Command {
+    use clap::CommandFactory;
+    let full = Cli::command();
+    let mut out = clap::Command::new("orch")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(full.get_arguments().cloned())
+        .subcommand_required(full.is_subcommand_required_set())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+    if let Some(about) = full.get_about() {
+        out = out.about(about.clone());
+    }
+    out
 }
 
 /// Prints `value` as one line of JSON on stdout.
@@ -590,5 +694,82 @@ pub fn age(since_ms: i64, now_ms: i64) -> String {
         format!("{}m", secs / 60)
     } else {
         format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hidden internal commands appear in no shell's completions and nowhere in the tree
+    /// they are generated from (nested commands included).
+    #[test]
+    fn completions_never_list_hidden_commands() {
+        fn hidden(cmd: &clap::Command) -> Vec<String> {
+            cmd.get_subcommands()
+                .flat_map(|s| {
+                    let mut v = hidden(s);
+                    if s.is_hide_set() {
+                        v.push(s.get_name().to_string());
+                    }
+                    v
+                })
+                .collect()
+        }
+        let tree = completion_command();
+        assert!(hidden(&tree).is_empty(), "{:?}", hidden(&tree));
+        assert!(tree.get_subcommands().any(|s| s.get_name() == "spawn"));
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+            clap_complete::Shell::Elvish,
+            clap_complete::Shell::PowerShell,
+        ] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut completion_command(), "orch", &mut out);
+            let text = String::from_utf8(out).unwrap();
+            assert!(!text.contains("__supervise"), "{shell:?}");
+            assert!(text.contains("can-spawn"), "{shell:?}");
+            assert!(text.contains("config"), "{shell:?}");
+        }
+        // --help lists no hidden command either.
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("__"), "{help}");
+    }
+
+    #[test]
+    fn durations_on_the_command_line() {
+        use std::time::Duration;
+        let ok = |s: &str| parse_duration(s).unwrap();
+        assert_eq!(ok("30m"), Duration::from_secs(1800));
+        assert_eq!(ok("1.5h"), Duration::from_secs(5400));
+        assert_eq!(ok("0.5d"), Duration::from_secs(43_200));
+        assert_eq!(ok("1.5m30s"), Duration::from_secs(120));
+        assert_eq!(ok("0.25s"), Duration::from_millis(250));
+        for bad in [
+            "1.5", "1.5x", ".5h", "1.h", "0.0h", "h", "", "-1.5h", "1..5h",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(
+            parse_duration("1.5")
+                .unwrap_err()
+                .contains("ms, s, m, h or d")
+        );
+        assert!(
+            parse_duration("2w")
+                .unwrap_err()
+                .contains("ms, s, m, h or d")
+        );
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(1, "repository", "repositories"), "1 repository");
+        assert_eq!(plural(2, "repository", "repositories"), "2 repositories");
+        assert_eq!(plural(0, "task", "tasks"), "0 tasks");
     }
 }

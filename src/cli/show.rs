@@ -1,24 +1,103 @@
 //! `orch check` and `orch graph`: read-only views of the configuration.
 
-use super::{Ctx, Failure, GraphFormat, Outcome, print_json};
-use crate::config::{Config, ConfigError, ForgeKind};
+use super::{Ctx, Failure, GraphFormat, Outcome, plural, print_json};
+use crate::config::{ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
+use crate::diag::Diagnostic;
 use serde_json::json;
 
+/// One problem `check` found: where (file, line, column when known) and what.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Problem {
+    pub file: Option<String>,
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+    pub message: String,
+}
+
+impl Problem {
+    fn at(file: &std::path::Path, message: impl Into<String>) -> Self {
+        Problem {
+            file: Some(file.display().to_string()),
+            line: None,
+            column: None,
+            message: message.into(),
+        }
+    }
+
+    fn bare(message: impl Into<String>) -> Self {
+        Problem {
+            file: None,
+            line: None,
+            column: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&Diagnostic> for Problem {
+    fn from(d: &Diagnostic) -> Self {
+        Problem {
+            file: Some(d.file.display().to_string()),
+            line: d.pos.map(|p| p.line),
+            column: d.pos.map(|p| p.column),
+            message: d.message.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.line, self.column) {
+            (Some(file), Some(l), Some(c)) => write!(f, "{file}:{l}:{c}: {}", self.message),
+            (Some(file), _, _) => write!(f, "{file}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+/// What `check --json` prints.
+#[derive(Debug, serde::Serialize)]
+pub struct CheckView {
+    pub ok: bool,
+    pub config: String,
+    pub contract: Option<String>,
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<String>,
+    pub repositories: Option<usize>,
+    pub layers: Option<usize>,
+}
+
 /// Validates repos.yaml and the contract, printing every problem found in either.
-pub fn check(ctx: &Ctx) -> Outcome {
-    let mut problems: Vec<String> = Vec::new();
-    let config = match Config::load(&ctx.config_path) {
+pub fn check(ctx: &Ctx, json: bool) -> Outcome {
+    let mut view = CheckView {
+        ok: false,
+        config: ctx.config_path.display().to_string(),
+        contract: None,
+        problems: Vec::new(),
+        warnings: Vec::new(),
+        repositories: None,
+        layers: None,
+    };
+    let config = match ctx.load_config() {
         Ok(c) => Some(c),
         Err(ConfigError::Invalid(d)) => {
-            problems.extend(d.0.iter().map(|x| x.to_string()));
+            view.problems.extend(d.0.iter().map(Problem::from));
+            None
+        }
+        Err(e @ ConfigError::Read { .. }) => {
+            view.problems
+                .push(Problem::at(&ctx.config_path, e.to_string()));
             None
         }
         Err(e) => {
-            problems.push(e.to_string());
+            view.problems.push(Problem::bare(e.to_string()));
             None
         }
     };
+    if let Some(c) = &config {
+        view.config = c.file.display().to_string();
+    }
     let contract_path = match &config {
         Some(c) => ctx.contract_path(c),
         None => ctx.contract_override.clone().unwrap_or_else(|| {
@@ -37,77 +116,110 @@ pub fn check(ctx: &Ctx) -> Outcome {
     let contract = match loaded {
         Ok(c) => Some(c),
         Err(ContractError::Invalid(d)) => {
-            problems.extend(d.0.iter().map(|x| x.to_string()));
+            view.problems.extend(d.0.iter().map(Problem::from));
             None
         }
         Err(e) => {
-            problems.push(e.to_string());
+            view.problems
+                .push(Problem::at(&contract_path, e.to_string()));
             None
         }
     };
+    if let Some(c) = &contract {
+        view.contract = Some(c.file.display().to_string());
+    }
     if let Some(c) = &config {
-        problems.extend(crate::prompt::check_templates(c.root()));
+        view.problems.extend(
+            crate::prompt::check_templates(c.root())
+                .into_iter()
+                .map(Problem::bare),
+        );
     }
-    if !problems.is_empty() {
-        return report_problems(&problems);
-    }
-    let (config, contract) = (config.expect("checked"), contract.expect("checked"));
-    let file = config.file.display().to_string();
-    // What stops a worker later is an error now: the token a forge needs, a clone that is
-    // not a git repository, a base branch it does not have.
-    if config.forge.kind == ForgeKind::Forgejo
-        && let Err(e) = crate::token::forge_token(&config)
-    {
-        problems.push(format!("{file}: forge: {e}"));
-    }
-    for r in &config.repos {
-        if !r.path.exists() {
-            continue; // no clone yet: warned below
+    if let (true, Some(config)) = (view.problems.is_empty(), &config) {
+        let file = &config.file;
+        // What stops a worker later is an error now: the token a forge needs, a clone that is
+        // not a git repository, a base branch it does not have.
+        if config.forge.kind == ForgeKind::Forgejo
+            && let Err(e) = crate::token::forge_token(config)
+        {
+            view.problems.push(Problem::at(file, format!("forge: {e}")));
         }
-        match git2::Repository::open(&r.path) {
-            Err(_) => problems.push(format!(
-                "{file}: repository {}: {} is not a git repository",
-                r.name,
-                r.path.display()
-            )),
-            Ok(repo) => {
-                let has = |name: &str| repo.find_reference(name).is_ok();
-                if !has(&format!("refs/heads/{}", r.branch))
-                    && !has(&format!("refs/remotes/origin/{}", r.branch))
-                {
-                    problems.push(format!(
-                        "{file}: repository {}: base branch {} does not exist in {}",
+        for r in &config.repos {
+            if !r.path.exists() {
+                continue; // no clone yet: warned below
+            }
+            match git2::Repository::open(&r.path) {
+                Err(_) => view.problems.push(Problem::at(
+                    file,
+                    format!(
+                        "repository {}: {} is not a git repository",
                         r.name,
-                        r.branch,
                         r.path.display()
-                    ));
+                    ),
+                )),
+                Ok(repo) => {
+                    let has = |name: &str| repo.find_reference(name).is_ok();
+                    if !has(&format!("refs/heads/{}", r.branch))
+                        && !has(&format!("refs/remotes/origin/{}", r.branch))
+                    {
+                        view.problems.push(Problem::at(
+                            file,
+                            format!(
+                                "repository {}: base branch {} does not exist in {}",
+                                r.name,
+                                r.branch,
+                                r.path.display()
+                            ),
+                        ));
+                    }
                 }
             }
         }
-    }
-    if !problems.is_empty() {
-        return report_problems(&problems);
-    }
-    for r in &config.repos {
-        if let Some(gap) = config.local_ci_gap(r) {
-            eprintln!("warning: {gap}");
+        if view.problems.is_empty() {
+            for r in &config.repos {
+                if let Some(gap) = config.local_ci_gap(r) {
+                    view.warnings.push(gap);
+                }
+            }
+            let missing: Vec<&str> = config
+                .repos
+                .iter()
+                .filter(|r| !r.path.exists())
+                .map(|r| r.name.as_str())
+                .collect();
+            if !missing.is_empty() {
+                view.warnings.push(format!(
+                    "no local clone yet for {} (paths in {}); a worker cannot start on them until they exist",
+                    missing.join(", "),
+                    config.file.display()
+                ));
+            }
+            view.repositories = Some(config.repos.len());
+            view.layers = Some(config.graph.layers().len());
         }
     }
-    let missing: Vec<&str> = config
-        .repos
-        .iter()
-        .filter(|r| !r.path.exists())
-        .map(|r| r.name.as_str())
-        .collect();
-    if !missing.is_empty() {
-        eprintln!(
-            "warning: no local clone yet for {} (paths in {}); a worker cannot start on them until they exist",
-            missing.join(", "),
-            config.file.display()
-        );
+    view.ok = view.problems.is_empty();
+    let n = view.problems.len();
+    let summary = format!("{} found", plural(n, "problem", "problems"));
+    if json {
+        print_json(&serde_json::to_value(&view).expect("serialisable"));
+        return if view.ok {
+            Ok(0)
+        } else {
+            // The JSON is the report; the exit code says it was not ok.
+            Err(Failure::bad_input(summary))
+        };
     }
-    let plural =
-        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    if !view.ok {
+        for p in &view.problems {
+            eprintln!("{p}");
+        }
+        return Err(Failure::bad_input(summary));
+    }
+    for w in &view.warnings {
+        ctx.warn(w);
+    }
+    let (config, contract) = (config.expect("checked"), contract.expect("checked"));
     println!(
         "ok: {} ({}, {}), {} (contract {}, {} milestones)",
         config.file.display(),
@@ -118,17 +230,6 @@ pub fn check(ctx: &Ctx) -> Outcome {
         contract.states.len()
     );
     Ok(0)
-}
-
-fn report_problems(problems: &[String]) -> Outcome {
-    for p in problems {
-        eprintln!("{p}");
-    }
-    let n = problems.len();
-    Err(Failure::bad_input(format!(
-        "{n} problem{} found",
-        if n == 1 { "" } else { "s" }
-    )))
 }
 
 pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {

@@ -147,9 +147,9 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
         return Ok(0);
     }
     println!(
-        "wave {}: {} tasks, {} slots (worker.max_parallel)\n",
+        "wave {}: {}, {} slots (worker.max_parallel)\n",
         esc(&r.wave),
-        r.tasks.len(),
+        super::plural(r.tasks.len(), "task", "tasks"),
         r.max_parallel
     );
     println!(
@@ -211,7 +211,10 @@ fn print_tick(r: &TickReport, json_out: bool) {
         println!("wave {name}: task {} joined", esc(a));
     }
     if r.resumed > 0 {
-        println!("resumed {} orphaned worker(s)", r.resumed);
+        println!(
+            "resumed {}",
+            super::plural(r.resumed, "orphaned worker", "orphaned workers")
+        );
     }
     for s in &r.started {
         println!(

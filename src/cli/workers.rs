@@ -81,7 +81,7 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                     }
                     return Ok(1);
                 }
-                if !announced && !args.json {
+                if !announced && !args.json && !ctx.quiet {
                     eprintln!(
                         "waiting for {}'s chain: {}",
                         args.request.repo,
@@ -712,8 +712,8 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
             .map(|x| esc(&x.describe()).into_owned())
             .collect();
         format!(
-            "{} checkpoint(s) could not be trusted and were not rebuilt: {}",
-            refused.len(),
+            "{} could not be trusted and were not rebuilt: {}",
+            super::plural(refused.len(), "checkpoint", "checkpoints"),
             list.join("; ")
         )
     });
@@ -825,10 +825,13 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
         );
         for d in of(a.id) {
             let detail = match (d.state.as_str(), &d.last_error) {
-                ("delivered", _) => format!("delivered after {} attempt(s)", d.attempts),
+                ("delivered", _) => format!(
+                    "delivered after {}",
+                    super::plural(d.attempts as usize, "attempt", "attempts")
+                ),
                 ("pending", Some(e)) => format!(
-                    "pending: {} attempt(s), last error: {}; next at {}",
-                    d.attempts,
+                    "pending: {}, last error: {}; next at {}",
+                    super::plural(d.attempts as usize, "attempt", "attempts"),
                     esc(e),
                     fmt_ms(d.next_ms)
                 ),

@@ -240,8 +240,24 @@ pub struct Config {
     pub graph: RepoGraph,
 }
 
+/// The file orch looks for when no `--config` is given.
+pub const CONFIG_FILE: &str = "repos.yaml";
+
+/// The first `repos.yaml` in `start` or a directory above it (as git and cargo search).
+pub fn find_upward(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|d| d.join(CONFIG_FILE))
+        .find(|f| f.is_file())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error(
+        "no repos.yaml in {} or any directory above it; run orch inside your organisation's directory, or pass --config FILE (or set ORCH_CONFIG)",
+        start.display()
+    )]
+    NotFound { start: PathBuf },
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -280,10 +296,32 @@ impl Config {
         Config::parse(text, file, &normalize)
     }
 
+    /// Unknown keys are all reported, with whatever else is wrong in the same run: the
+    /// document is first read as a tree of keys and checked against the known key sets, then
+    /// read into the typed shapes (which ignore unknown keys) and validated.
     fn parse(text: &str, file: &Path, resolve: validate::Resolve) -> Result<Config, Diagnostics> {
-        let raw: RawConfig = from_yaml_str(text)
-            .map_err(|e| Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)]))?;
-        validate(raw, file, resolve)
+        let one =
+            |e: crate::yaml::YamlError| Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)]);
+        let tree: serde_saphyr::Spanned<raw::Node> = from_yaml_str(text).map_err(one)?;
+        let mut diags: Vec<Diagnostic> = raw::unknown_keys(&tree)
+            .into_iter()
+            .map(|(pos, message)| Diagnostic::new(file, pos, message))
+            .collect();
+        let raw: RawConfig = match from_yaml_str(text) {
+            Ok(raw) => raw,
+            Err(e) => {
+                diags.push(Diagnostic::new(file, e.pos, e.message));
+                return Err(Diagnostics(diags));
+            }
+        };
+        match validate(raw, file, resolve) {
+            Ok(config) if diags.is_empty() => Ok(config),
+            Ok(_) => Err(Diagnostics(diags)),
+            Err(more) => {
+                diags.extend(more.0);
+                Err(Diagnostics(diags))
+            }
+        }
     }
 
     /// The directory holding repos.yaml; relative paths in it are relative to this.

@@ -1,4 +1,8 @@
 //! The raw, position-carrying shapes of `repos.yaml` as serde reads them, before validation.
+//!
+//! Unknown keys are not refused here (that would stop at the first): [`unknown_keys`] walks
+//! the document as a tree of keys against the known key sets and reports every one with its
+//! position, and the shapes below ignore them so that the rest is still validated.
 
 use super::ForgeKind;
 use crate::yaml::Pos;
@@ -6,7 +10,6 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) forge: Option<RawForge>,
@@ -20,7 +23,6 @@ pub(super) struct RawConfig {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawForge {
     pub(super) kind: Spanned<ForgeKind>,
     #[serde(default)]
@@ -38,7 +40,6 @@ pub(super) struct RawForge {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawCi {
     #[serde(default)]
     pub(super) sync_job: Option<Spanned<String>>,
@@ -51,7 +52,6 @@ pub(super) struct RawCi {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawWorker {
     #[serde(default)]
     pub(super) agent: Option<Spanned<String>>,
@@ -72,7 +72,6 @@ pub(super) struct RawWorker {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawAlert {
     #[serde(default)]
     pub(super) webhook: Option<RawWebhook>,
@@ -120,7 +119,6 @@ impl<'de> Deserialize<'de> for RawAlerts {
                 self,
                 mut map: A,
             ) -> Result<RawAlerts, A::Error> {
-                const KEYS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
                 let mut out = RawAlerts::default();
                 while let Some(k) = map.next_key::<String>()? {
                     match k.as_str() {
@@ -128,7 +126,10 @@ impl<'de> Deserialize<'de> for RawAlerts {
                         "dedup_window" => out.dedup_window = Some(map.next_value()?),
                         "retry_initial" => out.retry_initial = Some(map.next_value()?),
                         "max_attempts" => out.max_attempts = Some(map.next_value()?),
-                        other => return Err(serde::de::Error::unknown_field(other, KEYS)),
+                        // Reported by `unknown_keys`, with every other unknown key.
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
                     }
                 }
                 Ok(out)
@@ -142,13 +143,11 @@ impl<'de> Deserialize<'de> for RawAlerts {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawWebhook {
     pub(super) url_env: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawRepo {
     #[serde(default)]
     pub(super) path: Option<Spanned<String>>,
@@ -161,14 +160,12 @@ pub(super) struct RawRepo {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawRepoCi {
     #[serde(default)]
     pub(super) jobs: Vec<Spanned<RawJob>>,
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawJob {
     pub(super) name: Spanned<String>,
     pub(super) run: String,
@@ -208,4 +205,250 @@ impl<'de> Deserialize<'de> for RepoEntries {
 
 pub(super) fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
     Pos::of(&s.referenced)
+}
+
+/// A YAML document as a tree of keys with their positions (values other than mappings and
+/// sequences are not kept): what [`unknown_keys`] walks.
+#[derive(Debug)]
+pub(super) enum Node {
+    Map(Vec<(Spanned<Key>, Spanned<Node>)>),
+    Seq(Vec<Spanned<Node>>),
+    Scalar,
+}
+
+/// A mapping key as text (numbers and booleans as written by serde's visitor).
+#[derive(Debug)]
+pub(super) struct Key(pub(super) String);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a scalar key")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Key, E> {
+                Ok(Key("~".to_string()))
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Key, E> {
+                Ok(Key("~".to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any YAML value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = map.next_key::<Spanned<Key>>()? {
+                    out.push((k, map.next_value::<Spanned<Node>>()?));
+                }
+                Ok(Node::Map(out))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+                let mut out = Vec::new();
+                while let Some(n) = seq.next_element::<Spanned<Node>>()? {
+                    out.push(n);
+                }
+                Ok(Node::Seq(out))
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_i128<E: serde::de::Error>(self, _: i128) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_u128<E: serde::de::Error>(self, _: u128) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Scalar)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+const TOP: &[&str] = &["forge", "ci", "worker", "alerts", "repos"];
+const FORGE: &[&str] = &[
+    "kind",
+    "url",
+    "owner",
+    "token_env",
+    "request_timeout",
+    "max_concurrent_runs",
+    "lost_hook_grace",
+];
+const CI: &[&str] = &[
+    "sync_job",
+    "required_jobs",
+    "start_timeout",
+    "poll_interval",
+];
+const WORKER: &[&str] = &[
+    "agent",
+    "command",
+    "max_parallel",
+    "env_passthrough",
+    "max_respawns",
+    "stop_grace",
+    "max_cost_usd",
+    "max_tokens",
+];
+const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
+const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];
+const WEBHOOK: &[&str] = &["url_env"];
+const REPO: &[&str] = &["path", "branch", "deps", "ci"];
+const REPO_CI: &[&str] = &["jobs"];
+const JOB: &[&str] = &["name", "run", "needs", "timeout"];
+
+/// Every key of the document that orch does not know, with its position and where it was
+/// found (`repos.vm`), in document order.
+pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
+    let mut out = Vec::new();
+    walk_map(
+        doc,
+        "",
+        TOP,
+        &mut out,
+        &|path, key, value, out| match (path, key) {
+            ("", "forge") => walk_map(value, "forge", FORGE, out, &|_, _, _, _| {}),
+            ("", "ci") => walk_map(value, "ci", CI, out, &|_, _, _, _| {}),
+            ("", "worker") => walk_map(value, "worker", WORKER, out, &|_, _, _, _| {}),
+            ("", "alerts") => match &value.value {
+                Node::Seq(items) => walk_sinks(items, "alerts", out),
+                _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {
+                    if key == "sinks"
+                        && let Node::Seq(items) = &value.value
+                    {
+                        walk_sinks(items, "alerts.sinks", out);
+                    }
+                }),
+            },
+            ("", "repos") => {
+                if let Node::Map(entries) = &value.value {
+                    for (name, repo) in entries {
+                        let path = format!("repos.{}", name.value.0);
+                        walk_map(repo, &path, REPO, out, &|path, key, value, out| {
+                            if key == "ci" {
+                                let path = format!("{path}.ci");
+                                walk_map(value, &path, REPO_CI, out, &|path, key, value, out| {
+                                    if key == "jobs"
+                                        && let Node::Seq(jobs) = &value.value
+                                    {
+                                        for (i, job) in jobs.iter().enumerate() {
+                                            let path = format!("{path}.jobs[{i}]");
+                                            walk_map(job, &path, JOB, out, &|_, _, _, _| {});
+                                        }
+                                    }
+                                });
+                            }
+                        });
+                    }
+                }
+            }
+            _ => {}
+        },
+    );
+    out
+}
+
+type Visit<'a> = &'a dyn Fn(&str, &str, &Spanned<Node>, &mut Vec<(Option<Pos>, String)>);
+
+/// Reports the keys of `node` (when a mapping) not in `known`, and calls `visit` with each
+/// known one.
+fn walk_map(
+    node: &Spanned<Node>,
+    path: &str,
+    known: &[&str],
+    out: &mut Vec<(Option<Pos>, String)>,
+    visit: Visit,
+) {
+    let Node::Map(entries) = &node.value else {
+        return; // a wrong shape is the typed parse's to report
+    };
+    for (key, value) in entries {
+        let k = key.value.0.as_str();
+        if known.contains(&k) {
+            visit(path, k, value, out);
+        } else {
+            let place = if path.is_empty() {
+                "at the top level".to_string()
+            } else {
+                format!("in {path}")
+            };
+            out.push((
+                pos(key),
+                format!(
+                    "unknown key `{k}` {place} (expected one of: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+fn walk_sinks(items: &[Spanned<Node>], path: &str, out: &mut Vec<(Option<Pos>, String)>) {
+    for (i, sink) in items.iter().enumerate() {
+        let path = format!("{path}[{i}]");
+        walk_map(sink, &path, SINK, out, &|path, key, value, out| {
+            if key == "webhook" {
+                walk_map(
+                    value,
+                    &format!("{path}.webhook"),
+                    WEBHOOK,
+                    out,
+                    &|_, _, _, _| {},
+                );
+            }
+        });
+    }
 }

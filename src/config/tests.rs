@@ -260,3 +260,25 @@ fn bad_agent_placeholders_and_budgets_are_refused_with_positions() {
     );
     assert_eq!(err.0.len(), 5, "{text}");
 }
+
+#[test]
+fn unknown_keys_are_all_reported_with_the_rest() {
+    let err = load(
+        "alerts:\n  dedup_windw: 5m\n  sinks:\n    - webhook: { url_env: HOOK, urll: x }\nrepos:\n  a: { deps: [zz], brnch: main }\n",
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("/tmp/repos.yaml:2:3: unknown key `dedup_windw` in alerts"),
+        "{text}"
+    );
+    assert!(
+        text.contains("unknown key `urll` in alerts.sinks[0].webhook"),
+        "{text}"
+    );
+    assert!(text.contains("unknown key `brnch` in repos.a"), "{text}");
+    assert!(text.contains("unknown repository \"zz\""), "{text}");
+    assert_eq!(err.0.len(), 4, "{text}");
+    // A valid file has none.
+    assert!(load("alerts: []\nrepos:\n  a: { ci: { jobs: [{ name: x, run: y }] } }\n").is_ok());
+}

@@ -278,7 +278,7 @@ fn missing_config_file_is_named() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("repos.yaml") && err.contains("cannot read"),
+        err.contains("no repos.yaml in") && err.contains(&dir.path().display().to_string()),
         "{err}"
     );
 }
@@ -363,4 +363,130 @@ fn clone_branch_and_token_problems_are_all_reported() {
         !stderr.contains("warning"),
         "errors, not warnings: {stderr}"
     );
+}
+
+fn check_args(repos: &str, args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("repos.yaml"), repos).unwrap();
+    let out = orch_cmd()
+        .current_dir(dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+#[test]
+fn check_json_lists_problems_with_positions_and_warnings() {
+    let (code, out, err) = check_args(
+        "repos:\n  core: {}\n  vm: { deps: [core, nope] }\n",
+        &["check", "--json"],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(v["ok"], false);
+    let problems = v["problems"].as_array().unwrap();
+    assert!(!problems.is_empty(), "{v}");
+    let p = problems
+        .iter()
+        .find(|p| p["message"].as_str().unwrap().contains("nope"))
+        .expect("the unknown dependency");
+    assert_eq!(p["line"], 3, "{v}");
+    assert!(p["column"].as_u64().unwrap() > 0, "{v}");
+    assert!(p["file"].as_str().unwrap().ends_with("repos.yaml"), "{v}");
+
+    // ok, with a warning (no clones yet) in the JSON rather than on stderr.
+    let (code, out, err) = check_args("repos:\n  core: {}\n", &["check", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["problems"].as_array().unwrap().len(), 0);
+    assert_eq!(v["repositories"], 1);
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("no local clone")),
+        "{v}"
+    );
+    assert!(!err.contains("warning:"), "{err}");
+}
+
+#[test]
+fn quiet_silences_checks_warnings() {
+    let repos = "repos:\n  core: {}\n  vm: { deps: [core] }\n";
+    let (code, out, err) = check_args(repos, &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("warning:"), "{err}");
+    assert!(out.contains("2 repositories"), "{out}");
+    let (code, out, err) = check_args(repos, &["-q", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(out.starts_with("ok:"), "{out}");
+    let (_, out, _) = check_args("repos:\n  core: {}\n", &["check"]);
+    assert!(out.contains("1 repository,"), "{out}");
+}
+
+/// Unknown keys do not stop the check: each is reported with its position, and the rest of
+/// the file is still validated in the same run (8 problems, 8 reported).
+#[test]
+fn every_unknown_key_and_every_other_problem_in_one_run() {
+    let repos = "\
+forge:
+  kind: local
+  colour: blue
+ci:
+  sync_jobb: radicle-push
+worker:
+  max_parallel: 0
+alerts:
+  - command: [notify-send]
+    severity: critical
+extra: 1
+repos:
+  core:
+    dependencies: [vm]
+    ci:
+      jobs:
+        - { name: check, run: 'true', timout: 5m }
+  vm: { deps: [ghost] }
+  'bad name': {}
+";
+    let (code, out, err) = check_args(repos, &["check", "--json"]);
+    assert_eq!(code, 2, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    let problems = v["problems"].as_array().unwrap();
+    let at = |needle: &str| -> (u64, u64) {
+        let p = problems
+            .iter()
+            .find(|p| p["message"].as_str().unwrap().contains(needle))
+            .unwrap_or_else(|| panic!("no problem mentions {needle:?}: {v}"));
+        (p["line"].as_u64().unwrap(), p["column"].as_u64().unwrap())
+    };
+    assert_eq!(at("`colour`").0, 3);
+    assert_eq!(at("`sync_jobb`").0, 5);
+    assert_eq!(at("`severity`").0, 10);
+    assert_eq!(at("`extra`"), (11, 1));
+    assert_eq!(at("`dependencies`").0, 14);
+    assert_eq!(at("`timout`").0, 17);
+    assert_eq!(at("max_parallel").0, 7);
+    assert_eq!(at("ghost").0, 18);
+    assert_eq!(at("bad name").0, 19);
+    assert!(at("`sync_jobb`").1 > 1);
+    assert_eq!(problems.len(), 9, "{v}");
+
+    // The same in human output, each as file:line:col.
+    let (code, _, err) = check_args(repos, &["check"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("repos.yaml:14:5: unknown key `dependencies` in repos.core"),
+        "{err}"
+    );
+    assert!(err.contains("9 problems found"), "{err}");
 }

@@ -208,3 +208,52 @@ fn watch_into_a_pipe_writes_no_escape_codes() {
     assert!(text.contains("hold:"), "{text}");
     assert!(!text.contains('\x1b'), "{text:?}");
 }
+
+/// Without --config, repos.yaml is found searching upward from the current directory (as git
+/// and cargo do); where there is none, the error names where orch looked.
+#[test]
+fn repos_yaml_is_found_from_a_subdirectory() {
+    let dir = fresh();
+    let sub = dir.path().join("notes/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    let (code, out, err) = orch_in(&sub, &["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ok:"), "{out}");
+    assert!(
+        out.contains(&dir.path().join("repos.yaml").display().to_string())
+            || out.contains("repos.yaml"),
+        "{out}"
+    );
+    let (code, out, err) = orch_in(&sub, &["graph"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("vm"), "{out}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let (code, out, err) = orch_in(empty.path(), &["check"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no repos.yaml in"), "{err}");
+    assert!(err.contains("any directory above it"), "{err}");
+    assert!(err.contains("--config"), "{err}");
+    // --config still wins over the search.
+    let (code, out, err) = orch_in(
+        &sub,
+        &[
+            "--config",
+            empty.path().join("repos.yaml").to_str().unwrap(),
+            "check",
+        ],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("cannot read"), "{err}");
+}
+
+/// `--since 1.5h` is accepted; a duration without a unit says which units are allowed.
+#[test]
+fn decimal_durations_are_accepted_and_bad_ones_name_the_units() {
+    let dir = fresh();
+    let (code, out, err) = orch_in(dir.path(), &["alerts", "--since", "1.5h", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = orch_in(dir.path(), &["alerts", "--since", "1.5"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("ms, s, m, h or d"), "{err}");
+}

@@ -36,10 +36,16 @@ fn bad_credentials_and_a_run_that_did_nothing_wait_for_an_operator() {
         let w = org.wait_milestone(&id, "BLOCKED", DEADLINE);
         let reason = w.progress.end_reason.clone().unwrap_or_default();
         assert!(reason.contains(why), "{mode}: {reason}\n{}", org.diag(&id));
-        assert!(
-            alert_kinds(&org, &id).contains(&"agent_blocked".to_string()),
-            "{mode}: {:?}",
-            alert_kinds(&org, &id)
+        // alerts.jsonl is a view written after the commit: polled.
+        poll_until(
+            "the agent_blocked alert",
+            DEADLINE,
+            || {
+                alert_kinds(&org, &id)
+                    .contains(&"agent_blocked".to_string())
+                    .then_some(())
+            },
+            || format!("{mode}: {:?}", alert_kinds(&org, &id)),
         );
         // Not given to a replacement: the lock stays, `orch resume` leaves it alone.
         assert_eq!(org.locks_of(&id), vec!["alpha".to_string()]);
@@ -71,12 +77,17 @@ fn a_rate_limit_is_transient_and_holds_new_workers_of_the_agent_back() {
     );
     // Still WORKING (a replacement continues it later), alerted once as rate-limited.
     assert_eq!(org.worker(&id).progress.milestone, Milestone::Working);
-    let kinds = alert_kinds(&org, &id);
-    assert!(
-        kinds.contains(&"agent_rate_limited".to_string()),
-        "{kinds:?}"
+    poll_until(
+        "the rate-limit and transient alerts",
+        DEADLINE,
+        || {
+            let kinds = alert_kinds(&org, &id);
+            (kinds.contains(&"agent_rate_limited".to_string())
+                && kinds.contains(&"agent_transient".to_string()))
+            .then_some(())
+        },
+        || format!("{:?}", alert_kinds(&org, &id)),
     );
-    assert!(kinds.contains(&"agent_transient".to_string()), "{kinds:?}");
     // No new worker of the agent before the reset, on any repository.
     let out = org.run(&["spawn", "--repo", "beta", "--task", "more"]);
     assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));

@@ -14,6 +14,10 @@ use crate::store::workers as ws;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// How long an agent may take to end its turn when its commit turned green (see
+/// `head_holds_for_green`).
+const AGENT_DONE_GRACE: Duration = Duration::from_secs(3);
+
 impl<F: Forge + 'static> Supervisor<'_, F> {
     /// The head of the worker's branch on the forge, read now through the CI thread.
     /// The answers to queries sent before it carry heads read earlier: see `head_read_after`.
@@ -137,6 +141,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         {
             return true; // nothing to finish, or no process left that could push
         }
+        // An agent gets a moment to end its turn first: what it spent is printed at the end
+        // (Codex's `turn.completed`, Claude's `result`). Whatever it pushes meanwhile, the
+        // head read below — after the freeze — sees.
+        if self.env.config.worker.agent != crate::config::Agent::Command {
+            self.let_agent_finish(AGENT_DONE_GRACE);
+        }
         self.freeze();
         let head = self.forge_head();
         if matches!(&head, Ok(Some(h)) if h == sha) {
@@ -145,6 +155,42 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.thaw();
         self.observe_head(&head);
         false
+    }
+
+    /// Lets an agent run up to `grace` (until it exits) while what it spends is recorded; its
+    /// other output is left unread (a claim now is moot: the branch head decides).
+    fn let_agent_finish(&mut self, grace: Duration) {
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            let Some(w) = self.worker.as_mut() else {
+                return;
+            };
+            let exited = w.try_wait().is_some();
+            let mut inputs = Vec::new();
+            if exited {
+                // Its last lines: until its pipes close (bounded).
+                let drain_until = Instant::now() + Duration::from_millis(500);
+                while let Some(more) = w.output(Duration::from_millis(25)) {
+                    inputs.extend(more);
+                    if Instant::now() >= drain_until {
+                        break;
+                    }
+                }
+            } else {
+                inputs = w.output(Duration::from_millis(25)).unwrap_or_default();
+            }
+            for input in inputs {
+                if matches!(
+                    input,
+                    super::Input::Usage(_) | super::Input::Session(_) | super::Input::Note(_)
+                ) {
+                    self.handle(input);
+                }
+            }
+            if exited {
+                return;
+            }
+        }
     }
 
     /// Gives a worker that printed DONE up to `grace` to exit by itself.

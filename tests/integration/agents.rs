@@ -15,29 +15,11 @@ use std::time::{Duration, Instant};
 
 /// The Claude Code binary, or None when the tests are to be skipped.
 fn claude() -> Option<PathBuf> {
-    // Where `.ci/run` installs it (target/agents), so that `cargo test` after it finds it.
-    let installed =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/agents/node_modules/.bin/claude");
-    let found = std::env::var_os("ORCH_CLAUDE_BIN")
-        .map(PathBuf::from)
-        .or_else(|| installed.is_file().then_some(installed))
-        .or_else(|| {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .map(|d| d.join("claude"))
-                .find(|p| p.is_file())
-        });
-    match found {
-        Some(p) => Some(p),
-        None if std::env::var("ORCH_AGENT_TESTS").as_deref() == Ok("skip") => {
-            eprintln!(
-                "SKIPPED: no Claude Code binary (claude on PATH or ORCH_CLAUDE_BIN) and ORCH_AGENT_TESTS=skip"
-            );
-            None
-        }
-        None => panic!(
-            "the agent contract tests need the real Claude Code CLI: install it (`npm install -g @anthropic-ai/claude-code@2.1.197`, as .ci/run does) or set ORCH_CLAUDE_BIN; ORCH_AGENT_TESTS=skip skips them"
-        ),
-    }
+    crate::support::agent_bin(
+        "ORCH_CLAUDE_BIN",
+        "claude",
+        "@anthropic-ai/claude-code@2.1.197",
+    )
 }
 
 /// An organisation whose workers are `worker.agent: claude` with its default argv (`claude`

@@ -20,28 +20,7 @@ use std::time::{Duration, Instant};
 
 /// The Codex binary, or None when the tests are to be skipped.
 fn codex() -> Option<PathBuf> {
-    let installed =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/agents/node_modules/.bin/codex");
-    let found = std::env::var_os("ORCH_CODEX_BIN")
-        .map(PathBuf::from)
-        .or_else(|| installed.is_file().then_some(installed))
-        .or_else(|| {
-            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-                .map(|d| d.join("codex"))
-                .find(|p| p.is_file())
-        });
-    match found {
-        Some(p) => Some(p),
-        None if std::env::var("ORCH_AGENT_TESTS").as_deref() == Ok("skip") => {
-            eprintln!(
-                "SKIPPED: no Codex binary (codex on PATH or ORCH_CODEX_BIN) and ORCH_AGENT_TESTS=skip"
-            );
-            None
-        }
-        None => panic!(
-            "the agent contract tests need the real Codex CLI: install it (`npm install --prefix target/agents @openai/codex@0.169.0`, as .ci/run does) or set ORCH_CODEX_BIN; ORCH_AGENT_TESTS=skip skips them"
-        ),
-    }
+    crate::support::agent_bin("ORCH_CODEX_BIN", "codex", "@openai/codex@0.169.0")
 }
 
 /// An organisation whose workers are `worker.agent: codex`, talking to `model`, with

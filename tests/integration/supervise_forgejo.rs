@@ -95,6 +95,14 @@ impl Drop for FakeCi {
 /// The fake (on its own runtime, so the test thread may block) and an organisation with the
 /// one repository [`REPO`] pointing at it.
 fn setup(worker: &str) -> (tokio::runtime::Runtime, FakeForgejo, Org) {
+    setup_with(worker, |spec| spec)
+}
+
+/// [`setup`], with the organisation's spec changed by `edit` first.
+fn setup_with(
+    worker: &str,
+    edit: impl FnOnce(Spec) -> Spec,
+) -> (tokio::runtime::Runtime, FakeForgejo, Org) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -102,7 +110,7 @@ fn setup(worker: &str) -> (tokio::runtime::Runtime, FakeForgejo, Org) {
         .unwrap();
     let fake = rt.block_on(FakeForgejo::start(V16));
     fake.require_token(Some(TOKEN));
-    let mut spec = Spec::local(worker).repo(RepoSpec::new(REPO));
+    let mut spec = edit(Spec::local(worker).repo(RepoSpec::new(REPO)));
     spec.forge = ForgeSpec::Forgejo {
         url: fake.uri(),
         owner: OWNER.into(),
@@ -358,13 +366,6 @@ fn git_runs_nothing_a_worker_configured() {
 /// its input: the forge token is in neither, nor in any file under the state directory.
 #[test]
 fn alerts_carry_no_token_to_their_sinks() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let fake = rt.block_on(FakeForgejo::start(V16));
-    fake.require_token(Some(TOKEN));
     let out = tempfile::tempdir().unwrap();
     let sink = format!(
         "  sinks:\n    - command: [sh, -c, {}]\n",
@@ -374,16 +375,7 @@ fn alerts_carry_no_token_to_their_sinks() {
         ))
         .unwrap()
     );
-    let mut spec = Spec::local("exit3.sh")
-        .repo(RepoSpec::new(REPO))
-        .alerts(&sink);
-    spec.forge = ForgeSpec::Forgejo {
-        url: fake.uri(),
-        owner: OWNER.into(),
-        token_env: TOKEN_ENV.into(),
-        token: TOKEN.into(),
-    };
-    let org = Org::new(spec);
+    let (_rt, fake, org) = setup_with("exit3.sh", |spec| spec.alerts(&sink));
     let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
     let (_, id) = org.spawn_foreground(REPO, "give up at once");
     let input = poll_until(

@@ -36,3 +36,33 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     found
 }
+
+/// A real agent CLI for the contract tests: `$<env_var>`, else where `.ci/run` installs it
+/// (`target/agents/node_modules/.bin/<name>`), else `<name>` on PATH. None (the tests say
+/// they are skipped) only with `ORCH_AGENT_TESTS=skip`; otherwise its absence fails them,
+/// naming `package` to install.
+pub fn agent_bin(env_var: &str, name: &str, package: &str) -> Option<PathBuf> {
+    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/agents/node_modules/.bin")
+        .join(name);
+    let found = std::env::var_os(env_var)
+        .map(PathBuf::from)
+        .or_else(|| installed.is_file().then_some(installed))
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        });
+    match found {
+        Some(p) => Some(p),
+        None if std::env::var("ORCH_AGENT_TESTS").as_deref() == Ok("skip") => {
+            eprintln!(
+                "SKIPPED: no {name} binary ({name} on PATH or {env_var}) and ORCH_AGENT_TESTS=skip"
+            );
+            None
+        }
+        None => panic!(
+            "the agent contract tests need the real {name} CLI: install it (`npm install --prefix target/agents {package}`, as .ci/run does) or set {env_var}; ORCH_AGENT_TESTS=skip skips them"
+        ),
+    }
+}

@@ -3,15 +3,13 @@
 //! fresh head while the worker is frozen — so that no push slips under a DONE.
 
 use super::Supervisor;
-use super::claims::{ForgeHead, new_work};
+use super::claims::{ForgeHead, push_of};
 use super::done;
 use super::journal::Fact;
 use crate::forge::Forge;
 use crate::milestone::{Channel, Event, Milestone};
 use crate::sha::Sha;
-use crate::store::now_ms;
 use crate::store::workers as ws;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long an agent may take to end its turn when its commit turned green (see
@@ -56,10 +54,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         let replaced = p.tracked_sha.clone();
         let others = self.others_pushes();
-        let (event, facts) = match new_work(&self.w, h, &others) {
-            Ok(()) => {
-                let wt = Path::new(&self.w.worktree);
-                let pushed_ms = crate::gitops::commit_time_ms(wt, h).unwrap_or_else(|_| now_ms());
+        let (event, facts) = match push_of(&self.w, h, &others, Channel::Forge) {
+            Ok(push) => {
                 let seen = Fact::Logged {
                     kind: "push_seen",
                     detail: format!(
@@ -68,11 +64,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                         self.w.branch,
                         replaced.as_ref().map(Sha::short).unwrap_or("nothing")
                     ),
-                };
-                let push = Event::Push {
-                    sha: h.clone(),
-                    pushed_ms: pushed_ms.min(now_ms()),
-                    via: Channel::Forge,
                 };
                 (push, vec![seen])
             }

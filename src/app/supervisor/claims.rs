@@ -56,18 +56,25 @@ pub fn verify_push(
             head.short()
         ));
     }
-    match new_work(w, &head, others) {
-        Ok(()) => {
-            let wt = Path::new(&w.worktree);
-            let pushed_ms = gitops::commit_time_ms(wt, &head).unwrap_or_else(|_| now_ms());
-            Event::Push {
-                sha: head,
-                pushed_ms: pushed_ms.min(now_ms()),
-                via,
-            }
-        }
-        Err(reason) => rejected(reason),
-    }
+    push_of(w, &head, others, via).unwrap_or_else(rejected)
+}
+
+/// The `Push` of branch head `head` if it is new work of `w` (see the module doc), pushed at
+/// its commit time (never in the future); why not otherwise.
+pub fn push_of(
+    w: &WorkerRecord,
+    head: &Sha,
+    others: &[(String, String)],
+    via: Channel,
+) -> Result<Event, String> {
+    new_work(w, head, others)?;
+    let wt = Path::new(&w.worktree);
+    let pushed_ms = gitops::commit_time_ms(wt, head).unwrap_or_else(|_| now_ms());
+    Ok(Event::Push {
+        sha: head.clone(),
+        pushed_ms: pushed_ms.min(now_ms()),
+        via,
+    })
 }
 
 /// Whether `head` is new work of `w` (see the module doc); why not otherwise.

@@ -6,6 +6,7 @@
 //! Tables go to stdout, logs to stderr.
 
 mod ci;
+mod complete;
 mod demo;
 mod init;
 mod locks;
@@ -214,6 +215,12 @@ pub enum Command {
     /// Internal: supervise a worker (started by `orch spawn`).
     #[command(name = "__supervise", hide = true)]
     Supervise { id: String },
+    /// Internal: the repositories or worker ids a shell completes (see `completions`).
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        #[arg(value_enum)]
+        kind: complete::Kind,
+    },
     /// Run a throwaway example organisation end to end on the local forge.
     Demo {
         /// Keep the temporary directory for inspection.
@@ -645,14 +652,10 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             force,
         ),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut completion_command(),
-                "orch",
-                &mut std::io::stdout(),
-            );
+            print!("{}", complete::script(shell, &mut completion_command()));
             Ok(0)
         }
+        Command::Complete { kind } => Ok(complete::values(ctx, kind)),
     }
 }
 
@@ -726,10 +729,10 @@ mod tests {
             clap_complete::Shell::Elvish,
             clap_complete::Shell::PowerShell,
         ] {
-            let mut out = Vec::new();
-            clap_complete::generate(shell, &mut completion_command(), "orch", &mut out);
-            let text = String::from_utf8(out).unwrap();
+            let text = complete::script(shell, &mut completion_command());
             assert!(!text.contains("__supervise"), "{shell:?}");
+            // `__complete` is only ever run by the script, never offered as a word.
+            assert!(!text.contains("\"__complete\""), "{shell:?}");
             assert!(text.contains("can-spawn"), "{shell:?}");
             assert!(text.contains("config"), "{shell:?}");
         }

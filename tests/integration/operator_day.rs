@@ -257,3 +257,71 @@ fn decimal_durations_are_accepted_and_bad_ones_name_the_units() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("ms, s, m, h or d"), "{err}");
 }
+
+/// `orch completions bash` completes repository names and worker ids by asking the running orch
+/// (`__complete`), and hands every other word to clap's script.
+#[test]
+fn completions_offer_repositories_and_worker_ids() {
+    let org = Org::new(
+        Spec::local("happy.sh")
+            .repo(RepoSpec::new("alpha").standard_ci("true"))
+            .repo(RepoSpec::new("beta").standard_ci("true")),
+    );
+    let (out, id) = org.spawn_foreground("alpha", "a worker to complete");
+    assert!(out.status.success(), "{}", output_text(&out));
+    let script_dir = tempfile::tempdir().unwrap();
+    let script = script_dir.path().join("orch.bash");
+    let generated = org.run(&["completions", "bash"]);
+    assert!(generated.status.success(), "{}", output_text(&generated));
+    std::fs::write(&script, &generated.stdout).unwrap();
+    let complete = |words: &str, cword: usize| -> Vec<String> {
+        let template = org.cmd(&[]);
+        let mut bash = std::process::Command::new("bash");
+        for (k, v) in template.get_envs() {
+            match v {
+                Some(v) => bash.env(k, v),
+                None => bash.env_remove(k),
+            };
+        }
+        // Called as bash calls a completion function: command, current word, previous word.
+        let out = bash
+            .env("ORCH_UNDER_TEST", crate::support::ORCH)
+            .arg("-c")
+            .arg(format!(
+                "source {}; COMP_WORDS=(\"$ORCH_UNDER_TEST\" {words}); COMP_CWORD={cword}; \
+                 _orch_dynamic \"$ORCH_UNDER_TEST\" \"${{COMP_WORDS[COMP_CWORD]}}\" \
+                 \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+                script.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", output_text(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(complete("spawn --repo ''", 3), ["alpha", "beta"]);
+    assert_eq!(complete("spawn --repo b", 3), ["beta"]);
+    assert_eq!(complete("can-spawn ''", 2), ["alpha", "beta"]);
+    assert_eq!(complete("cancel ''", 2), vec![id.clone()]);
+    assert_eq!(complete("sessions show ''", 3), vec![id]);
+    // Every other word is clap's: options of the subcommand, subcommands.
+    assert!(complete("spawn --ta", 2).contains(&"--task".to_string()));
+    assert!(complete("sess", 1).contains(&"sessions".to_string()));
+    // Where orch cannot read an organisation, no values and no error text.
+    let empty = tempfile::tempdir().unwrap();
+    let out = orch_cmd()
+        .current_dir(empty.path())
+        .args(["__complete", "workers"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        output_text(&out)
+    );
+    assert!(!empty.path().join("sessions").exists());
+}

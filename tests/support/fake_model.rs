@@ -11,10 +11,6 @@
 //! output: `git rev-parse HEAD`, then the SHA).
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// One block of an assistant message.
 #[derive(Debug, Clone)]
@@ -61,145 +57,45 @@ pub fn bash(command: &str) -> Block {
     }
 }
 
-/// What the fake saw of one request it answered.
-#[derive(Debug, Clone)]
-pub struct Seen {
-    pub body: Value,
-    /// The script turn it answered (None: a side request).
-    pub turn: Option<usize>,
-    /// When the answer was fully written.
-    pub answered: Instant,
-    /// The same, in Unix milliseconds (as orch's events are stamped).
-    pub answered_ms: i64,
-}
+use super::scripted_sse::{Answer, Request, ScriptedServer};
 
-pub struct FakeModel {
-    pub url: String,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
+/// The fake Anthropic API: a [`ScriptedServer`] (its `url`, `seen()`, `answered(n)`).
+pub struct FakeModel(ScriptedServer);
+
+impl std::ops::Deref for FakeModel {
+    type Target = ScriptedServer;
+    fn deref(&self) -> &ScriptedServer {
+        &self.0
+    }
 }
 
 impl FakeModel {
     pub fn start(script: Vec<Turn>) -> FakeModel {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(script);
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (script, seen) = (script.clone(), s.clone());
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &script, &seen);
-                });
-            }
-        });
-        FakeModel { url, seen }
-    }
-
-    pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// When the answer with script turn `n` was last written.
-    pub fn answered(&self, n: usize) -> Option<Instant> {
-        self.seen()
-            .iter()
-            .filter(|s| s.turn == Some(n))
-            .map(|s| s.answered)
-            .next_back()
+        FakeModel(ScriptedServer::start("", move |r| answer(&script, r)))
     }
 }
 
-fn serve(stream: TcpStream, script: &[Turn], seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
-            return Ok(());
-        }
-        let mut length = 0usize;
-        let mut chunked = false;
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h)?;
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let lower = h.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-            if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
-                chunked = true;
-            }
-        }
-        let body = if chunked {
-            read_chunked(&mut reader)?
-        } else {
-            let mut b = vec![0; length];
-            reader.read_exact(&mut b)?;
-            b
-        };
-        let mut out = stream.try_clone()?;
-        let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
-        if !request_line.starts_with("POST") || !path.starts_with("/v1/messages") {
-            write!(out, "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")?;
-            continue;
-        }
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        if path.starts_with("/v1/messages/count_tokens") {
-            let b = br#"{"input_tokens":10}"#;
-            write!(
-                out,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                b.len()
-            )?;
-            out.write_all(b)?;
-            continue;
-        }
-        let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
-        let n = body["messages"]
-            .as_array()
-            .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
-            .unwrap_or(0);
-        let (turn, index) = match (has_tools, script.get(n)) {
-            (true, Some(t)) => (t.clone(), Some(n)),
-            (true, None) => (Turn::text("(the script has ended)"), None),
-            (false, _) => (Turn::text("ok"), None),
-        };
-        let sse = events(&turn, &body, n);
-        write!(
-            out,
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
-        )?;
-        out.write_all(sse.as_bytes())?;
-        out.flush()?;
-        seen.lock().unwrap().push(Seen {
-            body,
-            turn: index,
-            answered: Instant::now(),
-            answered_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as i64,
-        });
-        return Ok(());
+fn answer(script: &[Turn], r: &Request) -> Answer {
+    if r.method != "POST" || !r.path.starts_with("/v1/messages") {
+        return Answer::NotFound;
     }
-}
-
-fn read_chunked(r: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let mut size = String::new();
-        r.read_line(&mut size)?;
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        let mut chunk = vec![0; n + 2];
-        r.read_exact(&mut chunk)?;
-        if n == 0 {
-            return Ok(body);
-        }
-        body.extend_from_slice(&chunk[..n]);
+    if r.path.starts_with("/v1/messages/count_tokens") {
+        return Answer::Json(r#"{"input_tokens":10}"#.into());
+    }
+    let body = &r.body;
+    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let n = body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+        .unwrap_or(0);
+    let (turn, index) = match (has_tools, script.get(n)) {
+        (true, Some(t)) => (t.clone(), Some(n)),
+        (true, None) => (Turn::text("(the script has ended)"), None),
+        (false, _) => (Turn::text("ok"), None),
+    };
+    Answer::Stream {
+        sse: events(&turn, body, n),
+        turn: index,
     }
 }
 

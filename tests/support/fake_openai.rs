@@ -11,12 +11,9 @@
 //! last line of output of the last command the request carries (Codex runs commands in a
 //! PTY: a `git push`'s remote messages come before `git rev-parse HEAD`'s SHA).
 
-use super::fake_model::{Block, Seen, Turn};
+use super::fake_model::{Block, Turn};
+use super::scripted_sse::{Answer, Request, ScriptedServer};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// A shell command as Codex's `exec_command` tool.
 pub fn sh(cmd: &str) -> Block {
@@ -41,40 +38,19 @@ pub fn escalated(cmd: &str) -> Block {
     }
 }
 
-pub struct FakeOpenAi {
-    pub url: String,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
+/// The fake OpenAI API: a [`ScriptedServer`] (its `url`, `seen()`, `answered(n)`).
+pub struct FakeOpenAi(ScriptedServer);
+
+impl std::ops::Deref for FakeOpenAi {
+    type Target = ScriptedServer;
+    fn deref(&self) -> &ScriptedServer {
+        &self.0
+    }
 }
 
 impl FakeOpenAi {
     pub fn start(script: Vec<Turn>) -> FakeOpenAi {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(script);
-        let s = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (script, seen) = (script.clone(), s.clone());
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &script, &seen);
-                });
-            }
-        });
-        FakeOpenAi { url, seen }
-    }
-
-    pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// When the answer with script turn `n` was last written.
-    pub fn answered(&self, n: usize) -> Option<Instant> {
-        self.seen()
-            .iter()
-            .filter(|s| s.turn == Some(n))
-            .map(|s| s.answered)
-            .next_back()
+        FakeOpenAi(ScriptedServer::start("/v1", move |r| answer(&script, r)))
     }
 
     /// The `-c` overrides that point Codex at this fake (no key: the provider has no
@@ -95,58 +71,19 @@ impl FakeOpenAi {
     }
 }
 
-fn serve(stream: TcpStream, script: &[Turn], seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line)? == 0 {
-        return Ok(());
+fn answer(script: &[Turn], r: &Request) -> Answer {
+    if r.method != "POST" || !r.path.ends_with("/responses") {
+        return Answer::NotFound;
     }
-    let mut length = 0usize;
-    loop {
-        let mut h = String::new();
-        reader.read_line(&mut h)?;
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    let mut out = stream;
-    let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
-    if !request_line.starts_with("POST") || !path.ends_with("/responses") {
-        write!(
-            out,
-            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-        )?;
-        return Ok(());
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let n = turn_of(&body);
+    let n = turn_of(&r.body);
     let (turn, index) = match script.get(n) {
         Some(t) => (t.clone(), Some(n)),
         None => (Turn::text("(the script has ended)"), None),
     };
-    let sse = events(&turn, &body, n);
-    write!(
-        out,
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
-    )?;
-    out.write_all(sse.as_bytes())?;
-    out.flush()?;
-    seen.lock().unwrap().push(Seen {
-        body,
+    Answer::Stream {
+        sse: events(&turn, &r.body, n),
         turn: index,
-        answered: Instant::now(),
-        answered_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64,
-    });
-    Ok(())
+    }
 }
 
 /// One past the highest turn named by an id in the request's history.

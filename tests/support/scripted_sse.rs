@@ -1,0 +1,178 @@
+//! The loopback HTTP server under both fake model APIs (Anthropic Messages, OpenAI Responses):
+//! reads requests (content-length or chunked bodies), hands each to the API's own answer
+//! function and writes what it says — a 404, a JSON body, or a server-sent event stream that
+//! ends the connection — recording every streamed answer as [`Seen`].
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the fake saw of one request it answered with a stream.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub body: Value,
+    /// The script turn it answered (None: a side request).
+    pub turn: Option<usize>,
+    /// When the answer was fully written.
+    pub answered: Instant,
+    /// The same, in Unix milliseconds (as orch's events are stamped).
+    pub answered_ms: i64,
+}
+
+/// An API's answer to one request.
+pub enum Answer {
+    NotFound,
+    /// `200 application/json` with this body; the connection stays open.
+    Json(String),
+    /// `200 text/event-stream`, then the connection closes; recorded with the script turn.
+    Stream {
+        sse: String,
+        turn: Option<usize>,
+    },
+}
+
+/// One request: its method, path and JSON body (null when it is not JSON).
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+}
+
+type AnswerFn = dyn Fn(&Request) -> Answer + Send + Sync;
+
+/// A running fake: its base URL and what it streamed.
+pub struct ScriptedServer {
+    pub url: String,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl ScriptedServer {
+    /// Listens on 127.0.0.1 (any port); `url_path` is appended to the base URL the test hands
+    /// the agent (e.g. `/v1` for OpenAI-style base URLs).
+    pub fn start(
+        url_path: &str,
+        answer: impl Fn(&Request) -> Answer + Send + Sync + 'static,
+    ) -> ScriptedServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}{url_path}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let answer: Arc<AnswerFn> = Arc::new(answer);
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (answer, seen) = (answer.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &*answer, &seen);
+                });
+            }
+        });
+        ScriptedServer { url, seen }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// When the answer with script turn `n` was last written.
+    pub fn answered(&self, n: usize) -> Option<Instant> {
+        self.seen()
+            .iter()
+            .filter(|s| s.turn == Some(n))
+            .map(|s| s.answered)
+            .next_back()
+    }
+}
+
+fn serve(stream: TcpStream, answer: &AnswerFn, seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    while let Some(request) = read_request(&mut reader)? {
+        match answer(&request) {
+            Answer::NotFound => {
+                write!(out, "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")?;
+            }
+            Answer::Json(b) => {
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    b.len()
+                )?;
+                out.write_all(b.as_bytes())?;
+            }
+            Answer::Stream { sse, turn } => {
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+                )?;
+                out.write_all(sse.as_bytes())?;
+                out.flush()?;
+                seen.lock().unwrap().push(Seen {
+                    body: request.body,
+                    turn,
+                    answered: Instant::now(),
+                    answered_ms: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis() as i64,
+                });
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The next request on the connection; None when the client closed it.
+fn read_request(reader: &mut impl BufRead) -> std::io::Result<Option<Request>> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line)? == 0 {
+        return Ok(None);
+    }
+    let mut length = 0usize;
+    let mut chunked = false;
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h)?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let lower = h.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+            chunked = true;
+        }
+    }
+    let body = if chunked {
+        read_chunked(reader)?
+    } else {
+        let mut b = vec![0; length];
+        reader.read_exact(&mut b)?;
+        b
+    };
+    let mut words = request_line.split(' ');
+    Ok(Some(Request {
+        method: words.next().unwrap_or("").to_string(),
+        path: words.next().unwrap_or("").to_string(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    }))
+}
+
+fn read_chunked(r: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        r.read_line(&mut size)?;
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        let mut chunk = vec![0; n + 2];
+        r.read_exact(&mut chunk)?;
+        if n == 0 {
+            return Ok(body);
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+}

@@ -1,11 +1,12 @@
 //! The local forge end to end: real git, real bare remotes, the real `orch` binary in the
 //! post-receive hook and as the detached runner. Everything stays in temp directories.
 
-use crate::support::{ORCH, commit_file, git, init_repo, poll_until, push_head};
+use crate::support::{ORCH, commit_file, git, init_repo, output_text, poll_until, push_head};
 use orch::ci::{CiRun, JobStatus};
 use orch::config::Config;
 use orch::forge::Forge;
 use orch::forge::local::LocalForge;
+use orch::milestone::Milestone;
 use orch::process::group_alive;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -524,4 +525,59 @@ fn ensure_remote_is_idempotent_and_seeds_the_base_branch() {
     );
     assert_eq!(org.forge.runs("eta", &sha).unwrap().len(), 1);
     assert_eq!(org.forge.branch_head_sync("eta", "feature").unwrap(), None);
+}
+
+/// A push from inside another PID namespace — an agent's sandbox, as Codex's workspace-write
+/// makes one — runs the hook there: a runner started by it would die with the sandbox and the
+/// pid it records would name some unrelated process outside (found with the real Codex: a run
+/// stuck `waiting` for ever behind `cpuhp/1`). The hook records the run and leaves the runner
+/// to orch, which starts it from outside at once; the worker reaches DONE.
+#[test]
+fn a_push_from_a_sandbox_gets_its_runner_from_orch() {
+    let probe = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: this machine does not let the tests make a PID namespace (unshare)");
+        return;
+    }
+    let org = crate::support::Org::new(
+        crate::support::Spec::local("sandboxed_push.sh")
+            .repo(crate::support::RepoSpec::new("alpha").standard_ci("test -f feature.txt")),
+    );
+    let (out, id) = org.spawn_foreground("alpha", "push from a sandbox");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        output_text(&out),
+        org.diag(&id)
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
+    let log = org.worker_log(&id);
+    assert!(
+        log.contains("orch starts the runner from outside it"),
+        "the hook left the runner to orch:\n{log}"
+    );
+    // One run, executed to success by a runner orch started (it claimed the run with its own
+    // pid and start time, seen from here); the note says why the hook left it.
+    let mut store = orch::store::Store::open(&org.state).unwrap();
+    type Row = (Option<i64>, Option<i64>, Option<String>, String);
+    let rows: Vec<Row> = store
+        .conn()
+        .prepare("SELECT runner_pid, runner_start, note, status FROM local_runs")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let (pid, start, note, status) = &rows[0];
+    assert!(pid.is_some() && start.is_some(), "{rows:?}");
+    assert!(
+        note.as_deref()
+            .is_some_and(|n| n.contains("another PID namespace")),
+        "{rows:?}"
+    );
+    assert_eq!(status, "success", "{rows:?}");
 }

@@ -23,25 +23,33 @@ pub fn internal_main(args: &[String]) -> i32 {
         return 2;
     };
     let result = match sub.as_str() {
-        "post-receive" => Flags::parse(rest, &["state-dir", "config", "repo"]).and_then(|f| {
-            let mut input = String::new();
-            std::io::stdin()
-                .read_to_string(&mut input)
-                .map_err(io_err("cannot read the ref updates on stdin"))?;
-            let exe = std::env::current_exe().map_err(io_err("cannot find the orch executable"))?;
-            let started = post_receive(
-                Path::new(f.get("state-dir")),
-                Path::new(f.get("config")),
-                f.get("repo"),
-                &input,
-                &exe,
-            )?;
-            for s in started {
-                println!("{s}");
-            }
-            Ok(())
-        }),
-        "run" => Flags::parse(rest, &["state-dir", "config", "run-id"]).and_then(|f| {
+        "post-receive" => Flags::parse(rest, &["state-dir", "config", "repo"], &[ORCH_PID_NS])
+            .and_then(|f| {
+                let mut input = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut input)
+                    .map_err(io_err("cannot read the ref updates on stdin"))?;
+                let exe =
+                    std::env::current_exe().map_err(io_err("cannot find the orch executable"))?;
+                let runner = if pushed_from_a_sandbox(f.opt(ORCH_PID_NS)) {
+                    Runner::LeaveToOrch
+                } else {
+                    Runner::Start
+                };
+                let started = post_receive(
+                    Path::new(f.get("state-dir")),
+                    Path::new(f.get("config")),
+                    f.get("repo"),
+                    &input,
+                    &exe,
+                    runner,
+                )?;
+                for s in started {
+                    println!("{s}");
+                }
+                Ok(())
+            }),
+        "run" => Flags::parse(rest, &["state-dir", "config", "run-id"], &[]).and_then(|f| {
             let id: i64 = f.get("run-id").parse().map_err(|_| {
                 LocalForgeError::Usage(format!(
                     "--run-id must be a number, got {}",
@@ -74,8 +82,13 @@ pub fn internal_main(args: &[String]) -> i32 {
 struct Flags(Vec<(String, String)>);
 
 impl Flags {
-    /// `--name value` or `--name=value`, every name in `required` exactly once, nothing else.
-    fn parse(args: &[String], required: &[&str]) -> Result<Flags, LocalForgeError> {
+    /// `--name value` or `--name=value`, every name in `required` exactly once, those in
+    /// `optional` at most once, nothing else.
+    fn parse(
+        args: &[String],
+        required: &[&str],
+        optional: &[&str],
+    ) -> Result<Flags, LocalForgeError> {
         let mut out: Vec<(String, String)> = Vec::new();
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -93,7 +106,7 @@ impl Flags {
                     (flag.to_string(), v.clone())
                 }
             };
-            if !required.contains(&name.as_str()) {
+            if !required.contains(&name.as_str()) && !optional.contains(&name.as_str()) {
                 return Err(LocalForgeError::Usage(format!("unknown option --{name}")));
             }
             if out.iter().any(|(n, _)| *n == name) {
@@ -107,6 +120,13 @@ impl Flags {
             }
         }
         Ok(Flags(out))
+    }
+
+    fn opt(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     fn get(&self, name: &str) -> &str {
@@ -141,16 +161,50 @@ pub(super) fn branch_updates(input: &str) -> Vec<BranchUpdate> {
         .collect()
 }
 
-/// Records a run per updated branch and starts a detached runner for each. Returns one
-/// human line per run (git shows them to the pusher as `remote: …`).
+/// The hook's option naming the PID namespace of the orch process that installed it.
+pub(super) const ORCH_PID_NS: &str = "orch-pid-ns";
+
+/// The run's note while it waits for a runner orch starts (see [`Runner::LeaveToOrch`]).
+pub(super) const RUNNER_FROM_OUTSIDE: &str =
+    "pushed from another PID namespace (a sandbox): orch starts the runner from outside it";
+
+/// This process's PID namespace (`pid:[inode]`); None where /proc does not say.
+pub(super) fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Whether this hook runs in another PID namespace than the orch that installed it — a push
+/// from inside an agent's sandbox (Codex's workspace-write uses one). A runner started there
+/// would die with the sandbox, and the pid it records means nothing outside it (it may even
+/// name a live process out there, so the run would never be recovered). Where this process's
+/// namespace cannot be read it counts as another one: leaving the start to orch is always safe.
+fn pushed_from_a_sandbox(orch_ns: Option<&str>) -> bool {
+    orch_ns.is_some_and(|orch| pid_namespace().as_deref() != Some(orch))
+}
+
+/// Who starts the runner of a run a push records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Runner {
+    /// The hook, at once (a detached process of its own).
+    Start,
+    /// orch's CI readers, at their next look (no grace): the run is noted as waiting for them.
+    LeaveToOrch,
+}
+
+/// Records a run per updated branch and starts a detached runner for each (or leaves the
+/// start to orch). Returns one human line per run (git shows them to the pusher as
+/// `remote: …`).
 pub(super) fn post_receive(
     state_dir: &Path,
     config_file: &Path,
     repo_name: &str,
     input: &str,
     exe: &Path,
+    runner: Runner,
 ) -> Result<Vec<String>, LocalForgeError> {
-    start_runs(state_dir, config_file, repo_name, input, exe, false)
+    start_runs(state_dir, config_file, repo_name, input, exe, false, runner)
 }
 
 /// Records and starts runs for branch updates. With `only_if_absent`, a SHA that already has
@@ -163,6 +217,7 @@ pub(super) fn start_runs(
     input: &str,
     exe: &Path,
     only_if_absent: bool,
+    runner: Runner,
 ) -> Result<Vec<String>, LocalForgeError> {
     let config = Config::load(config_file)?;
     let repo = config.require_repo(repo_name)?;
@@ -190,6 +245,15 @@ pub(super) fn start_runs(
         let Some((run_id, number)) = created else {
             continue;
         };
+        if runner == Runner::LeaveToOrch {
+            store.write(|tx| db::set_run_note(tx, run_id, RUNNER_FROM_OUTSIDE))?;
+            lines.push(format!(
+                "orch local forge: CI run #{number} recorded for {} at {}; {RUNNER_FROM_OUTSIDE}",
+                u.git_ref,
+                &u.sha[..12.min(u.sha.len())]
+            ));
+            continue;
+        }
         match spawn_runner(&layout, exe, config_file, repo_name, run_id, number) {
             Ok(pid) => {
                 store.write(|tx| db::set_runner_if_none(tx, run_id, pid as i64))?;
@@ -301,13 +365,40 @@ mod tests {
     #[test]
     fn flags_are_strict() {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let f = Flags::parse(&args(&["--repo", "a", "--run-id=3"]), &["repo", "run-id"]).unwrap();
+        let f = Flags::parse(
+            &args(&["--repo", "a", "--run-id=3"]),
+            &["repo", "run-id"],
+            &[],
+        )
+        .unwrap();
         assert_eq!(f.get("repo"), "a");
         assert_eq!(f.get("run-id"), "3");
-        assert!(Flags::parse(&args(&["--repo"]), &["repo"]).is_err());
-        assert!(Flags::parse(&args(&["--x", "1", "--repo", "a"]), &["repo"]).is_err());
-        assert!(Flags::parse(&args(&[]), &["repo"]).is_err());
-        assert!(Flags::parse(&args(&["a"]), &["repo"]).is_err());
+        assert!(Flags::parse(&args(&["--repo"]), &["repo"], &[]).is_err());
+        assert!(Flags::parse(&args(&["--x", "1", "--repo", "a"]), &["repo"], &[]).is_err());
+        assert!(Flags::parse(&args(&[]), &["repo"], &[]).is_err());
+        assert!(Flags::parse(&args(&["a"]), &["repo"], &[]).is_err());
+        // An optional flag at most once, absent is fine.
+        let o = Flags::parse(&args(&["--repo", "a", "--ns", "x"]), &["repo"], &["ns"]).unwrap();
+        assert_eq!(o.opt("ns"), Some("x"));
+        let o = Flags::parse(&args(&["--repo", "a"]), &["repo"], &["ns"]).unwrap();
+        assert_eq!(o.opt("ns"), None);
+        assert!(
+            Flags::parse(
+                &args(&["--repo", "a", "--ns", "x", "--ns", "y"]),
+                &["repo"],
+                &["ns"]
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_hook_in_another_pid_namespace_leaves_the_runner_to_orch() {
+        let mine = pid_namespace().expect("/proc/self/ns/pid");
+        assert!(!pushed_from_a_sandbox(Some(&mine)));
+        assert!(pushed_from_a_sandbox(Some("pid:[1]")));
+        // A hook installed before orch wrote the option starts its runner as it always did.
+        assert!(!pushed_from_a_sandbox(None));
     }
 
     #[test]

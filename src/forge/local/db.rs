@@ -173,6 +173,14 @@ pub fn set_runner_if_none(tx: &Transaction, run_id: i64, pid: i64) -> rusqlite::
     Ok(())
 }
 
+/// Sets the run's note: why it waits (a run pushed from a sandbox waits for orch to start its
+/// runner, see `cli::RUNNER_FROM_OUTSIDE`).
+pub fn set_run_note(tx: &Transaction, run_id: i64, note: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE local_runs SET note = ?2 WHERE id = ?1")?
+        .execute(rusqlite::params![run_id, note])?;
+    Ok(())
+}
+
 /// Makes process `pid` (started at `start` ticks) the runner that executes the run.
 pub fn claim_runner(
     tx: &Transaction,

@@ -206,9 +206,11 @@ impl LocalForge {
         unfinished: &[db::RunRow],
     ) -> Result<(), LocalForgeError> {
         let now = now_ms();
-        let unstarted = unfinished
-            .iter()
-            .filter(|r| r.runner_pid.is_none() && now - r.created_ms > RUNNER_START_GRACE_MS);
+        let unstarted = unfinished.iter().filter(|r| {
+            r.runner_pid.is_none()
+                && (now - r.created_ms > RUNNER_START_GRACE_MS
+                    || r.note.as_deref() == Some(cli::RUNNER_FROM_OUTSIDE))
+        });
         for run in unstarted {
             tracing::warn!(
                 repo = %run.repo,
@@ -298,6 +300,7 @@ impl LocalForge {
             &input,
             &self.exe,
             true,
+            cli::Runner::Start,
         )
         .is_ok()
     }

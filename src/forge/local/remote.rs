@@ -134,6 +134,11 @@ fn hook_script(exe: &Path, state_dir: &Path, config_file: &Path, repo: &str) -> 
     s.extend(shell_quote(config_file.as_os_str()));
     s.extend_from_slice(b" --repo ");
     s.extend(shell_quote(OsStr::new(repo)));
+    // A push from another PID namespace (an agent's sandbox) leaves the runner to orch.
+    if let Some(ns) = super::cli::pid_namespace() {
+        s.extend_from_slice(format!(" --{} ", super::cli::ORCH_PID_NS).as_bytes());
+        s.extend(shell_quote(OsStr::new(&ns)));
+    }
     s.push(b'\n');
     s
 }
@@ -230,7 +235,10 @@ mod tests {
         let s = String::from_utf8(s).unwrap();
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains(
-            "exec '/opt/my orch/orch' __local-forge post-receive --state-dir '/s/it'\\''s' --config '/c/repos.yaml' --repo 'acdc-core'\n"
+            "exec '/opt/my orch/orch' __local-forge post-receive --state-dir '/s/it'\\''s' --config '/c/repos.yaml' --repo 'acdc-core' --orch-pid-ns "
         ), "{s}");
+        // The namespace of the orch that installed it, for the hook to compare with its own.
+        let ns = super::super::cli::pid_namespace().unwrap();
+        assert!(s.ends_with(&format!(" --orch-pid-ns '{ns}'\n")), "{s}");
     }
 }

@@ -34,6 +34,8 @@ pub(super) struct RawForge {
     #[serde(default)]
     pub(super) request_timeout: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) give_up_after: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) max_concurrent_runs: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) lost_hook_grace: Option<Spanned<String>>,
@@ -324,6 +326,7 @@ const FORGE: &[&str] = &[
     "owner",
     "token_env",
     "request_timeout",
+    "give_up_after",
     "max_concurrent_runs",
     "lost_hook_grace",
 ];

@@ -21,6 +21,7 @@ mod config_trust;
 mod containment;
 mod demo;
 mod first_run;
+mod forge_unreachable;
 mod forgejo_contract;
 mod local_forge;
 mod lock_race;

@@ -6,6 +6,7 @@
 
 pub mod agent;
 mod raw;
+mod shape;
 mod validate;
 
 pub use agent::Agent;
@@ -316,6 +317,17 @@ impl Config {
             .into_iter()
             .map(|(pos, message)| Diagnostic::new(file, pos, message))
             .collect();
+        // Wrong-typed values are reported here, then set aside so the rest is still read.
+        let wrong = shape::wrong_types(&tree);
+        diags.extend(
+            wrong
+                .iter()
+                .map(|w| Diagnostic::new(file, w.pos, w.message.clone())),
+        );
+        if wrong.iter().any(|w| w.stops) {
+            return Err(Diagnostics(diags));
+        }
+        let text = &shape::set_aside(text, &wrong);
         let raw: RawConfig = match from_yaml_str(text) {
             Ok(raw) => raw,
             Err(e) => {

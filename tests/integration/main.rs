@@ -23,6 +23,7 @@ mod demo;
 mod first_run;
 mod forge_unreachable;
 mod forgejo_contract;
+mod graph_output;
 mod local_forge;
 mod lock_race;
 mod lying_workers;

@@ -567,3 +567,25 @@ repos:
     assert_reports(&stderr, "repos.yaml", 8, "depends on itself");
     assert!(stderr.contains("4 problems found"), "{stderr}");
 }
+
+#[test]
+fn friendly_durations_are_accepted_and_a_bad_one_is_named_with_its_place() {
+    let (code, stdout, stderr) = check(
+        "ci: { poll_interval: 1.5m, start_timeout: 1 hour }\nworker: { stop_grace: 2 seconds }\nrepos:\n  core: {}\n",
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("ok:"), "{stdout}");
+    let (code, _, stderr) = check(
+        "ci:\n  poll_interval: 1.5m\n  start_timeout: 5 fortnights\nrepos:\n  core: {}\n",
+        None,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        3,
+        "ci.start_timeout: invalid duration \"5 fortnights\"",
+    );
+    assert!(stderr.contains("units ms, s, m, h or d"), "{stderr}");
+}

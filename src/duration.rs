@@ -1,8 +1,11 @@
-//! Human durations as operators write them in YAML: "30m", "5s", "1h30m", "250ms".
+//! Human durations as operators write them in YAML and on the command line: "30m", "5s",
+//! "1h30m", "250ms", "1.5h", "1 hour", "2 minutes", ISO 8601 "PT30M" — jiff's friendly
+//! format (`SignedDuration`), plus days as 24 hours ("1d", "3d 4h").
 
 use std::time::Duration;
 
-/// Parses a strictly positive duration made of `<number><unit>` parts (units: d, h, m, s, ms).
+/// Parses a strictly positive duration (jiff's friendly or ISO 8601 format; units up to days,
+/// a day being 24 hours), to the millisecond.
 ///
 /// Zero and negative durations are refused: every duration orch reads is a timeout, an
 /// interval or a backoff, and none of those means anything at zero.
@@ -11,60 +14,47 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     if s.is_empty() {
         return Err("empty duration (write e.g. \"30m\", \"5s\", \"1h30m\")".into());
     }
+    let negative = || format!("duration \"{text}\" is negative; it must be greater than zero");
     if s.starts_with('-') {
-        return Err(format!(
-            "duration \"{text}\" is negative; it must be greater than zero"
-        ));
+        return Err(negative());
     }
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    let mut total: u128 = 0;
-    while i < bytes.len() {
-        let start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            i += 1;
-        }
-        if start == i {
-            return Err(format!(
-                "invalid duration \"{text}\": expected a number at \"{}\" (write e.g. \"30m\", \"1h30m\")",
-                &s[start..]
-            ));
-        }
-        let n: u128 = s[start..i]
-            .parse()
-            .map_err(|_| format!("invalid duration \"{text}\": number too large"))?;
-        let ustart = i;
-        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
-            i += 1;
-        }
-        let unit_ms: u128 = match &s[ustart..i] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" => {
-                return Err(format!(
-                    "invalid duration \"{text}\": number without a unit (use ms, s, m, h or d)"
-                ));
-            }
-            other => {
-                return Err(format!(
-                    "invalid duration \"{text}\": unknown unit \"{other}\" (use ms, s, m, h or d)"
-                ));
-            }
-        };
-        total = total
-            .checked_add(n.checked_mul(unit_ms).ok_or("duration too large")?)
-            .ok_or("duration too large")?;
+    let signed = match s.parse::<jiff::SignedDuration>() {
+        Ok(d) => d,
+        // SignedDuration has no days (not every calendar day is 24 hours); for a timeout one is.
+        Err(e) => with_days(s).ok_or_else(|| {
+            let why = e.to_string();
+            let why = why
+                .strip_prefix("failed to parse input in the \"friendly\" duration format: ")
+                .unwrap_or(&why)
+                .to_string();
+            format!(
+                "invalid duration \"{text}\": {why} (write e.g. \"30m\", \"1h30m\", \"1.5h\", \"2 minutes\"; units ms, s, m, h or d)"
+            )
+        })?,
+    };
+    if signed.is_negative() {
+        return Err(negative());
     }
-    if total == 0 {
+    let d = Duration::try_from(signed).map_err(|_| format!("duration \"{text}\" is too large"))?;
+    let ms =
+        u64::try_from(d.as_millis()).map_err(|_| format!("duration \"{text}\" is too large"))?;
+    if ms == 0 {
         return Err(format!(
             "duration \"{text}\" is zero; it must be greater than zero"
         ));
     }
-    let ms = u64::try_from(total).map_err(|_| format!("duration \"{text}\" is too large"))?;
     Ok(Duration::from_millis(ms))
+}
+
+/// `s` with days (and smaller units), a day counted as 24 hours; `None` for anything else,
+/// calendar units (weeks, months, years) included.
+fn with_days(s: &str) -> Option<jiff::SignedDuration> {
+    let span: jiff::Span = s.parse().ok()?;
+    if span.get_years() != 0 || span.get_months() != 0 || span.get_weeks() != 0 {
+        return None;
+    }
+    span.to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()
 }
 
 /// Formats a duration the way it is written in YAML ("1h30m", "5s", "250ms").
@@ -116,15 +106,33 @@ mod tests {
         assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse("1d").unwrap(), Duration::from_secs(86400));
+        assert_eq!(parse("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("1 hour").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse("2 minutes").unwrap(), Duration::from_secs(120));
+        assert_eq!(
+            parse("3d 4h").unwrap(),
+            Duration::from_secs(3 * 86400 + 4 * 3600)
+        );
+        assert_eq!(parse("PT30M").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse(" 0.25s ").unwrap(), Duration::from_millis(250));
     }
 
     #[test]
     fn refuses_zero_negative_and_garbage() {
-        for bad in ["0s", "0m0s", "-5m", "", "5", "5x", "m5", "1h-3m", "1.5h"] {
+        for bad in [
+            "0s", "0m0s", "-5m", "5m ago", "", "5", "5x", "m5", "1h-3m", "2w", "1 month", "1y",
+            ".5h", "1..5h", "0.0001s",
+        ] {
             assert!(parse(bad).is_err(), "{bad} should be refused");
         }
         assert!(parse("0s").unwrap_err().contains("zero"));
+        assert!(parse("0.0001s").unwrap_err().contains("zero"));
         assert!(parse("-5m").unwrap_err().contains("negative"));
+        assert!(parse("5m ago").unwrap_err().contains("negative"));
+        let e = parse("5x").unwrap_err();
+        assert!(e.starts_with("invalid duration \"5x\": "), "{e}");
+        assert!(e.contains("units ms, s, m, h or d"), "{e}");
+        assert!(!e.contains("friendly"), "jiff's prefix is dropped: {e}");
     }
 
     proptest! {

@@ -340,31 +340,47 @@ impl RepoGraph {
         )
     }
 
-    /// Graphviz DOT, edges from dependency to dependent.
+    /// Graphviz DOT, edges from dependency to dependent. Every id is quoted (and escaped), so
+    /// no repository name is read as a keyword (`node`, `graph`, `edge`, …) or split at a `.`
+    /// or `-`.
     pub fn to_dot(&self) -> String {
+        let q = |n: &str| format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\""));
         let mut s = String::from("digraph repos {\n  rankdir=BT;\n");
         for name in &self.names {
-            s.push_str(&format!("  \"{name}\";\n"));
+            s.push_str(&format!("  {};\n", q(name)));
         }
         for name in &self.names {
             for d in self.direct_deps(name) {
-                s.push_str(&format!("  \"{name}\" -> \"{d}\";\n"));
+                s.push_str(&format!("  {} -> {};\n", q(name), q(&d)));
             }
         }
         s.push_str("}\n");
         s
     }
 
-    /// Mermaid flowchart, arrows from a repository to what it depends on.
+    /// Mermaid flowchart, arrows from a repository to what it depends on. Node ids are
+    /// generated (`r0`, `r1`, … in the order of the names), never derived from a name: two
+    /// names that differ only in punctuation (`core.x`, `core-x`) stay two nodes, and no
+    /// name becomes a reserved word (`end`, `graph`, `subgraph`, `style`, `class`, `click`).
+    /// The names are the quoted labels.
     pub fn to_mermaid(&self) -> String {
-        let id = |n: &str| n.replace(['.', '-'], "_");
+        let ids: HashMap<&str, String> = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), format!("r{i}")))
+            .collect();
+        // Mermaid's own escape for a quote inside a quoted label.
+        let label = |n: &str| n.replace('"', "#quot;");
         let mut s = String::from("graph BT\n");
         for name in &self.names {
-            s.push_str(&format!("  {}[\"{name}\"]\n", id(name)));
+            s.push_str(&format!("  {}[\"{}\"]\n", ids[name.as_str()], label(name)));
         }
         for name in &self.names {
             for d in self.direct_deps(name) {
-                s.push_str(&format!("  {} --> {}\n", id(name), id(&d)));
+                if let Some(to) = ids.get(d.as_str()) {
+                    s.push_str(&format!("  {} --> {to}\n", ids[name.as_str()]));
+                }
             }
         }
         s
@@ -497,5 +513,86 @@ mod tests {
         ]);
         assert_eq!(g3.find_cycle().unwrap(), ["a", "b", "c", "a"]);
         assert!(seed().find_cycle().is_none());
+    }
+
+    fn punctuated() -> RepoGraph {
+        RepoGraph::new([
+            ("core.x".to_string(), vec![]),
+            ("core-x".to_string(), vec!["core.x".to_string()]),
+            (
+                "end".to_string(),
+                vec!["core-x".to_string(), "core.x".to_string()],
+            ),
+            ("graph".to_string(), vec!["end".to_string()]),
+        ])
+    }
+
+    #[test]
+    fn mermaid_ids_are_generated_and_names_are_quoted_labels() {
+        let m = punctuated().to_mermaid();
+        let lines: Vec<&str> = m.lines().collect();
+        assert_eq!(lines[0], "graph BT");
+        let nodes: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.contains("[\""))
+            .copied()
+            .collect();
+        assert_eq!(nodes.len(), 4, "core.x and core-x stay two nodes:\n{m}");
+        let mut labels = Vec::new();
+        let mut ids = std::collections::HashMap::new();
+        for n in &nodes {
+            let (id, rest) = n.trim().split_once('[').unwrap();
+            assert!(
+                id.starts_with('r') && id[1..].chars().all(|c| c.is_ascii_digit()),
+                "generated id, not a name: {n}"
+            );
+            let label = rest.trim_end_matches(']').trim_matches('"');
+            labels.push(label);
+            ids.insert(label, id);
+        }
+        labels.sort();
+        assert_eq!(labels, ["core-x", "core.x", "end", "graph"]);
+        let edges: Vec<(&str, &str)> = lines
+            .iter()
+            .filter_map(|l| l.trim().split_once(" --> "))
+            .collect();
+        assert_eq!(edges.len(), 4, "{m}");
+        assert!(edges.contains(&(ids["core-x"], ids["core.x"])), "{m}");
+        assert!(edges.contains(&(ids["end"], ids["core.x"])), "{m}");
+        assert!(edges.contains(&(ids["end"], ids["core-x"])), "{m}");
+        assert!(edges.contains(&(ids["graph"], ids["end"])), "{m}");
+        // No reserved word is ever a bare token: names only appear inside quotes.
+        for l in &lines[1..] {
+            let outside: String = l.split('"').step_by(2).collect();
+            for word in [
+                "end", "graph", "subgraph", "style", "class", "click", "core",
+            ] {
+                assert!(
+                    !outside
+                        .split(|c: char| !c.is_alphanumeric())
+                        .any(|t| t == word),
+                    "bare {word:?} in {l:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_quote_in_a_name_cannot_end_a_label_or_an_id() {
+        let g = RepoGraph::new([("a\"b".to_string(), vec![])]);
+        assert_eq!(g.to_mermaid(), "graph BT\n  r0[\"a#quot;b\"]\n");
+        assert!(g.to_dot().contains("  \"a\\\"b\";\n"), "{}", g.to_dot());
+    }
+
+    #[test]
+    fn dot_quotes_every_id() {
+        let d = punctuated().to_dot();
+        assert!(d.contains("  \"end\";\n"), "{d}");
+        assert!(d.contains("  \"core-x\" -> \"core.x\";\n"), "{d}");
+        assert!(d.contains("  \"graph\" -> \"end\";\n"), "{d}");
+        assert!(
+            d.starts_with("digraph repos {\n") && d.ends_with("}\n"),
+            "{d}"
+        );
     }
 }

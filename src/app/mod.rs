@@ -24,6 +24,7 @@ use crate::forge::follow::CiFollower;
 use crate::store::Store;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Everything a command that runs workers needs, resolved once: the organisation, the
 /// contract, and where state lives.
@@ -70,6 +71,27 @@ impl Loaded {
     pub fn follower(&self) -> Result<CiFollower<AnyForge>> {
         Ok(CiFollower::new(
             self.forge()?,
+            CiPolicy::from(&self.config.ci),
+        ))
+    }
+
+    /// The forge for a command someone waits on and that only asks (`ci status`, `ci logs`):
+    /// it starts no CI, gives up on an unanswering forge after `forge.give_up_after`, and
+    /// tells the first failure through `notice` (see [`AnyForge::for_query`]).
+    pub fn query_forge(&self, notice: Arc<dyn Fn(&str) + Send + Sync>) -> Result<AnyForge> {
+        Ok(self.forge()?.for_query(crate::forge::forgejo::Patience {
+            give_up_after: self.config.forge.give_up_after,
+            notice,
+        }))
+    }
+
+    /// [`Self::query_forge`] behind a follower (the verdict rules).
+    pub fn query_follower(
+        &self,
+        notice: Arc<dyn Fn(&str) + Send + Sync>,
+    ) -> Result<CiFollower<AnyForge>> {
+        Ok(CiFollower::new(
+            self.query_forge(notice)?,
             CiPolicy::from(&self.config.ci),
         ))
     }

@@ -42,6 +42,16 @@ fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
     )))
 }
 
+/// Where the forge's outage notice goes: stderr, at once (a person is waiting), unless `-q`.
+fn notice(ctx: &Ctx) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
+    let quiet = ctx.quiet;
+    std::sync::Arc::new(move |m: &str| {
+        if !quiet {
+            eprintln!("orch: {m}");
+        }
+    })
+}
+
 /// A forge that refuses the request as configured (bad token, unknown repository) is bad
 /// input (2); one that cannot be reached or answers garbage is a dependency down (3).
 fn forge_error(e: ForgeError) -> Failure {
@@ -79,7 +89,7 @@ pub fn status(
         print_verdict(repo, &sha, &v, &[], json_out, None);
         return Ok(1);
     }
-    let forge = match l.follower() {
+    let forge = match l.query_follower(notice(ctx)) {
         Ok(f) => f,
         Err(e) => {
             // No credentials (a worker): the supervisor's recorded verdict, polled like the
@@ -114,9 +124,21 @@ pub fn status(
         .build()
         .expect("runtime");
     loop {
-        let (v, runs) = rt
+        let (mut v, runs) = rt
             .block_on(forge.poll(&r, &sha, pushed_ms, now_ms()))
             .map_err(forge_error)?;
+        // Waiting for a run that nothing will start is not pending.
+        if v.kind == VerdictKind::Pending
+            && runs.is_empty()
+            && let Some(why) = forge.forge().no_run_coming(&r, &sha)
+        {
+            v = Verdict {
+                kind: VerdictKind::NoRun,
+                failed_jobs: Vec::new(),
+                sync_status: None,
+                detail: why,
+            };
+        }
         // What orch saw on the forge goes into the pushing worker's history (its supervisor
         // stops following a SHA once a newer one is pushed, and may not have seen this).
         if let Ok(Some(mut store)) = l.existing_store() {
@@ -227,7 +249,7 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: boo
             l.state_dir.display()
         )));
     }
-    let forge = l.forge()?;
+    let forge = l.query_forge(notice(ctx))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

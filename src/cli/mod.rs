@@ -284,8 +284,8 @@ pub enum CiCommand {
     },
 }
 
-/// A duration on the command line: what repos.yaml accepts ("30m", "1h30m"), and decimals
-/// such as "1.5h" or "0.5d" (to the millisecond). Units: ms, s, m, h, d.
+/// A duration on the command line: what repos.yaml accepts ("30m", "1h30m", "1.5h",
+/// "1 hour"), and decimals in any part ("0.5d", "1.5m30s"), to the millisecond.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     crate::duration::parse(s).or_else(|e| decimal_duration(s.trim()).ok_or(e))
 }

@@ -6,6 +6,7 @@
 
 pub mod agent;
 mod raw;
+mod shape;
 mod validate;
 
 pub use agent::Agent;
@@ -82,6 +83,11 @@ pub enum ForgeKind {
 /// which is merely slow is not raced.
 pub const LOST_HOOK_GRACE: Duration = Duration::from_secs(5);
 
+/// How long an interactive command retries an unreachable forge, unless
+/// `forge.give_up_after` says otherwise: a person is waiting, and exit 3 tells a script to
+/// retry later.
+pub const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Clone)]
 pub struct ForgeConfig {
     pub kind: ForgeKind,
@@ -90,6 +96,10 @@ pub struct ForgeConfig {
     /// The NAME of the environment variable holding the token, never the token.
     pub token_env: Option<String>,
     pub request_timeout: Duration,
+    /// How long a command someone waits on (`ci status`, `ci logs`) keeps retrying a forge
+    /// that does not answer before it gives up (exit 3). Supervisors and `resume` follow the
+    /// contract's patient transient back-off instead.
+    pub give_up_after: Duration,
     /// Local forge: how many runs may execute at once across all repositories.
     pub max_concurrent_runs: usize,
     /// Local forge: how old a branch ref without a CI run must be before its push counts as
@@ -307,6 +317,17 @@ impl Config {
             .into_iter()
             .map(|(pos, message)| Diagnostic::new(file, pos, message))
             .collect();
+        // Wrong-typed values are reported here, then set aside so the rest is still read.
+        let wrong = shape::wrong_types(&tree);
+        diags.extend(
+            wrong
+                .iter()
+                .map(|w| Diagnostic::new(file, w.pos, w.message.clone())),
+        );
+        if wrong.iter().any(|w| w.stops) {
+            return Err(Diagnostics(diags));
+        }
+        let text = &shape::set_aside(text, &wrong);
         let raw: RawConfig = match from_yaml_str(text) {
             Ok(raw) => raw,
             Err(e) => {

@@ -34,6 +34,8 @@ pub(super) struct RawForge {
     #[serde(default)]
     pub(super) request_timeout: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) give_up_after: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) max_concurrent_runs: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) lost_hook_grace: Option<Spanned<String>>,
@@ -147,7 +149,7 @@ pub(super) struct RawWebhook {
     pub(super) url_env: Spanned<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub(super) struct RawRepo {
     #[serde(default)]
     pub(super) path: Option<Spanned<String>>,
@@ -193,8 +195,11 @@ impl<'de> Deserialize<'de> for RepoEntries {
             ) -> Result<RepoEntries, A::Error> {
                 let mut out = Vec::new();
                 while let Some(k) = map.next_key::<Spanned<String>>()? {
-                    let v = map.next_value::<Spanned<RawRepo>>()?;
-                    out.push((k, v));
+                    let v = map.next_value::<Spanned<RepoValue>>()?;
+                    // A repository that is not a mapping is reported by `wrong_types` and
+                    // kept with default settings: its name still exists for its dependents,
+                    // and the others are still read and validated.
+                    out.push((k, Spanned::new(v.value.0, v.referenced, v.defined)));
                 }
                 Ok(RepoEntries(out))
             }
@@ -203,17 +208,77 @@ impl<'de> Deserialize<'de> for RepoEntries {
     }
 }
 
+/// A repository's settings; whatever else was written in their place is read whole and
+/// set aside (default settings), so one repository given as a list does not stop the others
+/// being read.
+struct RepoValue(RawRepo);
+
+impl<'de> Deserialize<'de> for RepoValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RepoValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a repository's settings")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RepoValue, A::Error> {
+                RawRepo::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RepoValue)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RepoValue, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(RepoValue(RawRepo::default()))
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<RepoValue, E> {
+                Ok(RepoValue(RawRepo::default()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<RepoValue, E> {
+                Ok(RepoValue(RawRepo::default()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<RepoValue, E> {
+                Ok(RepoValue(RawRepo::default()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<RepoValue, E> {
+                Ok(RepoValue(RawRepo::default()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<RepoValue, E> {
+                Ok(RepoValue(RawRepo::default()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<RepoValue, E> {
+                Ok(RepoValue(RawRepo::default()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 pub(super) fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
     Pos::of(&s.referenced)
 }
 
-/// A YAML document as a tree of keys with their positions (values other than mappings and
-/// sequences are not kept): what [`unknown_keys`] walks.
+/// A YAML document as a tree of keys with their positions, scalars as what they read as:
+/// what [`unknown_keys`] and [`wrong_types`] walk.
 #[derive(Debug)]
 pub(super) enum Node {
     Map(Vec<(Spanned<Key>, Spanned<Node>)>),
     Seq(Vec<Spanned<Node>>),
-    Scalar,
+    Scalar(Scalar),
+}
+
+/// A scalar as YAML reads it (a plain `5` is an integer, `"5"` a string).
+#[derive(Debug)]
+pub(super) enum Scalar {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
 }
 
 /// A mapping key as text (numbers and booleans as written by serde's visitor).
@@ -285,55 +350,58 @@ impl<'de> Deserialize<'de> for Node {
             ) -> Result<Node, D::Error> {
                 Node::deserialize(d)
             }
-            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Str(v.to_string())))
             }
-            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Bool(v)))
             }
-            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Int(v.into())))
             }
-            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Int(v.into())))
             }
-            fn visit_i128<E: serde::de::Error>(self, _: i128) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Int(v)))
             }
-            fn visit_u128<E: serde::de::Error>(self, _: u128) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Int(
+                    i128::try_from(v).unwrap_or(i128::MAX),
+                )))
             }
-            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Node, E> {
-                Ok(Node::Scalar)
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Scalar(Scalar::Float(v)))
             }
             fn visit_unit<E: serde::de::Error>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Scalar(Scalar::Null))
             }
             fn visit_none<E: serde::de::Error>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
+                Ok(Node::Scalar(Scalar::Null))
             }
         }
         d.deserialize_any(V)
     }
 }
 
-const TOP: &[&str] = &["forge", "ci", "worker", "alerts", "repos"];
-const FORGE: &[&str] = &[
+pub(super) const TOP: &[&str] = &["forge", "ci", "worker", "alerts", "repos"];
+pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
     "owner",
     "token_env",
     "request_timeout",
+    "give_up_after",
     "max_concurrent_runs",
     "lost_hook_grace",
 ];
-const CI: &[&str] = &[
+pub(super) const CI: &[&str] = &[
     "sync_job",
     "required_jobs",
     "start_timeout",
     "poll_interval",
 ];
-const WORKER: &[&str] = &[
+pub(super) const WORKER: &[&str] = &[
     "agent",
     "command",
     "max_parallel",
@@ -343,12 +411,12 @@ const WORKER: &[&str] = &[
     "max_cost_usd",
     "max_tokens",
 ];
-const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
-const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];
-const WEBHOOK: &[&str] = &["url_env"];
-const REPO: &[&str] = &["path", "branch", "deps", "ci"];
-const REPO_CI: &[&str] = &["jobs"];
-const JOB: &[&str] = &["name", "run", "needs", "timeout"];
+pub(super) const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
+pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];
+pub(super) const WEBHOOK: &[&str] = &["url_env"];
+pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci"];
+pub(super) const REPO_CI: &[&str] = &["jobs"];
+pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout"];
 
 /// Every key of the document that orch does not know, with its position and where it was
 /// found (`repos.vm`), in document order.

@@ -2,8 +2,8 @@
 
 use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawWorker, pos};
 use super::{
-    Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind, JobSpec,
-    LOST_HOOK_GRACE, Repo, SinkKind, WorkerConfig,
+    Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind,
+    GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, Repo, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -77,6 +77,7 @@ pub(super) fn validate(
             owner: None,
             token_env: None,
             request_timeout: Duration::from_secs(30),
+            give_up_after: GIVE_UP_AFTER,
             max_concurrent_runs: 4,
             lost_hook_grace: LOST_HOOK_GRACE,
         },
@@ -122,6 +123,7 @@ pub(super) fn validate(
                 &f.request_timeout,
                 Duration::from_secs(30),
             );
+            let give_up_after = c.duration("forge.give_up_after", &f.give_up_after, GIVE_UP_AFTER);
             let max_concurrent_runs =
                 c.positive("forge.max_concurrent_runs", &f.max_concurrent_runs, 4) as usize;
             let lost_hook_grace =
@@ -132,6 +134,7 @@ pub(super) fn validate(
                 owner: f.owner.map(|s| s.value),
                 token_env: f.token_env.map(|s| s.value).filter(|_| token_env_ok),
                 request_timeout,
+                give_up_after,
                 max_concurrent_runs,
                 lost_hook_grace,
             }

@@ -89,22 +89,27 @@ pub trait Forge: Send + Sync {
 }
 
 /// The forge chosen by `forge.kind`, so callers need not be generic over it.
+// One per process, built once and shared by reference: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum AnyForge {
     Forgejo(forgejo::ForgejoForge),
     Local(local::LocalForge),
 }
 
 impl AnyForge {
-    /// Builds the configured forge. Forgejo needs its token variable set.
+    /// Builds the configured forge for a process that owns workers' pushes (a supervisor,
+    /// `resume`, `spawn`): on the local forge it starts the CI a lost hook did not. Commands
+    /// that only ask turn it into [`AnyForge::for_query`]. Forgejo needs its token variable set.
     pub fn from_config(
         config: &crate::config::Config,
         contract: &crate::contract::Contract,
         state_dir: &std::path::Path,
     ) -> Result<AnyForge, String> {
         match config.forge.kind {
-            crate::config::ForgeKind::Local => {
-                Ok(AnyForge::Local(local::LocalForge::new(state_dir, config)))
-            }
+            // Built for the processes that own workers' pushes (supervisors, resume, spawn).
+            crate::config::ForgeKind::Local => Ok(AnyForge::Local(
+                local::LocalForge::new(state_dir, config).recovering(),
+            )),
             crate::config::ForgeKind::Forgejo => {
                 let token = crate::token::forge_token(config).map_err(|e| e.to_string())?;
                 let url = config.forge.url.as_deref().unwrap_or_default();
@@ -119,6 +124,30 @@ impl AnyForge {
                 .map(AnyForge::Forgejo)
                 .map_err(|e| e.to_string())
             }
+        }
+    }
+}
+
+impl AnyForge {
+    /// The forge as a command someone waits on uses it (`ci status`, `ci logs`): Forgejo gives
+    /// up per `patience` and tells an outage at once; the local forge only reads — it starts
+    /// no run, not even for a push whose hook was lost (that is its owners' job: supervisors
+    /// and `resume`).
+    pub fn for_query(self, patience: forgejo::Patience) -> AnyForge {
+        match self {
+            AnyForge::Forgejo(f) => AnyForge::Forgejo(f.with_patience(patience)),
+            AnyForge::Local(f) => AnyForge::Local(f.read_only()),
+        }
+    }
+}
+
+impl AnyForge {
+    /// Why no CI run will ever come for `sha`, where the forge can know it (the local forge:
+    /// only pushes start runs). `None`: one may still come.
+    pub fn no_run_coming(&self, repo: &Repo, sha: &str) -> Option<String> {
+        match self {
+            AnyForge::Forgejo(_) => None,
+            AnyForge::Local(f) => f.no_run_coming(&repo.name, sha),
         }
     }
 }

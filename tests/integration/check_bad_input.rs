@@ -490,3 +490,102 @@ repos:
     );
     assert!(err.contains("9 problems found"), "{err}");
 }
+
+#[test]
+fn wrong_typed_values_are_reported_and_the_rest_still_validated() {
+    // Four wrong-typed values (an integer as text, a list as a number, a repository as a
+    // list, a list item that is a list) and four other problems after them: all eight.
+    let repos = "\
+worker:
+  max_parallel: \"x\"
+  max_cost_usd: lots
+  bogus: 1
+ci: { poll_interval: 0s }
+repos:
+  core:
+    deps: 5
+  sdk: [a, b]
+  vm:
+    deps: [core, [net]]
+  net: { deps: [ghost] }
+  'bad name': {}
+";
+    let (code, _, stderr) = check(repos, None);
+    assert_eq!(code, 2, "{stderr}");
+    for (line, needle) in [
+        (
+            2,
+            "worker.max_parallel must be a whole number, not the text \"x\"",
+        ),
+        (
+            3,
+            "worker.max_cost_usd must be a number, not the text \"lots\"",
+        ),
+        (4, "unknown key `bogus` in worker"),
+        (5, "ci.poll_interval"),
+        (
+            8,
+            "repos.core.deps must be a list of names, not the number 5",
+        ),
+        (9, "repos.sdk must be a mapping of settings"),
+        (11, "repos.vm.deps[1] must be a single value, not a list"),
+        (12, "unknown repository \"ghost\""),
+        (13, "\"bad name\" is not allowed"),
+    ] {
+        assert_reports(&stderr, "repos.yaml", line, needle);
+    }
+    assert!(stderr.contains("9 problems found"), "{stderr}");
+}
+
+#[test]
+fn a_wrong_typed_forge_section_and_job_still_let_the_repositories_be_checked() {
+    let repos = "\
+forge: [local]
+repos:
+  core:
+    ci:
+      jobs:
+        - { name: check, run: true, needs: check }
+        - { name: radicle-push, run: \"true\", timeout: 0s }
+  vm: { deps: [core, vm] }
+";
+    let (code, _, stderr) = check(repos, None);
+    assert_eq!(code, 2, "{stderr}");
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        1,
+        "forge must be a mapping, not a list",
+    );
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        6,
+        "repos.core.ci.jobs[0].needs must be a list of names, not the text \"check\"",
+    );
+    assert_reports(&stderr, "repos.yaml", 7, "timeout");
+    assert_reports(&stderr, "repos.yaml", 8, "depends on itself");
+    assert!(stderr.contains("4 problems found"), "{stderr}");
+}
+
+#[test]
+fn friendly_durations_are_accepted_and_a_bad_one_is_named_with_its_place() {
+    let (code, stdout, stderr) = check(
+        "ci: { poll_interval: 1.5m, start_timeout: 1 hour }\nworker: { stop_grace: 2 seconds }\nrepos:\n  core: {}\n",
+        None,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("ok:"), "{stdout}");
+    let (code, _, stderr) = check(
+        "ci:\n  poll_interval: 1.5m\n  start_timeout: 5 fortnights\nrepos:\n  core: {}\n",
+        None,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        3,
+        "ci.start_timeout: invalid duration \"5 fortnights\"",
+    );
+    assert!(stderr.contains("units ms, s, m, h or d"), "{stderr}");
+}

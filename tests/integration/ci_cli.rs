@@ -418,8 +418,29 @@ fn local_forge_status_and_logs_through_the_cli() {
     assert!(text(&out).contains("green"), "{}", text(&out));
 }
 
+/// Ages `refs/heads/<branch>` of `remote` past `forge.lost_hook_grace` (5 s by default).
+fn age_ref(remote: &Path, branch: &str) {
+    let file = remote.join("refs/heads").join(branch);
+    assert!(file.is_file(), "{} is a loose ref", file.display());
+    let aged = Command::new("touch")
+        .args(["-d", "1 minute ago"])
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(aged.success());
+}
+
+/// The remote's hook is off while `push` runs: the ref is updated, no run is recorded (what a
+/// pusher killed while git runs the hook leaves).
+fn push_without_hook(remote: &Path, push: impl FnOnce()) {
+    let hook = remote.join("hooks/post-receive");
+    std::fs::rename(&hook, remote.join("hooks/post-receive.off")).unwrap();
+    push();
+    std::fs::rename(remote.join("hooks/post-receive.off"), &hook).unwrap();
+}
+
 #[test]
-fn local_forge_recovers_a_push_whose_hook_was_lost() {
+fn a_lost_push_of_orchs_branch_is_recovered_by_its_owner_never_by_ci_status() {
     let (dir, forge, remote) = local_org("true");
     let (root, repo, state) = (
         dir.path(),
@@ -427,25 +448,102 @@ fn local_forge_recovers_a_push_whose_hook_was_lost() {
         dir.path().join("state"),
     );
     let sha = commit_file(&repo, "f", "1", "change");
-    // The pusher dies while git runs the hook: the ref is updated, no run is recorded.
-    let hook = remote.join("hooks/post-receive");
-    std::fs::rename(&hook, remote.join("hooks/post-receive.off")).unwrap();
-    push_head(&repo, &remote, "feature");
-    std::fs::rename(remote.join("hooks/post-receive.off"), &hook).unwrap();
+    push_without_hook(&remote, || push_head(&repo, &remote, "orch/core-1"));
     // Asked right away, the ref is too fresh to call the hook lost: no run is invented.
-    assert!(forge.runs("core", &sha).unwrap().is_empty());
-    let aged = Command::new("touch")
-        .args(["-d", "1 minute ago"])
-        .arg(remote.join("refs/heads/feature"))
-        .status()
-        .unwrap();
-    assert!(aged.success());
-    let out = ci_status_wait(root, &state, &sha);
+    let owner = forge.clone().recovering();
+    assert!(owner.runs("core", &sha).unwrap().is_empty());
+    age_ref(&remote, "orch/core-1");
+    // A question starts nothing: `ci status` reads, it does not recover (pending: the
+    // push's owner will start the run).
+    let out = orch_in(
+        root,
+        &state,
+        &["ci", "status", "--repo", "core", "--sha", &sha, "--json"],
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["verdict"], "green", "{v}");
+    assert_eq!(v["verdict"], "pending", "{v}");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        forge.runs("core", &sha).unwrap().is_empty(),
+        "no run started"
+    );
+    // The pushes' owner (a supervisor, resume) starts its CI, exactly once.
+    let run = owner
+        .wait_for_run(
+            "core",
+            &sha,
+            std::time::Instant::now() + Duration::from_secs(120),
+        )
+        .unwrap()
+        .expect("the lost push's run, run to its end");
+    assert_eq!(run.status.map(|s| s.as_str()), Some("success"), "{run:?}");
     assert_eq!(
-        forge.runs("core", &sha).unwrap().len(),
+        owner.runs("core", &sha).unwrap().len(),
         1,
         "exactly one run, however often it is asked"
     );
+    let out = ci_status_wait(root, &state, &sha);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "green", "{v}");
+}
+
+#[test]
+fn ci_status_on_the_base_commit_starts_no_run_and_creates_nothing() {
+    let (dir, forge, remote) = local_org("true");
+    let (root, repo, state) = (
+        dir.path(),
+        dir.path().join("core"),
+        dir.path().join("state"),
+    );
+    let base = crate::support::git(&repo, &["rev-parse", "HEAD"]);
+    let base = base.trim();
+    let branch = forge_branch(root);
+    // The base branch as the remote was seeded with it (no hook ran), long ago; and a base
+    // branch pushed past its hook: neither is a push of orch's.
+    let other = commit_file(&repo, "g", "1", "on the base branch");
+    push_without_hook(&remote, || push_head(&repo, &remote, "feature"));
+    age_ref(&remote, "feature");
+    if remote.join("refs/heads").join(&branch).is_file() {
+        age_ref(&remote, &branch);
+    }
+    // The state as a first command left it: the database exists.
+    let out = orch_in(root, &state, &["hold", "core", "--reason", "state"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = orch_in(root, &state, &["unhold", "core"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let before = files_under(&state);
+    for sha in [base, other.as_str()] {
+        let out = orch_in(
+            root,
+            &state,
+            &["ci", "status", "--repo", "core", "--sha", sha, "--json"],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["verdict"], "no_run", "{v}");
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    }
+    let mut after = files_under(&state);
+    let mut before = before;
+    // SQLite's own side files come and go with a connection; they hold no new state.
+    let real = |v: &mut Vec<std::path::PathBuf>| {
+        v.retain(|p| {
+            let n = p.to_string_lossy();
+            !(n.ends_with("-wal") || n.ends_with("-shm") || n.ends_with("-journal"))
+        });
+        v.sort();
+    };
+    real(&mut before);
+    real(&mut after);
+    assert_eq!(before, after, "ci status created no file (no run, no log)");
+    // Not even the owner of workers' pushes starts CI for a base branch.
+    let owner = forge.clone().recovering();
+    assert!(owner.runs("core", base).unwrap().is_empty());
+    assert!(owner.runs("core", &other).unwrap().is_empty());
+    assert!(forge.runs("core", base).unwrap().is_empty());
+}
+
+/// The base branch of `core` in the organisation at `root`.
+fn forge_branch(root: &Path) -> String {
+    let config = orch::config::Config::load(&root.join("repos.yaml")).unwrap();
+    config.repo("core").unwrap().branch.clone()
 }

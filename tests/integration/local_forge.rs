@@ -51,7 +51,9 @@ impl ForgeOrg {
         let file = root.join("repos.yaml");
         std::fs::write(&file, yaml).unwrap();
         let config = Config::load(&file).unwrap();
-        let forge = LocalForge::new(&root.join("it's state"), &config).with_exe(ORCH);
+        let forge = LocalForge::new(&root.join("it's state"), &config)
+            .with_exe(ORCH)
+            .recovering();
         for r in &config.repos {
             forge.ensure_remote(r).unwrap();
         }

@@ -6,7 +6,7 @@ use crate::forge::{BlockingKind, ForgeError};
 use reqwest::header::{AUTHORIZATION, RETRY_AFTER};
 use serde::de::DeserializeOwned;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where a request is aimed, for error messages.
 #[derive(Clone, Copy)]
@@ -81,6 +81,8 @@ impl ForgejoForge {
             }
         }
         let mut retries = 0u32;
+        let started = Instant::now();
+        let deadline = self.patience.as_ref().map(|p| started + p.give_up_after);
         loop {
             self.requests.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(method = "GET", path = %shown, retry = retries, "forgejo request");
@@ -88,15 +90,33 @@ impl ForgejoForge {
             if let Some(auth) = &self.auth {
                 req = req.header(AUTHORIZATION, auth.clone());
             }
+            // A waiting person's bound covers a server that accepts and never answers too.
+            // The first attempt gets half of it, so a silent server is told about while
+            // there is still time to retry.
+            let attempt_timeout = match (&self.patience, deadline) {
+                (Some(p), Some(d)) => {
+                    let mut t = self
+                        .request_timeout
+                        .min(d.saturating_duration_since(Instant::now()));
+                    if retries == 0 {
+                        t = t.min(p.give_up_after / 2);
+                    }
+                    t.max(Duration::from_millis(50))
+                }
+                _ => self.request_timeout,
+            };
+            req = req.timeout(attempt_timeout);
             let mut wait = None;
             let failure = match req.send().await {
-                Err(e) => self.describe_transport(&e, &shown),
+                Err(e) => self.describe_transport(&e, &shown, attempt_timeout),
                 Ok(resp) => {
                     let status = resp.status().as_u16();
+                    // Any answer ends an outage: the next one is told again.
+                    self.outage_told.store(false, Ordering::Relaxed);
                     match status {
                         200..=299 => match resp.text().await {
                             Ok(body) => return Ok(Got::Body(body)),
-                            Err(e) => self.describe_transport(&e, &shown),
+                            Err(e) => self.describe_transport(&e, &shown, attempt_timeout),
                         },
                         404 => {
                             let body = resp.text().await.unwrap_or_default();
@@ -122,16 +142,41 @@ impl ForgejoForge {
                     }
                 }
             };
-            if retries >= self.retry.max_retries {
-                tracing::debug!(path = %shown, retries, "forgejo request failed for good");
-                return Err(ForgeError::Transient {
-                    message: self.scrub(&failure),
-                    attempts: retries,
-                });
-            }
             let mut delay = self.retry.delay(retries);
             if let Some(w) = wait {
                 delay = delay.max(w.min(self.retry.max));
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if let (Some(p), Some(left)) = (&self.patience, left)
+                && left > Duration::ZERO
+                && retries < self.retry.max_retries
+                && !self.outage_told.swap(true, Ordering::Relaxed)
+            {
+                (p.notice)(&self.scrub(&format!(
+                    "forge {} is not answering ({failure}); retrying for up to {} (forge.give_up_after {})",
+                    self.server,
+                    crate::duration::format(whole_seconds(left)),
+                    crate::duration::format(p.give_up_after),
+                )));
+            }
+            let out_of_time = left.is_some_and(|l| l.is_zero());
+            if retries >= self.retry.max_retries || out_of_time {
+                tracing::debug!(path = %shown, retries, "forgejo request failed for good");
+                let gave_up = match &self.patience {
+                    Some(p) => format!(
+                        "; gave up after {} (forge.give_up_after {})",
+                        crate::duration::format(whole_seconds(started.elapsed())),
+                        crate::duration::format(p.give_up_after)
+                    ),
+                    None => String::new(),
+                };
+                return Err(ForgeError::Transient {
+                    message: self.scrub(&format!("forge {}: {failure}{gave_up}", self.server)),
+                    attempts: retries,
+                });
+            }
+            if let Some(left) = left {
+                delay = delay.min(left);
             }
             tracing::debug!(path = %shown, ?delay, "transient forge error, will retry");
             tokio::time::sleep(delay).await;
@@ -139,7 +184,7 @@ impl ForgejoForge {
         }
     }
 
-    fn describe_transport(&self, e: &reqwest::Error, shown: &str) -> String {
+    fn describe_transport(&self, e: &reqwest::Error, shown: &str, timeout: Duration) -> String {
         let mut causes = Vec::new();
         let mut src = std::error::Error::source(e);
         while let Some(s) = src {
@@ -150,7 +195,7 @@ impl ForgejoForge {
         let text = if e.is_timeout() {
             format!(
                 "GET {shown} timed out after {}",
-                crate::duration::format(self.request_timeout)
+                crate::duration::format(timeout)
             )
         } else if e.is_connect() {
             format!("cannot connect to the forge for GET {shown}: {cause}")
@@ -233,6 +278,11 @@ impl ForgejoForge {
         let body = self.get(path, query, target).await?.unwrap_or_default();
         self.decode(&body, path)
     }
+}
+
+/// `d` rounded to whole seconds for a person to read (at least 1 s).
+fn whole_seconds(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs_f64().round().max(1.0) as u64)
 }
 
 /// The `message` of a Forgejo error body, or the start of a non-JSON body.

@@ -36,7 +36,8 @@ use crate::secret::Secret;
 use http::Target;
 use reqwest::header::HeaderValue;
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -175,10 +176,33 @@ pub fn parse_time_ms(text: Option<&str>) -> Option<i64> {
     (ms != 0).then_some(ms)
 }
 
+/// How a command someone waits on treats a forge that does not answer: each request gives
+/// up `give_up_after` after its first attempt (attempts are cut short to fit), and the first
+/// failure of an outage is told through `notice` at once, so nobody waits in silence.
+/// Without it (supervisors, `resume`) the contract's transient back-off alone decides.
+#[derive(Clone)]
+pub struct Patience {
+    pub give_up_after: Duration,
+    pub notice: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl fmt::Debug for Patience {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Patience")
+            .field("give_up_after", &self.give_up_after)
+            .finish_non_exhaustive()
+    }
+}
+
 /// [`Forge`] over Forgejo's HTTP API. One client per server; cheap to share by reference.
 pub struct ForgejoForge {
     /// `<base>/api/v1`, no trailing slash.
     api: String,
+    /// The server's base URL as messages show it (no user or password).
+    server: String,
+    patience: Option<Patience>,
+    /// Whether the current outage has been told (reset by an answer).
+    outage_told: AtomicBool,
     owner: String,
     token: Option<Secret>,
     auth: Option<HeaderValue>,
@@ -236,6 +260,14 @@ impl ForgejoForge {
         } else {
             format!("{base}/api/v1")
         };
+        let mut shown = parsed.clone();
+        let _ = shown.set_username("");
+        let _ = shown.set_password(None);
+        let server = shown
+            .as_str()
+            .trim_end_matches('/')
+            .trim_end_matches("/api/v1")
+            .to_string();
         let auth = match &token {
             None => None,
             Some(t) => {
@@ -259,6 +291,9 @@ impl ForgejoForge {
             .map_err(|e| other(format!("cannot build the HTTP client: {e}")))?;
         Ok(ForgejoForge {
             api,
+            server,
+            patience: None,
+            outage_told: AtomicBool::new(false),
             owner: owner.to_string(),
             token,
             auth,
@@ -269,6 +304,18 @@ impl ForgejoForge {
             cap: AtomicU8::new(ApiPath::RunsAndJobs.code()),
             requests: AtomicU64::new(0),
         })
+    }
+
+    /// Gives up on an unanswering forge after `patience.give_up_after` per request and
+    /// tells the first failure of an outage (commands someone waits on).
+    pub fn with_patience(mut self, patience: Patience) -> Self {
+        self.patience = Some(patience);
+        self
+    }
+
+    /// The server's base URL as messages show it.
+    pub fn server(&self) -> &str {
+        &self.server
     }
 
     /// HTTP requests actually sent by this client so far (retries and the version probe

@@ -22,7 +22,10 @@
 //! A runner that dies leaves its run unfinished; every [`LocalForge::runs`] call (and every
 //! runner start) finds runs whose runner process is gone and marks their unfinished jobs
 //! `failure` ("runner died"). A run whose runner never started (its hook was killed in
-//! between) is started by the next [`LocalForge::runs`] call instead.
+//! between), and a push of one of orch's branches (`orch/…`) whose hook never recorded a
+//! run, are started by the next [`LocalForge::runs`] call of a forge built
+//! [`recovering`](LocalForge::recovering) — the processes that own those pushes (supervisors,
+//! `resume`). A read-only question (`orch ci status`) never starts a run.
 
 mod cli;
 pub(crate) mod db;
@@ -138,8 +141,14 @@ pub struct LocalForge {
     config_file: PathBuf,
     exe: PathBuf,
     lost_hook_grace: Duration,
+    /// Whether [`Self::runs`] starts the CI a lost or killed hook did not (owners only).
+    recovers: bool,
     store: Arc<Mutex<Option<Store>>>,
 }
+
+/// The branches orch's workers push (`orch/<worker id>`): the only pushes whose lost CI orch
+/// starts. Anything else in a remote (a base branch) was not pushed by a worker of orch.
+const OWN_BRANCH_PREFIX: &str = "refs/heads/orch/";
 
 impl std::fmt::Debug for LocalForge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,8 +169,22 @@ impl LocalForge {
             config_file: std::path::absolute(&config.file).unwrap_or_else(|_| config.file.clone()),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch")),
             lost_hook_grace: config.forge.lost_hook_grace,
+            recovers: false,
             store: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// A forge for a process that owns workers' pushes: its [`Self::runs`] starts a run whose
+    /// runner never started and the run of an `orch/…` push whose hook was lost.
+    pub fn recovering(mut self) -> Self {
+        self.recovers = true;
+        self
+    }
+
+    /// A forge that only reads: no run is ever started from here.
+    pub fn read_only(mut self) -> Self {
+        self.recovers = false;
+        self
     }
 
     /// Uses `exe` as the orch binary in hooks (tests point this at the built `orch`).
@@ -242,14 +265,16 @@ impl LocalForge {
         let found = self.with_store(|store| {
             let unfinished = store.read(db::unfinished_runs)?;
             reap_runs(store, &self.layout, &unfinished)?;
-            self.start_unstarted_runs(store, &unfinished)?;
+            if self.recovers {
+                self.start_unstarted_runs(store, &unfinished)?;
+            }
             let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
             Ok(runs
                 .iter()
                 .map(|(r, j)| db::to_ci_run(r, j))
                 .collect::<Vec<_>>())
         })?;
-        if found.is_empty() && self.recover_lost_push(repo, sha) {
+        if found.is_empty() && self.recovers && self.recover_lost_push(repo, sha) {
             return self.with_store(|store| {
                 let runs = store.read(|tx| db::runs_for_sha(tx, repo, sha))?;
                 Ok(runs.iter().map(|(r, j)| db::to_ci_run(r, j)).collect())
@@ -260,8 +285,9 @@ impl LocalForge {
 
     /// A push whose hook never recorded a run: the pusher (a worker's whole process group) was
     /// killed while git ran the hook, after the ref was updated. The push happened, so its CI
-    /// is due — like a forge redelivering a lost webhook. Only refs written more than
-    /// `forge.lost_hook_grace` ago count, so a hook that is merely slow is not raced.
+    /// is due — like a forge redelivering a lost webhook. Only orch's own branches count (a
+    /// base branch in the remote was not pushed by a worker), and only refs written more than
+    /// `forge.lost_hook_grace` ago, so a hook that is merely slow is not raced.
     fn recover_lost_push(&self, repo: &str, sha: &str) -> bool {
         let remote = self.layout.remote(repo);
         let Ok(bare) = git2::Repository::open_bare(&remote) else {
@@ -275,6 +301,9 @@ impl LocalForge {
             let Ok(name) = b.get().name().map(str::to_string) else {
                 continue;
             };
+            if !name.starts_with(OWN_BRANCH_PREFIX) {
+                continue;
+            }
             if b.get().target().map(|t| t.to_string()).as_deref() != Some(sha) {
                 continue;
             }
@@ -303,6 +332,27 @@ impl LocalForge {
             cli::Runner::Start,
         )
         .is_ok()
+    }
+
+    /// Why no run will ever come for `sha` in `repo`, when none exists: the local forge starts
+    /// runs only for pushes (its hook), and a lost hook's run only for a push of orch's own
+    /// branches. `None` when the head of an `orch/…` branch is `sha` (its owner starts the
+    /// run) or the remote cannot be read.
+    pub fn no_run_coming(&self, repo: &str, sha: &str) -> Option<String> {
+        let bare = git2::Repository::open_bare(self.layout.remote(repo)).ok()?;
+        let branches = bare.branches(Some(git2::BranchType::Local)).ok()?;
+        for (b, _) in branches.flatten() {
+            let own = b
+                .get()
+                .name()
+                .is_ok_and(|n| n.starts_with(OWN_BRANCH_PREFIX));
+            if own && b.get().target().map(|t| t.to_string()).as_deref() == Some(sha) {
+                return None;
+            }
+        }
+        Some(format!(
+            "no CI run for this commit, and none will start: the local forge runs CI for pushes to its remote of {repo}, and no push of orch's (an orch/… branch) has this commit at its head"
+        ))
     }
 
     /// Polls until `sha` has at least one run in `repo` and every job of its runs is done,

@@ -1,19 +1,11 @@
 //! `orch check` and `orch graph`: read-only views of the configuration.
 
-use super::{Ctx, Failure, GraphFormat, Outcome, plural, print_json};
+use super::view::config::{CheckView, GraphView, Problem};
+use super::view::print_json;
+use super::{Ctx, Failure, GraphFormat, Outcome, plural};
 use crate::config::{ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
-use serde_json::json;
-
-/// One problem `check` found: where (file, line, column when known) and what.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Problem {
-    pub file: Option<String>,
-    pub line: Option<u64>,
-    pub column: Option<u64>,
-    pub message: String,
-}
 
 impl Problem {
     fn at(file: &std::path::Path, message: impl Into<String>) -> Self {
@@ -44,28 +36,6 @@ impl From<&Diagnostic> for Problem {
             message: d.message.clone(),
         }
     }
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.file, self.line, self.column) {
-            (Some(file), Some(l), Some(c)) => write!(f, "{file}:{l}:{c}: {}", self.message),
-            (Some(file), _, _) => write!(f, "{file}: {}", self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
-
-/// What `check --json` prints.
-#[derive(Debug, serde::Serialize)]
-pub struct CheckView {
-    pub ok: bool,
-    pub config: String,
-    pub contract: Option<String>,
-    pub problems: Vec<Problem>,
-    pub warnings: Vec<String>,
-    pub repositories: Option<usize>,
-    pub layers: Option<usize>,
 }
 
 /// Validates repos.yaml and the contract, printing every problem found in either.
@@ -202,7 +172,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     let n = view.problems.len();
     let summary = format!("{} found", plural(n, "problem", "problems"));
     if json {
-        print_json(&serde_json::to_value(&view).expect("serialisable"));
+        print_json(&view);
         return if view.ok {
             Ok(0)
         } else {
@@ -236,21 +206,7 @@ pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {
     let config = ctx.config()?;
     let g = &config.graph;
     match format {
-        GraphFormat::Json => {
-            let repos: Vec<_> = g
-                .names()
-                .iter()
-                .map(|n| {
-                    json!({
-                        "name": n,
-                        "deps": g.deps(n),
-                        "dependents": g.dependents(n),
-                        "chain": g.chain(n),
-                    })
-                })
-                .collect();
-            print_json(&json!({ "repos": repos, "layers": g.layers() }));
-        }
+        GraphFormat::Json => print_json(&GraphView::of(g)),
         GraphFormat::Dot => print!("{}", g.to_dot()),
         GraphFormat::Mermaid => print!("{}", g.to_mermaid()),
         GraphFormat::Text => {

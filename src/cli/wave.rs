@@ -1,12 +1,13 @@
 //! `orch wave plan | run | status | cancel`.
 
-use super::{Ctx, Failure, Outcome, operator_name, print_json};
+use super::view::print_json;
+use super::view::wave::{PlanView, RunLineView, TickView, WaveStatusView};
+use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::Loaded;
-use crate::app::wave::{self, TaskView, TickReport, WaveView};
+use crate::app::wave::{self, TickReport, WaveView};
 use crate::duration::format as fmt_dur;
-use crate::store::{fmt_ms, now_ms};
+use crate::store::now_ms;
 use crate::text::escape as esc;
-use serde_json::json;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -123,27 +124,10 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
     let w = wave::load(&l, file)?;
     let r = wave::plan(&l, &w)?;
     let p = &r.plan;
-    let improvement = if p.phase_makespan_ms == 0 {
-        0.0
-    } else {
-        1.0 - p.makespan_ms as f64 / p.phase_makespan_ms as f64
-    };
+    let view = PlanView::of(&r);
+    let improvement = view.improvement_over_phase_plan;
     if json_out {
-        let slots: Vec<_> = p
-            .slots
-            .iter()
-            .map(|s| {
-                json!({"task": r.tasks[s.task].id, "repo": r.tasks[s.task].repo,
-                    "start_ms": s.start_ms, "end_ms": s.end_ms,
-                    "estimate_source": r.estimate_sources[s.task]})
-            })
-            .collect();
-        print_json(&json!({
-            "wave": r.wave, "max_parallel": r.max_parallel, "schedule": slots,
-            "makespan_ms": p.makespan_ms, "lower_bound": p.bound, "ratio": p.ratio,
-            "phase_plan": {"makespan_ms": p.phase_makespan_ms, "phases": p.phases},
-            "improvement_over_phase_plan": improvement,
-        }));
+        print_json(&view);
         return Ok(0);
     }
     println!(
@@ -152,22 +136,7 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
         super::plural(r.tasks.len(), "task", "tasks"),
         r.max_parallel
     );
-    println!(
-        "{:<20} {:<16} {:>9} {:<8} {:>9} {:>9}",
-        "TASK", "REPO", "ESTIMATE", "FROM", "START", "END"
-    );
-    for s in &p.slots {
-        let t = &r.tasks[s.task];
-        println!(
-            "{:<20} {:<16} {:>9} {:<8} {:>9} {:>9}",
-            esc(&t.id),
-            esc(&t.repo),
-            ms(r.estimates_ms[s.task]),
-            r.estimate_sources[s.task],
-            ms(s.start_ms),
-            ms(s.end_ms)
-        );
-    }
+    print!("{}", view.human_table());
     println!();
     let labels: Vec<String> = r.tasks.iter().map(|t| esc(&t.id).into_owned()).collect();
     print!("{}", crate::wave::plan::gantt(p, &labels, 60));
@@ -196,7 +165,7 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
 
 fn print_tick(r: &TickReport, json_out: bool) {
     if json_out {
-        print_json(&serde_json::to_value(r).unwrap_or_default());
+        print_json(&TickView::of(r, now_ms()));
         return;
     }
     let name = esc(&r.wave);
@@ -293,10 +262,13 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
                 (_, s) => s.to_string(),
             };
             if json_out {
-                print_json(
-                    &json!({"t_ms": t0.elapsed().as_millis() as u64, "task": t.id,
-                    "repo": t.repo, "state": t.state, "worker": t.worker}),
-                );
+                print_json(&RunLineView {
+                    elapsed_s: t0.elapsed().as_millis() as f64 / 1000.0,
+                    task: t.id.clone(),
+                    repo: t.repo.clone(),
+                    state: t.state.clone(),
+                    worker: t.worker.clone(),
+                });
             } else {
                 println!(
                     "[{:>7.1}s] {:<20} {:<16} {}",
@@ -314,7 +286,7 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
         }
         if v.finished {
             if json_out {
-                print_json(&serde_json::to_value(&v).unwrap_or_default());
+                print_json(&WaveStatusView::of(&v, now_ms()));
             } else {
                 println!("{}", summary(&v));
                 print_status(&v);
@@ -334,7 +306,7 @@ fn status(ctx: &Ctx, which: &str, json_out: bool) -> Outcome {
         )));
     };
     if json_out {
-        print_json(&serde_json::to_value(&v).unwrap_or_default());
+        print_json(&WaveStatusView::of(&v, now_ms()));
     } else {
         println!("{}", summary(&v));
         print_status(&v);
@@ -342,32 +314,6 @@ fn status(ctx: &Ctx, which: &str, json_out: bool) -> Outcome {
     Ok(0)
 }
 
-fn time(t: Option<i64>) -> String {
-    t.map(|t| fmt_ms(t)[11..19].to_string())
-        .unwrap_or_else(|| "-".into())
-}
-
 fn print_status(v: &WaveView) {
-    println!(
-        "{:<20} {:<16} {:<19} {:<22} {:>8} {:>8} {:>8} {:>8}  WAITING",
-        "TASK", "REPO", "STATE", "WORKER", "START", "END", "EST", "ACTUAL"
-    );
-    let now = now_ms();
-    for t in &v.tasks {
-        let t: &TaskView = t;
-        println!(
-            "{:<20} {:<16} {:<19} {:<22} {:>8} {:>8} {:>8} {:>8}  {}",
-            esc(&t.id),
-            esc(&t.repo),
-            t.state,
-            esc(t.worker.as_deref().unwrap_or("-")),
-            time(t.started_ms),
-            time(t.ended_ms),
-            ms(t.estimate_ms),
-            t.actual_ms
-                .map(|a| super::age(now - a, now))
-                .unwrap_or_else(|| "-".into()),
-            esc(&t.waiting_text().unwrap_or_default())
-        );
-    }
+    print!("{}", WaveStatusView::of(v, now_ms()).human_table());
 }

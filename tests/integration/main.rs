@@ -22,6 +22,7 @@ mod containment;
 mod demo;
 mod first_run;
 mod forgejo_contract;
+mod json_views;
 mod local_forge;
 mod lock_race;
 mod lying_workers;

@@ -1,0 +1,86 @@
+//! Views of the configuration: `check` and `graph --format json`.
+
+use super::View;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// One problem `check` found: where (file, line, column when known) and what.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Problem {
+    pub file: Option<String>,
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, self.line, self.column) {
+            (Some(file), Some(l), Some(c)) => write!(f, "{file}:{l}:{c}: {}", self.message),
+            (Some(file), _, _) => write!(f, "{file}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+/// `orch check --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CheckView {
+    pub ok: bool,
+    pub config: String,
+    pub contract: Option<String>,
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<String>,
+    pub repositories: Option<usize>,
+    pub layers: Option<usize>,
+}
+
+impl View for CheckView {
+    const NAME: &'static str = "check";
+}
+
+/// One repository of the graph.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct GraphRepo {
+    pub name: String,
+    /// What it depends on directly.
+    pub deps: Vec<String>,
+    /// What depends on it directly.
+    pub dependents: Vec<String>,
+    /// Everything a lock on it covers besides itself.
+    pub chain: Vec<String>,
+}
+
+/// `orch graph --format json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct GraphView {
+    pub repos: Vec<GraphRepo>,
+    /// Layer 0 first: repositories that depend on nothing.
+    pub layers: Vec<Vec<String>>,
+}
+
+impl View for GraphView {
+    const NAME: &'static str = "graph";
+}
+
+impl GraphView {
+    pub fn of(g: &crate::graph::RepoGraph) -> Self {
+        GraphView {
+            repos: g
+                .names()
+                .iter()
+                .map(|n| GraphRepo {
+                    name: n.clone(),
+                    deps: g.deps(n),
+                    dependents: g.dependents(n),
+                    chain: g.chain(n),
+                })
+                .collect(),
+            layers: g.layers(),
+        }
+    }
+}

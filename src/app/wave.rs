@@ -118,22 +118,6 @@ pub struct TaskView {
     pub waiting_on: Vec<(String, String)>,
 }
 
-impl TaskView {
-    /// "waiting on core-api (FAILED)".
-    pub fn waiting_text(&self) -> Option<String> {
-        (!self.waiting_on.is_empty()).then(|| {
-            format!(
-                "waiting on {}",
-                self.waiting_on
-                    .iter()
-                    .map(|(t, s)| format!("{t} ({s})"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct WaveView {
     pub name: String,

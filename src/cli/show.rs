@@ -209,24 +209,7 @@ pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {
         GraphFormat::Json => print_json(&GraphView::of(g)),
         GraphFormat::Dot => print!("{}", g.to_dot()),
         GraphFormat::Mermaid => print!("{}", g.to_mermaid()),
-        GraphFormat::Text => {
-            for (i, layer) in g.layers().iter().enumerate() {
-                println!("layer {i}: {}", layer.join(", "));
-            }
-            println!();
-            let width = g.names().iter().map(String::len).max().unwrap_or(4);
-            for n in g.names() {
-                let list = |v: Vec<String>| {
-                    if v.is_empty() {
-                        "-".to_string()
-                    } else {
-                        v.join(", ")
-                    }
-                };
-                println!("{n:width$}  depends on: {}", list(g.deps(n)));
-                println!("{:width$}  needed by:  {}", "", list(g.dependents(n)));
-            }
-        }
+        GraphFormat::Text => print!("{}", GraphView::of(g).human()),
     }
     Ok(0)
 }

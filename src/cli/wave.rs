@@ -1,12 +1,11 @@
 //! `orch wave plan | run | status | cancel`.
 
+use super::view::human_ms as ms;
 use super::view::print_json;
 use super::view::wave::{PlanView, RunLineView, TickView, WaveStatusView};
 use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::Loaded;
-use crate::app::wave::{self, TickReport, WaveView};
-use crate::duration::format as fmt_dur;
-use crate::store::now_ms;
+use crate::app::wave::{self, TickReport};
 use crate::text::escape as esc;
 use std::collections::HashMap;
 use std::path::Path;
@@ -111,14 +110,6 @@ fn resolve(l: &Loaded, which: &str) -> Result<String, Failure> {
     )))
 }
 
-fn ms(d: u64) -> String {
-    if d == 0 {
-        "0s".into()
-    } else {
-        fmt_dur(Duration::from_millis(d))
-    }
-}
-
 fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let w = wave::load(&l, file)?;
@@ -164,78 +155,12 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
 }
 
 fn print_tick(r: &TickReport, json_out: bool) {
+    let view = TickView::of(r);
     if json_out {
-        print_json(&TickView::of(r, now_ms()));
-        return;
-    }
-    let name = esc(&r.wave);
-    if r.skipped {
-        println!("wave {name}: another tick of this wave is still running; skipped");
-        return;
-    }
-    if r.first_sight {
-        println!("wave {name}: first tick; recorded");
-    }
-    for a in &r.added {
-        println!("wave {name}: task {} joined", esc(a));
-    }
-    if r.resumed > 0 {
-        println!(
-            "resumed {}",
-            super::plural(r.resumed, "orphaned worker", "orphaned workers")
-        );
-    }
-    for s in &r.started {
-        println!(
-            "started {} on {} (worker {})",
-            esc(&s.task),
-            esc(&s.repo),
-            esc(&s.worker)
-        );
-    }
-    for (t, why) in &r.failed_to_start {
-        println!("could not start {}: {}", esc(t), esc(why));
-    }
-    for a in &r.alerts {
-        println!("alert: {}", esc(a));
-    }
-    if let Some(v) = &r.view {
-        println!("{}", summary(v));
-        if !v.finished {
-            for t in &v.tasks {
-                if let Some(w) = t.waiting_text()
-                    && t.waiting_on.iter().any(|(_, s)| s != "PENDING")
-                {
-                    println!("  {} {}", esc(&t.id), esc(&w));
-                }
-            }
-        }
-    }
-}
-
-fn summary(v: &WaveView) -> String {
-    let running = v
-        .tasks
-        .iter()
-        .filter(|t| t.worker.is_some() && t.ended_ms.is_none())
-        .count();
-    let state = if v.cancelled {
-        "cancelled"
-    } else if v.all_done {
-        "finished, nothing to do"
-    } else if v.finished {
-        "stopped: every remaining task waits on one that did not end DONE"
+        print_json(&view);
     } else {
-        "in progress"
-    };
-    format!(
-        "wave {}: {}/{} DONE, {} running — {}",
-        esc(&v.name),
-        v.done,
-        v.tasks.len(),
-        running,
-        state
-    )
+        print!("{}", view.human());
+    }
 }
 
 fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -> Outcome {
@@ -255,28 +180,17 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
             {
                 continue;
             }
-            let what = match (&prev, t.state.as_str()) {
-                (_, "WORKING") if t.worker.is_some() => {
-                    format!("started (worker {})", t.worker.as_deref().unwrap_or("-"))
-                }
-                (_, s) => s.to_string(),
+            let line = RunLineView {
+                elapsed_s: t0.elapsed().as_millis() as f64 / 1000.0,
+                task: t.id.clone(),
+                repo: t.repo.clone(),
+                state: t.state.clone(),
+                worker: t.worker.clone(),
             };
             if json_out {
-                print_json(&RunLineView {
-                    elapsed_s: t0.elapsed().as_millis() as f64 / 1000.0,
-                    task: t.id.clone(),
-                    repo: t.repo.clone(),
-                    state: t.state.clone(),
-                    worker: t.worker.clone(),
-                });
+                print_json(&line);
             } else {
-                println!(
-                    "[{:>7.1}s] {:<20} {:<16} {}",
-                    t0.elapsed().as_secs_f64(),
-                    esc(&t.id),
-                    esc(&t.repo),
-                    esc(&what)
-                );
+                print!("{}", line.human());
             }
         }
         for a in &r.alerts {
@@ -285,11 +199,11 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
             }
         }
         if v.finished {
+            let view = WaveStatusView::of(&v);
             if json_out {
-                print_json(&WaveStatusView::of(&v, now_ms()));
+                print_json(&view);
             } else {
-                println!("{}", summary(&v));
-                print_status(&v);
+                print!("{}", view.human());
             }
             return Ok(if v.all_done { 0 } else { 1 });
         }
@@ -305,15 +219,11 @@ fn status(ctx: &Ctx, which: &str, json_out: bool) -> Outcome {
             "wave {name} has not been run yet (orch wave run {which} --tick)"
         )));
     };
+    let view = WaveStatusView::of(&v);
     if json_out {
-        print_json(&WaveStatusView::of(&v, now_ms()));
+        print_json(&view);
     } else {
-        println!("{}", summary(&v));
-        print_status(&v);
+        print!("{}", view.human());
     }
     Ok(0)
-}
-
-fn print_status(v: &WaveView) {
-    print!("{}", WaveStatusView::of(v, now_ms()).human_table());
 }

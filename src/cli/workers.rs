@@ -67,27 +67,21 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                     Spawned::Ready(_) => unreachable!(),
                 };
                 if !args.wait || deadline.is_some_and(|d| Instant::now() >= d) {
-                    if args.json {
-                        let blockers = match &blocked {
+                    let view = SpawnView {
+                        spawned: false,
+                        repo: args.request.repo.clone(),
+                        worker_id: None,
+                        milestone: None,
+                        blockers: match &blocked {
                             Spawned::Blocked(b) => BlockerView::all(b, &args.request.repo),
                             _ => Vec::new(),
-                        };
-                        print_json(&SpawnView {
-                            spawned: false,
-                            repo: args.request.repo.clone(),
-                            worker_id: None,
-                            milestone: None,
-                            blockers,
-                            reasons: why,
-                        });
+                        },
+                        reasons: why,
+                    };
+                    if args.json {
+                        print_json(&view);
                     } else {
-                        println!(
-                            "not spawned: a worker cannot start on {} now",
-                            args.request.repo
-                        );
-                        for w in &why {
-                            println!("  {}", esc(w));
-                        }
+                        print!("{}", view.human());
                     }
                     return Ok(1);
                 }
@@ -111,33 +105,21 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
             );
         }
         let m = run_supervisor(&l, &record.id)?;
+        let view = SpawnView::started(&record.repo, &record.id, m);
         if args.json {
-            print_json(&SpawnView {
-                spawned: true,
-                repo: record.repo.clone(),
-                worker_id: Some(record.id.clone()),
-                milestone: Some(m),
-                blockers: Vec::new(),
-                reasons: Vec::new(),
-            });
+            print_json(&view);
         } else {
-            println!("{} {} {}", record.id, record.repo, m);
+            print!("{}", view.human());
         }
         return Ok(if m == Milestone::Done { 0 } else { 1 });
     }
     start_detached(&l, &record.id)?;
     wait_until_running(&l, &mut store, &record.id)?;
+    let view = SpawnView::started(&record.repo, &record.id, Milestone::Working);
     if args.json {
-        print_json(&SpawnView {
-            spawned: true,
-            repo: record.repo.clone(),
-            worker_id: Some(record.id.clone()),
-            milestone: Some(Milestone::Working),
-            blockers: Vec::new(),
-            reasons: Vec::new(),
-        });
+        print_json(&view);
     } else {
-        println!("{} {} WORKING", record.id, record.repo);
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -235,8 +217,6 @@ pub fn report(
         job,
         note,
     };
-    // Printed as "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read
-    // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
     let (code, state, text) = match operator::report(&mut store, &id, &kind)? {
         Reported::Answered(a) => (
             if a.refused { 1 } else { 0 },
@@ -270,15 +250,16 @@ pub fn report(
             },
         ),
     };
+    let view = ReportView {
+        worker_id: id.clone(),
+        milestone: m,
+        state: state.to_string(),
+        outcome: text,
+    };
     if json {
-        print_json(&ReportView {
-            worker_id: id.clone(),
-            milestone: m,
-            state: state.to_string(),
-            outcome: text,
-        });
+        print_json(&view);
     } else {
-        println!("{m} {}", esc(&text));
+        print!("{}", view.human());
     }
     Ok(code)
 }
@@ -452,16 +433,17 @@ pub fn cancel(
         }
         Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
     };
+    let view = CancelView {
+        worker_id: id.to_string(),
+        cancelled: true,
+        by,
+        how: state.to_string(),
+        outcome,
+    };
     if json_out {
-        print_json(&CancelView {
-            worker_id: id.to_string(),
-            cancelled: true,
-            by,
-            how: state.to_string(),
-            outcome,
-        });
+        print_json(&view);
     } else {
-        println!("{}: {}", esc(id), esc(&outcome));
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -470,14 +452,15 @@ pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) 
     let l = ctx.load()?;
     let by = operator_name(by);
     let m = crate::app::resume::respawn(&l, id, &by, note)?;
+    let view = RespawnView {
+        worker_id: id.to_string(),
+        milestone: m,
+        by,
+    };
     if json {
-        print_json(&RespawnView {
-            worker_id: id.to_string(),
-            milestone: m,
-            by,
-        });
+        print_json(&view);
     } else {
-        println!("{}: respawned by {by}, continues in {m}", esc(id));
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -504,20 +487,17 @@ pub fn release(
     let by = operator_name(by);
     match operator::release(&l, id, &by, reason)? {
         Some(lock) => {
+            let view = ReleaseView {
+                worker_id: id.to_string(),
+                released: true,
+                repo: lock.repo.clone(),
+                by: by.clone(),
+                reason: reason.to_string(),
+            };
             if json_out {
-                print_json(&ReleaseView {
-                    worker_id: id.to_string(),
-                    released: true,
-                    repo: lock.repo.clone(),
-                    by: by.clone(),
-                    reason: reason.to_string(),
-                });
+                print_json(&view);
             } else {
-                println!(
-                    "released {}'s chain lock ({}) — by {by}: {reason}",
-                    esc(id),
-                    esc(&lock.repo)
-                );
+                print!("{}", view.human());
             }
             Ok(0)
         }
@@ -531,25 +511,8 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
     if from_checkpoints {
         let r = crate::app::resume::rebuild_from_checkpoints(&l)?;
         if !json_out {
-            if let Some(p) = &r.moved_aside {
-                println!(
-                    "the unreadable database was moved to {} (not deleted)",
-                    p.display()
-                );
-            }
-            println!(
-                "rebuilt {} worker(s) and {} lock(s) from checkpoint files",
-                r.workers, r.locks
-            );
-            for p in &r.problems {
-                println!("  warning: {}", esc(p));
-            }
-            for u in &r.unproven_done {
-                println!("  not proven: {}", esc(u));
-            }
-            for x in &r.refused {
-                println!("  REFUSED {}", esc(&x.describe()));
-            }
+            // Printed before the resume pass, which may take a while.
+            print!("{}", RebuiltView::from(&r).human());
         }
         rebuilt = Some(r);
     }

@@ -68,6 +68,36 @@ impl View for GraphView {
 }
 
 impl GraphView {
+    /// The layers, then each repository's dependencies and dependents.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            out.push_str(&format!("layer {i}: {}\n", layer.join(", ")));
+        }
+        out.push('\n');
+        let width = self.repos.iter().map(|r| r.name.len()).max().unwrap_or(4);
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        for r in &self.repos {
+            out.push_str(&format!(
+                "{:width$}  depends on: {}\n",
+                r.name,
+                list(&r.deps)
+            ));
+            out.push_str(&format!(
+                "{:width$}  needed by:  {}\n",
+                "",
+                list(&r.dependents)
+            ));
+        }
+        out
+    }
+
     pub fn of(g: &crate::graph::RepoGraph) -> Self {
         GraphView {
             repos: g

@@ -207,6 +207,40 @@ mod tests {
         assert!(lines[0].starts_with("WORKER"), "{text}");
     }
 
+    /// Every object in every shape refuses fields it does not declare, and no shape has an
+    /// epoch-millisecond field (times are RFC 3339, durations seconds).
+    #[test]
+    fn schemas_are_strict_and_have_no_millisecond_fields() {
+        fn walk(name: &str, path: &str, v: &serde_json::Value, bad: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if let Some(serde_json::Value::Object(props)) = m.get("properties") {
+                        if m.get("additionalProperties") != Some(&serde_json::Value::Bool(false)) {
+                            bad.push(format!("{name}: {path} allows unknown fields"));
+                        }
+                        for k in props.keys().filter(|k| k.ends_with("_ms")) {
+                            bad.push(format!("{name}: {path}.{k} is in milliseconds"));
+                        }
+                    }
+                    for (k, x) in m {
+                        walk(name, &format!("{path}/{k}"), x, bad);
+                    }
+                }
+                serde_json::Value::Array(a) => {
+                    for (i, x) in a.iter().enumerate() {
+                        walk(name, &format!("{path}/{i}"), x, bad);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut bad = Vec::new();
+        for (name, schema) in schemas() {
+            walk(name, "", &schema, &mut bad);
+        }
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
     /// docs/schema/<name>.json is what the types generate; ORCH_UPDATE_SCHEMAS=1 rewrites them.
     #[test]
     fn published_schemas_match_the_types() {
@@ -225,7 +259,7 @@ mod tests {
         }
         assert!(
             stale.is_empty(),
-            "schemas differ from the types (rerun with ORCH_UPDATE_SCHEMAS=1): {stale:?}"
+            "schemas differ from the types (ORCH_UPDATE_SCHEMAS=1 cargo test --lib cli::view rewrites them): {stale:?}"
         );
     }
 }

@@ -172,7 +172,59 @@ impl View for TickView {
 }
 
 impl TickView {
-    pub fn of(r: &TickReport, now_ms: i64) -> Self {
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let name = esc(&self.wave);
+        if self.skipped {
+            return format!("wave {name}: another tick of this wave is still running; skipped\n");
+        }
+        if self.first_sight {
+            out.push_str(&format!("wave {name}: first tick; recorded\n"));
+        }
+        for a in &self.added {
+            out.push_str(&format!("wave {name}: task {} joined\n", esc(a)));
+        }
+        if self.resumed > 0 {
+            out.push_str(&format!(
+                "resumed {}\n",
+                crate::cli::plural(self.resumed, "orphaned worker", "orphaned workers")
+            ));
+        }
+        for s in &self.started {
+            out.push_str(&format!(
+                "started {} on {} (worker {})\n",
+                esc(&s.task),
+                esc(&s.repo),
+                esc(&s.worker)
+            ));
+        }
+        for f in &self.failed_to_start {
+            out.push_str(&format!(
+                "could not start {}: {}\n",
+                esc(&f.task),
+                esc(&f.why)
+            ));
+        }
+        for a in &self.alerts {
+            out.push_str(&format!("alert: {}\n", esc(a)));
+        }
+        if let Some(v) = &self.status {
+            out.push_str(&v.summary());
+            out.push('\n');
+            if !v.finished {
+                for t in &v.tasks {
+                    if t.waiting_on.iter().any(|w| w.state != "PENDING") {
+                        out.push_str(&format!("  {} {}\n", esc(&t.id), esc(&t.waiting_text())));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl TickView {
+    pub fn of(r: &TickReport) -> Self {
         TickView {
             wave: r.wave.clone(),
             skipped: r.skipped,
@@ -197,7 +249,7 @@ impl TickView {
                 })
                 .collect(),
             alerts: r.alerts.clone(),
-            status: r.view.as_ref().map(|v| WaveStatusView::of(v, now_ms)),
+            status: r.view.as_ref().map(WaveStatusView::of),
         }
     }
 }
@@ -217,6 +269,23 @@ pub struct RunLineView {
 
 impl View for RunLineView {
     const NAME: &'static str = "wave-run-line";
+}
+
+impl RunLineView {
+    /// One line of the timeline (a stream: padded, as later lines are not known yet).
+    pub fn human(&self) -> String {
+        let what = match (&self.worker, self.state.as_str()) {
+            (Some(w), "WORKING") => format!("started (worker {w})"),
+            (_, s) => s.to_string(),
+        };
+        format!(
+            "[{:>7.1}s] {:<20} {:<16} {}\n",
+            self.elapsed_s,
+            esc(&self.task),
+            esc(&self.repo),
+            esc(&what)
+        )
+    }
 }
 
 /// A task another one waits for, and that task's state.
@@ -251,6 +320,21 @@ pub struct WaveTaskView {
 }
 
 impl WaveTaskView {
+    /// "waiting on core-api (FAILED), util (PENDING)", or "".
+    pub fn waiting_text(&self) -> String {
+        if self.waiting_on.is_empty() {
+            return String::new();
+        }
+        format!(
+            "waiting on {}",
+            self.waiting_on
+                .iter()
+                .map(|w| format!("{} ({})", w.task, w.state))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
     pub fn of(t: &TaskView) -> Self {
         WaveTaskView {
             id: t.id.clone(),
@@ -295,7 +379,7 @@ impl View for WaveStatusView {
 }
 
 impl WaveStatusView {
-    pub fn of(v: &WaveView, _now_ms: i64) -> Self {
+    pub fn of(v: &WaveView) -> Self {
         WaveStatusView {
             name: v.name.clone(),
             file: v.file.clone(),
@@ -305,6 +389,37 @@ impl WaveStatusView {
             all_done: v.all_done,
             finished: v.finished,
         }
+    }
+
+    /// "wave w: 3/9 DONE, 2 running — in progress".
+    pub fn summary(&self) -> String {
+        let running = self
+            .tasks
+            .iter()
+            .filter(|t| t.worker.is_some() && t.ended_at.is_none())
+            .count();
+        let state = if self.cancelled {
+            "cancelled"
+        } else if self.all_done {
+            "finished, nothing to do"
+        } else if self.finished {
+            "stopped: every remaining task waits on one that did not end DONE"
+        } else {
+            "in progress"
+        };
+        format!(
+            "wave {}: {}/{} DONE, {} running — {}",
+            esc(&self.name),
+            self.done,
+            self.tasks.len(),
+            running,
+            state
+        )
+    }
+
+    /// The summary line and the task table.
+    pub fn human(&self) -> String {
+        format!("{}\n{}", self.summary(), self.human_table())
     }
 
     pub fn human_table(&self) -> String {
@@ -318,18 +433,7 @@ impl WaveStatusView {
             "TASK", "REPO", "STATE", "WORKER", "START", "END", "EST", "ACTUAL", "WAITING",
         ]);
         for task in &self.tasks {
-            let waiting = if task.waiting_on.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "waiting on {}",
-                    task.waiting_on
-                        .iter()
-                        .map(|w| format!("{} ({})", w.task, w.state))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
+            let waiting = task.waiting_text();
             t.row([
                 esc(&task.id).into_owned(),
                 esc(&task.repo).into_owned(),

@@ -434,6 +434,32 @@ impl View for SpawnView {
     const NAME: &'static str = "spawn";
 }
 
+impl SpawnView {
+    pub fn started(repo: &str, worker_id: &str, milestone: Milestone) -> Self {
+        SpawnView {
+            spawned: true,
+            repo: repo.to_string(),
+            worker_id: Some(worker_id.to_string()),
+            milestone: Some(milestone),
+            blockers: Vec::new(),
+            reasons: Vec::new(),
+        }
+    }
+
+    pub fn human(&self) -> String {
+        match (&self.worker_id, self.milestone) {
+            (Some(id), Some(m)) if self.spawned => format!("{} {} {m}\n", esc(id), self.repo),
+            _ => {
+                let mut out = format!("not spawned: a worker cannot start on {} now\n", self.repo);
+                for r in &self.reasons {
+                    out.push_str(&format!("  {}\n", esc(r)));
+                }
+                out
+            }
+        }
+    }
+}
+
 /// `orch report --json`.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -447,6 +473,14 @@ pub struct ReportView {
 
 impl View for ReportView {
     const NAME: &'static str = "report";
+}
+
+impl ReportView {
+    /// "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read for
+    /// milestone lines, and an echoed "DONE: refused …" would count as a second claim.
+    pub fn human(&self) -> String {
+        format!("{} {}\n", self.milestone, esc(&self.outcome))
+    }
 }
 
 /// `orch cancel --json`.
@@ -465,6 +499,12 @@ impl View for CancelView {
     const NAME: &'static str = "cancel";
 }
 
+impl CancelView {
+    pub fn human(&self) -> String {
+        format!("{}: {}\n", esc(&self.worker_id), esc(&self.outcome))
+    }
+}
+
 /// `orch respawn --json`.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -477,6 +517,17 @@ pub struct RespawnView {
 
 impl View for RespawnView {
     const NAME: &'static str = "respawn";
+}
+
+impl RespawnView {
+    pub fn human(&self) -> String {
+        format!(
+            "{}: respawned by {}, continues in {}\n",
+            esc(&self.worker_id),
+            esc(&self.by),
+            self.milestone
+        )
+    }
 }
 
 /// `orch release --json`.
@@ -492,6 +543,18 @@ pub struct ReleaseView {
 
 impl View for ReleaseView {
     const NAME: &'static str = "release";
+}
+
+impl ReleaseView {
+    pub fn human(&self) -> String {
+        format!(
+            "released {}'s chain lock ({}) — by {}: {}\n",
+            esc(&self.worker_id),
+            esc(&self.repo),
+            esc(&self.by),
+            esc(&self.reason)
+        )
+    }
 }
 
 /// What happened to one orphaned worker.
@@ -516,6 +579,8 @@ pub struct RefusedView {
     pub why: String,
     /// The repository whose chain is held until an operator has looked.
     pub held: Option<String>,
+    /// All of it as a sentence.
+    pub text: String,
 }
 
 /// What `--from-checkpoints` rebuilt.
@@ -548,9 +613,36 @@ impl From<&crate::app::resume::Rebuilt> for RebuiltView {
                     worker_id: x.worker_id.clone(),
                     why: x.why.clone(),
                     held: x.held.clone(),
+                    text: x.describe(),
                 })
                 .collect(),
         }
+    }
+}
+
+impl RebuiltView {
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        if let Some(p) = &self.moved_aside {
+            out.push_str(&format!(
+                "the unreadable database was moved to {} (not deleted)\n",
+                esc(p)
+            ));
+        }
+        out.push_str(&format!(
+            "rebuilt {} worker(s) and {} lock(s) from checkpoint files\n",
+            self.workers, self.locks
+        ));
+        for p in &self.problems {
+            out.push_str(&format!("  warning: {}\n", esc(p)));
+        }
+        for u in &self.unproven_done {
+            out.push_str(&format!("  not proven: {}\n", esc(u)));
+        }
+        for x in &self.refused {
+            out.push_str(&format!("  REFUSED {}\n", esc(&x.text)));
+        }
+        out
     }
 }
 

@@ -44,6 +44,8 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
         ok: false,
         config: ctx.config_path.display().to_string(),
         contract: None,
+        contract_version: None,
+        milestones: None,
         problems: Vec::new(),
         warnings: Vec::new(),
         repositories: None,
@@ -97,6 +99,8 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     };
     if let Some(c) = &contract {
         view.contract = Some(c.file.display().to_string());
+        view.contract_version = Some(c.version.clone());
+        view.milestones = Some(c.states.len());
     }
     if let Some(c) = &config {
         view.problems.extend(
@@ -189,16 +193,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     for w in &view.warnings {
         ctx.warn(w);
     }
-    let (config, contract) = (config.expect("checked"), contract.expect("checked"));
-    println!(
-        "ok: {} ({}, {}), {} (contract {}, {} milestones)",
-        config.file.display(),
-        plural(config.repos.len(), "repository", "repositories"),
-        plural(config.graph.layers().len(), "layer", "layers"),
-        contract.file.display(),
-        contract.version,
-        contract.states.len()
-    );
+    print!("{}", view.human_ok());
     Ok(0)
 }
 

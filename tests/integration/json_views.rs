@@ -186,6 +186,21 @@ fn every_json_view_matches_its_published_schema() {
     valid("status", &v, seen);
     assert_eq!(v["workers"].as_array().unwrap().len(), 3, "{v}");
     assert!(v["locks"].as_array().unwrap().len() >= 3, "{v}");
+    // The same view as a table: plain into a pipe, columns aligned on the longest cell.
+    let out = org.run(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!text.contains('\x1b'), "{text}");
+    let table: Vec<&str> = text.lines().take_while(|l| !l.is_empty()).collect();
+    assert_eq!(table.len(), 4, "{text}");
+    let col = table[0].find("MILESTONE").expect("a MILESTONE column");
+    for row in &table[1..] {
+        assert!(
+            ["DONE ", "BLOCKED ", "WORKING "]
+                .iter()
+                .any(|m| row[col..].starts_with(m)),
+            "{text}"
+        );
+    }
     valid(
         "sessions-list",
         &answer(&org, &["sessions", "list", "--json"], 0),

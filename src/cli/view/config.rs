@@ -31,6 +31,10 @@ pub struct CheckView {
     pub ok: bool,
     pub config: String,
     pub contract: Option<String>,
+    /// The contract's version, when it loaded.
+    pub contract_version: Option<String>,
+    /// How many milestones the contract defines, when it loaded.
+    pub milestones: Option<usize>,
     pub problems: Vec<Problem>,
     pub warnings: Vec<String>,
     pub repositories: Option<usize>,
@@ -39,6 +43,22 @@ pub struct CheckView {
 
 impl View for CheckView {
     const NAME: &'static str = "check";
+}
+
+impl CheckView {
+    /// The line for a check that passed.
+    pub fn human_ok(&self) -> String {
+        let plural = crate::cli::plural;
+        format!(
+            "ok: {} ({}, {}), {} (contract {}, {} milestones)\n",
+            self.config,
+            plural(self.repositories.unwrap_or(0), "repository", "repositories"),
+            plural(self.layers.unwrap_or(0), "layer", "layers"),
+            self.contract.as_deref().unwrap_or("-"),
+            self.contract_version.as_deref().unwrap_or("-"),
+            self.milestones.unwrap_or(0)
+        )
+    }
 }
 
 /// One repository of the graph.

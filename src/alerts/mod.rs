@@ -26,7 +26,7 @@ pub struct AlertLine {
     pub severity: String,
     pub worker_id: Option<String>,
     pub repo: Option<String>,
-    /// What happened, as a stable word (e.g. `worker_blocked`, `ci_red`).
+    /// What happened, as a stable word (e.g. `blocked`, `worker_exited`, `done_without_ci_proof`).
     pub kind: String,
     pub message: String,
     /// How often it was raised within the de-duplication window (1: once).

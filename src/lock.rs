@@ -8,7 +8,7 @@
 use crate::graph::{Relation, RepoGraph};
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HolderKind {
     /// An operator's freeze (`orch hold`).

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 pub const SHORT_LEN: usize = 10;
 
 /// A commit id (full hex as git and the forges give it).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Sha(String);
 

@@ -118,22 +118,6 @@ pub struct TaskView {
     pub waiting_on: Vec<(String, String)>,
 }
 
-impl TaskView {
-    /// "waiting on core-api (FAILED)".
-    pub fn waiting_text(&self) -> Option<String> {
-        (!self.waiting_on.is_empty()).then(|| {
-            format!(
-                "waiting on {}",
-                self.waiting_on
-                    .iter()
-                    .map(|(t, s)| format!("{t} ({s})"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-    }
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct WaveView {
     pub name: String,
@@ -610,12 +594,12 @@ fn alert_stopped(l: &Loaded, store: &mut Store, w: &Loaded2) -> Result<Vec<Strin
         };
         let fresh = store.write(|tx| {
             if !wv::mark_alerted(tx, &w.row.name, &w.tasks[i].id, now_ms())? {
-                return Ok(false);
+                return Ok(None);
             }
-            ws::add_alert(tx, &alert)?;
-            Ok(true)
+            Ok(Some(ws::add_alert(tx, &alert)?))
         })?;
-        if fresh {
+        if let Some(id) = fresh {
+            let alert = AlertRecord { id, ..alert };
             crate::alerts::append_jsonl(&l.state_dir, std::slice::from_ref(&alert));
             raised.push(message);
         }

@@ -7,7 +7,17 @@
 pub mod verdict;
 
 /// A job's (or run's) status, as Forgejo names it (`models/actions/status.go`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
     Unknown,
@@ -64,7 +74,10 @@ impl std::fmt::Display for JobStatus {
 }
 
 /// The latest known attempt of one job of a run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
 pub struct CiJob {
     pub name: String,
     pub status: JobStatus,
@@ -76,7 +89,10 @@ pub struct CiJob {
 }
 
 /// One workflow run triggered by a commit.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
 pub struct CiRun {
     /// The forge's run id (database id on Forgejo; not the number shown in the UI).
     pub id: i64,

@@ -3,7 +3,9 @@
 //! A worker never holds the forge token. When the forge needs one and it is not set, `ci
 //! status` answers from the verdict orch's supervisor last recorded for that commit.
 
-use super::{Ctx, Failure, Outcome, print_json};
+use super::view::ci::{CiLogsView, CiStatusView, JobLog};
+use super::view::print_json;
+use super::{Ctx, Failure, Outcome};
 use crate::app::Loaded;
 use crate::ci::CiRun;
 use crate::ci::verdict::{Verdict, VerdictKind};
@@ -12,7 +14,6 @@ use crate::forge::Forge;
 use crate::forge::ForgeError;
 use crate::store::now_ms;
 use crate::store::workers as ws;
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
@@ -195,47 +196,19 @@ fn print_verdict(
     json_out: bool,
     recorded: Option<Option<i64>>,
 ) {
+    let view = CiStatusView {
+        repo: repo.to_string(),
+        sha: sha.to_string(),
+        verdict: v.kind,
+        runs: runs.to_vec(),
+        failed_jobs: v.failed_jobs.clone(),
+        detail: v.detail.clone(),
+        recorded_at: recorded.map(|at| at.map(crate::store::fmt_ms).unwrap_or_default()),
+    };
     if json_out {
-        let mut out = json!({
-            "repo": repo,
-            "sha": sha,
-            "verdict": v.kind.as_str(),
-            "runs": runs,
-            "failed_jobs": v.failed_jobs,
-            "detail": v.detail,
-        });
-        if let Some(at) = recorded {
-            out["recorded_at"] = json!(at.map(crate::store::fmt_ms));
-        }
-        print_json(&out);
-        return;
-    }
-    println!("{repo} {}: {}", crate::sha::short_to(sha, 12), v.kind);
-    if !v.detail.is_empty() {
-        println!("  {}", v.detail);
-    }
-    if let Some(at) = recorded {
-        println!(
-            "  (as last recorded by orch at {})",
-            at.map(crate::store::fmt_ms).unwrap_or_default()
-        );
-    }
-    for run in runs {
-        println!(
-            "  run #{} ({}, {})",
-            run.number,
-            run.event,
-            run.status.map(|s| s.as_str()).unwrap_or("-")
-        );
-        for job in &run.jobs {
-            println!(
-                "    {:<20} {:<10} attempt {}",
-                job.name, job.status, job.attempt
-            );
-        }
-    }
-    if !v.failed_jobs.is_empty() {
-        println!("  failed: {}", v.failed_jobs.join(", "));
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
     }
 }
 
@@ -287,7 +260,10 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: boo
             Some(text) => {
                 found = true;
                 if json_out {
-                    out.push(json!({"job": j, "log": text}));
+                    out.push(JobLog {
+                        job: j.clone(),
+                        log: Some(text),
+                    });
                     continue;
                 }
                 if jobs.len() > 1 {
@@ -300,7 +276,10 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: boo
             }
             None => {
                 if json_out {
-                    out.push(json!({"job": j, "log": null}));
+                    out.push(JobLog {
+                        job: j.clone(),
+                        log: None,
+                    });
                 }
                 if !ctx.quiet {
                     eprintln!(
@@ -312,7 +291,11 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: boo
         }
     }
     if json_out {
-        print_json(&json!({"repo": repo, "sha": sha, "jobs": out}));
+        print_json(&CiLogsView {
+            repo: repo.to_string(),
+            sha,
+            jobs: out,
+        });
     }
     Ok(if found { 0 } else { 1 })
 }

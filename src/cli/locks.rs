@@ -1,9 +1,10 @@
-//! `orch can-spawn`, `orch hold`, `orch unhold`, `orch status`: the chain locks seen by operators.
+//! `orch can-spawn`, `orch hold`, `orch unhold`: the chain locks seen by operators.
 
-use super::{Ctx, Failure, Outcome, operator_name, print_json};
+use super::view::locks::{BlockerView, CanSpawnView, HoldView, LockView, UnholdView};
+use super::view::print_json;
+use super::{Ctx, Failure, Outcome, operator_name};
 use crate::lock::{HolderKind, blockers};
-use crate::store::{LockAttempt, fmt_ms};
-use serde_json::json;
+use crate::store::{LockAttempt, now_ms};
 
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let config = ctx.config()?;
@@ -13,19 +14,17 @@ pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
         None => Vec::new(),
     };
     let blocking = blockers(&config.graph, repo, &active);
+    let view = CanSpawnView {
+        repo: repo.to_string(),
+        can_spawn: blocking.is_empty(),
+        blockers: BlockerView::all(&blocking, repo),
+    };
     if json {
-        print_json(
-            &json!({ "repo": repo, "can_spawn": blocking.is_empty(), "blockers": blocking }),
-        );
-    } else if blocking.is_empty() {
-        println!("yes: a worker can start on {repo} now");
+        print_json(&view);
     } else {
-        println!("no: a worker cannot start on {repo} now");
-        for b in &blocking {
-            println!("  {}", b.describe(repo));
-        }
+        print!("{}", view.human());
     }
-    Ok(if blocking.is_empty() { 0 } else { 1 })
+    Ok(if view.can_spawn { 0 } else { 1 })
 }
 
 pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool) -> Outcome {
@@ -39,42 +38,36 @@ pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool)
     let by = operator_name(by);
     let holder = format!("hold:{by}");
     let mut store = ctx.store(&config)?;
-    match store.try_lock(
+    let attempt = store.try_lock(
         &config.graph,
         repo,
         &holder,
         HolderKind::Hold,
         Some(reason),
         Some(&by),
-    )? {
-        LockAttempt::Acquired(lock) => {
-            if json {
-                print_json(&json!({ "held": true, "lock": lock, "blockers": [] }));
-            } else {
-                let chain = config.graph.chain(repo);
-                println!(
-                    "held: {repo} and its chain ({}) by {holder}: {reason}",
-                    if chain.is_empty() {
-                        "no other repositories".to_string()
-                    } else {
-                        chain.join(", ")
-                    }
-                );
-            }
-            Ok(0)
-        }
-        LockAttempt::Blocked(blocking) => {
-            if json {
-                print_json(&json!({ "held": false, "repo": repo, "blockers": blocking }));
-            } else {
-                println!("not held: {repo}'s chain is busy");
-                for b in &blocking {
-                    println!("  {}", b.describe(repo));
-                }
-            }
-            Ok(1)
-        }
+    )?;
+    let view = match attempt {
+        LockAttempt::Acquired(lock) => HoldView {
+            held: true,
+            repo: repo.to_string(),
+            lock: Some(LockView::of(&lock, now_ms())),
+            chain: config.graph.chain(repo),
+            blockers: Vec::new(),
+        },
+        LockAttempt::Blocked(blocking) => HoldView {
+            held: false,
+            repo: repo.to_string(),
+            lock: None,
+            chain: config.graph.chain(repo),
+            blockers: BlockerView::all(&blocking, repo),
+        },
+    };
+    if json {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
     }
+    Ok(if view.held { 0 } else { 1 })
 }
 
 pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
@@ -82,15 +75,15 @@ pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let mut store = ctx.store(&config)?;
     match store.unhold(repo, Some(&operator_name(None)))? {
         Ok(lock) => {
+            let view = UnholdView {
+                released: true,
+                repo: repo.to_string(),
+                lock: LockView::of(&lock, now_ms()),
+            };
             if json {
-                print_json(&json!({ "released": true, "lock": lock }));
+                print_json(&view);
             } else {
-                println!(
-                    "released: {} (held by {} since {})",
-                    repo,
-                    lock.holder,
-                    fmt_ms(lock.acquired_ms)
-                );
+                print!("{}", view.human());
             }
             Ok(0)
         }

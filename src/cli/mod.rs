@@ -11,6 +11,7 @@ mod demo;
 mod init;
 mod locks;
 mod show;
+pub mod view;
 mod wave;
 mod workers;
 
@@ -676,28 +677,11 @@ pub fn completion_command() -> clap::Command {
     out
 }
 
-/// Prints `value` as one line of JSON on stdout.
-pub fn print_json(value: &serde_json::Value) {
-    println!("{value}");
-}
-
 /// The operator's name for audit records: `--by`, else `$USER`, else "operator".
 pub fn operator_name(by: Option<String>) -> String {
     by.filter(|b| !b.trim().is_empty())
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| "operator".to_string())
-}
-
-/// A human age: "42s", "5m", "3h12m".
-pub fn age(since_ms: i64, now_ms: i64) -> String {
-    let secs = ((now_ms - since_ms).max(0) / 1000) as u64;
-    if secs < 60 {
-        format!("{secs}s")
-    } else if secs < 3600 {
-        format!("{}m", secs / 60)
-    } else {
-        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
-    }
 }
 
 #[cfg(test)]

@@ -1,19 +1,11 @@
 //! `orch check` and `orch graph`: read-only views of the configuration.
 
-use super::{Ctx, Failure, GraphFormat, Outcome, plural, print_json};
+use super::view::config::{CheckView, GraphView, Problem};
+use super::view::print_json;
+use super::{Ctx, Failure, GraphFormat, Outcome, plural};
 use crate::config::{ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
-use serde_json::json;
-
-/// One problem `check` found: where (file, line, column when known) and what.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Problem {
-    pub file: Option<String>,
-    pub line: Option<u64>,
-    pub column: Option<u64>,
-    pub message: String,
-}
 
 impl Problem {
     fn at(file: &std::path::Path, message: impl Into<String>) -> Self {
@@ -46,34 +38,14 @@ impl From<&Diagnostic> for Problem {
     }
 }
 
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.file, self.line, self.column) {
-            (Some(file), Some(l), Some(c)) => write!(f, "{file}:{l}:{c}: {}", self.message),
-            (Some(file), _, _) => write!(f, "{file}: {}", self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
-
-/// What `check --json` prints.
-#[derive(Debug, serde::Serialize)]
-pub struct CheckView {
-    pub ok: bool,
-    pub config: String,
-    pub contract: Option<String>,
-    pub problems: Vec<Problem>,
-    pub warnings: Vec<String>,
-    pub repositories: Option<usize>,
-    pub layers: Option<usize>,
-}
-
 /// Validates repos.yaml and the contract, printing every problem found in either.
 pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     let mut view = CheckView {
         ok: false,
         config: ctx.config_path.display().to_string(),
         contract: None,
+        contract_version: None,
+        milestones: None,
         problems: Vec::new(),
         warnings: Vec::new(),
         repositories: None,
@@ -127,6 +99,8 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     };
     if let Some(c) = &contract {
         view.contract = Some(c.file.display().to_string());
+        view.contract_version = Some(c.version.clone());
+        view.milestones = Some(c.states.len());
     }
     if let Some(c) = &config {
         view.problems.extend(
@@ -202,7 +176,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     let n = view.problems.len();
     let summary = format!("{} found", plural(n, "problem", "problems"));
     if json {
-        print_json(&serde_json::to_value(&view).expect("serialisable"));
+        print_json(&view);
         return if view.ok {
             Ok(0)
         } else {
@@ -219,16 +193,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     for w in &view.warnings {
         ctx.warn(w);
     }
-    let (config, contract) = (config.expect("checked"), contract.expect("checked"));
-    println!(
-        "ok: {} ({}, {}), {} (contract {}, {} milestones)",
-        config.file.display(),
-        plural(config.repos.len(), "repository", "repositories"),
-        plural(config.graph.layers().len(), "layer", "layers"),
-        contract.file.display(),
-        contract.version,
-        contract.states.len()
-    );
+    print!("{}", view.human_ok());
     Ok(0)
 }
 
@@ -236,41 +201,10 @@ pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {
     let config = ctx.config()?;
     let g = &config.graph;
     match format {
-        GraphFormat::Json => {
-            let repos: Vec<_> = g
-                .names()
-                .iter()
-                .map(|n| {
-                    json!({
-                        "name": n,
-                        "deps": g.deps(n),
-                        "dependents": g.dependents(n),
-                        "chain": g.chain(n),
-                    })
-                })
-                .collect();
-            print_json(&json!({ "repos": repos, "layers": g.layers() }));
-        }
+        GraphFormat::Json => print_json(&GraphView::of(g)),
         GraphFormat::Dot => print!("{}", g.to_dot()),
         GraphFormat::Mermaid => print!("{}", g.to_mermaid()),
-        GraphFormat::Text => {
-            for (i, layer) in g.layers().iter().enumerate() {
-                println!("layer {i}: {}", layer.join(", "));
-            }
-            println!();
-            let width = g.names().iter().map(String::len).max().unwrap_or(4);
-            for n in g.names() {
-                let list = |v: Vec<String>| {
-                    if v.is_empty() {
-                        "-".to_string()
-                    } else {
-                        v.join(", ")
-                    }
-                };
-                println!("{n:width$}  depends on: {}", list(g.deps(n)));
-                println!("{:width$}  needed by:  {}", "", list(g.dependents(n)));
-            }
-        }
+        GraphFormat::Text => print!("{}", GraphView::of(g).human()),
     }
     Ok(0)
 }

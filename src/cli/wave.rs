@@ -1,12 +1,12 @@
 //! `orch wave plan | run | status | cancel`.
 
-use super::{Ctx, Failure, Outcome, operator_name, print_json};
+use super::view::human_ms as ms;
+use super::view::print_json;
+use super::view::wave::{PlanView, RunLineView, TickView, WaveStatusView};
+use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::Loaded;
-use crate::app::wave::{self, TaskView, TickReport, WaveView};
-use crate::duration::format as fmt_dur;
-use crate::store::{fmt_ms, now_ms};
+use crate::app::wave::{self, TickReport};
 use crate::text::escape as esc;
-use serde_json::json;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -110,40 +110,15 @@ fn resolve(l: &Loaded, which: &str) -> Result<String, Failure> {
     )))
 }
 
-fn ms(d: u64) -> String {
-    if d == 0 {
-        "0s".into()
-    } else {
-        fmt_dur(Duration::from_millis(d))
-    }
-}
-
 fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let w = wave::load(&l, file)?;
     let r = wave::plan(&l, &w)?;
     let p = &r.plan;
-    let improvement = if p.phase_makespan_ms == 0 {
-        0.0
-    } else {
-        1.0 - p.makespan_ms as f64 / p.phase_makespan_ms as f64
-    };
+    let view = PlanView::of(&r);
+    let improvement = view.improvement_over_phase_plan;
     if json_out {
-        let slots: Vec<_> = p
-            .slots
-            .iter()
-            .map(|s| {
-                json!({"task": r.tasks[s.task].id, "repo": r.tasks[s.task].repo,
-                    "start_ms": s.start_ms, "end_ms": s.end_ms,
-                    "estimate_source": r.estimate_sources[s.task]})
-            })
-            .collect();
-        print_json(&json!({
-            "wave": r.wave, "max_parallel": r.max_parallel, "schedule": slots,
-            "makespan_ms": p.makespan_ms, "lower_bound": p.bound, "ratio": p.ratio,
-            "phase_plan": {"makespan_ms": p.phase_makespan_ms, "phases": p.phases},
-            "improvement_over_phase_plan": improvement,
-        }));
+        print_json(&view);
         return Ok(0);
     }
     println!(
@@ -152,22 +127,7 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
         super::plural(r.tasks.len(), "task", "tasks"),
         r.max_parallel
     );
-    println!(
-        "{:<20} {:<16} {:>9} {:<8} {:>9} {:>9}",
-        "TASK", "REPO", "ESTIMATE", "FROM", "START", "END"
-    );
-    for s in &p.slots {
-        let t = &r.tasks[s.task];
-        println!(
-            "{:<20} {:<16} {:>9} {:<8} {:>9} {:>9}",
-            esc(&t.id),
-            esc(&t.repo),
-            ms(r.estimates_ms[s.task]),
-            r.estimate_sources[s.task],
-            ms(s.start_ms),
-            ms(s.end_ms)
-        );
-    }
+    print!("{}", view.human_table());
     println!();
     let labels: Vec<String> = r.tasks.iter().map(|t| esc(&t.id).into_owned()).collect();
     print!("{}", crate::wave::plan::gantt(p, &labels, 60));
@@ -195,78 +155,12 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
 }
 
 fn print_tick(r: &TickReport, json_out: bool) {
+    let view = TickView::of(r);
     if json_out {
-        print_json(&serde_json::to_value(r).unwrap_or_default());
-        return;
-    }
-    let name = esc(&r.wave);
-    if r.skipped {
-        println!("wave {name}: another tick of this wave is still running; skipped");
-        return;
-    }
-    if r.first_sight {
-        println!("wave {name}: first tick; recorded");
-    }
-    for a in &r.added {
-        println!("wave {name}: task {} joined", esc(a));
-    }
-    if r.resumed > 0 {
-        println!(
-            "resumed {}",
-            super::plural(r.resumed, "orphaned worker", "orphaned workers")
-        );
-    }
-    for s in &r.started {
-        println!(
-            "started {} on {} (worker {})",
-            esc(&s.task),
-            esc(&s.repo),
-            esc(&s.worker)
-        );
-    }
-    for (t, why) in &r.failed_to_start {
-        println!("could not start {}: {}", esc(t), esc(why));
-    }
-    for a in &r.alerts {
-        println!("alert: {}", esc(a));
-    }
-    if let Some(v) = &r.view {
-        println!("{}", summary(v));
-        if !v.finished {
-            for t in &v.tasks {
-                if let Some(w) = t.waiting_text()
-                    && t.waiting_on.iter().any(|(_, s)| s != "PENDING")
-                {
-                    println!("  {} {}", esc(&t.id), esc(&w));
-                }
-            }
-        }
-    }
-}
-
-fn summary(v: &WaveView) -> String {
-    let running = v
-        .tasks
-        .iter()
-        .filter(|t| t.worker.is_some() && t.ended_ms.is_none())
-        .count();
-    let state = if v.cancelled {
-        "cancelled"
-    } else if v.all_done {
-        "finished, nothing to do"
-    } else if v.finished {
-        "stopped: every remaining task waits on one that did not end DONE"
+        print_json(&view);
     } else {
-        "in progress"
-    };
-    format!(
-        "wave {}: {}/{} DONE, {} running — {}",
-        esc(&v.name),
-        v.done,
-        v.tasks.len(),
-        running,
-        state
-    )
+        print!("{}", view.human());
+    }
 }
 
 fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -> Outcome {
@@ -286,25 +180,17 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
             {
                 continue;
             }
-            let what = match (&prev, t.state.as_str()) {
-                (_, "WORKING") if t.worker.is_some() => {
-                    format!("started (worker {})", t.worker.as_deref().unwrap_or("-"))
-                }
-                (_, s) => s.to_string(),
+            let line = RunLineView {
+                elapsed_s: t0.elapsed().as_millis() as f64 / 1000.0,
+                task: t.id.clone(),
+                repo: t.repo.clone(),
+                state: t.state.clone(),
+                worker: t.worker.clone(),
             };
             if json_out {
-                print_json(
-                    &json!({"t_ms": t0.elapsed().as_millis() as u64, "task": t.id,
-                    "repo": t.repo, "state": t.state, "worker": t.worker}),
-                );
+                print_json(&line);
             } else {
-                println!(
-                    "[{:>7.1}s] {:<20} {:<16} {}",
-                    t0.elapsed().as_secs_f64(),
-                    esc(&t.id),
-                    esc(&t.repo),
-                    esc(&what)
-                );
+                print!("{}", line.human());
             }
         }
         for a in &r.alerts {
@@ -313,11 +199,11 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
             }
         }
         if v.finished {
+            let view = WaveStatusView::of(&v);
             if json_out {
-                print_json(&serde_json::to_value(&v).unwrap_or_default());
+                print_json(&view);
             } else {
-                println!("{}", summary(&v));
-                print_status(&v);
+                print!("{}", view.human());
             }
             return Ok(if v.all_done { 0 } else { 1 });
         }
@@ -333,41 +219,11 @@ fn status(ctx: &Ctx, which: &str, json_out: bool) -> Outcome {
             "wave {name} has not been run yet (orch wave run {which} --tick)"
         )));
     };
+    let view = WaveStatusView::of(&v);
     if json_out {
-        print_json(&serde_json::to_value(&v).unwrap_or_default());
+        print_json(&view);
     } else {
-        println!("{}", summary(&v));
-        print_status(&v);
+        print!("{}", view.human());
     }
     Ok(0)
-}
-
-fn time(t: Option<i64>) -> String {
-    t.map(|t| fmt_ms(t)[11..19].to_string())
-        .unwrap_or_else(|| "-".into())
-}
-
-fn print_status(v: &WaveView) {
-    println!(
-        "{:<20} {:<16} {:<19} {:<22} {:>8} {:>8} {:>8} {:>8}  WAITING",
-        "TASK", "REPO", "STATE", "WORKER", "START", "END", "EST", "ACTUAL"
-    );
-    let now = now_ms();
-    for t in &v.tasks {
-        let t: &TaskView = t;
-        println!(
-            "{:<20} {:<16} {:<19} {:<22} {:>8} {:>8} {:>8} {:>8}  {}",
-            esc(&t.id),
-            esc(&t.repo),
-            t.state,
-            esc(t.worker.as_deref().unwrap_or("-")),
-            time(t.started_ms),
-            time(t.ended_ms),
-            ms(t.estimate_ms),
-            t.actual_ms
-                .map(|a| super::age(now - a, now))
-                .unwrap_or_else(|| "-".into()),
-            esc(&t.waiting_text().unwrap_or_default())
-        );
-    }
 }

@@ -1,18 +1,23 @@
 //! Worker commands: spawn, the hidden supervisor entry point, report, status, sessions,
 //! cancel and release — arguments in, the app's answer printed.
 
-use super::{Ctx, Failure, Outcome, age, operator_name, print_json};
-use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision, supervision};
+use super::view::locks::{BlockerView, LockView};
+use super::view::print_json;
+use super::view::workers::{
+    AlertEntry, AlertsView, CancelView, DeliveryView, EventView, PushView, RebuiltView,
+    ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView, SessionView, SessionsView,
+    SpawnView, StatusView, WorkerView, usage_text,
+};
+use super::{Ctx, Failure, Outcome, operator_name};
+use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{Loaded, orch_exe, start_detached};
 use crate::milestone::Milestone;
-use crate::sha::short;
 use crate::store::usage::Usage;
-use crate::store::workers::{self as ws, RequestKind, WorkerRecord};
+use crate::store::workers::{self as ws, RequestKind};
 use crate::store::{Store, fmt_ms, now_ms};
 use crate::text::escape as esc;
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 pub struct SpawnArgs {
@@ -62,22 +67,21 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                     Spawned::Ready(_) => unreachable!(),
                 };
                 if !args.wait || deadline.is_some_and(|d| Instant::now() >= d) {
+                    let view = SpawnView {
+                        spawned: false,
+                        repo: args.request.repo.clone(),
+                        worker_id: None,
+                        milestone: None,
+                        blockers: match &blocked {
+                            Spawned::Blocked(b) => BlockerView::all(b, &args.request.repo),
+                            _ => Vec::new(),
+                        },
+                        reasons: why,
+                    };
                     if args.json {
-                        let blockers = match blocked {
-                            Spawned::Blocked(b) => json!(b),
-                            _ => json!([]),
-                        };
-                        print_json(
-                            &json!({"spawned": false, "repo": args.request.repo, "blockers": blockers, "reasons": why}),
-                        );
+                        print_json(&view);
                     } else {
-                        println!(
-                            "not spawned: a worker cannot start on {} now",
-                            args.request.repo
-                        );
-                        for w in &why {
-                            println!("  {}", esc(w));
-                        }
+                        print!("{}", view.human());
                     }
                     return Ok(1);
                 }
@@ -101,21 +105,21 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
             );
         }
         let m = run_supervisor(&l, &record.id)?;
+        let view = SpawnView::started(&record.repo, &record.id, m);
         if args.json {
-            print_json(
-                &json!({"worker_id": record.id, "repo": record.repo, "milestone": m.as_str()}),
-            );
+            print_json(&view);
         } else {
-            println!("{} {} {}", record.id, record.repo, m);
+            print!("{}", view.human());
         }
         return Ok(if m == Milestone::Done { 0 } else { 1 });
     }
     start_detached(&l, &record.id)?;
     wait_until_running(&l, &mut store, &record.id)?;
+    let view = SpawnView::started(&record.repo, &record.id, Milestone::Working);
     if args.json {
-        print_json(&json!({"worker_id": record.id, "repo": record.repo, "milestone": "WORKING"}));
+        print_json(&view);
     } else {
-        println!("{} {} WORKING", record.id, record.repo);
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -213,8 +217,6 @@ pub fn report(
         job,
         note,
     };
-    // Printed as "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read
-    // for milestone lines, and an echoed "DONE: refused …" would count as a second claim.
     let (code, state, text) = match operator::report(&mut store, &id, &kind)? {
         Reported::Answered(a) => (
             if a.refused { 1 } else { 0 },
@@ -248,12 +250,16 @@ pub fn report(
             },
         ),
     };
+    let view = ReportView {
+        worker_id: id.clone(),
+        milestone: m,
+        state: state.to_string(),
+        outcome: text,
+    };
     if json {
-        print_json(
-            &json!({"worker_id": id, "milestone": m.as_str(), "state": state, "outcome": text}),
-        );
+        print_json(&view);
     } else {
-        println!("{m} {}", esc(&text));
+        print!("{}", view.human());
     }
     Ok(code)
 }
@@ -272,60 +278,6 @@ fn all_usage(
     Ok(out)
 }
 
-/// A worker's spending as `--json` gives it (null: its agent reported none).
-fn usage_json(u: Option<&Usage>) -> serde_json::Value {
-    match u {
-        Some(u) if u.invocations > 0 || u.tokens.total() > 0 => json!({
-            "cost_usd": u.cost_usd,
-            "tokens": u.tokens,
-            "total_tokens": u.tokens.total(),
-            "runs": u.invocations,
-        }),
-        _ => serde_json::Value::Null,
-    }
-}
-
-/// "$0.0151, 12.3k tokens (2 runs)", or "-".
-fn usage_text(u: Option<&Usage>) -> String {
-    match u {
-        Some(u) if u.invocations > 0 || u.tokens.total() > 0 => {
-            crate::app::supervisor::agent::spend::describe(u)
-        }
-        _ => "-".into(),
-    }
-}
-
-fn worker_json(
-    w: &WorkerRecord,
-    pushes: &[ws::PushRecord],
-    u: Option<&Usage>,
-) -> serde_json::Value {
-    let p = &w.progress;
-    json!({
-        "usage": usage_json(u),
-        "session_id": u.and_then(|u| u.session_id.clone()),
-        "worker_id": w.id,
-        "repo": w.repo,
-        "task": w.task,
-        "task_id": w.task_id,
-        "component": w.component,
-        "milestone": p.milestone.as_str(),
-        "since": fmt_ms(p.since_ms),
-        "created": fmt_ms(w.created_ms),
-        "branch": w.branch,
-        "base_sha": w.base_sha,
-        "tracked_sha": p.tracked_sha,
-        "verdict": p.verdict.map(|v| v.as_str()),
-        "failed_jobs": p.failed_jobs,
-        "fix_attempts": p.fix_attempts,
-        "end_reason": p.end_reason,
-        "worker_running": w.worker_running,
-        "supervisor_alive": w.supervised(now_ms()),
-        "respawns": w.respawns,
-        "pushes": pushes,
-    })
-}
-
 /// What read-only commands say where orch has not run yet (they never create state).
 fn no_state(l: &Loaded) -> String {
     format!(
@@ -338,7 +290,10 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
     let l = ctx.load()?;
     let Some(mut store) = l.existing_store()? else {
         if json_out {
-            print_json(&json!({"workers": [], "locks": []}));
+            print_json(&StatusView {
+                workers: Vec::new(),
+                locks: Vec::new(),
+            });
         } else {
             println!("{}", no_state(&l));
         }
@@ -359,16 +314,15 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
             .map(|(w, wave, task)| (w, format!("{wave}:{task}")))
             .collect();
         let now = now_ms();
-        if json_out {
-            let ws_json: Vec<_> = workers
+        let view = StatusView {
+            workers: workers
                 .iter()
-                .map(|w| {
-                    let mut v = worker_json(w, &[], usage.get(&w.id));
-                    v["wave"] = json!(wave_of.get(&w.id));
-                    v
-                })
-                .collect();
-            print_json(&json!({"workers": ws_json, "locks": locks}));
+                .map(|w| WorkerView::of(w, usage.get(&w.id), wave_of.get(&w.id).cloned(), now))
+                .collect(),
+            locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
+        };
+        if json_out {
+            print_json(&view);
         } else {
             // Redrawn in place only on a terminal, and never with NO_COLOR: into a file or a
             // pipe each refresh is appended, separated by a blank line.
@@ -381,53 +335,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                     println!();
                 }
             }
-            let active: Vec<&WorkerRecord> = workers
-                .iter()
-                .filter(|w| !w.milestone().is_terminal() || now - w.updated_ms < 3_600_000)
-                .collect();
-            if active.is_empty() {
-                println!("no workers");
-            } else {
-                println!(
-                    "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<20} {:<12} WAVE",
-                    "WORKER", "REPO", "MILESTONE", "AGE", "SHA", "CI", "SUPERVISOR", "SPENT"
-                );
-                for w in active {
-                    let p = &w.progress;
-                    let sup = supervision(w, now).column();
-                    println!(
-                        "{:<22} {:<14} {:<19} {:>6}  {:<10} {:<14} {:<20} {:<12} {}",
-                        esc(&w.id),
-                        esc(&w.repo),
-                        p.milestone.as_str(),
-                        age(p.since_ms, now),
-                        p.tracked_sha.as_ref().map(|s| s.short()).unwrap_or("-"),
-                        p.verdict.map(|v| v.as_str()).unwrap_or("-"),
-                        sup,
-                        usage_text(usage.get(&w.id)),
-                        esc(wave_of.get(&w.id).map(String::as_str).unwrap_or("-"))
-                    );
-                }
-            }
-            println!();
-            if locks.is_empty() {
-                println!("no locks held");
-            } else {
-                println!(
-                    "{:<20} {:<28} {:<7} {:>7}  REASON",
-                    "LOCKED REPO", "HOLDER", "KIND", "AGE"
-                );
-                for lk in &locks {
-                    println!(
-                        "{:<20} {:<28} {:<7} {:>7}  {}",
-                        esc(&lk.repo),
-                        esc(&lk.holder),
-                        lk.kind.as_str(),
-                        age(lk.acquired_ms, now),
-                        esc(lk.reason.as_deref().unwrap_or("-"))
-                    );
-                }
-            }
+            print!("{}", view.human(|id| usage_text(usage.get(id))));
         }
         if !watch {
             return Ok(0);
@@ -440,38 +348,26 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
     let l = ctx.load()?;
     let Some(mut store) = l.existing_store()? else {
         if json_out {
-            print_json(&json!({"sessions": []}));
+            print_json(&SessionsView {
+                sessions: Vec::new(),
+            });
         } else {
             println!("{}", no_state(&l));
         }
         return Ok(0);
     };
     let (workers, usage) = store.read(|tx| Ok((ws::list_workers(tx)?, all_usage(tx)?)))?;
-    if json_out {
-        let v: Vec<_> = workers
+    let now = now_ms();
+    let view = SessionsView {
+        sessions: workers
             .iter()
-            .map(|w| worker_json(w, &[], usage.get(&w.id)))
-            .collect();
-        print_json(&json!({"sessions": v}));
-        return Ok(0);
-    }
-    if workers.is_empty() {
-        println!("no sessions");
-    }
-    for w in &workers {
-        println!(
-            "{:<22} {:<14} {:<19} {}  {}{}",
-            esc(&w.id),
-            esc(&w.repo),
-            w.milestone().as_str(),
-            fmt_ms(w.created_ms),
-            esc(&w.task),
-            w.progress
-                .end_reason
-                .as_deref()
-                .map(|r| format!("  [{}]", esc(r)))
-                .unwrap_or_default()
-        );
+            .map(|w| WorkerView::of(w, usage.get(&w.id), None, now))
+            .collect(),
+    };
+    if json_out {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -500,91 +396,20 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     };
     let cp = crate::checkpoint::path_for(&l.state_dir, &w);
     let log = session_dir(&l.state_dir, id).join("worker.log");
+    let view = SessionView {
+        worker: WorkerView::of(&w, usage.as_ref(), None, now_ms()),
+        pushes: pushes.iter().map(PushView::from).collect(),
+        events: events.iter().map(EventView::from).collect(),
+        worktree: w.worktree.clone(),
+        worker_log: log.display().to_string(),
+        checkpoint: cp.display().to_string(),
+    };
     if json_out {
-        let mut v = worker_json(&w, &pushes, usage.as_ref());
-        v["events"] = json!(events);
-        v["checkpoint"] = json!(cp);
-        v["worker_log"] = json!(log);
-        v["worktree"] = json!(w.worktree);
-        print_json(&v);
-        return Ok(0);
-    }
-    let p = &w.progress;
-    println!("worker     {}", esc(&w.id));
-    println!(
-        "repo       {} (branch {}, base {})",
-        esc(&w.repo),
-        esc(&w.branch),
-        esc(short(&w.base_sha))
-    );
-    println!("task       {}", esc(&w.task));
-    println!("milestone  {} since {}", p.milestone, fmt_ms(p.since_ms));
-    if let Some(r) = &p.end_reason {
-        println!("ended      {}", esc(r));
-    }
-    println!("supervisor {}", supervision(&w, now_ms()).sentence());
-    println!("spent      {}", usage_text(usage.as_ref()));
-    if let Some(s) = usage.as_ref().and_then(|u| u.session_id.as_deref()) {
-        println!("session    {}", esc(s));
-    }
-    println!("worktree   {}", esc(&w.worktree));
-    println!("log        {}", esc(&log.display().to_string()));
-    println!("checkpoint {}", esc(&cp.display().to_string()));
-    if !pushes.is_empty() {
-        println!("pushes:");
-        for ps in &pushes {
-            println!(
-                "  {} {}{}",
-                esc(ps.sha.short()),
-                ps.verdict.map(|v| v.as_str()).unwrap_or("pending"),
-                ps.detail
-                    .as_deref()
-                    .map(|d| format!(" — {}", esc(d)))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    println!("events:");
-    for e in &events {
-        println!(
-            "  {} {:<14} {}",
-            fmt_ms(e.at_ms),
-            esc(&e.kind),
-            esc(&e.detail)
-        );
+        print_json(&view);
+    } else {
+        print!("{}", view.human(&usage_text(usage.as_ref())));
     }
     Ok(0)
-}
-
-trait Describe {
-    fn column(self) -> &'static str;
-    fn sentence(self) -> &'static str;
-}
-
-impl Describe for Supervision {
-    fn column(self) -> &'static str {
-        match self {
-            Supervision::Ended => "-",
-            Supervision::Alive => "alive",
-            Supervision::LeaseLapsed => "alive, lease lapsed",
-            Supervision::Gone => "GONE (orch resume)",
-            Supervision::AwaitsOperator => "none (orch respawn)",
-        }
-    }
-
-    fn sentence(self) -> &'static str {
-        match self {
-            Supervision::Ended => "not running (the worker has ended)",
-            Supervision::Alive => "alive",
-            Supervision::LeaseLapsed => {
-                "alive, but its lease lapsed (it cannot write to the state directory: disk full?); `orch resume` would take the worker over"
-            }
-            Supervision::Gone => "not running (`orch resume` takes the worker over)",
-            Supervision::AwaitsOperator => {
-                "not running (the worker waits for an operator: `orch respawn <id> --note …` gives it another go, `orch cancel <id>` ends it)"
-            }
-        }
-    }
 }
 
 pub fn cancel(
@@ -608,12 +433,17 @@ pub fn cancel(
         }
         Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
     };
+    let view = CancelView {
+        worker_id: id.to_string(),
+        cancelled: true,
+        by,
+        how: state.to_string(),
+        outcome,
+    };
     if json_out {
-        print_json(
-            &json!({"worker_id": id, "cancelled": true, "by": by, "how": state, "outcome": outcome}),
-        );
+        print_json(&view);
     } else {
-        println!("{}: {}", esc(id), esc(&outcome));
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -622,13 +452,15 @@ pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) 
     let l = ctx.load()?;
     let by = operator_name(by);
     let m = crate::app::resume::respawn(&l, id, &by, note)?;
+    let view = RespawnView {
+        worker_id: id.to_string(),
+        milestone: m,
+        by,
+    };
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "worker_id": id, "milestone": m.as_str(), "by": by })
-        );
+        print_json(&view);
     } else {
-        println!("{}: respawned by {by}, continues in {m}", esc(id));
+        print!("{}", view.human());
     }
     Ok(0)
 }
@@ -655,16 +487,17 @@ pub fn release(
     let by = operator_name(by);
     match operator::release(&l, id, &by, reason)? {
         Some(lock) => {
+            let view = ReleaseView {
+                worker_id: id.to_string(),
+                released: true,
+                repo: lock.repo.clone(),
+                by: by.clone(),
+                reason: reason.to_string(),
+            };
             if json_out {
-                print_json(
-                    &json!({"worker_id": id, "released": true, "repo": lock.repo, "by": by, "reason": reason}),
-                );
+                print_json(&view);
             } else {
-                println!(
-                    "released {}'s chain lock ({}) — by {by}: {reason}",
-                    esc(id),
-                    esc(&lock.repo)
-                );
+                print!("{}", view.human());
             }
             Ok(0)
         }
@@ -678,25 +511,8 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
     if from_checkpoints {
         let r = crate::app::resume::rebuild_from_checkpoints(&l)?;
         if !json_out {
-            if let Some(p) = &r.moved_aside {
-                println!(
-                    "the unreadable database was moved to {} (not deleted)",
-                    p.display()
-                );
-            }
-            println!(
-                "rebuilt {} worker(s) and {} lock(s) from checkpoint files",
-                r.workers, r.locks
-            );
-            for p in &r.problems {
-                println!("  warning: {}", esc(p));
-            }
-            for u in &r.unproven_done {
-                println!("  not proven: {}", esc(u));
-            }
-            for x in &r.refused {
-                println!("  REFUSED {}", esc(&x.describe()));
-            }
+            // Printed before the resume pass, which may take a while.
+            print!("{}", RebuiltView::from(&r).human());
         }
         rebuilt = Some(r);
     }
@@ -717,28 +533,29 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
             list.join("; ")
         )
     });
+    let view = ResumeView {
+        rebuilt: rebuilt.as_ref().map(RebuiltView::from),
+        resumed: results
+            .iter()
+            .map(|r| ReconciledView {
+                worker_id: r.worker_id.clone(),
+                repo: r.repo.clone(),
+                before: r.before,
+                after: r.after,
+                action: r.action,
+                detail: r.detail.clone(),
+            })
+            .collect(),
+    };
     if json_out {
-        print_json(&json!({"rebuilt": rebuilt, "resumed": results}));
+        print_json(&view);
         if let Some(msg) = refusal {
             eprintln!("orch: {msg}");
             return Ok(1);
         }
         return Ok(0);
     }
-    if results.is_empty() {
-        println!("no orphaned workers");
-    }
-    for r in &results {
-        println!(
-            "{:<22} {:<14} {} -> {}  {}: {}",
-            esc(&r.worker_id),
-            esc(&r.repo),
-            r.before,
-            r.after,
-            r.action,
-            esc(&r.detail)
-        );
-    }
+    print!("{}", view.human_resumed());
     match refusal {
         Some(msg) => Err(Failure::no(msg)),
         None => Ok(0),
@@ -764,7 +581,7 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
     let from = now_ms() - since.as_millis() as i64;
     let Some(mut store) = l.existing_store()? else {
         if json_out {
-            print_json(&json!({"alerts": []}));
+            print_json(&AlertsView { alerts: Vec::new() });
         } else {
             println!("{}", no_state(&l));
         }
@@ -775,71 +592,32 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
         let first = alerts.first().map_or(i64::MAX, |a| a.id);
         Ok((alerts, crate::store::alerts::deliveries(tx, first)?))
     })?;
-    // Sinks configured now that have no row yet for an alert: not drained yet.
-    let of = |id: i64| deliveries.iter().filter(move |d| d.alert_id == id);
-    if json_out {
-        let alerts: Vec<_> = alerts
+    let view = AlertsView {
+        alerts: alerts
             .iter()
-            .map(|a| {
-                let mut v = json!(a);
-                v["time"] = json!(fmt_ms(a.at_ms));
-                v["deliveries"] = of(a.id)
-                    .map(|d| {
-                        json!({
-                            "sink": d.sink,
-                            "state": d.state,
-                            "attempts": d.attempts,
-                            "last_error": d.last_error,
-                            "next_attempt": (d.state == "pending").then(|| fmt_ms(d.next_ms)),
-                            "done": d.done_ms.map(fmt_ms),
-                        })
+            .map(|a| AlertEntry {
+                alert: a.into(),
+                deliveries: deliveries
+                    .iter()
+                    .filter(|d| d.alert_id == a.id)
+                    .map(|d| DeliveryView {
+                        sink: d.sink.clone(),
+                        state: d.state.clone(),
+                        attempts: d.attempts,
+                        last_error: d.last_error.clone(),
+                        next_attempt_at: (d.state == "pending").then(|| fmt_ms(d.next_ms)),
+                        done_at: d.done_ms.map(fmt_ms),
                     })
-                    .collect();
-                v
+                    .collect(),
             })
-            .collect();
-        print_json(&json!({ "alerts": alerts }));
-        return Ok(0);
-    }
-    if alerts.is_empty() {
+            .collect(),
+    };
+    if json_out {
+        print_json(&view);
+    } else if view.alerts.is_empty() {
         println!("no alerts in the last {}", crate::duration::format(since));
-    }
-    for a in &alerts {
-        let repeats = if a.repeats > 1 {
-            format!(" (x{})", a.repeats)
-        } else {
-            String::new()
-        };
-        let resolved = if a.resolved_ms.is_some() {
-            " [resolved]"
-        } else {
-            ""
-        };
-        println!(
-            "{} {:<8} {:<20} {:<14} {}{repeats}{resolved}",
-            fmt_ms(a.at_ms),
-            esc(&a.severity),
-            esc(&a.kind),
-            esc(a.worker_id.as_deref().unwrap_or("-")),
-            esc(&a.message)
-        );
-        for d in of(a.id) {
-            let detail = match (d.state.as_str(), &d.last_error) {
-                ("delivered", _) => format!(
-                    "delivered after {}",
-                    super::plural(d.attempts as usize, "attempt", "attempts")
-                ),
-                ("pending", Some(e)) => format!(
-                    "pending: {}, last error: {}; next at {}",
-                    super::plural(d.attempts as usize, "attempt", "attempts"),
-                    esc(e),
-                    fmt_ms(d.next_ms)
-                ),
-                ("pending", None) => "pending".to_string(),
-                (_, e) => format!("given up: {}", esc(e.as_deref().unwrap_or("-"))),
-            };
-            println!("    -> {:<24} {detail}", esc(&d.sink));
-        }
+    } else {
+        print!("{}", view.human());
     }
     Ok(0)
 }

@@ -13,7 +13,19 @@ use crate::sha::Sha;
 use serde::{Deserialize, Serialize};
 
 /// The milestones every contract defines (see `contract::REQUIRED_STATES`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Milestone {
     Working,

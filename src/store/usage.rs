@@ -5,7 +5,8 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 
 /// Tokens as agents report them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Tokens {
     pub input: u64,
     pub output: u64,

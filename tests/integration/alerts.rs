@@ -157,7 +157,7 @@ fn an_alert_reaches_the_webhook_after_two_500s_and_the_command_sink_gets_its_jso
         text.contains(&id) && text.contains("worker_exited"),
         "{got:#}"
     );
-    assert_eq!(got["worker"], id.as_str());
+    assert_eq!(got["worker_id"], id.as_str());
     assert_eq!(got["severity"], "warning");
 
     // The command sink: the same JSON on stdin.
@@ -165,7 +165,7 @@ fn an_alert_reaches_the_webhook_after_two_500s_and_the_command_sink_gets_its_jso
     assert_eq!(d["state"], "delivered", "{d:#}");
     let sent: Value = serde_json::from_slice(&std::fs::read(&cmd_file).unwrap()).unwrap();
     assert_eq!(sent["kind"], "worker_exited");
-    assert_eq!(sent["worker"], id.as_str());
+    assert_eq!(sent["worker_id"], id.as_str());
     assert!(sent["text"].as_str().is_some());
     // A warning is below the third sink's min_severity: no delivery row, nothing run.
     let a = &alerts_of(&org, "worker_exited")[0];
@@ -263,7 +263,7 @@ fn an_alert_pending_when_its_supervisor_is_killed_is_delivered_by_orch_resume() 
     assert!(d["attempts"].as_i64().unwrap() >= 2, "{d:#}");
     let got = rx.delivered("done_without_ci_proof");
     assert_eq!(got.len(), 1, "{:#?}", rx.hits());
-    assert_eq!(got[0]["worker"], id.as_str());
+    assert_eq!(got[0]["worker_id"], id.as_str());
     org.release(&id);
 }
 
@@ -288,7 +288,13 @@ fn a_silent_worker_gets_the_idle_alert_once_at_the_configured_interval() {
     );
     let w = org.worker(&id);
     assert!(
-        idle["at_ms"].as_i64().unwrap() - w.created_ms >= 2_000,
+        idle["at"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .expect("an RFC 3339 time")
+            .as_millisecond()
+            - w.created_ms
+            >= 2_000,
         "raised after worker_idle: {idle:#}"
     );
     assert!(

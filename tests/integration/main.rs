@@ -24,6 +24,7 @@ mod first_run;
 mod forge_unreachable;
 mod forgejo_contract;
 mod graph_output;
+mod json_views;
 mod local_forge;
 mod lock_race;
 mod lying_workers;

@@ -1009,7 +1009,7 @@ impl Org {
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).expect("alerts.jsonl holds JSON lines"))
-            .filter(|a| a["worker"] == id)
+            .filter(|a| a["worker_id"] == id)
             .collect()
     }
 

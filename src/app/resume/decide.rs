@@ -23,7 +23,7 @@ use crate::store::workers::WorkerRecord;
 use serde::Serialize;
 
 /// What happens to a worker after it is reconciled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// CI proved it DONE.

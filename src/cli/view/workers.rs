@@ -1,0 +1,776 @@
+//! Views of workers: `status`, `sessions list|show`, `spawn`, `report`, `cancel`,
+//! `respawn`, `release`, `resume` and `alerts`.
+
+use super::locks::{BlockerView, LockView};
+use super::{Table, View, at, human_duration, secs_between};
+use crate::alerts::AlertLine;
+use crate::app::operator::Supervision;
+use crate::ci::CiRun;
+use crate::ci::verdict::VerdictKind;
+use crate::milestone::Milestone;
+use crate::sha::Sha;
+use crate::store::usage::{Tokens, Usage};
+use crate::store::workers::{PushRecord, WorkerEvent, WorkerRecord};
+use crate::text::escape as esc;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// What a worker's agent spent, summed over its runs.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct UsageView {
+    /// Dollars (0 when the agent reports no dollar figure: Codex).
+    pub cost_usd: f64,
+    pub tokens: Tokens,
+    pub total_tokens: u64,
+    /// Agent runs that reported usage.
+    pub runs: u32,
+}
+
+impl UsageView {
+    /// `None`: its agent reported nothing.
+    pub fn of(u: Option<&Usage>) -> Option<Self> {
+        match u {
+            Some(u) if u.invocations > 0 || u.tokens.total() > 0 => Some(UsageView {
+                cost_usd: u.cost_usd,
+                tokens: u.tokens,
+                total_tokens: u.tokens.total(),
+                runs: u.invocations,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// "$0.0151, 12.3k tokens (2 runs)", or "-".
+pub fn usage_text(u: Option<&Usage>) -> String {
+    match u {
+        Some(u) if u.invocations > 0 || u.tokens.total() > 0 => {
+            crate::app::supervisor::agent::spend::describe(u)
+        }
+        _ => "-".into(),
+    }
+}
+
+/// Who supervises a worker now, as a stable word.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SupervisionView {
+    /// The worker has ended.
+    Ended,
+    Alive,
+    /// Alive, but its lease lapsed (it cannot write to the state directory).
+    LeaseLapsed,
+    /// Gone: `orch resume` takes the worker over.
+    Gone,
+    /// Nobody: the worker waits for an operator (`orch respawn`, `orch cancel`).
+    AwaitsOperator,
+}
+
+impl From<Supervision> for SupervisionView {
+    fn from(s: Supervision) -> Self {
+        match s {
+            Supervision::Ended => SupervisionView::Ended,
+            Supervision::Alive => SupervisionView::Alive,
+            Supervision::LeaseLapsed => SupervisionView::LeaseLapsed,
+            Supervision::Gone => SupervisionView::Gone,
+            Supervision::AwaitsOperator => SupervisionView::AwaitsOperator,
+        }
+    }
+}
+
+impl SupervisionView {
+    pub fn column(self) -> &'static str {
+        match self {
+            SupervisionView::Ended => "-",
+            SupervisionView::Alive => "alive",
+            SupervisionView::LeaseLapsed => "alive, lease lapsed",
+            SupervisionView::Gone => "GONE (orch resume)",
+            SupervisionView::AwaitsOperator => "none (orch respawn)",
+        }
+    }
+
+    pub fn sentence(self) -> &'static str {
+        match self {
+            SupervisionView::Ended => "not running (the worker has ended)",
+            SupervisionView::Alive => "alive",
+            SupervisionView::LeaseLapsed => {
+                "alive, but its lease lapsed (it cannot write to the state directory: disk full?); `orch resume` would take the worker over"
+            }
+            SupervisionView::Gone => "not running (`orch resume` takes the worker over)",
+            SupervisionView::AwaitsOperator => {
+                "not running (the worker waits for an operator: `orch respawn <id> --note …` gives it another go, `orch cancel <id>` ends it)"
+            }
+        }
+    }
+}
+
+/// One worker as `status` and `sessions` show it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct WorkerView {
+    pub worker_id: String,
+    pub repo: String,
+    pub task: String,
+    pub task_id: Option<String>,
+    pub component: Option<String>,
+    pub milestone: Milestone,
+    /// When it reached its milestone.
+    #[schemars(extend("format" = "date-time"))]
+    pub since: String,
+    /// Seconds in its milestone.
+    pub age_s: u64,
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+    pub branch: String,
+    pub base_sha: String,
+    /// The last pushed (and verified) commit; CI is followed for it alone.
+    pub tracked_sha: Option<Sha>,
+    pub verdict: Option<VerdictKind>,
+    pub failed_jobs: Vec<String>,
+    pub fix_attempts: u32,
+    /// Why it stopped, when it did.
+    pub end_reason: Option<String>,
+    pub worker_running: bool,
+    pub supervisor_alive: bool,
+    pub supervision: SupervisionView,
+    pub respawns: i64,
+    /// What its agent spent (null: nothing reported).
+    pub usage: Option<UsageView>,
+    /// The agent's conversation id.
+    pub session_id: Option<String>,
+    /// `<wave>:<task>` when a wave started it.
+    pub wave: Option<String>,
+}
+
+impl WorkerView {
+    pub fn of(w: &WorkerRecord, u: Option<&Usage>, wave: Option<String>, now_ms: i64) -> Self {
+        let p = &w.progress;
+        WorkerView {
+            worker_id: w.id.clone(),
+            repo: w.repo.clone(),
+            task: w.task.clone(),
+            task_id: w.task_id.clone(),
+            component: w.component.clone(),
+            milestone: p.milestone,
+            since: at(p.since_ms),
+            age_s: secs_between(p.since_ms, now_ms),
+            created_at: at(w.created_ms),
+            branch: w.branch.clone(),
+            base_sha: w.base_sha.clone(),
+            tracked_sha: p.tracked_sha.clone(),
+            verdict: p.verdict,
+            failed_jobs: p.failed_jobs.clone(),
+            fix_attempts: p.fix_attempts,
+            end_reason: p.end_reason.clone(),
+            worker_running: w.worker_running,
+            supervisor_alive: w.supervised(now_ms),
+            supervision: crate::app::operator::supervision(w, now_ms).into(),
+            respawns: w.respawns,
+            usage: UsageView::of(u),
+            session_id: u.and_then(|u| u.session_id.clone()),
+            wave,
+        }
+    }
+}
+
+/// `orch status --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct StatusView {
+    pub workers: Vec<WorkerView>,
+    pub locks: Vec<LockView>,
+}
+
+impl View for StatusView {
+    const NAME: &'static str = "status";
+}
+
+impl StatusView {
+    /// The human tables: workers still running or ended within the hour, then the locks.
+    /// `spent` gives each worker's spending text.
+    pub fn human(&self, spent: impl Fn(&str) -> String) -> String {
+        let mut out = String::new();
+        let active: Vec<&WorkerView> = self
+            .workers
+            .iter()
+            .filter(|w| !w.milestone.is_terminal() || w.age_s < 3600)
+            .collect();
+        if active.is_empty() {
+            out.push_str("no workers\n");
+        } else {
+            let mut t = Table::new([
+                "WORKER",
+                "REPO",
+                "MILESTONE",
+                "AGE",
+                "SHA",
+                "CI",
+                "SUPERVISOR",
+                "SPENT",
+                "WAVE",
+            ]);
+            for w in active {
+                t.row([
+                    esc(&w.worker_id).into_owned(),
+                    esc(&w.repo).into_owned(),
+                    w.milestone.as_str().to_string(),
+                    human_duration(w.age_s),
+                    w.tracked_sha
+                        .as_ref()
+                        .map(|s| s.short().to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    w.verdict.map(|v| v.as_str()).unwrap_or("-").to_string(),
+                    w.supervision.column().to_string(),
+                    spent(&w.worker_id),
+                    esc(w.wave.as_deref().unwrap_or("-")).into_owned(),
+                ]);
+            }
+            t.right(3);
+            out.push_str(&t.render());
+        }
+        out.push('\n');
+        if self.locks.is_empty() {
+            out.push_str("no locks held\n");
+        } else {
+            let mut t = Table::new(["LOCKED REPO", "HOLDER", "KIND", "AGE", "REASON"]);
+            for lk in &self.locks {
+                t.row([
+                    esc(&lk.repo).into_owned(),
+                    esc(&lk.holder).into_owned(),
+                    lk.kind.as_str().to_string(),
+                    human_duration(lk.age_s),
+                    esc(lk.reason.as_deref().unwrap_or("-")).into_owned(),
+                ]);
+            }
+            t.right(3);
+            out.push_str(&t.render());
+        }
+        out
+    }
+}
+
+/// `orch sessions list --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SessionsView {
+    pub sessions: Vec<WorkerView>,
+}
+
+impl View for SessionsView {
+    const NAME: &'static str = "sessions-list";
+}
+
+impl SessionsView {
+    pub fn human(&self) -> String {
+        if self.sessions.is_empty() {
+            return "no sessions\n".into();
+        }
+        let mut t = Table::new(["WORKER", "REPO", "MILESTONE", "CREATED", "TASK", "ENDED"]);
+        for w in &self.sessions {
+            t.row([
+                esc(&w.worker_id).into_owned(),
+                esc(&w.repo).into_owned(),
+                w.milestone.as_str().to_string(),
+                w.created_at.clone(),
+                esc(&w.task).into_owned(),
+                w.end_reason
+                    .as_deref()
+                    .map(|r| esc(r).into_owned())
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        t.render()
+    }
+}
+
+/// A pushed commit and orch's verdict for it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct PushView {
+    pub sha: Sha,
+    #[schemars(extend("format" = "date-time"))]
+    pub pushed_at: String,
+    /// null: not decided yet.
+    pub verdict: Option<VerdictKind>,
+    pub detail: Option<String>,
+    pub failed_jobs: Vec<String>,
+    /// The CI runs orch judged, when known.
+    pub runs: Option<Vec<CiRun>>,
+    #[schemars(extend("format" = "date-time"))]
+    pub checked_at: Option<String>,
+}
+
+impl From<&PushRecord> for PushView {
+    fn from(p: &PushRecord) -> Self {
+        PushView {
+            sha: p.sha.clone(),
+            pushed_at: at(p.pushed_ms),
+            verdict: p.verdict,
+            detail: p.detail.clone(),
+            failed_jobs: p.failed_jobs.clone(),
+            runs: p.runs.clone(),
+            checked_at: p.checked_ms.map(at),
+        }
+    }
+}
+
+/// One entry of a worker's history.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct EventView {
+    pub seq: i64,
+    #[schemars(extend("format" = "date-time"))]
+    pub at: String,
+    pub kind: String,
+    /// The worker's milestone after it.
+    pub milestone: String,
+    pub detail: String,
+}
+
+impl From<&WorkerEvent> for EventView {
+    fn from(e: &WorkerEvent) -> Self {
+        EventView {
+            seq: e.seq,
+            at: at(e.at_ms),
+            kind: e.kind.clone(),
+            milestone: e.milestone.clone(),
+            detail: e.detail.clone(),
+        }
+    }
+}
+
+/// `orch sessions show --json`: the worker, its pushes and its events.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SessionView {
+    #[serde(flatten)]
+    pub worker: WorkerView,
+    pub pushes: Vec<PushView>,
+    pub events: Vec<EventView>,
+    pub worktree: String,
+    pub worker_log: String,
+    pub checkpoint: String,
+}
+
+impl View for SessionView {
+    const NAME: &'static str = "sessions-show";
+}
+
+impl SessionView {
+    pub fn human(&self, spent: &str) -> String {
+        let w = &self.worker;
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| out.push_str(&format!("{k:<11}{v}\n"));
+        line("worker", esc(&w.worker_id).into_owned());
+        line(
+            "repo",
+            format!(
+                "{} (branch {}, base {})",
+                esc(&w.repo),
+                esc(&w.branch),
+                esc(crate::sha::short(&w.base_sha))
+            ),
+        );
+        line("task", esc(&w.task).into_owned());
+        line("milestone", format!("{} since {}", w.milestone, w.since));
+        if let Some(r) = &w.end_reason {
+            line("ended", esc(r).into_owned());
+        }
+        line("supervisor", w.supervision.sentence().to_string());
+        line("spent", spent.to_string());
+        if let Some(s) = &w.session_id {
+            line("session", esc(s).into_owned());
+        }
+        line("worktree", esc(&self.worktree).into_owned());
+        line("log", esc(&self.worker_log).into_owned());
+        line("checkpoint", esc(&self.checkpoint).into_owned());
+        if !self.pushes.is_empty() {
+            out.push_str("pushes:\n");
+            for ps in &self.pushes {
+                out.push_str(&format!(
+                    "  {} {}{}\n",
+                    esc(ps.sha.short()),
+                    ps.verdict.map(|v| v.as_str()).unwrap_or("pending"),
+                    ps.detail
+                        .as_deref()
+                        .map(|d| format!(" — {}", esc(d)))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        out.push_str("events:\n");
+        let mut t = Table::new(["AT", "EVENT", "DETAIL"]);
+        for e in &self.events {
+            t.row([
+                e.at.clone(),
+                esc(&e.kind).into_owned(),
+                esc(&e.detail).into_owned(),
+            ]);
+        }
+        for l in t.render().lines() {
+            out.push_str(&format!("  {l}\n"));
+        }
+        out
+    }
+}
+
+/// `orch spawn --json`: the worker started, or why none could start.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SpawnView {
+    pub spawned: bool,
+    pub repo: String,
+    pub worker_id: Option<String>,
+    /// WORKING for a detached spawn; where it ended with `--foreground`.
+    pub milestone: Option<Milestone>,
+    /// The locks in the way.
+    pub blockers: Vec<BlockerView>,
+    /// Every reason it could not start, as sentences.
+    pub reasons: Vec<String>,
+}
+
+impl View for SpawnView {
+    const NAME: &'static str = "spawn";
+}
+
+impl SpawnView {
+    pub fn started(repo: &str, worker_id: &str, milestone: Milestone) -> Self {
+        SpawnView {
+            spawned: true,
+            repo: repo.to_string(),
+            worker_id: Some(worker_id.to_string()),
+            milestone: Some(milestone),
+            blockers: Vec::new(),
+            reasons: Vec::new(),
+        }
+    }
+
+    pub fn human(&self) -> String {
+        match (&self.worker_id, self.milestone) {
+            (Some(id), Some(m)) if self.spawned => format!("{} {} {m}\n", esc(id), self.repo),
+            _ => {
+                let mut out = format!("not spawned: a worker cannot start on {} now\n", self.repo);
+                for r in &self.reasons {
+                    out.push_str(&format!("  {}\n", esc(r)));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// `orch report --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ReportView {
+    pub worker_id: String,
+    pub milestone: Milestone,
+    /// applied, refused, queued, queued_for_resume or not_applied.
+    pub state: String,
+    pub outcome: String,
+}
+
+impl View for ReportView {
+    const NAME: &'static str = "report";
+}
+
+impl ReportView {
+    /// "<MILESTONE> <outcome>", never "<MILESTONE>: …": a worker's stdout is read for
+    /// milestone lines, and an echoed "DONE: refused …" would count as a second claim.
+    pub fn human(&self) -> String {
+        format!("{} {}\n", self.milestone, esc(&self.outcome))
+    }
+}
+
+/// `orch cancel --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CancelView {
+    pub worker_id: String,
+    pub cancelled: bool,
+    pub by: String,
+    /// by_supervisor, or offline (no supervisor ran: orch ended it itself).
+    pub how: String,
+    pub outcome: String,
+}
+
+impl View for CancelView {
+    const NAME: &'static str = "cancel";
+}
+
+impl CancelView {
+    pub fn human(&self) -> String {
+        format!("{}: {}\n", esc(&self.worker_id), esc(&self.outcome))
+    }
+}
+
+/// `orch respawn --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RespawnView {
+    pub worker_id: String,
+    /// Where the replacement continues.
+    pub milestone: Milestone,
+    pub by: String,
+}
+
+impl View for RespawnView {
+    const NAME: &'static str = "respawn";
+}
+
+impl RespawnView {
+    pub fn human(&self) -> String {
+        format!(
+            "{}: respawned by {}, continues in {}\n",
+            esc(&self.worker_id),
+            esc(&self.by),
+            self.milestone
+        )
+    }
+}
+
+/// `orch release --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ReleaseView {
+    pub worker_id: String,
+    pub released: bool,
+    pub repo: String,
+    pub by: String,
+    pub reason: String,
+}
+
+impl View for ReleaseView {
+    const NAME: &'static str = "release";
+}
+
+impl ReleaseView {
+    pub fn human(&self) -> String {
+        format!(
+            "released {}'s chain lock ({}) — by {}: {}\n",
+            esc(&self.worker_id),
+            esc(&self.repo),
+            esc(&self.by),
+            esc(&self.reason)
+        )
+    }
+}
+
+/// What happened to one orphaned worker.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ReconciledView {
+    pub worker_id: String,
+    pub repo: String,
+    pub before: Milestone,
+    pub after: Milestone,
+    pub action: crate::app::resume::Action,
+    pub detail: String,
+}
+
+/// A checkpoint that was not rebuilt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RefusedView {
+    /// The checkpoint file, or the session directory that has none.
+    pub file: String,
+    pub worker_id: Option<String>,
+    pub why: String,
+    /// The repository whose chain is held until an operator has looked.
+    pub held: Option<String>,
+    /// All of it as a sentence.
+    pub text: String,
+}
+
+/// What `--from-checkpoints` rebuilt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct RebuiltView {
+    /// Where an unreadable database was moved, if it was.
+    pub moved_aside: Option<String>,
+    pub workers: usize,
+    pub locks: usize,
+    pub problems: Vec<String>,
+    /// Workers whose checkpoint said DONE and whose commit CI did not prove green again.
+    pub unproven_done: Vec<String>,
+    pub refused: Vec<RefusedView>,
+}
+
+impl From<&crate::app::resume::Rebuilt> for RebuiltView {
+    fn from(r: &crate::app::resume::Rebuilt) -> Self {
+        RebuiltView {
+            moved_aside: r.moved_aside.as_ref().map(|p| p.display().to_string()),
+            workers: r.workers,
+            locks: r.locks,
+            problems: r.problems.clone(),
+            unproven_done: r.unproven_done.clone(),
+            refused: r
+                .refused
+                .iter()
+                .map(|x| RefusedView {
+                    file: x.file.display().to_string(),
+                    worker_id: x.worker_id.clone(),
+                    why: x.why.clone(),
+                    held: x.held.clone(),
+                    text: x.describe(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl RebuiltView {
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        if let Some(p) = &self.moved_aside {
+            out.push_str(&format!(
+                "the unreadable database was moved to {} (not deleted)\n",
+                esc(p)
+            ));
+        }
+        out.push_str(&format!(
+            "rebuilt {} worker(s) and {} lock(s) from checkpoint files\n",
+            self.workers, self.locks
+        ));
+        for p in &self.problems {
+            out.push_str(&format!("  warning: {}\n", esc(p)));
+        }
+        for u in &self.unproven_done {
+            out.push_str(&format!("  not proven: {}\n", esc(u)));
+        }
+        for x in &self.refused {
+            out.push_str(&format!("  REFUSED {}\n", esc(&x.text)));
+        }
+        out
+    }
+}
+
+/// `orch resume --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ResumeView {
+    /// Set with `--from-checkpoints`.
+    pub rebuilt: Option<RebuiltView>,
+    pub resumed: Vec<ReconciledView>,
+}
+
+impl View for ResumeView {
+    const NAME: &'static str = "resume";
+}
+
+impl ResumeView {
+    pub fn human_resumed(&self) -> String {
+        if self.resumed.is_empty() {
+            return "no orphaned workers\n".into();
+        }
+        let mut t = Table::new(["WORKER", "REPO", "BEFORE", "AFTER", "ACTION", "DETAIL"]);
+        for r in &self.resumed {
+            t.row([
+                esc(&r.worker_id).into_owned(),
+                esc(&r.repo).into_owned(),
+                r.before.to_string(),
+                r.after.to_string(),
+                serde_json::to_value(r.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                esc(&r.detail).into_owned(),
+            ]);
+        }
+        t.render()
+    }
+}
+
+/// One sink's delivery of an alert.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct DeliveryView {
+    pub sink: String,
+    /// pending, delivered or given_up.
+    pub state: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    /// When a pending delivery is tried next.
+    #[schemars(extend("format" = "date-time"))]
+    pub next_attempt_at: Option<String>,
+    /// When it was delivered or given up.
+    #[schemars(extend("format" = "date-time"))]
+    pub done_at: Option<String>,
+}
+
+/// An alert with its deliveries.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AlertEntry {
+    /// The alert as alerts.jsonl has it.
+    #[serde(flatten)]
+    pub alert: AlertLine,
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// `orch alerts --json`: newest last.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AlertsView {
+    pub alerts: Vec<AlertEntry>,
+}
+
+impl View for AlertsView {
+    const NAME: &'static str = "alerts";
+}
+
+impl AlertsView {
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let mut t = Table::new(["AT", "SEVERITY", "KIND", "WORKER", "MESSAGE"]);
+        for e in &self.alerts {
+            let a = &e.alert;
+            let repeats = if a.repeats > 1 {
+                format!(" (x{})", a.repeats)
+            } else {
+                String::new()
+            };
+            let resolved = if a.resolved_at.is_some() {
+                " [resolved]"
+            } else {
+                ""
+            };
+            t.row([
+                a.at.clone(),
+                esc(&a.severity).into_owned(),
+                esc(&a.kind).into_owned(),
+                esc(a.worker_id.as_deref().unwrap_or("-")).into_owned(),
+                format!("{}{repeats}{resolved}", esc(&a.message)),
+            ]);
+        }
+        // Deliveries go under their alert, so the rows are laid out by the table and the
+        // delivery lines inserted after each.
+        let table = t.render();
+        let mut lines = table.lines();
+        if let Some(h) = lines.next() {
+            out.push_str(h);
+            out.push('\n');
+        }
+        for (e, row) in self.alerts.iter().zip(lines) {
+            out.push_str(row);
+            out.push('\n');
+            for d in &e.deliveries {
+                let plural = |n: i64| super::super::plural(n as usize, "attempt", "attempts");
+                let detail = match (d.state.as_str(), &d.last_error) {
+                    ("delivered", _) => format!("delivered after {}", plural(d.attempts)),
+                    ("pending", Some(err)) => format!(
+                        "pending: {}, last error: {}; next at {}",
+                        plural(d.attempts),
+                        esc(err),
+                        d.next_attempt_at.as_deref().unwrap_or("-")
+                    ),
+                    ("pending", None) => "pending".to_string(),
+                    (_, err) => format!("given up: {}", esc(err.as_deref().unwrap_or("-"))),
+                };
+                out.push_str(&format!("    -> {} {detail}\n", esc(&d.sink)));
+            }
+        }
+        out
+    }
+}

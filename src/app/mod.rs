@@ -6,6 +6,7 @@
 pub mod cascade;
 pub mod deliver;
 pub mod error;
+pub mod gc;
 pub mod journal;
 pub mod operator;
 pub mod orphans;

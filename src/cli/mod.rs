@@ -7,6 +7,7 @@
 
 mod ci;
 mod demo;
+mod gc;
 mod init;
 mod locks;
 mod show;
@@ -229,6 +230,16 @@ pub enum Command {
         /// Replace an existing repos.yaml (and contract files).
         #[arg(long)]
         force: bool,
+    },
+    /// Remove the worktrees and orch/<id> branches of DONE and CANCELLED workers whose commits
+    /// are on the remote (never unpushed work), and the `orch` remote once nothing of orch's is
+    /// left in a clone.
+    Gc {
+        /// List what would be removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
@@ -644,6 +655,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             with_contract,
             force,
         ),
+        Command::Gc { dry_run, json } => gc::run(ctx, dry_run, json),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

@@ -22,6 +22,7 @@ mod containment;
 mod demo;
 mod first_run;
 mod forgejo_contract;
+mod gc;
 mod local_forge;
 mod lock_race;
 mod lying_workers;

@@ -525,6 +525,31 @@ pub fn worktrees(repo_path: &Path) -> Result<Vec<(String, std::path::PathBuf)>, 
         .collect())
 }
 
+/// The working trees of the clone (its main one and every linked one) that have `branch`
+/// checked out.
+pub fn checked_out_in(repo_path: &Path, branch: &str) -> Result<Vec<std::path::PathBuf>, GitError> {
+    let full = format!("refs/heads/{branch}");
+    let repo = open(repo_path)?;
+    let on_branch = |r: &Repository| {
+        r.find_reference("HEAD")
+            .ok()
+            .and_then(|h| h.symbolic_target().ok().flatten().map(|t| t == full))
+            .unwrap_or(false)
+    };
+    let mut out = Vec::new();
+    if on_branch(&repo) {
+        out.push(repo.workdir().unwrap_or(repo_path).to_path_buf());
+    }
+    for (_, path) in worktrees(repo_path)? {
+        if let Ok(r) = Repository::open(&path)
+            && on_branch(&r)
+        {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
 /// Paths in the worktree at `dir` with changes not committed: modified, staged, deleted,
 /// and untracked files that are not ignored (work that exists nowhere else).
 pub fn uncommitted_changes(dir: &Path) -> Result<Vec<String>, GitError> {

@@ -212,6 +212,19 @@ fn unpushed_work(
             tips.push(head);
         }
     }
+    if item.branch.is_some() {
+        let elsewhere: Vec<PathBuf> = gitops::checked_out_in(clone, &w.branch)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|p| !same_path(p, worktree))
+            .collect();
+        if let Some(p) = elsewhere.first() {
+            return Ok(Some(format!(
+                "its branch is checked out in {}",
+                p.display()
+            )));
+        }
+    }
     if item.branch.is_some()
         && let Some(tip) = gitops::branch_tip(clone, &w.branch).map_err(|e| e.to_string())?
     {

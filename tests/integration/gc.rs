@@ -157,3 +157,48 @@ fn gc_where_nothing_ran_creates_no_state() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
     assert!(!org.state.join("orch.db").exists());
 }
+
+/// A branch the user checked out in the clone (after removing the worktree by hand) is theirs
+/// now: deleting it would leave their HEAD on nothing.
+#[test]
+fn gc_keeps_a_branch_checked_out_in_the_clone() {
+    let org = Org::new(Spec::local("gc_leftovers.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "done");
+    org.wait_done(&id);
+    let clone = org.clone_path("alpha");
+    let worktree = org.state.join(&id).join("worktree");
+    git(&clone, &["worktree", "remove", worktree.to_str().unwrap()]);
+    git(&clone, &["checkout", "-q", &format!("orch/{id}")]);
+    let report = org.json(&["gc", "--json"]);
+    let w = entry(&report, &id).unwrap();
+    assert_eq!(w["action"], "keep", "{report:#}");
+    assert!(
+        w["reason"].as_str().unwrap().contains("checked out in"),
+        "{report:#}"
+    );
+    assert_eq!(
+        git(&clone, &["symbolic-ref", "HEAD"]),
+        format!("refs/heads/orch/{id}")
+    );
+    assert!(branch_tip(&clone, &format!("orch/{id}")).is_some());
+}
+
+/// A remote that cannot be fetched: nothing can be checked, so everything is kept (exit 3, a
+/// retry may do more).
+#[test]
+fn gc_with_an_unreachable_remote_keeps_everything_and_exits_3() {
+    let org = Org::new(Spec::local("gc_leftovers.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "done");
+    org.wait_done(&id);
+    let bare = org.state.join("forge").join("alpha.git");
+    std::fs::rename(&bare, org.root.join("moved.git")).unwrap();
+    let out = org.run(&["gc"]);
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("kept {id}")),
+        "{}",
+        output_text(&out)
+    );
+    assert!(org.state.join(&id).join("worktree").exists());
+    assert!(branch_tip(&org.clone_path("alpha"), &format!("orch/{id}")).is_some());
+}

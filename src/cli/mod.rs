@@ -10,6 +10,7 @@ mod demo;
 mod gc;
 mod init;
 mod locks;
+mod logs;
 mod show;
 mod wave;
 mod workers;
@@ -238,6 +239,16 @@ pub enum Command {
         /// List what would be removed; change nothing.
         #[arg(long)]
         dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A worker's output with its milestones and other events interleaved where they happened.
+    Logs {
+        id: String,
+        /// Follow the log until the worker has ended (DONE, FAILED, CANCELLED).
+        #[arg(short, long)]
+        follow: bool,
+        /// One JSON object per line: {"type":"log","text"} or {"type":"event",…}.
         #[arg(long)]
         json: bool,
     },
@@ -656,6 +667,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             force,
         ),
         Command::Gc { dry_run, json } => gc::run(ctx, dry_run, json),
+        Command::Logs { id, follow, json } => logs::run(ctx, &id, follow, json),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

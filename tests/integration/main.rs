@@ -25,6 +25,7 @@ mod forgejo_contract;
 mod gc;
 mod local_forge;
 mod lock_race;
+mod logs;
 mod lying_workers;
 mod operator_day;
 mod output_escape;

@@ -1,0 +1,143 @@
+//! `orch logs <id> [-f]`: the worker's output with its events placed where they happened.
+
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text, poll};
+use serde_json::Value;
+use std::io::BufRead;
+use std::time::Duration;
+
+fn position(lines: &[String], what: &str, f: impl Fn(&str) -> bool) -> usize {
+    lines
+        .iter()
+        .position(|l| f(l))
+        .unwrap_or_else(|| panic!("no {what} in:\n{}", lines.join("\n")))
+}
+
+/// The order the timeline must show: the line before the push, the push line, the
+/// PUSHED_TO_CI transition (recorded before the test released the worker), the line after.
+fn assert_order(lines: &[String]) {
+    let a = position(lines, "line A", |l| l.starts_with("line A"));
+    let push = position(lines, "the push line", |l| l.starts_with("PUSHED_TO_CI:"));
+    let event = position(lines, "the PUSHED_TO_CI transition", |l| {
+        l.starts_with("[orch ") && l.contains("transition: WORKING -> PUSHED_TO_CI")
+    });
+    let b = position(lines, "line B", |l| l == "line B after release");
+    let done = position(lines, "the DONE transition", |l| {
+        l.starts_with("[orch ") && l.contains("-> DONE")
+    });
+    assert!(
+        a < push && push < event && event < b && b < done,
+        "{}",
+        lines.join("\n")
+    );
+    assert!(
+        lines[0].contains("] spawned: task: "),
+        "{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn logs_interleave_events_where_they_happened_and_follow_to_the_end() {
+    let org = Org::new(Spec::local("logs_worker.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "log things");
+
+    // Follow from the start, in another process.
+    let mut follower = org
+        .cmd(&["logs", &id, "-f"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = follower.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + DEADLINE;
+    // The worker waits for the release: the follower shows the PUSHED_TO_CI transition first.
+    while !seen
+        .iter()
+        .any(|l| l.contains("transition: WORKING -> PUSHED_TO_CI"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => seen.push(l),
+            Err(e) => panic!(
+                "follower: {e}; so far:\n{}\n{}",
+                seen.join("\n"),
+                org.diag(&id)
+            ),
+        }
+    }
+    std::fs::write(org.out.join(format!("release-{id}")), "").unwrap();
+    // It ends by itself once the worker is DONE and its supervisor gone.
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => seen.push(l),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => panic!(
+                "follower: {e}; so far:\n{}\n{}",
+                seen.join("\n"),
+                org.diag(&id)
+            ),
+        }
+    }
+    let status = poll(Duration::from_secs(10), || {
+        follower.try_wait().ok().flatten()
+    })
+    .expect("the follower exits");
+    assert_eq!(status.code(), Some(0));
+    assert_order(&seen);
+    assert_eq!(org.worker(&id).milestone().as_str(), "DONE");
+
+    // Read once afterwards: the same timeline.
+    let out = org.run(&["logs", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert_order(&lines);
+    assert_eq!(lines, seen);
+    // The worker's escape sequence is printed as text, never sent to the terminal.
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("line A \\x1b[31mred"), "{text}");
+
+    // --json: one object a line, in the same order.
+    let out = org.run(&["logs", &id, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let objs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(objs.len(), lines.len());
+    assert_eq!(objs[0]["type"], "event");
+    assert_eq!(objs[0]["kind"], "spawned");
+    assert!(objs[0]["at"].as_str().unwrap().ends_with('Z'));
+    assert!(
+        objs.iter()
+            .any(|o| o["type"] == "log" && o["text"] == "line A \u{1b}[31mred"),
+        "{objs:#?}"
+    );
+}
+
+#[test]
+fn logs_of_an_unknown_worker_is_bad_input() {
+    let org = Org::new(Spec::local("logs_worker.sh").repo(RepoSpec::new("alpha")));
+    let out = org.run(&["logs", "nope-123"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no worker nope-123"));
+    // With state present too.
+    let out = org.run(&["status"]);
+    assert!(out.status.success());
+    let id = org.spawn_detached("alpha", "log things");
+    let out = org.run(&["logs", "nope-123", "-f"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let out = org.run(&["cancel", &id]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}

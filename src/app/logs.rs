@@ -34,6 +34,8 @@ pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 /// since the last one, in order.
 pub struct Timeline {
     worker: String,
+    /// Events only: the log is not read and every event is handed out at once.
+    events_only: bool,
     log: PathBuf,
     file: Option<std::fs::File>,
     /// Bytes of the log read so far.
@@ -51,6 +53,7 @@ impl Timeline {
     pub fn new(state_dir: &Path, worker: &str) -> Timeline {
         Timeline {
             worker: worker.to_string(),
+            events_only: false,
             log: ws::worker_log(state_dir, worker),
             file: None,
             read: 0,
@@ -59,6 +62,15 @@ impl Timeline {
             last_seq: 0,
             last_offset: 0,
             pending: VecDeque::new(),
+        }
+    }
+
+    /// A timeline of the worker's events alone (its milestones as they happen), without
+    /// its output.
+    pub fn events_only(state_dir: &Path, worker: &str) -> Timeline {
+        Timeline {
+            events_only: true,
+            ..Timeline::new(state_dir, worker)
         }
     }
 
@@ -79,6 +91,12 @@ impl Timeline {
                 .max(self.last_offset);
             self.last_offset = at;
             self.pending.push_back((at, e));
+        }
+        if self.events_only {
+            while let Some((_, e)) = self.pending.pop_front() {
+                emit(Entry::Event(e));
+            }
+            return Ok(());
         }
         self.read_log(emit);
         self.place_events(emit);

@@ -7,6 +7,9 @@ use crate::store::fmt_ms;
 use crate::store::workers::WorkerEvent;
 use crate::text::escape;
 use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One line of `orch logs --json`.
 #[derive(Debug, Serialize)]
@@ -80,4 +83,58 @@ pub fn run(ctx: &Ctx, id: &str, follow: bool, json: bool) -> Outcome {
         print_entry(&e, json)
     })?;
     Ok(0)
+}
+
+/// Prints a worker's events as they are recorded, on a thread of its own, while this process
+/// does something else (supervises it: `spawn --foreground`). [`LiveEvents::finish`] prints
+/// what is left and stops it.
+pub struct LiveEvents {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+pub fn live_events(state_dir: &Path, id: &str) -> LiveEvents {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (state_dir, id, stopping) = (state_dir.to_path_buf(), id.to_string(), stop.clone());
+    let thread = std::thread::spawn(move || {
+        // Its own connection: the supervisor's is busy in the other thread.
+        let Ok(mut store) = crate::store::Store::open(&state_dir) else {
+            return;
+        };
+        let mut t = logs::Timeline::events_only(&state_dir, &id);
+        let mut print = |e: Entry| print_entry(&e, false);
+        loop {
+            // Read after the stop is seen: everything recorded before it is printed.
+            let last = stopping.load(Ordering::SeqCst);
+            if t.poll(&mut store, &mut print).is_err() || last {
+                t.finish(&mut print);
+                return;
+            }
+            std::thread::sleep(logs::FOLLOW_EVERY);
+        }
+    });
+    LiveEvents {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+impl LiveEvents {
+    /// Prints the events not printed yet, then returns.
+    pub fn finish(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for LiveEvents {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
 }

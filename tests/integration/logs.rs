@@ -5,6 +5,45 @@ use serde_json::Value;
 use std::io::BufRead;
 use std::time::Duration;
 
+/// The lines `child` prints on stdout, as they come.
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Collects lines from `rx` into `seen` until one satisfies `until` (or, with `None`, until
+/// the printer closes its stdout), within [`DEADLINE`].
+fn collect(
+    rx: &std::sync::mpsc::Receiver<String>,
+    seen: &mut Vec<String>,
+    until: Option<&dyn Fn(&str) -> bool>,
+    diag: &dyn Fn() -> String,
+) {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(f) = until
+            && seen.iter().any(|l| f(l))
+        {
+            return;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => seen.push(l),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) if until.is_none() => return,
+            Err(e) => panic!("{e}; so far:\n{}\n{}", seen.join("\n"), diag()),
+        }
+    }
+}
+
 fn position(lines: &[String], what: &str, f: impl Fn(&str) -> bool) -> usize {
     lines
         .iter()
@@ -48,47 +87,18 @@ fn logs_interleave_events_where_they_happened_and_follow_to_the_end() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = follower.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(&mut follower);
     let mut seen: Vec<String> = Vec::new();
-    let deadline = std::time::Instant::now() + DEADLINE;
     // The worker waits for the release: the follower shows the PUSHED_TO_CI transition first.
-    while !seen
-        .iter()
-        .any(|l| l.contains("transition: WORKING -> PUSHED_TO_CI"))
-    {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) => seen.push(l),
-            Err(e) => panic!(
-                "follower: {e}; so far:\n{}\n{}",
-                seen.join("\n"),
-                org.diag(&id)
-            ),
-        }
-    }
+    collect(
+        &rx,
+        &mut seen,
+        Some(&|l| l.contains("transition: WORKING -> PUSHED_TO_CI")),
+        &|| org.diag(&id),
+    );
     std::fs::write(org.out.join(format!("release-{id}")), "").unwrap();
     // It ends by itself once the worker is DONE and its supervisor gone.
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) => seen.push(l),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(e) => panic!(
-                "follower: {e}; so far:\n{}\n{}",
-                seen.join("\n"),
-                org.diag(&id)
-            ),
-        }
-    }
+    collect(&rx, &mut seen, None, &|| org.diag(&id));
     let status = poll(Duration::from_secs(10), || {
         follower.try_wait().ok().flatten()
     })
@@ -140,4 +150,53 @@ fn logs_of_an_unknown_worker_is_bad_input() {
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let out = org.run(&["cancel", &id]);
     assert!(out.status.success(), "{}", output_text(&out));
+}
+
+/// `spawn --foreground` prints the milestones as they happen, then the outcome.
+#[test]
+fn spawn_in_the_foreground_prints_the_live_timeline() {
+    let org = Org::new(Spec::local("logs_worker.sh").repo(RepoSpec::new("alpha")));
+    let mut spawn = org
+        .cmd(&["spawn", "--repo", "alpha", "--task", "live", "--foreground"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(&mut spawn);
+    let mut seen: Vec<String> = Vec::new();
+    let diag = || {
+        org.workers()
+            .first()
+            .map(|w| org.diag(&w.id))
+            .unwrap_or_default()
+    };
+    // Printed while the worker still waits for the test: live, not at the end.
+    collect(
+        &rx,
+        &mut seen,
+        Some(&|l| l.contains("transition: WORKING -> PUSHED_TO_CI")),
+        &diag,
+    );
+    let id = seen[0].split(' ').next().unwrap().to_string();
+    assert!(
+        seen[0].ends_with("alpha WORKING (supervising in the foreground)"),
+        "{seen:?}"
+    );
+    assert_eq!(org.worker(&id).milestone().as_str(), "PUSHED_TO_CI");
+    std::fs::write(org.out.join(format!("release-{id}")), "").unwrap();
+    collect(&rx, &mut seen, None, &diag);
+    let status =
+        poll(Duration::from_secs(10), || spawn.try_wait().ok().flatten()).expect("spawn exits");
+    assert_eq!(status.code(), Some(0), "{seen:?}");
+    let done = position(&seen, "the DONE transition", |l| {
+        l.starts_with("[orch ") && l.contains("-> DONE")
+    });
+    assert_eq!(
+        seen.last().unwrap(),
+        &format!("{id} alpha DONE"),
+        "{seen:?}"
+    );
+    assert!(done < seen.len() - 1);
+    // The worker's own output is not mixed in (orch logs has it).
+    assert!(!seen.iter().any(|l| l.starts_with("line A")), "{seen:?}");
 }

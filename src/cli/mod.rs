@@ -231,6 +231,10 @@ pub enum Command {
         /// Replace an existing repos.yaml (and contract files).
         #[arg(long)]
         force: bool,
+        /// Write the demo organisation instead (repositories with CI on the local forge, a
+        /// scripted worker, repos.yaml, a wave file): one that runs as it is.
+        #[arg(long)]
+        example: bool,
     },
     /// Remove the worktrees and orch/<id> branches of DONE and CANCELLED workers whose commits
     /// are on the remote (never unpushed work), and the `orch` remote once nothing of orch's is
@@ -661,11 +665,15 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             dir,
             with_contract,
             force,
-        } => init::run(
-            dir.as_deref().unwrap_or(std::path::Path::new(".")),
-            with_contract,
-            force,
-        ),
+            example,
+        } => {
+            let dir = dir.as_deref().unwrap_or(std::path::Path::new("."));
+            if example {
+                init::example(dir, with_contract, force)
+            } else {
+                init::run(dir, with_contract, force)
+            }
+        }
         Command::Gc { dry_run, json } => gc::run(ctx, dry_run, json),
         Command::Logs { id, follow, json } => logs::run(ctx, &id, follow, json),
         Command::Completions { shell } => {

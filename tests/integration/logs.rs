@@ -200,3 +200,45 @@ fn spawn_in_the_foreground_prints_the_live_timeline() {
     // The worker's own output is not mixed in (orch logs has it).
     assert!(!seen.iter().any(|l| l.starts_with("line A")), "{seen:?}");
 }
+
+/// `wave run --until-done` prints its timeline as it goes: each task's start and end, in the
+/// order they happened (b waits for a, its dependency).
+#[test]
+fn wave_until_done_prints_its_timeline() {
+    let org = Org::new(
+        Spec::local("gc_leftovers.sh")
+            .repo(RepoSpec::new("a"))
+            .repo(RepoSpec::new("b").deps(&["a"])),
+    );
+    let file = org.root.join("w.yaml");
+    std::fs::write(
+        &file,
+        "name: w\ntasks:\n  - {id: a-1, repo: a, task: done}\n  - {id: b-1, repo: b, task: done}\n",
+    )
+    .unwrap();
+    let out = org.run(&[
+        "wave",
+        "run",
+        file.to_str().unwrap(),
+        "--until-done",
+        "--interval",
+        "200ms",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let at = |task: &str, what: &str| {
+        position(&lines, &format!("{task} {what}"), |l| {
+            l.contains(task) && l.contains(what)
+        })
+    };
+    let (a_start, a_done) = (at("a-1", "started (worker"), at("a-1", "DONE"));
+    let (b_start, b_done) = (at("b-1", "started (worker"), at("b-1", "DONE"));
+    assert!(
+        a_start < a_done && a_done <= b_start && b_start < b_done,
+        "{}",
+        lines.join("\n")
+    );
+}

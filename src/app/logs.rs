@@ -197,3 +197,77 @@ pub fn timeline(
         std::thread::sleep(FOLLOW_EVERY);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn append(log: &Path, text: &str) {
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn event(store: &mut Store, kind: &str) {
+        store
+            .write(|tx| ws::add_event(tx, "w1", kind, crate::milestone::Milestone::Working, ""))
+            .unwrap();
+    }
+
+    fn show(entries: &[Entry]) -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| match e {
+                Entry::Line(l) => l.clone(),
+                Entry::Event(e) => format!("<{}>", e.kind),
+            })
+            .collect()
+    }
+
+    /// An event goes after everything written before it, never inside a line: one recorded
+    /// while a line was half written waits for the line's end.
+    #[test]
+    fn events_go_where_the_log_was_and_after_the_line_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let log = ws::worker_log(dir.path(), "w1");
+        event(&mut store, "spawned"); // no log yet: first
+        append(&log, "one\nhal");
+        event(&mut store, "mid_line");
+        let mut t = Timeline::new(dir.path(), "w1");
+        let mut out = Vec::new();
+        t.poll(&mut store, &mut |e| out.push(e)).unwrap();
+        assert_eq!(show(&out), ["<spawned>", "one"]);
+        append(&log, "f\r\nthree\n");
+        event(&mut store, "after_three");
+        append(&log, "four");
+        t.poll(&mut store, &mut |e| out.push(e)).unwrap();
+        assert_eq!(
+            show(&out),
+            [
+                "<spawned>",
+                "one",
+                "half",
+                "<mid_line>",
+                "three",
+                "<after_three>"
+            ]
+        );
+        t.finish(&mut |e| out.push(e));
+        assert_eq!(show(&out).last().unwrap(), "four");
+        // Read in one go, the same timeline.
+        let mut once = Vec::new();
+        timeline(&mut store, dir.path(), "w1", false, &mut |e| once.push(e)).unwrap();
+        assert_eq!(show(&once), show(&out));
+        // Events only: in order, without the output.
+        let mut events = Vec::new();
+        let mut t = Timeline::events_only(dir.path(), "w1");
+        t.poll(&mut store, &mut |e| events.push(e)).unwrap();
+        assert_eq!(show(&events), ["<spawned>", "<mid_line>", "<after_three>"]);
+    }
+}

@@ -242,3 +242,39 @@ fn wave_until_done_prints_its_timeline() {
         lines.join("\n")
     );
 }
+
+/// A supervisor killed, its worker replaced by `orch resume`: the timeline still has each
+/// event where it happened — the first life's line, the respawn, the replacement's lines.
+#[test]
+fn logs_keep_their_order_across_a_crash_and_a_respawn() {
+    let org = Org::new(Spec::local("logs_resume.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "survive");
+    org.wait_until("the first life", DEADLINE, || {
+        org.out.join(format!("ready-{id}")).exists()
+    });
+    org.kill_supervisor(&id);
+    org.resume();
+    org.wait_done(&id);
+    let out = org.run(&["logs", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let life1 = position(&lines, "life 1", |l| l == "life 1 starts");
+    let respawn = position(&lines, "the respawn", |l| {
+        l.starts_with("[orch ") && l.contains("] respawn: replacement 1")
+    });
+    let life2 = position(&lines, "life 2", |l| l == "life 2 starts");
+    let pushed = position(&lines, "the PUSHED_TO_CI transition", |l| {
+        l.starts_with("[orch ") && l.contains("-> PUSHED_TO_CI")
+    });
+    let done = position(&lines, "the DONE transition", |l| {
+        l.starts_with("[orch ") && l.contains("-> DONE")
+    });
+    assert!(
+        life1 < respawn && respawn < life2 && life2 < pushed && pushed < done,
+        "{}",
+        lines.join("\n")
+    );
+}

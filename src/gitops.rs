@@ -486,6 +486,160 @@ pub fn head(dir: &Path) -> Result<String, GitError> {
     resolve(dir, "HEAD")
 }
 
+/// The commit branch `branch` points at in the clone, if the branch exists.
+pub fn branch_tip(repo_path: &Path, branch: &str) -> Result<Option<String>, GitError> {
+    let repo = open(repo_path)?;
+    match repo.find_branch(branch, BranchType::Local) {
+        Ok(b) => Ok(b.get().target().map(|o| o.to_string())),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(err(repo_path, e)),
+    }
+}
+
+/// The clone's local branches whose name starts with `prefix`.
+pub fn branches_with_prefix(repo_path: &Path, prefix: &str) -> Result<Vec<String>, GitError> {
+    let repo = open(repo_path)?;
+    let branches = repo
+        .branches(Some(BranchType::Local))
+        .map_err(|e| err(repo_path, e))?;
+    Ok(branches
+        .flatten()
+        .filter_map(|(b, _)| b.name().ok().flatten().map(str::to_string))
+        .filter(|n| n.starts_with(prefix))
+        .collect())
+}
+
+/// The clone's linked worktrees: (name, path).
+pub fn worktrees(repo_path: &Path) -> Result<Vec<(String, std::path::PathBuf)>, GitError> {
+    let repo = open(repo_path)?;
+    let names = repo.worktrees().map_err(|e| err(repo_path, e))?;
+    Ok(names
+        .iter()
+        .flatten()
+        .flatten()
+        .filter_map(|n| {
+            repo.find_worktree(n)
+                .ok()
+                .map(|w| (n.to_string(), w.path().to_path_buf()))
+        })
+        .collect())
+}
+
+/// The working trees of the clone (its main one and every linked one) that have `branch`
+/// checked out.
+pub fn checked_out_in(repo_path: &Path, branch: &str) -> Result<Vec<std::path::PathBuf>, GitError> {
+    let full = format!("refs/heads/{branch}");
+    let repo = open(repo_path)?;
+    let on_branch = |r: &Repository| {
+        r.find_reference("HEAD")
+            .ok()
+            .and_then(|h| h.symbolic_target().ok().flatten().map(|t| t == full))
+            .unwrap_or(false)
+    };
+    let mut out = Vec::new();
+    if on_branch(&repo) {
+        out.push(repo.workdir().unwrap_or(repo_path).to_path_buf());
+    }
+    for (_, path) in worktrees(repo_path)? {
+        if let Ok(r) = Repository::open(&path)
+            && on_branch(&r)
+        {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// Paths in the worktree at `dir` with changes not committed: modified, staged, deleted,
+/// and untracked files that are not ignored (work that exists nowhere else).
+pub fn uncommitted_changes(dir: &Path) -> Result<Vec<String>, GitError> {
+    let repo = open(dir)?;
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false);
+    let statuses = repo.statuses(Some(&mut opts)).map_err(|e| err(dir, e))?;
+    Ok(statuses
+        .iter()
+        .filter(|s| s.status() != git2::Status::CURRENT)
+        .filter_map(|s| s.path().ok().map(str::to_string))
+        .collect())
+}
+
+/// Commits reachable from `tips` that are on no remote-tracking branch of `remote` and not in
+/// the history of `base` (the commit the work started from): what would exist only in this
+/// clone once the tips' refs are gone. Newest first.
+pub fn commits_not_on_remote(
+    repo_path: &Path,
+    tips: &[String],
+    remote: &str,
+    base: &str,
+) -> Result<Vec<String>, GitError> {
+    let repo = open(repo_path)?;
+    let mut walk = repo.revwalk().map_err(|e| err(repo_path, e))?;
+    for tip in tips {
+        let oid = Oid::from_str(tip).map_err(|e| err(repo_path, e))?;
+        walk.push(oid).map_err(|e| err(repo_path, e))?;
+    }
+    walk.hide_glob(&format!("refs/remotes/{remote}/*"))
+        .map_err(|e| err(repo_path, e))?;
+    if let Ok(b) = Oid::from_str(base)
+        && repo.find_commit(b).is_ok()
+    {
+        walk.hide(b).map_err(|e| err(repo_path, e))?;
+    }
+    walk.set_sorting(git2::Sort::TOPOLOGICAL)
+        .map_err(|e| err(repo_path, e))?;
+    walk.map(|o| o.map(|o| o.to_string()).map_err(|e| err(repo_path, e)))
+        .collect()
+}
+
+/// The URL of `remote` in the clone, if it has that remote.
+pub fn remote_url(repo_path: &Path, remote: &str) -> Result<Option<String>, GitError> {
+    let repo = open(repo_path)?;
+    match repo.find_remote(remote) {
+        Ok(r) => Ok(r.url().ok().map(str::to_string)),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(err(repo_path, e)),
+    }
+}
+
+/// Removes the linked worktree at `path` (git refuses one with uncommitted changes or a
+/// lock: nothing is forced). A worktree whose directory is already gone is pruned instead.
+pub fn remove_worktree(repo_path: &Path, path: &Path) -> Result<(), GitError> {
+    if !path.exists() {
+        git(repo_path, &["worktree", "prune"])?;
+        return Ok(());
+    }
+    let p = path.display().to_string();
+    git(repo_path, &["worktree", "remove", &p]).map(|_| ())
+}
+
+/// Deletes local branch `branch` only while it still points at `expected` (a compare-and-
+/// delete: a commit added since it was checked is never lost), and its upstream settings.
+pub fn delete_branch_at(repo_path: &Path, branch: &str, expected: &str) -> Result<(), GitError> {
+    git(
+        repo_path,
+        &[
+            "update-ref",
+            "-d",
+            &format!("refs/heads/{branch}"),
+            expected,
+        ],
+    )?;
+    // The section set by `set_upstream`; none is fine.
+    let _ = git(
+        repo_path,
+        &["config", "--remove-section", &format!("branch.{branch}")],
+    );
+    Ok(())
+}
+
+/// Removes `remote` and its remote-tracking branches from the clone.
+pub fn remove_remote(repo_path: &Path, remote: &str) -> Result<(), GitError> {
+    git(repo_path, &["remote", "remove", remote]).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,9 @@
 pub mod cascade;
 pub mod deliver;
 pub mod error;
+pub mod gc;
 pub mod journal;
+pub mod logs;
 pub mod operator;
 pub mod orphans;
 pub mod resume;

@@ -110,7 +110,7 @@ fn sh(dir: &Path, script: &str) -> Result<(), String> {
 
 fn build_org(dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir.join("repos")).map_err(|e| e.to_string())?;
-    for name in ["core", "vm", "net", "sdk"] {
+    for name in REPOS {
         let repo = dir.join("repos").join(name);
         std::fs::create_dir_all(repo.join("ci")).map_err(|e| e.to_string())?;
         std::fs::write(repo.join("README.md"), format!("# {name}\n")).map_err(|e| e.to_string())?;
@@ -136,6 +136,18 @@ fn build_org(dir: &Path) -> Result<PathBuf, String> {
     std::fs::write(&config, repos_yaml(dir)).map_err(|e| e.to_string())?;
     Ok(config)
 }
+
+/// The demo organisation, to keep (`orch init --example`): the repositories, their CI,
+/// the scripted worker, repos.yaml and a wave file, in `dir`. Returns repos.yaml's path.
+pub(super) fn write_example(dir: &Path) -> Result<PathBuf, String> {
+    let config = build_org(dir)?;
+    let wave = dir.join("demo-wave.yaml");
+    std::fs::write(&wave, WAVE_YAML).map_err(|e| format!("{}: {e}", wave.display()))?;
+    Ok(config)
+}
+
+/// The repositories the demo organisation has (under `repos/`).
+pub(super) const REPOS: [&str; 4] = ["core", "vm", "net", "sdk"];
 
 /// Runs the demo; returns the process exit code (0 when every task is DONE and verified).
 pub fn run(keep: bool) -> Result<i32, String> {

@@ -57,36 +57,92 @@ pub fn run(dir: &Path, with_contract: bool, force: bool) -> Outcome {
         }
     );
     if with_contract {
-        let files = [
-            (
-                "contracts/worker-completion.yaml",
-                crate::contract::EMBEDDED,
-            ),
-            (
-                "contracts/prompts/worker.md",
-                crate::prompt::WORKER_TEMPLATE,
-            ),
-            ("contracts/prompts/ci-worker.md", crate::prompt::CI_TEMPLATE),
-        ];
-        for (rel, text) in files {
-            let path = dir.join(rel);
-            if path.exists() && !force {
-                println!("kept {} (exists)", path.display());
-                continue;
-            }
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    Failure::unavailable(format!("cannot create {}: {e}", parent.display()))
-                })?;
-            }
-            std::fs::write(&path, text).map_err(|e| {
-                Failure::unavailable(format!("cannot write {}: {e}", path.display()))
-            })?;
-            println!("wrote {}", path.display());
-        }
+        write_contract(&dir, force)?;
     }
     println!(
         "next: confirm the guessed deps, branches and CI commands (marked `# guessed`), then `orch check`"
+    );
+    Ok(0)
+}
+
+/// The built-in contract and prompt templates under `dir/contracts/` (an existing file is
+/// kept unless `force`).
+fn write_contract(dir: &Path, force: bool) -> Result<(), Failure> {
+    let files = [
+        (
+            "contracts/worker-completion.yaml",
+            crate::contract::EMBEDDED,
+        ),
+        (
+            "contracts/prompts/worker.md",
+            crate::prompt::WORKER_TEMPLATE,
+        ),
+        ("contracts/prompts/ci-worker.md", crate::prompt::CI_TEMPLATE),
+    ];
+    for (rel, text) in files {
+        let path = dir.join(rel);
+        if path.exists() && !force {
+            println!("kept {} (exists)", path.display());
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Failure::unavailable(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| Failure::unavailable(format!("cannot write {}: {e}", path.display())))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// `orch init --example [DIR]`: the demo organisation (`orch demo`'s) written into `dir`, to
+/// keep: four repositories with CI on the local forge, a scripted worker, repos.yaml and a
+/// wave file. `orch check` accepts it and a spawn runs to DONE.
+pub fn example(dir: &Path, with_contract: bool, force: bool) -> Outcome {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::bad_input(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    let target = dir.join("repos.yaml");
+    if target.exists() && !force {
+        return Err(Failure::bad_input(format!(
+            "{} exists; pass --force to replace it",
+            target.display()
+        )));
+    }
+    // Repositories are never written over, --force or not: they may hold someone's work.
+    let taken: Vec<String> = super::demo::REPOS
+        .iter()
+        .map(|r| dir.join("repos").join(r))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    if !taken.is_empty() {
+        return Err(Failure::bad_input(format!(
+            "{} already exist{}; choose another directory for the example",
+            taken.join(", "),
+            if taken.len() == 1 { "s" } else { "" }
+        )));
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::unavailable(format!("cannot create {}: {e}", dir.display())))?;
+    super::demo::write_example(&dir).map_err(Failure::unavailable)?;
+    println!(
+        "wrote the example organisation in {}: repos.yaml, repos/{{{}}} (git, CI on the local forge), worker.sh (a scripted worker), demo-wave.yaml",
+        dir.display(),
+        super::demo::REPOS.join(",")
+    );
+    if with_contract {
+        write_contract(&dir, force)?;
+    }
+    println!(
+        "next: cd {} && orch check && orch spawn --repo core --task \"a first task\" --foreground",
+        dir.display()
     );
     Ok(0)
 }

@@ -8,8 +8,10 @@
 mod ci;
 mod complete;
 mod demo;
+mod gc;
 mod init;
 mod locks;
+mod logs;
 mod show;
 pub mod view;
 mod wave;
@@ -237,6 +239,30 @@ pub enum Command {
         /// Replace an existing repos.yaml (and contract files).
         #[arg(long)]
         force: bool,
+        /// Write the demo organisation instead (repositories with CI on the local forge, a
+        /// scripted worker, repos.yaml, a wave file): one that runs as it is.
+        #[arg(long)]
+        example: bool,
+    },
+    /// Remove the worktrees and orch/<id> branches of DONE and CANCELLED workers whose commits
+    /// are on the remote (never unpushed work), and the `orch` remote once nothing of orch's is
+    /// left in a clone.
+    Gc {
+        /// List what would be removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A worker's output with its milestones and other events interleaved where they happened.
+    Logs {
+        id: String,
+        /// Follow the log until the worker has ended (DONE, FAILED, CANCELLED).
+        #[arg(short, long)]
+        follow: bool,
+        /// One JSON object per line: {"type":"log","text"} or {"type":"event",…}.
+        #[arg(long)]
+        json: bool,
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
@@ -647,11 +673,17 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             dir,
             with_contract,
             force,
-        } => init::run(
-            dir.as_deref().unwrap_or(std::path::Path::new(".")),
-            with_contract,
-            force,
-        ),
+            example,
+        } => {
+            let dir = dir.as_deref().unwrap_or(std::path::Path::new("."));
+            if example {
+                init::example(dir, with_contract, force)
+            } else {
+                init::run(dir, with_contract, force)
+            }
+        }
+        Command::Gc { dry_run, json } => gc::run(ctx, dry_run, json),
+        Command::Logs { id, follow, json } => logs::run(ctx, &id, follow, json),
         Command::Completions { shell } => {
             print!("{}", complete::script(shell, &mut completion_command()));
             Ok(0)

@@ -104,7 +104,13 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
                 record.id, record.repo
             );
         }
-        let m = run_supervisor(&l, &record.id)?;
+        // The milestones as they happen, printed by the follower `orch logs` uses.
+        let live = (!args.json).then(|| super::logs::live_events(&l.state_dir, &record.id));
+        let m = run_supervisor(&l, &record.id);
+        if let Some(live) = live {
+            live.finish();
+        }
+        let m = m?;
         let view = SpawnView::started(&record.repo, &record.id, m);
         if args.json {
             print_json(&view);

@@ -235,6 +235,11 @@ const MIGRATIONS: &[&str] = &[
         detail   TEXT NOT NULL
     );
     "#,
+    // 8: where each event falls in the worker's log: the log's length when it was recorded
+    // (`orch logs` interleaves them; log lines carry no time).
+    r#"
+    ALTER TABLE worker_events ADD COLUMN log_bytes INTEGER;
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

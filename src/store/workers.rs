@@ -7,6 +7,7 @@ use crate::milestone::{Milestone, Progress};
 use crate::sha::Sha;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 /// One worker as stored.
 #[derive(Debug, Clone, Serialize)]
@@ -259,6 +260,17 @@ pub fn record_resumed(
     Ok(())
 }
 
+/// The file a worker's supervisor appends its output to: `<state_dir>/<worker>/worker.log`
+/// (its session directory, `app::supervisor::session_dir`).
+pub fn worker_log(state_dir: &Path, worker: &str) -> PathBuf {
+    state_dir.join(worker).join(WORKER_LOG)
+}
+
+pub const WORKER_LOG: &str = "worker.log";
+
+/// Records an event with the worker log's length at this moment: everything in the log
+/// before that offset was written before the event, so `orch logs` places it there — also
+/// across crashes and respawns (the log is only ever appended to).
 pub fn add_event(
     tx: &Transaction,
     worker: &str,
@@ -266,8 +278,14 @@ pub fn add_event(
     milestone: Milestone,
     detail: &str,
 ) -> rusqlite::Result<()> {
-    tx.prepare_cached("INSERT INTO worker_events (worker_id, at_ms, kind, milestone, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![worker, now_ms(), kind, milestone.as_str(), detail])?;
+    let log_bytes = tx
+        .path()
+        .and_then(|db| Path::new(db).parent())
+        .and_then(|state| std::fs::metadata(worker_log(state, worker)).ok())
+        .map(|m| m.len() as i64)
+        .unwrap_or(0);
+    tx.prepare_cached("INSERT INTO worker_events (worker_id, at_ms, kind, milestone, detail, log_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![worker, now_ms(), kind, milestone.as_str(), detail, log_bytes])?;
     Ok(())
 }
 
@@ -279,6 +297,10 @@ pub struct WorkerEvent {
     pub kind: String,
     pub milestone: String,
     pub detail: String,
+    /// The worker log's length when the event was recorded (`None`: recorded before orch
+    /// kept it).
+    #[serde(skip)]
+    pub log_bytes: Option<i64>,
 }
 
 fn row_to_event(r: &rusqlite::Row) -> rusqlite::Result<WorkerEvent> {
@@ -289,21 +311,32 @@ fn row_to_event(r: &rusqlite::Row) -> rusqlite::Result<WorkerEvent> {
         kind: r.get(3)?,
         milestone: r.get(4)?,
         detail: r.get(5)?,
+        log_bytes: r.get(6)?,
     })
 }
 
 pub fn events_since(tx: &Transaction, after_seq: i64) -> rusqlite::Result<Vec<WorkerEvent>> {
     let mut stmt = tx.prepare_cached(
-        "SELECT seq, worker_id, at_ms, kind, milestone, detail FROM worker_events WHERE seq > ?1 ORDER BY seq",
+        "SELECT seq, worker_id, at_ms, kind, milestone, detail, log_bytes FROM worker_events WHERE seq > ?1 ORDER BY seq",
     )?;
     stmt.query_map([after_seq], row_to_event)?.collect()
 }
 
 pub fn worker_events(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<WorkerEvent>> {
+    worker_events_after(tx, worker, 0)
+}
+
+/// `worker`'s events after `after_seq`, in order.
+pub fn worker_events_after(
+    tx: &Transaction,
+    worker: &str,
+    after_seq: i64,
+) -> rusqlite::Result<Vec<WorkerEvent>> {
     let mut stmt = tx.prepare_cached(
-        "SELECT seq, worker_id, at_ms, kind, milestone, detail FROM worker_events WHERE worker_id = ?1 ORDER BY seq",
+        "SELECT seq, worker_id, at_ms, kind, milestone, detail, log_bytes FROM worker_events WHERE worker_id = ?1 AND seq > ?2 ORDER BY seq",
     )?;
-    stmt.query_map([worker], row_to_event)?.collect()
+    stmt.query_map(params![worker, after_seq], row_to_event)?
+        .collect()
 }
 
 /// What a request asks of a worker's supervisor.

@@ -85,3 +85,73 @@ fn init_writes_a_repos_yaml_that_check_accepts() {
     assert_eq!(again.status.code(), Some(2), "{}", output_text(&again));
     assert!(run(&["init", "--force"]).status.success());
 }
+
+/// `orch init --example DIR`: the demo organisation, kept: `orch check` accepts it as written
+/// and a spawn runs to DONE on the local forge; nothing is written over.
+#[test]
+fn init_example_writes_an_organisation_that_runs_to_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("example");
+    let out = crate::support::orch_cmd()
+        .current_dir(tmp.path())
+        .args(["init", "--example", "example"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    for f in [
+        "repos.yaml",
+        "worker.sh",
+        "demo-wave.yaml",
+        "repos/core/.git",
+    ] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    assert!(!dir.join("contracts").exists());
+    let run = |args: &[&str]| {
+        crate::support::orch_cmd()
+            .current_dir(&dir)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let check = run(&["check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", output_text(&check));
+    let plan = run(&["wave", "plan", "demo-wave.yaml"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", output_text(&plan));
+    let spawn = run(&[
+        "spawn",
+        "--repo",
+        "core",
+        "--task",
+        "a first task",
+        "--foreground",
+    ]);
+    assert_eq!(spawn.status.code(), Some(0), "{}", output_text(&spawn));
+    assert!(
+        String::from_utf8_lossy(&spawn.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .ends_with(" core DONE"),
+        "{}",
+        output_text(&spawn)
+    );
+    // Again: repos.yaml is not replaced without --force, and the repositories never are.
+    let again = crate::support::orch_cmd()
+        .current_dir(tmp.path())
+        .args(["init", "--example", "example"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", output_text(&again));
+    let forced = crate::support::orch_cmd()
+        .current_dir(tmp.path())
+        .args(["init", "--example", "example", "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(forced.status.code(), Some(2), "{}", output_text(&forced));
+    assert!(
+        String::from_utf8_lossy(&forced.stderr).contains("already exist"),
+        "{}",
+        output_text(&forced)
+    );
+}

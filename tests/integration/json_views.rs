@@ -131,6 +131,19 @@ fn every_json_view_matches_its_published_schema() {
     valid("spawn", &done, seen);
     assert_eq!(done["milestone"], "DONE");
     let done_id = done["worker_id"].as_str().unwrap().to_string();
+    // Its timeline: output lines and events, one object a line.
+    let (code, lines) = run(&org, &["logs", &done_id, "--json"]);
+    assert_eq!(code, 0, "{lines:?}");
+    for l in &lines {
+        valid("logs-line", l, seen);
+    }
+    assert!(lines.iter().any(|l| l["type"] == "log"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "event" && is_time(&l["at"])),
+        "{lines:?}"
+    );
     let (code, lines) = run(
         &org,
         &[
@@ -337,6 +350,27 @@ fn every_json_view_matches_its_published_schema() {
     let v = answer(&org, &["wave", "status", "wave-v", "--json"], 0);
     valid("wave-status", &v, seen);
     assert!(is_time(&v["tasks"][0]["started_at"]), "{v}");
+
+    // Clean-up: the DONE worker's worktree and branch go (its commit is on the remote).
+    let v = answer(&org, &["gc", "--dry-run", "--json"], 0);
+    valid("gc", &v, seen);
+    assert_eq!(v["dry_run"], true, "{v}");
+    let of_done = |v: &Value| {
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["worker_id"] == done_id.as_str())
+            .cloned()
+    };
+    assert_eq!(
+        of_done(&v).expect("the DONE worker is listed")["action"],
+        "remove",
+        "{v}"
+    );
+    let v = answer(&org, &["gc", "--json"], 0);
+    valid("gc", &v, seen);
+    assert_eq!(v["dry_run"], false, "{v}");
 
     // Every published schema was exercised.
     let published: BTreeSet<String> =

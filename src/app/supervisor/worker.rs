@@ -144,7 +144,7 @@ impl WorkerProcess {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(dir.join("worker.log"))
+            .open(dir.join(crate::store::workers::WORKER_LOG))
             .map_err(start_error)?;
         let log = Arc::new(Mutex::new(LogSink {
             written: log.metadata().map(|m| m.len()).unwrap_or(0),

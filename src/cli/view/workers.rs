@@ -774,3 +774,12 @@ impl AlertsView {
         out
     }
 }
+
+/// `orch gc --json`: what was removed (or, with `--dry-run`, would be) and what was kept, why.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct GcView(pub crate::app::gc::GcReport);
+
+impl View for GcView {
+    const NAME: &'static str = "gc";
+}

@@ -1,0 +1,273 @@
+//! A worker's timeline: its log (`worker.log`) with its recorded events (transitions, pushes,
+//! starts and stops) placed where they happened, read once or followed as it grows.
+//!
+//! Log lines carry no time. Each event records the log's length when it was committed
+//! (`store::workers::add_event`), so an event goes after every byte written before it — and
+//! after the line in progress then, never inside it. That holds after a crash and a respawn
+//! too: the log is only appended to. Events recorded before orch kept that length go where
+//! the event before them went (in order).
+
+use crate::store::workers::{self as ws, WorkerEvent, WorkerRecord};
+use crate::store::{Store, StoreError, now_ms};
+use std::collections::VecDeque;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One item of a timeline.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A line of the worker's output (untrusted, raw; without its newline).
+    Line(String),
+    /// Something orch recorded about the worker.
+    Event(WorkerEvent),
+}
+
+/// A line longer than this is cut into pieces (a worker that never prints a newline must not
+/// grow the reader's memory).
+const MAX_LINE: usize = 64 * 1024;
+
+/// How often [`follow`] looks for more.
+pub const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
+/// Reads a worker's timeline incrementally: each [`Timeline::poll`] hands out what arrived
+/// since the last one, in order.
+pub struct Timeline {
+    worker: String,
+    /// Events only: the log is not read and every event is handed out at once.
+    events_only: bool,
+    log: PathBuf,
+    file: Option<std::fs::File>,
+    /// Bytes of the log read so far.
+    read: u64,
+    /// The line in progress (read, not handed out) and where it starts in the log.
+    partial: Vec<u8>,
+    line_start: u64,
+    last_seq: i64,
+    /// Where the last event read goes (events never go before the one before them).
+    last_offset: u64,
+    pending: VecDeque<(u64, WorkerEvent)>,
+}
+
+impl Timeline {
+    pub fn new(state_dir: &Path, worker: &str) -> Timeline {
+        Timeline {
+            worker: worker.to_string(),
+            events_only: false,
+            log: ws::worker_log(state_dir, worker),
+            file: None,
+            read: 0,
+            partial: Vec::new(),
+            line_start: 0,
+            last_seq: 0,
+            last_offset: 0,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// A timeline of the worker's events alone (its milestones as they happen), without
+    /// its output.
+    pub fn events_only(state_dir: &Path, worker: &str) -> Timeline {
+        Timeline {
+            events_only: true,
+            ..Timeline::new(state_dir, worker)
+        }
+    }
+
+    /// Hands `emit` every line completed and every event placed since the last call.
+    pub fn poll(
+        &mut self,
+        store: &mut Store,
+        emit: &mut dyn FnMut(Entry),
+    ) -> Result<(), StoreError> {
+        // Events first: each was recorded when the log was at most as long as what is read
+        // below, so every event read now can be placed once the log is read.
+        let events = store.read(|tx| ws::worker_events_after(tx, &self.worker, self.last_seq))?;
+        for e in events {
+            self.last_seq = e.seq;
+            let at = e
+                .log_bytes
+                .map_or(self.last_offset, |b| b.max(0) as u64)
+                .max(self.last_offset);
+            self.last_offset = at;
+            self.pending.push_back((at, e));
+        }
+        if self.events_only {
+            while let Some((_, e)) = self.pending.pop_front() {
+                emit(Entry::Event(e));
+            }
+            return Ok(());
+        }
+        self.read_log(emit);
+        self.place_events(emit);
+        Ok(())
+    }
+
+    /// Hands out what is left: the unfinished last line, then every event not placed yet.
+    pub fn finish(&mut self, emit: &mut dyn FnMut(Entry)) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.line_start += line.len() as u64;
+            emit(Entry::Line(String::from_utf8_lossy(&line).into_owned()));
+        }
+        while let Some((_, e)) = self.pending.pop_front() {
+            emit(Entry::Event(e));
+        }
+    }
+
+    /// Events whose place is before the line in progress.
+    fn place_events(&mut self, emit: &mut dyn FnMut(Entry)) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|(at, _)| *at <= self.line_start)
+        {
+            let (_, e) = self.pending.pop_front().expect("checked");
+            emit(Entry::Event(e));
+        }
+    }
+
+    fn read_log(&mut self, emit: &mut dyn FnMut(Entry)) {
+        if self.file.is_none() {
+            // Not there yet (the worker has not started), or gone: nothing to read now.
+            let Ok(mut f) = std::fs::File::open(&self.log) else {
+                return;
+            };
+            if f.seek(SeekFrom::Start(self.read)).is_err() {
+                return;
+            }
+            self.file = Some(f);
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match self.file.as_mut().map(|f| f.read(&mut buf)) {
+                Some(Ok(n)) if n > 0 => n,
+                _ => return,
+            };
+            self.read += n as u64;
+            for &b in &buf[..n] {
+                self.partial.push(b);
+                if b == b'\n' || self.partial.len() >= MAX_LINE {
+                    self.place_events(emit);
+                    let mut line = std::mem::take(&mut self.partial);
+                    self.line_start += line.len() as u64;
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                        if line.last() == Some(&b'\r') {
+                            line.pop();
+                        }
+                    }
+                    emit(Entry::Line(String::from_utf8_lossy(&line).into_owned()));
+                }
+            }
+        }
+    }
+}
+
+/// Is there nothing more to come for `w`: it ended (DONE, FAILED, CANCELLED) and no
+/// supervisor of it is left to write its last lines and events?
+pub fn finished(w: &WorkerRecord, now: i64) -> bool {
+    w.milestone().is_terminal() && !w.supervised(now)
+}
+
+/// Hands `emit` the whole timeline of worker `id` and, with `follow`, what comes after until
+/// the worker has ended (see [`finished`]); returns the worker as last read (`None` if the
+/// database has no such worker). Polls every [`FOLLOW_EVERY`] with no deadline: a worker may
+/// run for hours.
+pub fn timeline(
+    store: &mut Store,
+    state_dir: &Path,
+    id: &str,
+    follow: bool,
+    emit: &mut dyn FnMut(Entry),
+) -> Result<Option<WorkerRecord>, StoreError> {
+    let mut t = Timeline::new(state_dir, id);
+    loop {
+        // The worker's state is read before the timeline: once it is seen finished, the
+        // timeline read after it holds everything.
+        let w = store.worker(id)?;
+        t.poll(store, emit)?;
+        match w {
+            Some(w) if follow && !finished(&w, now_ms()) => {}
+            w => {
+                t.finish(emit);
+                return Ok(w);
+            }
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn append(log: &Path, text: &str) {
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn event(store: &mut Store, kind: &str) {
+        store
+            .write(|tx| ws::add_event(tx, "w1", kind, crate::milestone::Milestone::Working, ""))
+            .unwrap();
+    }
+
+    fn show(entries: &[Entry]) -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| match e {
+                Entry::Line(l) => l.clone(),
+                Entry::Event(e) => format!("<{}>", e.kind),
+            })
+            .collect()
+    }
+
+    /// An event goes after everything written before it, never inside a line: one recorded
+    /// while a line was half written waits for the line's end.
+    #[test]
+    fn events_go_where_the_log_was_and_after_the_line_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let log = ws::worker_log(dir.path(), "w1");
+        event(&mut store, "spawned"); // no log yet: first
+        append(&log, "one\nhal");
+        event(&mut store, "mid_line");
+        let mut t = Timeline::new(dir.path(), "w1");
+        let mut out = Vec::new();
+        t.poll(&mut store, &mut |e| out.push(e)).unwrap();
+        assert_eq!(show(&out), ["<spawned>", "one"]);
+        append(&log, "f\r\nthree\n");
+        event(&mut store, "after_three");
+        append(&log, "four");
+        t.poll(&mut store, &mut |e| out.push(e)).unwrap();
+        assert_eq!(
+            show(&out),
+            [
+                "<spawned>",
+                "one",
+                "half",
+                "<mid_line>",
+                "three",
+                "<after_three>"
+            ]
+        );
+        t.finish(&mut |e| out.push(e));
+        assert_eq!(show(&out).last().unwrap(), "four");
+        // Read in one go, the same timeline.
+        let mut once = Vec::new();
+        timeline(&mut store, dir.path(), "w1", false, &mut |e| once.push(e)).unwrap();
+        assert_eq!(show(&once), show(&out));
+        // Events only: in order, without the output.
+        let mut events = Vec::new();
+        let mut t = Timeline::events_only(dir.path(), "w1");
+        t.poll(&mut store, &mut |e| events.push(e)).unwrap();
+        assert_eq!(show(&events), ["<spawned>", "<mid_line>", "<after_three>"]);
+    }
+}

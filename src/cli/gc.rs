@@ -1,0 +1,74 @@
+//! `orch gc`: prints what cleaning up finished workers' worktrees, branches and the `orch`
+//! remote did (or would do), and maps it to an exit code.
+
+use super::{Ctx, Outcome};
+use crate::app::gc::{self, Action, GcReport};
+use crate::text::escape;
+
+pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Outcome {
+    let loaded = ctx.load()?;
+    let mut store = ctx.existing_store(&loaded.config)?;
+    let report = gc::run(&loaded, store.as_mut(), dry_run)?;
+    if json {
+        super::view::print_json(&super::view::workers::GcView(report.clone()));
+    } else {
+        print_human(&report);
+    }
+    for u in &report.unreachable {
+        eprintln!("orch: cannot fetch {}", escape(u));
+    }
+    Ok(if !report.unreachable.is_empty() || report.any_failed() {
+        3
+    } else {
+        0
+    })
+}
+
+fn print_human(r: &GcReport) {
+    if r.workers.is_empty() && r.remotes.is_empty() {
+        println!("nothing to clean up");
+        return;
+    }
+    let removed = if r.dry_run { "would remove" } else { "removed" };
+    for w in &r.workers {
+        let what: Vec<String> = [
+            w.worktree.as_ref().map(|p| format!("worktree {p}")),
+            w.branch.as_ref().map(|b| format!("branch {b}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let head = match w.action {
+            Action::Remove => removed,
+            Action::Keep => "kept",
+            Action::Failed => "failed to remove",
+        };
+        let mut line = format!(
+            "{head} {} ({}, {}): {} in {}",
+            w.worker_id,
+            w.milestone,
+            w.repo,
+            what.join(", "),
+            w.clone
+        );
+        if let Some(why) = &w.reason {
+            line.push_str(&format!(" — {why}"));
+        }
+        println!("{}", escape(&line));
+    }
+    for rm in &r.remotes {
+        let head = match rm.action {
+            Action::Remove => removed,
+            Action::Keep => "kept",
+            Action::Failed => "failed to remove",
+        };
+        let mut line = format!(
+            "{head} remote {} in {} ({}: nothing of orch's left there)",
+            rm.remote, rm.clone, rm.repo
+        );
+        if let Some(why) = &rm.reason {
+            line.push_str(&format!(" — {why}"));
+        }
+        println!("{}", escape(&line));
+    }
+}

@@ -1,0 +1,145 @@
+//! `orch logs <id> [-f] [--json]`: a worker's output with its recorded events interleaved
+//! where they happened (`app::logs`), followed until the worker has ended with `-f`.
+
+use super::{Ctx, Failure, Outcome};
+use crate::app::logs::{self, Entry};
+use crate::store::fmt_ms;
+use crate::store::workers::WorkerEvent;
+use crate::text::escape;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One line of `orch logs --json`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[schemars(deny_unknown_fields)]
+pub enum LogLineView<'a> {
+    /// A line of the worker's output, as written (untrusted).
+    Log { text: &'a str },
+    /// An event orch recorded: `at` RFC 3339, `milestone` the worker's after it.
+    Event {
+        seq: i64,
+        #[schemars(extend("format" = "date-time"))]
+        at: String,
+        kind: &'a str,
+        milestone: &'a str,
+        detail: &'a str,
+    },
+}
+
+impl super::view::View for LogLineView<'_> {
+    const NAME: &'static str = "logs-line";
+}
+
+impl<'a> LogLineView<'a> {
+    fn of(entry: &'a Entry) -> LogLineView<'a> {
+        match entry {
+            Entry::Line(text) => LogLineView::Log { text },
+            Entry::Event(e) => LogLineView::Event {
+                seq: e.seq,
+                at: fmt_ms(e.at_ms),
+                kind: &e.kind,
+                milestone: &e.milestone,
+                detail: &e.detail,
+            },
+        }
+    }
+}
+
+/// An event as one human line, marked as orch's (worker lines are printed bare).
+pub fn event_line(e: &WorkerEvent) -> String {
+    format!(
+        "[orch {}] {}: {}",
+        fmt_ms(e.at_ms),
+        escape(&e.kind),
+        escape(&e.detail)
+    )
+}
+
+/// Prints one timeline entry: a JSON object per line, or the escaped text.
+pub fn print_entry(entry: &Entry, json: bool) {
+    if json {
+        super::view::print_json(&LogLineView::of(entry));
+        return;
+    }
+    match entry {
+        Entry::Line(text) => println!("{}", escape(text)),
+        Entry::Event(e) => println!("{}", event_line(e)),
+    }
+}
+
+pub fn run(ctx: &Ctx, id: &str, follow: bool, json: bool) -> Outcome {
+    let l = ctx.load()?;
+    let Some(mut store) = l.existing_store()? else {
+        return Err(Failure::bad_input(format!(
+            "no worker {id}: orch has no state in {} yet",
+            l.state_dir.display()
+        )));
+    };
+    if store.worker(id)?.is_none() {
+        return Err(Failure::bad_input(format!(
+            "no worker {} (orch sessions list shows them)",
+            escape(id)
+        )));
+    }
+    logs::timeline(&mut store, &l.state_dir, id, follow, &mut |e| {
+        print_entry(&e, json)
+    })?;
+    Ok(0)
+}
+
+/// Prints a worker's events as they are recorded, on a thread of its own, while this process
+/// does something else (supervises it: `spawn --foreground`). [`LiveEvents::finish`] prints
+/// what is left and stops it.
+pub struct LiveEvents {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+pub fn live_events(state_dir: &Path, id: &str) -> LiveEvents {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (state_dir, id, stopping) = (state_dir.to_path_buf(), id.to_string(), stop.clone());
+    let thread = std::thread::spawn(move || {
+        // Its own connection: the supervisor's is busy in the other thread.
+        let Ok(mut store) = crate::store::Store::open(&state_dir) else {
+            return;
+        };
+        let mut t = logs::Timeline::events_only(&state_dir, &id);
+        let mut print = |e: Entry| print_entry(&e, false);
+        loop {
+            // Read after the stop is seen: everything recorded before it is printed.
+            let last = stopping.load(Ordering::SeqCst);
+            if t.poll(&mut store, &mut print).is_err() || last {
+                t.finish(&mut print);
+                return;
+            }
+            std::thread::sleep(logs::FOLLOW_EVERY);
+        }
+    });
+    LiveEvents {
+        stop,
+        thread: Some(thread),
+    }
+}
+
+impl LiveEvents {
+    /// Prints the events not printed yet, then returns.
+    pub fn finish(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for LiveEvents {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}

@@ -1,0 +1,204 @@
+//! `orch gc`: finished workers' worktrees and branches removed only when their work is on the
+//! remote; unpushed work and live workers never touched.
+
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, git, output_text};
+use serde_json::Value;
+use std::path::Path;
+
+fn branch_tip(clone: &Path, branch: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(clone)
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("refs/heads/{branch}"))
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn entry<'a>(report: &'a Value, id: &str) -> Option<&'a Value> {
+    report["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == id)
+}
+
+#[test]
+fn gc_removes_only_pushed_work_of_finished_workers() {
+    let org = Org::new(
+        Spec::local("gc_leftovers.sh")
+            .repo(RepoSpec::new("done"))
+            .repo(RepoSpec::new("unpushed"))
+            .repo(RepoSpec::new("dirty"))
+            .repo(RepoSpec::new("live")),
+    );
+    let done = org.spawn_detached("done", "done");
+    let unpushed = org.spawn_detached("unpushed", "unpushed");
+    let dirty = org.spawn_detached("dirty", "dirty");
+    let live = org.spawn_detached("live", "idle");
+    for id in [&unpushed, &dirty, &live] {
+        org.wait_until(&format!("{id} ready"), DEADLINE, || {
+            org.out.join(format!("ready-{id}")).exists()
+        });
+    }
+    for id in [&unpushed, &dirty] {
+        let out = org.run(&["cancel", id, "--reason", "test"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+        org.wait_milestone(id, "CANCELLED", DEADLINE);
+        org.wait_supervisor_gone(id);
+    }
+    org.wait_done(&done);
+
+    let clone = |repo: &str| org.clone_path(repo);
+    let worktree = |id: &str| org.state.join(id).join("worktree");
+    let unpushed_sha = branch_tip(&clone("unpushed"), &format!("orch/{unpushed}")).unwrap();
+    assert_eq!(
+        git(&worktree(&unpushed), &["log", "-1", "--format=%s"]),
+        "a commit never pushed"
+    );
+
+    // --dry-run: the plan, and nothing changes.
+    let out = org.run(&["gc", "--dry-run", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(entry(&plan, &done).unwrap()["action"], "remove", "{plan:#}");
+    let kept = entry(&plan, &unpushed).unwrap();
+    assert_eq!(kept["action"], "keep", "{plan:#}");
+    assert!(
+        kept["reason"]
+            .as_str()
+            .unwrap()
+            .contains("1 commit not on remote orch"),
+        "{plan:#}"
+    );
+    let kept = entry(&plan, &dirty).unwrap();
+    assert_eq!(kept["action"], "keep", "{plan:#}");
+    assert!(
+        kept["reason"]
+            .as_str()
+            .unwrap()
+            .contains("uncommitted changes"),
+        "{plan:#}"
+    );
+    assert!(entry(&plan, &live).is_none(), "{plan:#}");
+    assert_eq!(plan["remotes"][0]["repo"], "done", "{plan:#}");
+    assert_eq!(plan["remotes"].as_array().unwrap().len(), 1, "{plan:#}");
+    assert!(worktree(&done).exists());
+    assert!(branch_tip(&clone("done"), &format!("orch/{done}")).is_some());
+    assert!(
+        git(&clone("done"), &["remote"])
+            .lines()
+            .any(|r| r == "orch")
+    );
+
+    // The real run.
+    let out = org.run(&["gc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("removed {done}")), "{text}");
+    assert!(text.contains(&format!("kept {unpushed}")), "{text}");
+    assert!(text.contains(&format!("kept {dirty}")), "{text}");
+    assert!(!worktree(&done).exists());
+    assert!(branch_tip(&clone("done"), &format!("orch/{done}")).is_none());
+    assert!(!git(&clone("done"), &["worktree", "list"]).contains(&done));
+    assert!(
+        !git(&clone("done"), &["remote"])
+            .lines()
+            .any(|r| r == "orch")
+    );
+    // The DONE work is still on the forge.
+    let bare = org.state.join("forge").join("done.git");
+    assert!(branch_tip(&bare, &format!("orch/{done}")).is_some());
+    // Unpushed work kept and still reachable.
+    assert_eq!(
+        branch_tip(&clone("unpushed"), &format!("orch/{unpushed}")).as_deref(),
+        Some(unpushed_sha.as_str())
+    );
+    assert_eq!(
+        git(&worktree(&unpushed), &["rev-parse", "HEAD"]),
+        unpushed_sha
+    );
+    assert!(
+        git(&clone("unpushed"), &["remote"])
+            .lines()
+            .any(|r| r == "orch")
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree(&dirty).join("scratch.txt")).unwrap(),
+        "not committed\n"
+    );
+    assert!(branch_tip(&clone("dirty"), &format!("orch/{dirty}")).is_some());
+    // The live worker untouched.
+    assert!(worktree(&live).exists());
+    assert!(branch_tip(&clone("live"), &format!("orch/{live}")).is_some());
+    let w = org.worker(&live);
+    assert_eq!(w.milestone().as_str(), "WORKING");
+    assert!(w.supervised(orch::store::now_ms()));
+
+    // A second run finds only what it kept.
+    let again: Value = org.json(&["gc", "--json"]);
+    assert!(entry(&again, &done).is_none(), "{again:#}");
+    assert_eq!(entry(&again, &unpushed).unwrap()["action"], "keep");
+    assert!(again["remotes"].as_array().unwrap().is_empty(), "{again:#}");
+
+    let out = org.run(&["cancel", &live]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}
+
+#[test]
+fn gc_where_nothing_ran_creates_no_state() {
+    let org = Org::new(Spec::local("gc_leftovers.sh").repo(RepoSpec::new("alpha")));
+    let out = org.run(&["gc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
+    assert!(!org.state.join("orch.db").exists());
+}
+
+/// A branch the user checked out in the clone (after removing the worktree by hand) is theirs
+/// now: deleting it would leave their HEAD on nothing.
+#[test]
+fn gc_keeps_a_branch_checked_out_in_the_clone() {
+    let org = Org::new(Spec::local("gc_leftovers.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "done");
+    org.wait_done(&id);
+    let clone = org.clone_path("alpha");
+    let worktree = org.state.join(&id).join("worktree");
+    git(&clone, &["worktree", "remove", worktree.to_str().unwrap()]);
+    git(&clone, &["checkout", "-q", &format!("orch/{id}")]);
+    let report = org.json(&["gc", "--json"]);
+    let w = entry(&report, &id).unwrap();
+    assert_eq!(w["action"], "keep", "{report:#}");
+    assert!(
+        w["reason"].as_str().unwrap().contains("checked out in"),
+        "{report:#}"
+    );
+    assert_eq!(
+        git(&clone, &["symbolic-ref", "HEAD"]),
+        format!("refs/heads/orch/{id}")
+    );
+    assert!(branch_tip(&clone, &format!("orch/{id}")).is_some());
+}
+
+/// A remote that cannot be fetched: nothing can be checked, so everything is kept (exit 3, a
+/// retry may do more).
+#[test]
+fn gc_with_an_unreachable_remote_keeps_everything_and_exits_3() {
+    let org = Org::new(Spec::local("gc_leftovers.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "done");
+    org.wait_done(&id);
+    let bare = org.state.join("forge").join("alpha.git");
+    std::fs::rename(&bare, org.root.join("moved.git")).unwrap();
+    let out = org.run(&["gc"]);
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("kept {id}")),
+        "{}",
+        output_text(&out)
+    );
+    assert!(org.state.join(&id).join("worktree").exists());
+    assert!(branch_tip(&org.clone_path("alpha"), &format!("orch/{id}")).is_some());
+}

@@ -1,52 +1,15 @@
 //! `orch logs <id> [-f] [--json]`: a worker's output with its recorded events interleaved
 //! where they happened (`app::logs`), followed until the worker has ended with `-f`.
 
+use super::view::workers::LogLineView;
 use super::{Ctx, Failure, Outcome};
 use crate::app::logs::{self, Entry};
 use crate::store::fmt_ms;
 use crate::store::workers::WorkerEvent;
 use crate::text::escape;
-use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// One line of `orch logs --json`.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-#[schemars(deny_unknown_fields)]
-pub enum LogLineView<'a> {
-    /// A line of the worker's output, as written (untrusted).
-    Log { text: &'a str },
-    /// An event orch recorded: `at` RFC 3339, `milestone` the worker's after it.
-    Event {
-        seq: i64,
-        #[schemars(extend("format" = "date-time"))]
-        at: String,
-        kind: &'a str,
-        milestone: &'a str,
-        detail: &'a str,
-    },
-}
-
-impl super::view::View for LogLineView<'_> {
-    const NAME: &'static str = "logs-line";
-}
-
-impl<'a> LogLineView<'a> {
-    fn of(entry: &'a Entry) -> LogLineView<'a> {
-        match entry {
-            Entry::Line(text) => LogLineView::Log { text },
-            Entry::Event(e) => LogLineView::Event {
-                seq: e.seq,
-                at: fmt_ms(e.at_ms),
-                kind: &e.kind,
-                milestone: &e.milestone,
-                detail: &e.detail,
-            },
-        }
-    }
-}
 
 /// An event as one human line, marked as orch's (worker lines are printed bare).
 pub fn event_line(e: &WorkerEvent) -> String {

@@ -148,7 +148,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<workers::StatusView>(),
         one::<workers::SessionsView>(),
         one::<workers::SessionView>(),
-        one::<crate::cli::logs::LogLineView<'static>>(),
+        one::<workers::LogLineView<'static>>(),
         one::<workers::CancelView>(),
         one::<workers::RespawnView>(),
         one::<workers::ReleaseView>(),

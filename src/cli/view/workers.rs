@@ -4,6 +4,7 @@
 use super::locks::{BlockerView, LockView};
 use super::{Table, View, at, human_duration, secs_between};
 use crate::alerts::AlertLine;
+use crate::app::logs::Entry;
 use crate::app::operator::Supervision;
 use crate::ci::CiRun;
 use crate::ci::verdict::VerdictKind;
@@ -782,4 +783,41 @@ pub struct GcView(pub crate::app::gc::GcReport);
 
 impl View for GcView {
     const NAME: &'static str = "gc";
+}
+
+/// One line of `orch logs --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[schemars(deny_unknown_fields)]
+pub enum LogLineView<'a> {
+    /// A line of the worker's output, as written (untrusted).
+    Log { text: &'a str },
+    /// An event orch recorded: `at` RFC 3339, `milestone` the worker's after it.
+    Event {
+        seq: i64,
+        #[schemars(extend("format" = "date-time"))]
+        at: String,
+        kind: &'a str,
+        milestone: &'a str,
+        detail: &'a str,
+    },
+}
+
+impl View for LogLineView<'_> {
+    const NAME: &'static str = "logs-line";
+}
+
+impl<'a> LogLineView<'a> {
+    pub fn of(entry: &'a Entry) -> LogLineView<'a> {
+        match entry {
+            Entry::Line(text) => LogLineView::Log { text },
+            Entry::Event(e) => LogLineView::Event {
+                seq: e.seq,
+                at: at(e.at_ms),
+                kind: &e.kind,
+                milestone: &e.milestone,
+                detail: &e.detail,
+            },
+        }
+    }
 }

@@ -254,18 +254,22 @@ fn record_fact(
         }
         Fact::WorkerExited { code } => {
             ws::mark_worker_exited(tx, id, *code)?;
-            let text = code.map_or_else(|| "-".to_string(), |c| c.to_string());
             // Killed by a signal (no code, or a shell's 128+N) as the lock is released: orch's stop.
             if stopped_by_orch && code.is_none_or(|c| c > 128) {
+                let how = code.map_or_else(String::new, |c| format!(" (exit code {c})"));
                 return ws::add_event(
                     tx,
                     id,
                     "stopped",
                     milestone,
-                    &format!("stopped by orch at {milestone} (exit code {text})"),
+                    &format!("stopped by orch at {milestone}{how}"),
                 );
             }
-            ws::add_event(tx, id, "exited", milestone, &format!("exit code {text}"))
+            let how = code.map_or_else(
+                || "killed by a signal".to_string(),
+                |c| format!("exit code {c}"),
+            );
+            ws::add_event(tx, id, "exited", milestone, &how)
         }
         Fact::WorkerStopped => ws::mark_worker_stopped(tx, id),
         Fact::Resumed {

@@ -248,9 +248,9 @@ fn repos_yaml(found: &[Found]) -> String {
          ci:\n\
          \x20 sync_job: radicle-push\n\
          worker:\n\
-         \x20 agent: command       # claude | codex | aider | command (see README, Agents)\n\
-         \x20 command: [claude, -p]\n\
+         \x20 agent: claude        # claude | codex | aider | command (README, Agents): orch runs each with the flags it needs\n\
          \x20 max_parallel: 4\n\
+         \x20 # max_cost_usd: 5.00   # a worker that spends more is stopped (FAILED, kind budget)\n\
          repos:\n",
     );
     for f in found {

@@ -78,8 +78,45 @@ fn init_writes_a_repos_yaml_that_check_accepts() {
     assert!(yaml.contains("cargo test"), "{yaml}");
     assert!(dir.path().join("contracts/worker-completion.yaml").exists());
     assert!(dir.path().join("contracts/prompts/worker.md").exists());
+    assert!(yaml.contains("agent: claude"), "{yaml}");
     let check = run(&["check"]);
     assert!(check.status.success(), "{}\n{yaml}", output_text(&check));
+    // The agent's program must be somewhere a worker can start it: a warning says so, with
+    // how to install it, until it is on PATH.
+    let bin = tempfile::tempdir().unwrap();
+    let check_with_path = |path: &std::path::Path| {
+        crate::support::orch_cmd()
+            .current_dir(dir.path())
+            .env(
+                "PATH",
+                std::env::join_paths([
+                    path,
+                    std::path::Path::new("/usr/bin"),
+                    std::path::Path::new("/bin"),
+                ])
+                .unwrap(),
+            )
+            .arg("check")
+            .output()
+            .unwrap()
+    };
+    let without = check_with_path(bin.path());
+    assert!(without.status.success(), "{}", output_text(&without));
+    let stderr = String::from_utf8_lossy(&without.stderr);
+    assert!(
+        stderr.contains("worker.command runs claude, which is not on PATH")
+            && stderr.contains("npm install -g @anthropic-ai/claude-code"),
+        "{stderr}"
+    );
+    let claude = bin.path().join("claude");
+    std::fs::write(&claude, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&claude, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let with = check_with_path(bin.path());
+    assert!(
+        !String::from_utf8_lossy(&with.stderr).contains("worker.command"),
+        "{}",
+        output_text(&with)
+    );
     // Nothing replaced without --force.
     let again = run(&["init"]);
     assert_eq!(again.status.code(), Some(2), "{}", output_text(&again));

@@ -33,7 +33,9 @@ pub struct WorkerGc {
     pub worker_id: String,
     pub repo: String,
     pub milestone: String,
-    pub clone: String,
+    /// The clone it was made in; `null` when it cannot be known (its repository is no longer
+    /// in repos.yaml and its worktree does not name it).
+    pub clone: Option<String>,
     /// The worktree, when it is still there (registered or on disk).
     pub worktree: Option<String>,
     /// `orch/<id>`, when the branch still exists.
@@ -98,6 +100,7 @@ pub fn run(loaded: &Loaded, store: Option<&mut Store>, dry_run: bool) -> super::
             continue;
         }
         let Some(repo) = loaded.config.repo(&w.repo) else {
+            report.workers.extend(unconfigured(w, now));
             continue;
         };
         let Some(mut item) = inspect(w, repo) else {
@@ -173,11 +176,74 @@ fn inspect(w: &WorkerRecord, repo: &Repo) -> Option<WorkerGc> {
         worker_id: w.id.clone(),
         repo: w.repo.clone(),
         milestone: w.milestone().as_str().to_string(),
-        clone: repo.path.display().to_string(),
+        clone: Some(repo.path.display().to_string()),
         worktree: has_worktree.then(|| w.worktree.clone()),
         branch: branch.map(|_| w.branch.clone()),
         action: Action::Keep,
         reason: None,
+    })
+}
+
+/// A finished worker of a repository repos.yaml no longer names: gc has no clone to fetch
+/// into and judge its work by, so it keeps everything and says how to clean up by hand. Its
+/// worktree names its clone; `None` once the worktree is gone (gc removed it while the
+/// repository was configured, or someone did by hand), so a repository removed long ago is
+/// not reported on every run.
+fn unconfigured(w: &WorkerRecord, now: i64) -> Option<WorkerGc> {
+    let worktree = Path::new(&w.worktree);
+    if !worktree.is_dir() {
+        return None;
+    }
+    let clone = gitops::git(
+        worktree,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )
+    .ok()
+    .map(PathBuf::from)
+    .map(|dir| match dir.parent() {
+        Some(parent) if dir.file_name() == Some(std::ffi::OsStr::new(".git")) => {
+            parent.to_path_buf()
+        }
+        _ => dir,
+    });
+    let branch = match &clone {
+        Some(c) => gitops::branch_tip(c, &w.branch)
+            .ok()
+            .flatten()
+            .map(|_| w.branch.clone()),
+        // Unknown: name it anyway, it may be there.
+        None => Some(w.branch.clone()),
+    };
+    let how = match &clone {
+        Some(c) => {
+            let c = c.display();
+            let mut how = format!("git -C {c} worktree remove {}", w.worktree);
+            if let Some(b) = &branch {
+                how.push_str(&format!(" && git -C {c} branch -D {b}"));
+            }
+            how
+        }
+        None => format!(
+            "rm -r {}, then `git branch -D {}` in its clone",
+            w.worktree, w.branch
+        ),
+    };
+    Some(WorkerGc {
+        worker_id: w.id.clone(),
+        repo: w.repo.clone(),
+        milestone: w.milestone().as_str().to_string(),
+        clone: clone.map(|c| c.display().to_string()),
+        worktree: Some(w.worktree.clone()),
+        branch,
+        action: Action::Keep,
+        reason: Some(if w.supervised(now) {
+            "its supervisor is still running".into()
+        } else {
+            format!(
+                "repository {} is no longer in repos.yaml; clean up by hand (nothing was fetched: check its commits are pushed first): {how}",
+                w.repo
+            )
+        }),
     })
 }
 

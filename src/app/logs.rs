@@ -7,12 +7,13 @@
 //! too: the log is only appended to. Events recorded before orch kept that length go where
 //! the event before them went (in order).
 
+use super::operator::Supervision;
 use crate::store::workers::{self as ws, WorkerEvent, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms};
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One item of a timeline.
 #[derive(Debug, Clone)]
@@ -170,25 +171,52 @@ pub fn finished(w: &WorkerRecord, now: i64) -> bool {
     w.milestone().is_terminal() && !w.supervised(now)
 }
 
+/// How long a follower must see a worker unsupervised before it says so: a worker just
+/// spawned is handed from the spawning process to its supervisor within this time.
+pub const UNSUPERVISED_AFTER: Duration = Duration::from_secs(3);
+
 /// Hands `emit` the whole timeline of worker `id` and, with `follow`, what comes after until
 /// the worker has ended (see [`finished`]); returns the worker as last read (`None` if the
 /// database has no such worker). Polls every [`FOLLOW_EVERY`] with no deadline: a worker may
 /// run for hours.
+///
+/// While following, `supervision` is told when nothing will come because nobody supervises
+/// the worker (seen so for [`UNSUPERVISED_AFTER`]: its supervisor is gone, or it waits for an
+/// operator) and, after that, when a supervisor has it again — once each way.
 pub fn timeline(
     store: &mut Store,
     state_dir: &Path,
     id: &str,
     follow: bool,
     emit: &mut dyn FnMut(Entry),
+    supervision: &mut dyn FnMut(&WorkerRecord, Supervision),
 ) -> Result<Option<WorkerRecord>, StoreError> {
     let mut t = Timeline::new(state_dir, id);
+    let mut unsupervised_since: Option<Instant> = None;
+    let mut told = false;
     loop {
         // The worker's state is read before the timeline: once it is seen finished, the
         // timeline read after it holds everything.
         let w = store.worker(id)?;
         t.poll(store, emit)?;
+        let now = now_ms();
         match w {
-            Some(w) if follow && !finished(&w, now_ms()) => {}
+            Some(w) if follow && !finished(&w, now) => {
+                let s = super::operator::supervision(&w, now);
+                if matches!(s, Supervision::Gone | Supervision::AwaitsOperator) {
+                    let since = *unsupervised_since.get_or_insert_with(Instant::now);
+                    if !told && since.elapsed() >= UNSUPERVISED_AFTER {
+                        supervision(&w, s);
+                        told = true;
+                    }
+                } else {
+                    if told {
+                        supervision(&w, s);
+                    }
+                    unsupervised_since = None;
+                    told = false;
+                }
+            }
             w => {
                 t.finish(emit);
                 return Ok(w);
@@ -262,7 +290,15 @@ mod tests {
         assert_eq!(show(&out).last().unwrap(), "four");
         // Read in one go, the same timeline.
         let mut once = Vec::new();
-        timeline(&mut store, dir.path(), "w1", false, &mut |e| once.push(e)).unwrap();
+        timeline(
+            &mut store,
+            dir.path(),
+            "w1",
+            false,
+            &mut |e| once.push(e),
+            &mut |_, _| {},
+        )
+        .unwrap();
         assert_eq!(show(&once), show(&out));
         // Events only: in order, without the output.
         let mut events = Vec::new();

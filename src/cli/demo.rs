@@ -7,6 +7,7 @@
 //! database as it happens. Part two runs the organisation's next round of work as one wave,
 //! through ticks as cron would (`app::wave::tick`). Everything runs in a temporary directory.
 
+use super::view::setup::{DemoView, DemoWave, DemoWorker};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::{Loaded, start_detached};
 use crate::ci::verdict::VerdictKind;
@@ -19,6 +20,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// The demo's narration: on stdout, or on stderr under `--json` (stdout then holds the
+/// outcome alone, for a script).
+macro_rules! say {
+    ($json:expr, $($arg:tt)*) => {
+        if $json {
+            eprintln!($($arg)*)
+        } else {
+            println!($($arg)*)
+        }
+    };
+}
 
 /// The demo organisation: every repository gets the same three CI jobs.
 fn repos_yaml(dir: &Path) -> String {
@@ -150,7 +163,7 @@ pub(super) fn write_example(dir: &Path) -> Result<PathBuf, String> {
 pub(super) const REPOS: [&str; 4] = ["core", "vm", "net", "sdk"];
 
 /// Runs the demo; returns the process exit code (0 when every task is DONE and verified).
-pub fn run(keep: bool) -> Result<i32, String> {
+pub fn run(keep: bool, json: bool) -> Result<i32, String> {
     let started = Instant::now();
     let dir = std::env::temp_dir().join(format!("orch-demo-{}-{}", std::process::id(), now_ms()));
     let config_path = build_org(&dir)?;
@@ -167,11 +180,19 @@ pub fn run(keep: bool) -> Result<i32, String> {
     std::fs::write(&l.contract_path, crate::contract::EMBEDDED).map_err(|e| e.to_string())?;
     let mut store = Store::open(&state_dir).map_err(|e| e.to_string())?;
 
-    println!("orch demo — a throwaway organisation in {}", dir.display());
-    println!(
+    say!(
+        json,
+        "orch demo — a throwaway organisation in {}",
+        dir.display()
+    );
+    say!(
+        json,
         "  repositories: core <- vm <- net, and sdk (independent); CI: check, test, radicle-push (needs both)"
     );
-    println!("  the vm worker's first push fails CI on purpose; watch it fix it.\n");
+    say!(
+        json,
+        "  the vm worker's first push fails CI on purpose; watch it fix it.\n"
+    );
 
     let tasks: Vec<(&str, &str)> = vec![
         ("core", "Add the core feature flag"),
@@ -206,7 +227,8 @@ pub fn run(keep: bool) -> Result<i32, String> {
             {
                 Spawned::Ready(w) => {
                     start_detached(&l, &w.id).map_err(|e| e.to_string())?;
-                    println!(
+                    say!(
+                        json,
                         "{:>6.1}s  {:<5} spawned {} (chain lock taken)",
                         started.elapsed().as_secs_f64(),
                         repo,
@@ -244,7 +266,8 @@ pub fn run(keep: bool) -> Result<i32, String> {
                 _ => None,
             };
             if let Some(line) = line {
-                println!(
+                say!(
+                    json,
                     "{:>6.1}s  {:<5} {}",
                     started.elapsed().as_secs_f64(),
                     repo,
@@ -267,15 +290,31 @@ pub fn run(keep: bool) -> Result<i32, String> {
     }
 
     // Verify every claim from the records, not from the workers.
-    println!(
+    say!(
+        json,
         "\n{:<6} {:<16} {:<10} {:<12} {:<8} RADICLE-PUSH",
-        "REPO", "WORKER", "MILESTONE", "COMMIT", "CI"
+        "REPO",
+        "WORKER",
+        "MILESTONE",
+        "COMMIT",
+        "CI"
     );
     let mut all_ok = true;
+    let mut verified = Vec::new();
     for (repo, _) in &tasks {
         let Some(id) = worker_of.get(repo) else {
-            println!("{repo:<6} never spawned");
+            say!(json, "{repo:<6} never spawned");
             all_ok = false;
+            verified.push(DemoWorker {
+                repo: repo.to_string(),
+                worker_id: None,
+                milestone: None,
+                sha: None,
+                verdict: None,
+                sync_job: None,
+                fix_attempts: 0,
+                verified: false,
+            });
             continue;
         };
         let w = store
@@ -299,7 +338,8 @@ pub fn run(keep: bool) -> Result<i32, String> {
             && last.and_then(|p| p.verdict) == Some(VerdictKind::Green)
             && sync == "success";
         all_ok &= ok;
-        println!(
+        say!(
+            json,
             "{:<6} {:<16} {:<10} {:<12} {:<8} {}{}",
             repo,
             id,
@@ -315,12 +355,27 @@ pub fn run(keep: bool) -> Result<i32, String> {
                 String::new()
             }
         );
+        verified.push(DemoWorker {
+            repo: repo.to_string(),
+            worker_id: Some(id.clone()),
+            milestone: Some(w.milestone()),
+            sha: last.map(|p| p.sha.clone()),
+            verdict: last.and_then(|p| p.verdict),
+            sync_job: (sync != "-").then(|| sync.to_string()),
+            fix_attempts: w.progress.fix_attempts,
+            verified: ok,
+        });
     }
-    if all_ok {
-        all_ok &= wave_part(&l, &dir, started)?;
-    }
+    let wave = if all_ok {
+        let wave = wave_part(&l, &dir, started, json)?;
+        all_ok &= wave.all_done;
+        Some(wave)
+    } else {
+        None
+    };
     let locks = store.locks().map_err(|e| e.to_string())?;
-    println!(
+    say!(
+        json,
         "\n{} in {:.1}s; locks held now: {}",
         if all_ok {
             "every task DONE with CI verified green and radicle-push success"
@@ -330,8 +385,10 @@ pub fn run(keep: bool) -> Result<i32, String> {
         started.elapsed().as_secs_f64(),
         locks.len()
     );
-    if keep || !all_ok {
-        println!(
+    let kept = keep || !all_ok;
+    if kept {
+        say!(
+            json,
             "state kept in {} (orch --config {} status)",
             dir.display(),
             config_path.display()
@@ -339,6 +396,17 @@ pub fn run(keep: bool) -> Result<i32, String> {
     } else {
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+    if json {
+        super::view::print_json(&DemoView {
+            ok: all_ok,
+            elapsed_s: started.elapsed().as_millis() as f64 / 1000.0,
+            dir: dir.display().to_string(),
+            kept,
+            workers: verified,
+            wave,
+            locks_held: locks.len(),
+        });
     }
     Ok(if all_ok { 0 } else { 1 })
 }
@@ -355,17 +423,19 @@ tasks:
 
 /// Part two: the same organisation run as one wave, through `orch wave run --tick`-style
 /// ticks (here in-process, once a second), as cron would. True when every task is DONE.
-fn wave_part(l: &Loaded, dir: &Path, started: Instant) -> Result<bool, String> {
+fn wave_part(l: &Loaded, dir: &Path, started: Instant, json: bool) -> Result<DemoWave, String> {
     let file = dir.join("demo-wave.yaml");
     std::fs::write(&file, WAVE_YAML).map_err(|e| e.to_string())?;
     let wave = crate::app::wave::load(l, &file).map_err(|e| e.to_string())?;
     let plan = crate::app::wave::plan(l, &wave).map_err(|e| e.to_string())?;
     let ms = |m: u64| crate::duration::format(Duration::from_millis(m.max(1)));
-    println!(
+    say!(
+        json,
         "\nPart two: a wave ({}), run by ticks as cron would (`orch wave run demo-wave.yaml --tick`).",
         file.display()
     );
-    println!(
+    say!(
+        json,
         "  plan: makespan {} (lower bound {}), the seed's phase plan {}; critical path first.",
         ms(plan.plan.makespan_ms),
         ms(plan.plan.bound.lb_ms),
@@ -392,7 +462,8 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant) -> Result<bool, String> {
             } else {
                 t.state.clone()
             };
-            println!(
+            say!(
+                json,
                 "{:>6.1}s  {:<12} {:<4} {}",
                 started.elapsed().as_secs_f64(),
                 t.id,
@@ -401,17 +472,30 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant) -> Result<bool, String> {
             );
         }
         if v.finished {
-            println!(
+            say!(
+                json,
                 "  wave {}: {}/{} DONE after {ticks} ticks; another tick now does nothing",
                 v.name,
                 v.done,
                 v.tasks.len()
             );
-            return Ok(v.all_done);
+            return Ok(DemoWave {
+                name: v.name.clone(),
+                tasks: v.tasks.len(),
+                done: v.done,
+                ticks,
+                all_done: v.all_done,
+            });
         }
         if Instant::now() >= deadline {
-            println!("  wave {}: timed out", v.name);
-            return Ok(false);
+            say!(json, "  wave {}: timed out", v.name);
+            return Ok(DemoWave {
+                name: v.name.clone(),
+                tasks: v.tasks.len(),
+                done: v.done,
+                ticks,
+                all_done: false,
+            });
         }
         std::thread::sleep(Duration::from_millis(1000));
     }

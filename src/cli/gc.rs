@@ -44,13 +44,15 @@ fn print_human(r: &GcReport) {
             Action::Failed => "failed to remove",
         };
         let mut line = format!(
-            "{head} {} ({}, {}): {} in {}",
+            "{head} {} ({}, {}): {}",
             w.worker_id,
             w.milestone,
             w.repo,
-            what.join(", "),
-            w.clone
+            what.join(", ")
         );
+        if let Some(clone) = &w.clone {
+            line.push_str(&format!(" in {clone}"));
+        }
         if let Some(why) = &w.reason {
             line.push_str(&format!(" — {why}"));
         }

@@ -6,6 +6,7 @@
 //! `pyproject.toml`) when they name another repository found, and a CI command from the kind of
 //! project — each marked for the user to confirm.
 
+use super::view::setup::{FileAction, FileKind, InitFile, InitRepo, InitView};
 use super::{Failure, Outcome};
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,7 @@ struct Found {
 
 const MANIFESTS: &[&str] = &["Cargo.toml", "package.json", "go.mod", "pyproject.toml"];
 
-pub fn run(dir: &Path, with_contract: bool, force: bool) -> Outcome {
+pub fn run(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     if !dir.is_dir() {
         return Err(Failure::bad_input(format!(
@@ -46,43 +47,92 @@ pub fn run(dir: &Path, with_contract: bool, force: bool) -> Outcome {
     }
     std::fs::write(&target, repos_yaml(&found))
         .map_err(|e| Failure::unavailable(format!("cannot write {}: {e}", target.display())))?;
-    println!(
-        "wrote {} ({} {})",
-        target.display(),
-        found.len(),
-        if found.len() == 1 {
-            "repository"
-        } else {
-            "repositories"
-        }
-    );
+    let mut view = InitView {
+        dir: dir.display().to_string(),
+        example: false,
+        config: target.display().to_string(),
+        repos: found
+            .iter()
+            .map(|f| InitRepo {
+                name: f.name.clone(),
+                path: f.dir.display().to_string(),
+            })
+            .collect(),
+        files: vec![InitFile {
+            path: target.display().to_string(),
+            kind: FileKind::Config,
+            action: FileAction::Written,
+        }],
+        next: "confirm the guessed deps, branches and CI commands (marked `# guessed`), then `orch check`".into(),
+    };
     if with_contract {
-        write_contract(&dir, force)?;
+        write_contract(&dir, force, &mut view.files)?;
     }
-    println!(
-        "next: confirm the guessed deps, branches and CI commands (marked `# guessed`), then `orch check`"
-    );
+    print(&view, json);
     Ok(0)
 }
 
+/// The view as `--json`, or as the lines a person reads.
+fn print(view: &InitView, json: bool) {
+    if json {
+        super::view::print_json(view);
+        return;
+    }
+    if view.example {
+        println!(
+            "wrote the example organisation in {}: repos.yaml, repos/{{{}}} (git, CI on the local forge), worker.sh (a scripted worker), demo-wave.yaml",
+            view.dir,
+            super::demo::REPOS.join(",")
+        );
+    }
+    // The example's own files are the sentence above; the contract's (if any) follow.
+    let files = view
+        .files
+        .iter()
+        .filter(|f| !view.example || matches!(f.kind, FileKind::Contract | FileKind::Prompt));
+    for f in files {
+        match (f.kind, f.action) {
+            (FileKind::Config, _) => println!(
+                "wrote {} ({})",
+                f.path,
+                super::plural(view.repos.len(), "repository", "repositories")
+            ),
+            (_, FileAction::Written) => println!("wrote {}", f.path),
+            (_, FileAction::Kept) => println!("kept {} (exists)", f.path),
+        }
+    }
+    println!("next: {}", view.next);
+}
+
 /// The built-in contract and prompt templates under `dir/contracts/` (an existing file is
-/// kept unless `force`).
-fn write_contract(dir: &Path, force: bool) -> Result<(), Failure> {
-    let files = [
+/// kept unless `force`), each added to `files`.
+fn write_contract(dir: &Path, force: bool, files: &mut Vec<InitFile>) -> Result<(), Failure> {
+    let templates = [
         (
             "contracts/worker-completion.yaml",
             crate::contract::EMBEDDED,
+            FileKind::Contract,
         ),
         (
             "contracts/prompts/worker.md",
             crate::prompt::WORKER_TEMPLATE,
+            FileKind::Prompt,
         ),
-        ("contracts/prompts/ci-worker.md", crate::prompt::CI_TEMPLATE),
+        (
+            "contracts/prompts/ci-worker.md",
+            crate::prompt::CI_TEMPLATE,
+            FileKind::Prompt,
+        ),
     ];
-    for (rel, text) in files {
+    for (rel, text, kind) in templates {
         let path = dir.join(rel);
+        let mut file = InitFile {
+            path: path.display().to_string(),
+            kind,
+            action: FileAction::Kept,
+        };
         if path.exists() && !force {
-            println!("kept {} (exists)", path.display());
+            files.push(file);
             continue;
         }
         if let Some(parent) = path.parent() {
@@ -92,7 +142,8 @@ fn write_contract(dir: &Path, force: bool) -> Result<(), Failure> {
         }
         std::fs::write(&path, text)
             .map_err(|e| Failure::unavailable(format!("cannot write {}: {e}", path.display())))?;
-        println!("wrote {}", path.display());
+        file.action = FileAction::Written;
+        files.push(file);
     }
     Ok(())
 }
@@ -100,7 +151,7 @@ fn write_contract(dir: &Path, force: bool) -> Result<(), Failure> {
 /// `orch init --example [DIR]`: the demo organisation (`orch demo`'s) written into `dir`, to
 /// keep: four repositories with CI on the local forge, a scripted worker, repos.yaml and a
 /// wave file. `orch check` accepts it and a spawn runs to DONE.
-pub fn example(dir: &Path, with_contract: bool, force: bool) -> Outcome {
+pub fn example(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     if dir.exists() && !dir.is_dir() {
         return Err(Failure::bad_input(format!(
@@ -132,18 +183,41 @@ pub fn example(dir: &Path, with_contract: bool, force: bool) -> Outcome {
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::unavailable(format!("cannot create {}: {e}", dir.display())))?;
     super::demo::write_example(&dir).map_err(Failure::unavailable)?;
-    println!(
-        "wrote the example organisation in {}: repos.yaml, repos/{{{}}} (git, CI on the local forge), worker.sh (a scripted worker), demo-wave.yaml",
-        dir.display(),
-        super::demo::REPOS.join(",")
+    let written = |path: PathBuf, kind| InitFile {
+        path: path.display().to_string(),
+        kind,
+        action: FileAction::Written,
+    };
+    let repo_dir = |r: &str| dir.join("repos").join(r);
+    let mut files = vec![written(target.clone(), FileKind::Config)];
+    files.extend(
+        super::demo::REPOS
+            .iter()
+            .map(|r| written(repo_dir(r), FileKind::Repository)),
     );
+    files.push(written(dir.join("worker.sh"), FileKind::Worker));
+    files.push(written(dir.join("demo-wave.yaml"), FileKind::Wave));
+    let mut view = InitView {
+        dir: dir.display().to_string(),
+        example: true,
+        config: target.display().to_string(),
+        repos: super::demo::REPOS
+            .iter()
+            .map(|r| InitRepo {
+                name: r.to_string(),
+                path: repo_dir(r).display().to_string(),
+            })
+            .collect(),
+        files,
+        next: format!(
+            "cd {} && orch check && orch spawn --repo core --task \"a first task\" --foreground",
+            dir.display()
+        ),
+    };
     if with_contract {
-        write_contract(&dir, force)?;
+        write_contract(&dir, force, &mut view.files)?;
     }
-    println!(
-        "next: cd {} && orch check && orch spawn --repo core --task \"a first task\" --foreground",
-        dir.display()
-    );
+    print(&view, json);
     Ok(0)
 }
 

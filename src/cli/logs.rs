@@ -4,8 +4,9 @@
 use super::view::workers::LogLineView;
 use super::{Ctx, Failure, Outcome};
 use crate::app::logs::{self, Entry};
+use crate::app::operator::Supervision;
 use crate::store::fmt_ms;
-use crate::store::workers::WorkerEvent;
+use crate::store::workers::{WorkerEvent, WorkerRecord};
 use crate::text::escape;
 use std::path::Path;
 use std::sync::Arc;
@@ -47,10 +48,30 @@ pub fn run(ctx: &Ctx, id: &str, follow: bool, json: bool) -> Outcome {
             escape(id)
         )));
     }
-    logs::timeline(&mut store, &l.state_dir, id, follow, &mut |e| {
-        print_entry(&e, json)
-    })?;
+    logs::timeline(
+        &mut store,
+        &l.state_dir,
+        id,
+        follow,
+        &mut |e| print_entry(&e, json),
+        &mut |w, s| eprintln!("orch: {}", escape(&supervision_notice(w, s))),
+    )?;
     Ok(0)
+}
+
+/// What a follower says on stderr when nobody supervises the worker it follows (it keeps
+/// following: nothing comes until someone does), and when a supervisor has it again.
+fn supervision_notice(w: &WorkerRecord, s: Supervision) -> String {
+    let (id, m) = (&w.id, w.milestone().as_str());
+    match s {
+        Supervision::Gone => format!(
+            "{id} ({m}): its supervisor is gone; `orch resume` takes it over — still following"
+        ),
+        Supervision::AwaitsOperator => format!(
+            "{id} ({m}): no supervisor runs, it waits for an operator (`orch respawn {id} --note …` gives it another go, `orch cancel {id}` ends it) — still following"
+        ),
+        _ => format!("{id} ({m}): a supervisor has it again"),
+    }
 }
 
 /// Prints a worker's events as they are recorded, on a thread of its own, while this process

@@ -229,6 +229,9 @@ pub enum Command {
         /// Keep the temporary directory for inspection.
         #[arg(long)]
         keep: bool,
+        /// Print the outcome as one JSON object (the timeline goes to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Write a commented repos.yaml for the git repositories in DIR (default: here).
     Init {
@@ -243,6 +246,8 @@ pub enum Command {
         /// scripted worker, repos.yaml, a wave file): one that runs as it is.
         #[arg(long)]
         example: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Remove the worktrees and orch/<id> branches of DONE and CANCELLED workers whose commits
     /// are on the remote (never unpushed work), and the `orch` remote once nothing of orch's is
@@ -668,18 +673,19 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             json,
         } => workers::resume_cmd(ctx, from_checkpoints, json),
         Command::Wave { command } => wave::run(ctx, command),
-        Command::Demo { keep } => demo::run(keep).map_err(Failure::no),
+        Command::Demo { keep, json } => demo::run(keep, json).map_err(Failure::no),
         Command::Init {
             dir,
             with_contract,
             force,
             example,
+            json,
         } => {
             let dir = dir.as_deref().unwrap_or(std::path::Path::new("."));
             if example {
-                init::example(dir, with_contract, force)
+                init::example(dir, with_contract, force, json)
             } else {
-                init::run(dir, with_contract, force)
+                init::run(dir, with_contract, force, json)
             }
         }
         Command::Gc { dry_run, json } => gc::run(ctx, dry_run, json),

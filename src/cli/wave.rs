@@ -2,7 +2,7 @@
 
 use super::view::human_ms as ms;
 use super::view::print_json;
-use super::view::wave::{PlanView, RunLineView, TickView, WaveStatusView};
+use super::view::wave::{PlanView, RunLineView, TickView, WaveCancelView, WaveStatusView};
 use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::Loaded;
 use crate::app::wave::{self, TickReport};
@@ -52,6 +52,8 @@ pub enum WaveCommand {
         wave: String,
         #[arg(long)]
         by: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -76,21 +78,18 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
             }
         }
         WaveCommand::Status { wave: which, json } => status(ctx, &which, json),
-        WaveCommand::Cancel { wave: which, by } => {
+        WaveCommand::Cancel {
+            wave: which,
+            by,
+            json,
+        } => {
             let l = ctx.load()?;
             let name = resolve(&l, &which)?;
-            let r = wave::cancel(&l, &name, operator_name(by))?;
-            println!(
-                "wave {}: {}",
-                esc(&r.wave),
-                if r.newly_cancelled {
-                    "cancelled; no tick starts anything more"
-                } else {
-                    "was already cancelled"
-                }
-            );
-            for (w, o) in &r.workers {
-                println!("  {}: {}", esc(w), esc(o));
+            let view = WaveCancelView::of(&wave::cancel(&l, &name, operator_name(by))?);
+            if json {
+                print_json(&view);
+            } else {
+                print!("{}", view.human());
             }
             Ok(0)
         }

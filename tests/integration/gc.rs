@@ -202,3 +202,81 @@ fn gc_with_an_unreachable_remote_keeps_everything_and_exits_3() {
     assert!(org.state.join(&id).join("worktree").exists());
     assert!(branch_tip(&org.clone_path("alpha"), &format!("orch/{id}")).is_some());
 }
+
+/// A finished worker of a repository no longer in repos.yaml: gc has no clone to fetch into
+/// and judge its work, so it keeps everything and says how to clean up by hand — and that
+/// advice works.
+#[test]
+fn gc_names_the_leftovers_of_a_repository_no_longer_configured() {
+    let org = Org::new(
+        Spec::local("gc_leftovers.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("gone")),
+    );
+    let id = org.spawn_detached("gone", "done");
+    org.wait_done(&id);
+    org.wait_supervisor_gone(&id);
+    let clone = org.clone_path("gone");
+    let worktree = org.state.join(&id).join("worktree");
+    let branch = format!("orch/{id}");
+    // The repository leaves repos.yaml: its section goes.
+    let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+    let mut kept = String::new();
+    let mut in_gone = false;
+    for line in yaml.lines() {
+        if line == "  gone:" {
+            in_gone = true;
+            continue;
+        }
+        if in_gone && line.starts_with("    ") {
+            continue;
+        }
+        in_gone = false;
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    assert!(!kept.contains("gone"), "{kept}");
+    std::fs::write(&org.config_path, kept).unwrap();
+
+    let report = org.json(&["gc", "--json"]);
+    let w = entry(&report, &id).unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(w["action"], "keep", "{report:#}");
+    assert_eq!(w["repo"], "gone", "{report:#}");
+    assert_eq!(w["worktree"], worktree.to_str().unwrap(), "{report:#}");
+    assert_eq!(w["branch"], branch.as_str(), "{report:#}");
+    assert_eq!(
+        std::fs::canonicalize(w["clone"].as_str().unwrap()).unwrap(),
+        std::fs::canonicalize(&clone).unwrap(),
+        "{report:#}"
+    );
+    let reason = w["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("repository gone is no longer in repos.yaml; clean up by hand"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(worktree.to_str().unwrap()) && reason.contains(&branch),
+        "{reason}"
+    );
+    // Nothing was removed, and the human output says the same.
+    assert!(worktree.exists());
+    assert!(branch_tip(&clone, &branch).is_some());
+    let out = org.run(&["gc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("kept {id}")) && text.contains("no longer in repos.yaml"),
+        "{text}"
+    );
+    // The commands it names clean up; gc then has nothing more to say about the worker.
+    let how = reason.rsplit_once("first): ").unwrap().1;
+    let out = std::process::Command::new("sh")
+        .args(["-c", how])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{how}: {}", output_text(&out));
+    assert!(!worktree.exists());
+    assert!(branch_tip(&clone, &branch).is_none());
+    let again = org.json(&["gc", "--json"]);
+    assert!(entry(&again, &id).is_none(), "{again:#}");
+}

@@ -83,6 +83,25 @@ fn answer(org: &Org, args: &[&str], code: i32) -> Value {
     lines.remove(0)
 }
 
+/// The single JSON answer of `orch <args>` run in `dir` without an organisation (`init`).
+fn init_answer(dir: &Path, args: &[&str]) -> Value {
+    let out = crate::support::orch_cmd()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "orch {args:?}: {}",
+        output_text(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "orch {args:?}: one line: {text}");
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("orch {args:?}: {e}: {text}"))
+}
+
 fn is_time(v: &Value) -> bool {
     v.as_str()
         .is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok())
@@ -372,6 +391,76 @@ fn every_json_view_matches_its_published_schema() {
     valid("gc", &v, seen);
     assert_eq!(v["dry_run"], false, "{v}");
 
+    // A wave cancelled while one of its workers runs: the worker is stopped; again, nothing.
+    let file = org.root.join("wave-c.yaml");
+    std::fs::write(
+        &file,
+        "name: wave-c\ntasks:\n  - {id: util-hang, repo: util, task: \"[hang]\"}\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let v = answer(&org, &["wave", "run", f, "--tick", "--json"], 0);
+    valid("wave-tick", &v, seen);
+    let hung = v["started"][0]["worker"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the tick starts util-hang: {v}"))
+        .to_string();
+    let v = answer(&org, &["wave", "cancel", f, "--json"], 0);
+    valid("wave-cancel", &v, seen);
+    assert_eq!(v["wave"], "wave-c", "{v}");
+    assert_eq!(v["newly_cancelled"], true, "{v}");
+    assert_eq!(v["workers"][0]["worker_id"], hung.as_str(), "{v}");
+    org.wait_milestone(&hung, "CANCELLED", DEADLINE);
+    let v = answer(&org, &["wave", "cancel", "wave-c", "--json"], 0);
+    valid("wave-cancel", &v, seen);
+    assert_eq!(v["newly_cancelled"], false, "{v}");
+    assert_eq!(v["workers"].as_array().unwrap().len(), 0, "{v}");
+
+    // `orch init` (in a directory of clones, and --example): what was written, where.
+    let clones = org.root.join("init-here");
+    crate::support::init_repo(&clones.join("lib"), "lib");
+    let v = init_answer(&clones, &["init", "--with-contract", "--json"]);
+    valid("init", &v, seen);
+    assert_eq!(v["example"], false, "{v}");
+    let config = clones.join("repos.yaml");
+    assert_eq!(v["config"], config.to_str().unwrap(), "{v}");
+    assert_eq!(v["repos"][0]["name"], "lib", "{v}");
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files.len(), 4, "repos.yaml, the contract, two prompts: {v}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f["action"] == "written" && Path::new(f["path"].as_str().unwrap()).is_file()),
+        "{v}"
+    );
+    // Again with --force: the contract files it finds are written over too; without, kept.
+    std::fs::remove_file(&config).unwrap();
+    let v = init_answer(&clones, &["init", "--with-contract", "--json"]);
+    valid("init", &v, seen);
+    let kept: Vec<&Value> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["action"] == "kept")
+        .collect();
+    assert_eq!(kept.len(), 3, "the contract and prompts exist: {v}");
+    let v = init_answer(&org.root, &["init", "--example", "example", "--json"]);
+    valid("init", &v, seen);
+    assert_eq!(v["example"], true, "{v}");
+    assert_eq!(v["repos"].as_array().unwrap().len(), 4, "{v}");
+    let kinds: BTreeSet<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["config", "repository", "worker", "wave"]),
+        "{v}"
+    );
+    assert!(org.root.join("example/repos/core/.git").exists());
+
     // Every published schema was exercised.
     let published: BTreeSet<String> =
         std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema"))
@@ -385,8 +474,46 @@ fn every_json_view_matches_its_published_schema() {
                     .into_owned()
             })
             .collect();
+    // `orch demo` runs minutes on its own: its own test below covers it.
+    seen.insert("demo".to_string());
     let missed: Vec<&String> = published.difference(seen).collect();
     assert!(missed.is_empty(), "not exercised: {missed:?}");
+}
+
+/// `orch demo --json`: the timeline on stderr, one object on stdout — each task's worker,
+/// final milestone and verified commit, and the wave.
+#[test]
+fn demo_json_is_its_outcome_alone() {
+    let out = crate::support::orch_cmd()
+        .args(["demo", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "stdout is the outcome alone: {text}");
+    let v: Value = serde_json::from_str(lines[0]).unwrap();
+    valid("demo", &v, &mut BTreeSet::new());
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["kept"], false, "{v}");
+    assert!(!Path::new(v["dir"].as_str().unwrap()).exists(), "{v}");
+    let workers = v["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 4, "{v}");
+    for w in workers {
+        assert_eq!(w["milestone"], "DONE", "{v}");
+        assert_eq!(w["verdict"], "green", "{v}");
+        assert_eq!(w["sync_job"], "success", "{v}");
+        assert_eq!(w["verified"], true, "{v}");
+        assert_eq!(w["sha"].as_str().map(str::len), Some(40), "{v}");
+    }
+    let vm = workers.iter().find(|w| w["repo"] == "vm").unwrap();
+    assert_eq!(vm["fix_attempts"], 1, "the vm worker fails CI once: {v}");
+    assert_eq!(v["wave"]["all_done"], true, "{v}");
+    assert_eq!(v["wave"]["done"], 5, "{v}");
+    assert_eq!(v["locks_held"], 0, "{v}");
+    // The timeline a person watches went to stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("PUSHED_TO_CI -> FIXING_CI"), "{stderr}");
 }
 
 /// A schema is strict: a field the type does not have is refused.

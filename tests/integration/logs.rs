@@ -278,3 +278,94 @@ fn logs_keep_their_order_across_a_crash_and_a_respawn() {
         lines.join("\n")
     );
 }
+
+/// A follower process, killed if the test ends before it does.
+struct Follower(std::process::Child);
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `logs -f` on a worker whose supervisor died says once, on stderr, that `orch resume` takes
+/// it over — and keeps following: the replacement's lines and the DONE come through.
+#[test]
+fn following_an_orphan_says_so_and_goes_on_after_resume() {
+    let org = Org::new(Spec::local("logs_resume.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "survive");
+    org.wait_until("the first life", DEADLINE, || {
+        org.out.join(format!("ready-{id}")).exists()
+    });
+    let mut follower = Follower(
+        org.cmd(&["logs", &id, "-f"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let follower = &mut follower.0;
+    let rx = lines_of(follower);
+    let (etx, erx) = std::sync::mpsc::channel::<String>();
+    let stderr = follower.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if etx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen: Vec<String> = Vec::new();
+    collect(&rx, &mut seen, Some(&|l| l == "life 1 starts"), &|| {
+        org.diag(&id)
+    });
+    org.kill_supervisor(&id);
+    let mut said: Vec<String> = Vec::new();
+    collect(
+        &erx,
+        &mut said,
+        Some(&|l| l.contains("supervisor is gone")),
+        &|| org.diag(&id),
+    );
+    assert!(
+        said.iter().any(|l| l.starts_with(&format!(
+            "orch: {id} (WORKING): its supervisor is gone; `orch resume` takes it over"
+        ))),
+        "{said:?}"
+    );
+    assert_eq!(
+        follower.try_wait().unwrap(),
+        None,
+        "the follower keeps following"
+    );
+    org.resume();
+    // It follows the replacement to the end and exits by itself.
+    collect(&rx, &mut seen, None, &|| org.diag(&id));
+    let status = poll(Duration::from_secs(10), || {
+        follower.try_wait().ok().flatten()
+    })
+    .unwrap_or_else(|| panic!("the follower did not exit: {seen:?}"));
+    assert_eq!(status.code(), Some(0), "{seen:?}");
+    let life2 = position(&seen, "life 2", |l| l == "life 2 starts");
+    let done = position(&seen, "the DONE transition", |l| {
+        l.starts_with("[orch ") && l.contains("-> DONE")
+    });
+    assert!(life2 < done, "{}", seen.join("\n"));
+    // Said once, and that a supervisor has it again.
+    while let Ok(l) = erx.recv_timeout(Duration::from_secs(1)) {
+        said.push(l);
+    }
+    assert_eq!(
+        said.iter()
+            .filter(|l| l.contains("supervisor is gone"))
+            .count(),
+        1,
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains("a supervisor has it again")),
+        "{said:?}"
+    );
+}

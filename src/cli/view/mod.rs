@@ -9,6 +9,7 @@
 pub mod ci;
 pub mod config;
 pub mod locks;
+pub mod setup;
 pub mod wave;
 pub mod workers;
 
@@ -162,6 +163,9 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<wave::TickView>(),
         one::<wave::RunLineView>(),
         one::<wave::WaveStatusView>(),
+        one::<wave::WaveCancelView>(),
+        one::<setup::InitView>(),
+        one::<setup::DemoView>(),
     ]
 }
 

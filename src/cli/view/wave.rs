@@ -2,7 +2,7 @@
 //! `wave status`.
 
 use super::{Table, View, at, human_ms, secs};
-use crate::app::wave::{PlanReport, TaskView, TickReport, WaveView};
+use crate::app::wave::{CancelReport, PlanReport, TaskView, TickReport, WaveView};
 use crate::text::escape as esc;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -448,5 +448,61 @@ impl WaveStatusView {
         }
         t.right(6).right(7);
         t.render()
+    }
+}
+
+/// A wave's worker that was still going when the wave was cancelled, and what the cancel did.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CancelledWorker {
+    pub worker_id: String,
+    pub outcome: String,
+}
+
+/// `orch wave cancel --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct WaveCancelView {
+    pub wave: String,
+    /// False when the wave was already cancelled.
+    pub newly_cancelled: bool,
+    /// Its workers that were still going.
+    pub workers: Vec<CancelledWorker>,
+}
+
+impl View for WaveCancelView {
+    const NAME: &'static str = "wave-cancel";
+}
+
+impl WaveCancelView {
+    pub fn of(r: &CancelReport) -> Self {
+        WaveCancelView {
+            wave: r.wave.clone(),
+            newly_cancelled: r.newly_cancelled,
+            workers: r
+                .workers
+                .iter()
+                .map(|(w, o)| CancelledWorker {
+                    worker_id: w.clone(),
+                    outcome: o.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn human(&self) -> String {
+        let mut out = format!(
+            "wave {}: {}\n",
+            esc(&self.wave),
+            if self.newly_cancelled {
+                "cancelled; no tick starts anything more"
+            } else {
+                "was already cancelled"
+            }
+        );
+        for w in &self.workers {
+            out.push_str(&format!("  {}: {}\n", esc(&w.worker_id), esc(&w.outcome)));
+        }
+        out
     }
 }

@@ -27,6 +27,8 @@ pub(super) enum Shape {
     Repos,
     /// `alerts:`: a list of sinks, or a mapping with `sinks` and delivery settings.
     Alerts,
+    /// One alert sink: its settings, exactly one of `webhook` and `command` among them.
+    Sink,
 }
 
 /// Whether a known key must be written, and whether it may be left empty (`key:` or `~`).
@@ -81,7 +83,7 @@ pub(super) const SINK: &[Field] = &[
     ("timeout", Shape::Text, Optional),
 ];
 pub(super) const ALERTS: &[Field] = &[
-    ("sinks", Shape::List(&Shape::Map(SINK)), NotEmpty),
+    ("sinks", Shape::List(&Shape::Sink), NotEmpty),
     ("dedup_window", Shape::Text, Optional),
     ("retry_initial", Shape::Text, Optional),
     ("max_attempts", Shape::Int, Optional),
@@ -297,9 +299,31 @@ fn check(
             }
         }
         Shape::Alerts => match &node.value {
-            Node::Seq(_) => check(node, &Shape::List(&Shape::Map(SINK)), path, key, out),
+            Node::Seq(_) => check(node, &Shape::List(&Shape::Sink), path, key, out),
             _ => check_map(node, ALERTS, path, key, out),
         },
+        Shape::Sink => {
+            check_map(node, SINK, path, key, out);
+            // Said here, where a kind written with a wrong value still counts as written:
+            // the typed read, which sees it set aside, would call it left out.
+            if let Node::Map(entries) = &node.value {
+                let kinds = entries
+                    .iter()
+                    .filter(|(k, v)| {
+                        matches!(k.value.0.as_str(), "webhook" | "command")
+                            && !matches!(v.value, Node::Scalar(Scalar::Null))
+                    })
+                    .count();
+                if kinds != 1 {
+                    out.push(ShapeProblem {
+                        pos: raw::pos(node).or(key),
+                        message: "alerts: each entry needs exactly one of webhook or command"
+                            .into(),
+                        set_aside: None,
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -323,7 +347,7 @@ fn describe_shape(shape: &Shape) -> String {
         Shape::Int => "a whole number".into(),
         Shape::Number => "a number".into(),
         Shape::List(item) => format!("a list of {}", plural(item)),
-        Shape::Map(_) | Shape::Alerts => "a mapping".into(),
+        Shape::Map(_) | Shape::Alerts | Shape::Sink => "a mapping".into(),
         Shape::Repos => "a mapping of repository names to their settings".into(),
     }
 }

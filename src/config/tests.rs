@@ -439,3 +439,42 @@ fn problems_are_listed_in_position_order_whatever_found_them() {
     let at: Vec<(u64, u64)> = listed(&err).iter().map(|(l, c, _)| (*l, *c)).collect();
     assert_eq!(at, [(2, 15), (3, 14), (4, 1)], "{err}");
 }
+
+#[test]
+fn a_sinks_wrong_typed_kind_is_not_also_called_left_out() {
+    let err = load(
+        "alerts:\n  - webhook: HOOK\n    timeout: 0s\n  - command: notify\n  - webhook: ~\n  - { webhook: { url_env: A }, command: [x] }\nrepos: {a: {}}\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        listed(&err),
+        [
+            (
+                2,
+                14,
+                "alerts[0].webhook must be a mapping, not the text \"HOOK\"".into()
+            ),
+            (
+                3,
+                14,
+                "alerts: timeout: duration \"0s\" is zero; it must be greater than zero".into()
+            ),
+            (
+                4,
+                14,
+                "alerts[1].command must be a list of names, not the text \"notify\"".into()
+            ),
+            (
+                5,
+                5,
+                "alerts: each entry needs exactly one of webhook or command".into()
+            ),
+            (
+                6,
+                5,
+                "alerts: each entry needs exactly one of webhook or command".into()
+            ),
+        ],
+        "{err}"
+    );
+}

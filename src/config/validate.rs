@@ -475,13 +475,8 @@ fn validate_alerts(c: &mut Check, raw: RawAlerts) -> AlertsConfig {
                 c.err(p, "alerts: command must be a non-empty argv list");
                 None
             }
-            _ => {
-                c.err(
-                    p,
-                    "alerts: each entry needs exactly one of webhook or command",
-                );
-                None
-            }
+            // Neither or both: reported by `shape`.
+            _ => None,
         };
         let min_severity = match &a.min_severity {
             None => AlertLevel::Info,

@@ -43,6 +43,17 @@ impl fmt::Display for Diagnostic {
 #[derive(Debug, Clone, thiserror::Error)]
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
+impl Diagnostics {
+    /// Puts the problems in the order a compiler lists them: by file, then line, then
+    /// column; in each file those without a position after those with one. Stable, so
+    /// problems at one place keep the order they were found in.
+    pub fn sort(&mut self) {
+        self.0.sort_by(|a, b| {
+            (&a.file, a.pos.is_none(), a.pos).cmp(&(&b.file, b.pos.is_none(), b.pos))
+        });
+    }
+}
+
 impl fmt::Display for Diagnostics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, d) in self.0.iter().enumerate() {
@@ -69,7 +80,43 @@ pub const NAME_RULE: &str = "[A-Za-z0-9][A-Za-z0-9._-]*";
 
 #[cfg(test)]
 mod tests {
-    use super::valid_name;
+    use super::{Diagnostic, Diagnostics, valid_name};
+    use crate::yaml::Pos;
+    use std::path::Path;
+
+    #[test]
+    fn problems_sort_by_file_line_and_column_positionless_last() {
+        let at = |file: &str, pos: Option<(u64, u64)>, message: &str| {
+            Diagnostic::new(
+                Path::new(file),
+                pos.map(|(line, column)| Pos { line, column }),
+                message,
+            )
+        };
+        let mut d = Diagnostics(vec![
+            at("b.yaml", Some((1, 1)), "b1"),
+            at("a.yaml", None, "a-none-1"),
+            at("a.yaml", Some((10, 2)), "a10"),
+            at("a.yaml", Some((2, 9)), "a2:9"),
+            at("a.yaml", None, "a-none-2"),
+            at("a.yaml", Some((2, 3)), "a2:3"),
+            at("a.yaml", Some((2, 3)), "a2:3 again"),
+        ]);
+        d.sort();
+        let order: Vec<&str> = d.0.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            order,
+            [
+                "a2:3",
+                "a2:3 again",
+                "a2:9",
+                "a10",
+                "a-none-1",
+                "a-none-2",
+                "b1"
+            ]
+        );
+    }
 
     #[test]
     fn names() {

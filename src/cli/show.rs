@@ -175,6 +175,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
             view.layers = Some(config.graph.layers().len());
         }
     }
+    in_position_order(&mut view.problems);
     view.ok = view.problems.is_empty();
     let n = view.problems.len();
     let summary = format!("{} found", plural(n, "problem", "problems"));
@@ -198,6 +199,22 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
     }
     print!("{}", view.human_ok());
     Ok(0)
+}
+
+/// As a compiler lists them: by file, then line, then column; in each file those without a
+/// position after those with one, and those of no file last. Stable: problems at one place
+/// keep the order they were found in.
+fn in_position_order(problems: &mut [Problem]) {
+    fn key(p: &Problem) -> (bool, Option<&str>, bool, Option<u64>, Option<u64>) {
+        (
+            p.file.is_none(),
+            p.file.as_deref(),
+            p.line.is_none(),
+            p.line,
+            p.column,
+        )
+    }
+    problems.sort_by(|a, b| key(a).cmp(&key(b)));
 }
 
 pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {

@@ -78,6 +78,21 @@ pub enum ForgeKind {
     Forgejo,
 }
 
+impl ForgeKind {
+    pub const ALL: [ForgeKind; 2] = [ForgeKind::Local, ForgeKind::Forgejo];
+
+    pub fn parse(s: &str) -> Option<ForgeKind> {
+        ForgeKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForgeKind::Local => "local",
+            ForgeKind::Forgejo => "forgejo",
+        }
+    }
+}
+
 /// Local forge: how old a branch ref without a CI run must be before the push counts as one
 /// whose hook was lost, unless `forge.lost_hook_grace` says otherwise. Long enough that a hook
 /// which is merely slow is not raced.
@@ -306,9 +321,10 @@ impl Config {
         Config::parse(text, file, &normalize)
     }
 
-    /// Unknown keys are all reported, with whatever else is wrong in the same run: the
-    /// document is first read as a tree of keys and checked against the known key sets, then
-    /// read into the typed shapes (which ignore unknown keys) and validated.
+    /// Every problem is reported in one run, in position order: the document is first read
+    /// as a tree of keys and checked against the known keys and the shape of each value
+    /// (wrong-typed values and required keys left out), then read into the typed shapes
+    /// (which ignore unknown keys and the values set aside) and validated.
     fn parse(text: &str, file: &Path, resolve: validate::Resolve) -> Result<Config, Diagnostics> {
         let one =
             |e: crate::yaml::YamlError| Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)]);
@@ -317,32 +333,27 @@ impl Config {
             .into_iter()
             .map(|(pos, message)| Diagnostic::new(file, pos, message))
             .collect();
-        // Wrong-typed values are reported here, then set aside so the rest is still read.
-        let wrong = shape::wrong_types(&tree);
+        // Wrong-typed values and required keys left out are reported here; the values are
+        // then set aside so the rest is still read.
+        let misfits = shape::shape_problems(&tree);
         diags.extend(
-            wrong
+            misfits
                 .iter()
                 .map(|w| Diagnostic::new(file, w.pos, w.message.clone())),
         );
-        if wrong.iter().any(|w| w.stops) {
-            return Err(Diagnostics(diags));
-        }
-        let text = &shape::set_aside(text, &wrong);
-        let raw: RawConfig = match from_yaml_str(text) {
-            Ok(raw) => raw,
-            Err(e) => {
-                diags.push(Diagnostic::new(file, e.pos, e.message));
-                return Err(Diagnostics(diags));
-            }
+        let text = &shape::set_aside(text, &misfits);
+        let outcome = match from_yaml_str::<RawConfig>(text) {
+            Ok(raw) => validate(raw, file, resolve),
+            Err(e) => Err(Diagnostics(vec![Diagnostic::new(file, e.pos, e.message)])),
         };
-        match validate(raw, file, resolve) {
-            Ok(config) if diags.is_empty() => Ok(config),
-            Ok(_) => Err(Diagnostics(diags)),
-            Err(more) => {
-                diags.extend(more.0);
-                Err(Diagnostics(diags))
-            }
+        let mut diags = Diagnostics(diags);
+        match outcome {
+            Ok(config) if diags.0.is_empty() => return Ok(config),
+            Ok(_) => {}
+            Err(more) => diags.0.extend(more.0),
         }
+        diags.sort();
+        Err(diags)
     }
 
     /// The directory holding repos.yaml; relative paths in it are relative to this.

@@ -4,7 +4,6 @@
 //! the document as a tree of keys against the known key sets and reports every one with its
 //! position, and the shapes below ignore them so that the rest is still validated.
 
-use super::ForgeKind;
 use crate::yaml::Pos;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -19,12 +18,17 @@ pub(super) struct RawConfig {
     pub(super) worker: Option<RawWorker>,
     #[serde(default)]
     pub(super) alerts: RawAlerts,
-    pub(super) repos: Spanned<RepoEntries>,
+    /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
+    #[serde(default)]
+    pub(super) repos: Option<Spanned<RepoEntries>>,
 }
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RawForge {
-    pub(super) kind: Spanned<ForgeKind>,
+    /// Required, and read as text so that validation can name a kind orch does not know
+    /// with the rest; `None` when left out or set aside (reported by `shape`).
+    #[serde(default)]
+    pub(super) kind: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) url: Option<Spanned<String>>,
     #[serde(default)]
@@ -146,7 +150,9 @@ impl<'de> Deserialize<'de> for RawAlerts {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RawWebhook {
-    pub(super) url_env: Spanned<String>,
+    /// Required; `None` when left out or set aside (reported by `shape`).
+    #[serde(default)]
+    pub(super) url_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -169,8 +175,11 @@ pub(super) struct RawRepoCi {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RawJob {
-    pub(super) name: Spanned<String>,
-    pub(super) run: String,
+    /// Required, as is `run`; `None` when left out or set aside (reported by `shape`).
+    #[serde(default)]
+    pub(super) name: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) run: Option<String>,
     #[serde(default)]
     pub(super) needs: Vec<Spanned<String>>,
     #[serde(default)]
@@ -196,7 +205,7 @@ impl<'de> Deserialize<'de> for RepoEntries {
                 let mut out = Vec::new();
                 while let Some(k) = map.next_key::<Spanned<String>>()? {
                     let v = map.next_value::<Spanned<RepoValue>>()?;
-                    // A repository that is not a mapping is reported by `wrong_types` and
+                    // A repository that is not a mapping is reported by `shape_problems` and
                     // kept with default settings: its name still exists for its dependents,
                     // and the others are still read and validated.
                     out.push((k, Spanned::new(v.value.0, v.referenced, v.defined)));
@@ -263,7 +272,7 @@ pub(super) fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
 }
 
 /// A YAML document as a tree of keys with their positions, scalars as what they read as:
-/// what [`unknown_keys`] and [`wrong_types`] walk.
+/// what [`unknown_keys`] and `shape::shape_problems` walk.
 #[derive(Debug)]
 pub(super) enum Node {
     Map(Vec<(Spanned<Key>, Spanned<Node>)>),

@@ -1,11 +1,13 @@
 //! Wrong-typed values in repos.yaml (`deps: 5`, `max_parallel: "x"`, a repository given as a
-//! list), every one reported with its position — and then set aside, so that the typed read
-//! and the validation of everything else still run in the same `orch check`.
+//! list) and required keys left out, every one reported with its position — and then set
+//! aside, so that the typed read and the validation of everything else still run in the same
+//! `orch check`.
 //!
 //! The document's key tree ([`Node`]) is checked against the shape each known key expects;
 //! unknown keys are [`super::raw::unknown_keys`]'s to report. A wrong value is set aside by
 //! renaming its key in the text (one character, so every other position stays the same): the
-//! typed shapes ignore keys they do not know.
+//! typed shapes ignore keys they do not know, and take required ones as optional, so that a
+//! wrong or missing required value is reported here once and nowhere else.
 
 use super::raw::{self, Node, Scalar};
 use crate::yaml::Pos;
@@ -25,98 +27,119 @@ pub(super) enum Shape {
     Repos,
     /// `alerts:`: a list of sinks, or a mapping with `sinks` and delivery settings.
     Alerts,
+    /// One alert sink: its settings, exactly one of `webhook` and `command` among them.
+    Sink,
 }
 
-/// A known key, the shape of its value, and whether it may be left empty (`key:` or `~`).
-pub(super) type Field = (&'static str, Shape, bool);
+/// Whether a known key must be written, and whether it may be left empty (`key:` or `~`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Presence {
+    /// May be left out or left empty.
+    Optional,
+    /// May be left out, but not left empty.
+    NotEmpty,
+    /// Must be written, with a value.
+    Required,
+}
+
+use Presence::{NotEmpty, Optional, Required};
+
+/// A known key, the shape of its value, and whether it must be there.
+pub(super) type Field = (&'static str, Shape, Presence);
 
 const TEXTS: Shape = Shape::List(&Shape::Text);
 
 pub(super) const FORGE: &[Field] = &[
-    ("kind", Shape::Text, false),
-    ("url", Shape::Text, true),
-    ("owner", Shape::Text, true),
-    ("token_env", Shape::Text, true),
-    ("request_timeout", Shape::Text, true),
-    ("give_up_after", Shape::Text, true),
-    ("max_concurrent_runs", Shape::Int, true),
-    ("lost_hook_grace", Shape::Text, true),
+    ("kind", Shape::Text, Required),
+    ("url", Shape::Text, Optional),
+    ("owner", Shape::Text, Optional),
+    ("token_env", Shape::Text, Optional),
+    ("request_timeout", Shape::Text, Optional),
+    ("give_up_after", Shape::Text, Optional),
+    ("max_concurrent_runs", Shape::Int, Optional),
+    ("lost_hook_grace", Shape::Text, Optional),
 ];
 pub(super) const CI: &[Field] = &[
-    ("sync_job", Shape::Text, true),
-    ("required_jobs", TEXTS, true),
-    ("start_timeout", Shape::Text, true),
-    ("poll_interval", Shape::Text, true),
+    ("sync_job", Shape::Text, Optional),
+    ("required_jobs", TEXTS, Optional),
+    ("start_timeout", Shape::Text, Optional),
+    ("poll_interval", Shape::Text, Optional),
 ];
 pub(super) const WORKER: &[Field] = &[
-    ("agent", Shape::Text, true),
-    ("command", TEXTS, true),
-    ("max_parallel", Shape::Int, true),
-    ("env_passthrough", TEXTS, true),
-    ("max_respawns", Shape::Int, true),
-    ("stop_grace", Shape::Text, true),
-    ("max_cost_usd", Shape::Number, true),
-    ("max_tokens", Shape::Int, true),
+    ("agent", Shape::Text, Optional),
+    ("command", TEXTS, Optional),
+    ("max_parallel", Shape::Int, Optional),
+    ("env_passthrough", TEXTS, Optional),
+    ("max_respawns", Shape::Int, Optional),
+    ("stop_grace", Shape::Text, Optional),
+    ("max_cost_usd", Shape::Number, Optional),
+    ("max_tokens", Shape::Int, Optional),
 ];
-pub(super) const WEBHOOK: &[Field] = &[("url_env", Shape::Text, false)];
+pub(super) const WEBHOOK: &[Field] = &[("url_env", Shape::Text, Required)];
 pub(super) const SINK: &[Field] = &[
-    ("webhook", Shape::Map(WEBHOOK), true),
-    ("command", TEXTS, true),
-    ("min_severity", Shape::Text, true),
-    ("timeout", Shape::Text, true),
+    ("webhook", Shape::Map(WEBHOOK), Optional),
+    ("command", TEXTS, Optional),
+    ("min_severity", Shape::Text, Optional),
+    ("timeout", Shape::Text, Optional),
 ];
 pub(super) const ALERTS: &[Field] = &[
-    ("sinks", Shape::List(&Shape::Map(SINK)), false),
-    ("dedup_window", Shape::Text, true),
-    ("retry_initial", Shape::Text, true),
-    ("max_attempts", Shape::Int, true),
+    ("sinks", Shape::List(&Shape::Sink), NotEmpty),
+    ("dedup_window", Shape::Text, Optional),
+    ("retry_initial", Shape::Text, Optional),
+    ("max_attempts", Shape::Int, Optional),
 ];
 pub(super) const JOB: &[Field] = &[
-    ("name", Shape::Text, false),
-    ("run", Shape::Text, false),
-    ("needs", TEXTS, false),
-    ("timeout", Shape::Text, true),
+    ("name", Shape::Text, Required),
+    ("run", Shape::Text, Required),
+    ("needs", TEXTS, NotEmpty),
+    ("timeout", Shape::Text, Optional),
 ];
-pub(super) const REPO_CI: &[Field] = &[("jobs", Shape::List(&Shape::Map(JOB)), false)];
+pub(super) const REPO_CI: &[Field] = &[("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty)];
 pub(super) const REPO: &[Field] = &[
-    ("path", Shape::Text, true),
-    ("branch", Shape::Text, true),
-    ("deps", TEXTS, false),
-    ("ci", Shape::Map(REPO_CI), true),
+    ("path", Shape::Text, Optional),
+    ("branch", Shape::Text, Optional),
+    ("deps", TEXTS, NotEmpty),
+    ("ci", Shape::Map(REPO_CI), Optional),
 ];
 pub(super) const TOP: &[Field] = &[
-    ("forge", Shape::Map(FORGE), true),
-    ("ci", Shape::Map(CI), true),
-    ("worker", Shape::Map(WORKER), true),
-    ("alerts", Shape::Alerts, true),
-    ("repos", Shape::Repos, false),
+    ("forge", Shape::Map(FORGE), Optional),
+    ("ci", Shape::Map(CI), Optional),
+    ("worker", Shape::Map(WORKER), Optional),
+    ("alerts", Shape::Alerts, Optional),
+    ("repos", Shape::Repos, Required),
 ];
 
-/// One wrong-typed value: where it is, what is wrong, and the key to rename so that the
-/// typed read skips it (`None`: nothing to rename — a repository set aside by the typed read
-/// itself, or `repos:` whose absence the typed read reports).
+/// One value of the wrong shape, or a required key left out: where, what is wrong, and the
+/// key to rename so that the typed read skips the value (`None`: nothing to rename — a key
+/// left out, or a repository the typed read sets aside itself).
 #[derive(Debug)]
-pub(super) struct WrongType {
+pub(super) struct ShapeProblem {
     pub(super) pos: Option<Pos>,
     pub(super) message: String,
     pub(super) set_aside: Option<Pos>,
-    /// The typed read cannot go on without it (`repos:` not a mapping).
-    pub(super) stops: bool,
 }
 
-/// Every wrong-typed value of the document, in document order.
-pub(super) fn wrong_types(doc: &Spanned<Node>) -> Vec<WrongType> {
+/// Every wrong-typed value and every required key left out, in document order (a key left
+/// out after the keys of its mapping).
+pub(super) fn shape_problems(doc: &Spanned<Node>) -> Vec<ShapeProblem> {
     let mut out = Vec::new();
-    if let Node::Map(_) = &doc.value {
-        check_map(doc, TOP, "", None, &mut out);
+    match &doc.value {
+        Node::Map(_) => check_map(doc, TOP, "", None, &mut out),
+        // An empty file: the typed read takes it as a mapping with nothing in it.
+        Node::Scalar(Scalar::Null) => out.push(ShapeProblem {
+            pos: None,
+            message: "the file is empty; it needs at least `repos` (the repositories)".into(),
+            set_aside: None,
+        }),
+        _ => {} // not a mapping: the typed read says so
     }
     out
 }
 
-/// `text` with the keys of `wrong` renamed (their first character replaced), so that the
+/// `text` with the keys of `problems` renamed (their first character replaced), so that the
 /// typed read ignores those entries; every line and column stays where it was.
-pub(super) fn set_aside(text: &str, wrong: &[WrongType]) -> String {
-    let keys: Vec<Pos> = wrong.iter().filter_map(|w| w.set_aside).collect();
+pub(super) fn set_aside(text: &str, problems: &[ShapeProblem]) -> String {
+    let keys: Vec<Pos> = problems.iter().filter_map(|w| w.set_aside).collect();
     if keys.is_empty() {
         return text.to_string();
     }
@@ -157,36 +180,52 @@ fn check_map(
     fields: &[Field],
     path: &str,
     key: Option<Pos>,
-    out: &mut Vec<WrongType>,
+    out: &mut Vec<ShapeProblem>,
 ) {
     let Node::Map(entries) = &node.value else {
         wrong(node, path, "a mapping", key, out);
         return;
     };
-    for (k, value) in entries {
-        let name = k.value.0.as_str();
-        let Some((_, shape, may_be_empty)) = fields.iter().find(|(n, _, _)| *n == name) else {
-            continue; // unknown: reported by `unknown_keys`
-        };
-        let path = if path.is_empty() {
+    let within = |name: &str| {
+        if path.is_empty() {
             name.to_string()
         } else {
             format!("{path}.{name}")
+        }
+    };
+    for (k, value) in entries {
+        let name = k.value.0.as_str();
+        let Some((_, shape, presence)) = fields.iter().find(|(n, _, _)| *n == name) else {
+            continue; // unknown: reported by `unknown_keys`
         };
+        let path = within(name);
         if matches!(value.value, Node::Scalar(Scalar::Null)) {
-            if !may_be_empty {
-                let expected = describe_shape(shape);
-                let set_aside = (name != "repos").then(|| raw::pos(k)).flatten();
-                out.push(WrongType {
+            if *presence != Optional {
+                out.push(ShapeProblem {
                     pos: raw::pos(value).or(raw::pos(k)),
-                    message: format!("{path} is empty; it must be {expected}"),
-                    set_aside,
-                    stops: name == "repos",
+                    message: format!("{path} is empty; it must be {}", describe_shape(shape)),
+                    set_aside: raw::pos(k),
                 });
             }
             continue;
         }
         check(value, shape, &path, raw::pos(k), out);
+    }
+    // A required key written with a wrong value was reported above; only one left out is
+    // reported here (the typed read takes both as absent, and says nothing more).
+    for (name, _, presence) in fields {
+        if *presence == Required && !entries.iter().any(|(k, _)| k.value.0 == *name) {
+            let place = if path.is_empty() {
+                "at the top level".to_string()
+            } else {
+                format!("in {path}")
+            };
+            out.push(ShapeProblem {
+                pos: raw::pos(node).or(key),
+                message: format!("`{name}` is missing {place} (it is required)"),
+                set_aside: None,
+            });
+        }
     }
 }
 
@@ -195,7 +234,7 @@ fn check(
     shape: &Shape,
     path: &str,
     key: Option<Pos>,
-    out: &mut Vec<WrongType>,
+    out: &mut Vec<ShapeProblem>,
 ) {
     match shape {
         Shape::Text => {
@@ -235,17 +274,13 @@ fn check(
         Shape::Map(fields) => check_map(node, fields, path, key, out),
         Shape::Repos => {
             let Node::Map(entries) = &node.value else {
-                // The typed read cannot go on without the repositories.
                 wrong(
                     node,
                     path,
                     "a mapping of repository names to their settings",
-                    None,
+                    key,
                     out,
                 );
-                if let Some(w) = out.last_mut() {
-                    w.stops = true;
-                }
                 return;
             };
             for (name, repo) in entries {
@@ -264,9 +299,31 @@ fn check(
             }
         }
         Shape::Alerts => match &node.value {
-            Node::Seq(_) => check(node, &Shape::List(&Shape::Map(SINK)), path, key, out),
+            Node::Seq(_) => check(node, &Shape::List(&Shape::Sink), path, key, out),
             _ => check_map(node, ALERTS, path, key, out),
         },
+        Shape::Sink => {
+            check_map(node, SINK, path, key, out);
+            // Said here, where a kind written with a wrong value still counts as written:
+            // the typed read, which sees it set aside, would call it left out.
+            if let Node::Map(entries) = &node.value {
+                let kinds = entries
+                    .iter()
+                    .filter(|(k, v)| {
+                        matches!(k.value.0.as_str(), "webhook" | "command")
+                            && !matches!(v.value, Node::Scalar(Scalar::Null))
+                    })
+                    .count();
+                if kinds != 1 {
+                    out.push(ShapeProblem {
+                        pos: raw::pos(node).or(key),
+                        message: "alerts: each entry needs exactly one of webhook or command"
+                            .into(),
+                        set_aside: None,
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -275,13 +332,12 @@ fn wrong(
     path: &str,
     expected: &str,
     key: Option<Pos>,
-    out: &mut Vec<WrongType>,
+    out: &mut Vec<ShapeProblem>,
 ) {
-    out.push(WrongType {
+    out.push(ShapeProblem {
         pos: raw::pos(node).or(key),
         message: format!("{path} must be {expected}, not {}", found(&node.value)),
         set_aside: key,
-        stops: false,
     });
 }
 
@@ -291,7 +347,7 @@ fn describe_shape(shape: &Shape) -> String {
         Shape::Int => "a whole number".into(),
         Shape::Number => "a number".into(),
         Shape::List(item) => format!("a list of {}", plural(item)),
-        Shape::Map(_) | Shape::Alerts => "a mapping".into(),
+        Shape::Map(_) | Shape::Alerts | Shape::Sink => "a mapping".into(),
         Shape::Repos => "a mapping of repository names to their settings".into(),
     }
 }
@@ -355,7 +411,7 @@ mod tests {
     #[test]
     fn wrong_types_are_found_with_positions_and_set_aside() {
         let text = "worker:\n  max_parallel: \"x\"\nrepos:\n  core: { deps: 5, branch: main }\n  sdk: [a, b]\n  vm:\n    deps: [core, [x]]\n";
-        let found = wrong_types(&doc(text));
+        let found = shape_problems(&doc(text));
         let got: Vec<(u64, u64, &str)> = found
             .iter()
             .map(|w| {
@@ -392,9 +448,40 @@ mod tests {
     }
 
     #[test]
+    fn a_required_key_is_one_problem_whether_wrong_typed_or_left_out() {
+        let text = "forge: { kind: [local] }\nrepos:\n  a:\n    ci: { jobs: [{ run: x }] }\n";
+        let found = shape_problems(&doc(text));
+        let got: Vec<(Option<Pos>, &str, Option<Pos>)> = found
+            .iter()
+            .map(|w| (w.pos, w.message.as_str(), w.set_aside))
+            .collect();
+        let at = |line, column| Some(Pos { line, column });
+        assert_eq!(
+            got,
+            [
+                (
+                    at(1, 16),
+                    "forge.kind must be a single value, not a list",
+                    at(1, 10)
+                ),
+                (
+                    at(4, 18),
+                    "`name` is missing in repos.a.ci.jobs[0] (it is required)",
+                    None
+                ),
+            ]
+        );
+        // Set aside, the wrong value reads as left out; nothing else moves.
+        assert_eq!(
+            set_aside(text, &found),
+            "forge: { _ind: [local] }\nrepos:\n  a:\n    ci: { jobs: [{ run: x }] }\n"
+        );
+    }
+
+    #[test]
     fn quoted_keys_are_renamed_inside_their_quotes() {
         let text = "worker: { \"max_parallel\": [1] }\nrepos: {}\n";
-        let aside = set_aside(text, &wrong_types(&doc(text)));
+        let aside = set_aside(text, &shape_problems(&doc(text)));
         assert_eq!(aside, "worker: { \"_ax_parallel\": [1] }\nrepos: {}\n");
     }
 }

@@ -282,3 +282,199 @@ fn unknown_keys_are_all_reported_with_the_rest() {
     // A valid file has none.
     assert!(load("alerts: []\nrepos:\n  a: { ci: { jobs: [{ name: x, run: y }] } }\n").is_ok());
 }
+
+/// (line, column, message) of each problem, in the order reported.
+fn listed(err: &Diagnostics) -> Vec<(u64, u64, String)> {
+    err.0
+        .iter()
+        .map(|d| {
+            let p = d.pos.expect("a position");
+            (p.line, p.column, d.message.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn a_wrong_typed_required_value_is_one_problem_and_the_rest_is_still_checked() {
+    let err = load(
+        "\
+forge:
+  kind: [local]
+alerts:
+  - webhook: { url_env: [HOOK] }
+    min_severity: loud
+repos:
+  a:
+    deps: [zz]
+    ci:
+      jobs:
+        - { name: [x], run: 'true', timeout: 0s }
+        - { name: y, run: { sh: 'true' }, needs: [y] }
+",
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains("missing"), "no second problem: {text}");
+    assert_eq!(
+        listed(&err),
+        [
+            (2, 9, "forge.kind must be a single value, not a list".into()),
+            (
+                4,
+                25,
+                "alerts[0].webhook.url_env must be a single value, not a list".into()
+            ),
+            (
+                5,
+                19,
+                "alerts: min_severity must be info, warning or critical, got \"loud\"".into()
+            ),
+            (
+                8,
+                12,
+                "repository \"a\" depends on unknown repository \"zz\"".into()
+            ),
+            (
+                11,
+                19,
+                "repos.a.ci.jobs[0].name must be a single value, not a list".into()
+            ),
+            (
+                11,
+                46,
+                "timeout of job at jobs[0]: duration \"0s\" is zero; it must be greater than zero"
+                    .into()
+            ),
+            (
+                12,
+                27,
+                "repos.a.ci.jobs[1].run must be a single value, not a mapping".into()
+            ),
+            (12, 51, "job \"y\" in a needs itself".into()),
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn a_required_key_left_out_is_named_once_and_the_rest_is_still_checked() {
+    let err = load(
+        "\
+forge: { url: 'https://f' }
+alerts: [{ webhook: {} }]
+worker: { max_parallel: 0 }
+",
+    )
+    .unwrap_err();
+    assert_eq!(
+        listed(&err),
+        [
+            (
+                1,
+                1,
+                "`repos` is missing at the top level (it is required)".into()
+            ),
+            (1, 8, "`kind` is missing in forge (it is required)".into()),
+            (
+                2,
+                21,
+                "`url_env` is missing in alerts[0].webhook (it is required)".into()
+            ),
+            (
+                3,
+                25,
+                "worker.max_parallel must be greater than zero, got 0".into()
+            ),
+        ],
+        "{err}"
+    );
+    let err = load("repos:\n  a:\n    ci:\n      jobs:\n        - run: x\n          needs: [nope]\n        - name: ok\n").unwrap_err();
+    assert_eq!(
+        listed(&err),
+        [
+            (
+                5,
+                11,
+                "`name` is missing in repos.a.ci.jobs[0] (it is required)".into()
+            ),
+            (
+                7,
+                11,
+                "`run` is missing in repos.a.ci.jobs[1] (it is required)".into()
+            ),
+        ],
+        "a `needs` of a job left unnamed is not guessed at: {err}"
+    );
+    let err = load("").unwrap_err();
+    assert_eq!(err.0.len(), 1, "{err}");
+    assert!(err.to_string().contains("the file is empty"), "{err}");
+}
+
+#[test]
+fn an_unknown_forge_kind_is_named_with_the_rest() {
+    let err = load("forge: { kind: gitlab }\nrepos: { a: { deps: [zz] } }\n").unwrap_err();
+    assert_eq!(
+        listed(&err),
+        [
+            (
+                1,
+                16,
+                "forge.kind: unknown forge \"gitlab\"; one of: local, forgejo".into()
+            ),
+            (
+                2,
+                22,
+                "repository \"a\" depends on unknown repository \"zz\"".into()
+            ),
+        ],
+        "{err}"
+    );
+}
+
+#[test]
+fn problems_are_listed_in_position_order_whatever_found_them() {
+    // An unknown key, a wrong type and a validation problem, written in the reverse of the
+    // order in which they are found.
+    let err = load("repos:\n  a: { deps: [zz] }\n  b: { deps: 5 }\nextra: 1\n").unwrap_err();
+    let at: Vec<(u64, u64)> = listed(&err).iter().map(|(l, c, _)| (*l, *c)).collect();
+    assert_eq!(at, [(2, 15), (3, 14), (4, 1)], "{err}");
+}
+
+#[test]
+fn a_sinks_wrong_typed_kind_is_not_also_called_left_out() {
+    let err = load(
+        "alerts:\n  - webhook: HOOK\n    timeout: 0s\n  - command: notify\n  - webhook: ~\n  - { webhook: { url_env: A }, command: [x] }\nrepos: {a: {}}\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        listed(&err),
+        [
+            (
+                2,
+                14,
+                "alerts[0].webhook must be a mapping, not the text \"HOOK\"".into()
+            ),
+            (
+                3,
+                14,
+                "alerts: timeout: duration \"0s\" is zero; it must be greater than zero".into()
+            ),
+            (
+                4,
+                14,
+                "alerts[1].command must be a list of names, not the text \"notify\"".into()
+            ),
+            (
+                5,
+                5,
+                "alerts: each entry needs exactly one of webhook or command".into()
+            ),
+            (
+                6,
+                5,
+                "alerts: each entry needs exactly one of webhook or command".into()
+            ),
+        ],
+        "{err}"
+    );
+}

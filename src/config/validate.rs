@@ -1,6 +1,6 @@
 //! Validation: turns the raw shapes into a [`Config`], collecting every problem with its position.
 
-use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawWorker, pos};
+use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawWebhook, RawWorker, pos};
 use super::{
     Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind,
     GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, Repo, SinkKind, WorkerConfig,
@@ -82,7 +82,24 @@ pub(super) fn validate(
             lost_hook_grace: LOST_HOOK_GRACE,
         },
         Some(f) => {
-            if f.kind.value == ForgeKind::Forgejo {
+            // Left out or wrong-typed: reported by `shape`; the rest is checked as local.
+            let kind = match &f.kind {
+                None => ForgeKind::Local,
+                Some(k) => ForgeKind::parse(&k.value).unwrap_or_else(|| {
+                    c.err(
+                        pos(k),
+                        format!(
+                            "forge.kind: unknown forge {:?}; one of: {}",
+                            k.value,
+                            ForgeKind::ALL.map(ForgeKind::as_str).join(", ")
+                        ),
+                    );
+                    ForgeKind::Local
+                }),
+            };
+            if kind == ForgeKind::Forgejo
+                && let Some(kind_key) = &f.kind
+            {
                 for (key, v) in [
                     ("url", &f.url),
                     ("owner", &f.owner),
@@ -90,7 +107,7 @@ pub(super) fn validate(
                 ] {
                     if v.as_ref().is_none_or(|s| s.value.trim().is_empty()) {
                         c.err(
-                            pos(&f.kind),
+                            pos(kind_key),
                             format!("forge.kind is forgejo but forge.{key} is missing"),
                         );
                     }
@@ -129,7 +146,7 @@ pub(super) fn validate(
             let lost_hook_grace =
                 c.duration("forge.lost_hook_grace", &f.lost_hook_grace, LOST_HOOK_GRACE);
             ForgeConfig {
-                kind: f.kind.value,
+                kind,
                 url: f.url.map(|s| s.value.trim_end_matches('/').to_string()),
                 owner: f.owner.map(|s| s.value),
                 token_env: f.token_env.map(|s| s.value).filter(|_| token_env_ok),
@@ -264,11 +281,16 @@ pub(super) fn validate(
     // repos
     let mut repos: Vec<Repo> = Vec::new();
     let mut first_seen: BTreeMap<String, Option<Pos>> = BTreeMap::new();
-    let repos_pos = pos(&raw.repos);
-    let entries = raw.repos.value.0;
-    if entries.is_empty() {
-        c.err(repos_pos, "repos: at least one repository is required");
-    }
+    // Left out or wrong-typed: reported by `shape`, and nothing more to check here.
+    let entries = match raw.repos {
+        None => Vec::new(),
+        Some(repos) => {
+            if repos.value.0.is_empty() {
+                c.err(pos(&repos), "repos: at least one repository is required");
+            }
+            repos.value.0
+        }
+    };
     for (name, _) in &entries {
         let p = pos(name);
         if !valid_name(&name.value) {
@@ -412,8 +434,9 @@ pub(super) fn validate(
             graph,
         })
     } else {
-        c.diags.sort_by_key(|d| d.pos);
-        Err(Diagnostics(c.diags))
+        let mut diags = Diagnostics(c.diags);
+        diags.sort();
+        Err(diags)
     }
 }
 
@@ -423,29 +446,37 @@ fn validate_alerts(c: &mut Check, raw: RawAlerts) -> AlertsConfig {
     for a in raw.sinks {
         let p = pos(&a);
         let a = a.value;
+        // What else is wrong with a sink is reported even when its kind is.
         let kind = match (a.webhook, a.command) {
-            (Some(w), None) if !env_var_name(&w.url_env.value) => {
+            // Left out or wrong-typed: reported by `shape`.
+            (Some(RawWebhook { url_env: None }), None) => None,
+            (
+                Some(RawWebhook {
+                    url_env: Some(url_env),
+                }),
+                None,
+            ) if !env_var_name(&url_env.value) => {
                 c.err(
-                    pos(&w.url_env),
+                    pos(&url_env),
                     "alerts: webhook.url_env must be the NAME of an environment variable holding the URL, not the URL itself; the value is not shown",
                 );
-                continue;
+                None
             }
-            (Some(w), None) => SinkKind::Webhook {
-                url_env: w.url_env.value,
-            },
-            (None, Some(argv)) if !argv.is_empty() => SinkKind::Command { argv },
+            (
+                Some(RawWebhook {
+                    url_env: Some(url_env),
+                }),
+                None,
+            ) => Some(SinkKind::Webhook {
+                url_env: url_env.value,
+            }),
+            (None, Some(argv)) if !argv.is_empty() => Some(SinkKind::Command { argv }),
             (None, Some(_)) => {
                 c.err(p, "alerts: command must be a non-empty argv list");
-                continue;
+                None
             }
-            _ => {
-                c.err(
-                    p,
-                    "alerts: each entry needs exactly one of webhook or command",
-                );
-                continue;
-            }
+            // Neither or both: reported by `shape`.
+            _ => None,
         };
         let min_severity = match &a.min_severity {
             None => AlertLevel::Info,
@@ -461,6 +492,9 @@ fn validate_alerts(c: &mut Check, raw: RawAlerts) -> AlertsConfig {
             }),
         };
         let timeout = c.duration("alerts: timeout", &a.timeout, Duration::from_secs(10));
+        let Some(kind) = kind else {
+            continue;
+        };
         let base = match &kind {
             SinkKind::Webhook { url_env } => format!("webhook:{url_env}"),
             SinkKind::Command { argv } => format!(
@@ -503,39 +537,47 @@ fn validate_alerts(c: &mut Check, raw: RawAlerts) -> AlertsConfig {
 
 fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<JobSpec> {
     let mut jobs: Vec<JobSpec> = Vec::new();
-    let names: BTreeSet<String> = raw.iter().map(|j| j.value.name.value.clone()).collect();
+    let names: BTreeSet<String> = raw
+        .iter()
+        .filter_map(|j| j.value.name.as_ref().map(|n| n.value.clone()))
+        .collect();
+    // A job whose name was left out or wrong-typed (reported by `shape`) may be the one a
+    // `needs` means: an unknown name is then not reported as well.
+    let all_named = raw.iter().all(|j| j.value.name.is_some());
     let mut seen = BTreeSet::new();
-    for j in raw {
+    for (i, j) in raw.into_iter().enumerate() {
         let j = j.value;
-        if !valid_name(&j.name.value) {
-            c.err(
-                pos(&j.name),
-                format!(
-                    "job name \"{}\" in {repo} is not allowed (must match {NAME_RULE})",
-                    j.name.value.escape_debug()
-                ),
-            );
-        }
-        if !seen.insert(j.name.value.clone()) {
-            c.err(
-                pos(&j.name),
-                format!("duplicate job \"{}\" in {repo}", j.name.value),
-            );
+        let shown = match &j.name {
+            Some(n) => format!("\"{}\"", n.value),
+            None => format!("at jobs[{i}]"),
+        };
+        if let Some(name) = &j.name {
+            if !valid_name(&name.value) {
+                c.err(
+                    pos(name),
+                    format!(
+                        "job name \"{}\" in {repo} is not allowed (must match {NAME_RULE})",
+                        name.value.escape_debug()
+                    ),
+                );
+            }
+            if !seen.insert(name.value.clone()) {
+                c.err(
+                    pos(name),
+                    format!("duplicate job \"{}\" in {repo}", name.value),
+                );
+            }
         }
         for n in &j.needs {
             if !names.contains(&n.value) {
-                c.err(
-                    pos(n),
-                    format!(
-                        "job \"{}\" in {repo} needs unknown job \"{}\"",
-                        j.name.value, n.value
-                    ),
-                );
-            } else if n.value == j.name.value {
-                c.err(
-                    pos(n),
-                    format!("job \"{}\" in {repo} needs itself", j.name.value),
-                );
+                if all_named {
+                    c.err(
+                        pos(n),
+                        format!("job {shown} in {repo} needs unknown job \"{}\"", n.value),
+                    );
+                }
+            } else if j.name.as_ref().is_some_and(|name| name.value == n.value) {
+                c.err(pos(n), format!("job {shown} in {repo} needs itself"));
             }
         }
         let timeout = j
@@ -544,16 +586,20 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
             .and_then(|t| match duration::parse(&t.value) {
                 Ok(d) => Some(d),
                 Err(e) => {
-                    c.err(pos(t), format!("timeout of job \"{}\": {e}", j.name.value));
+                    c.err(pos(t), format!("timeout of job {shown}: {e}"));
                     None
                 }
             });
-        jobs.push(JobSpec {
-            name: j.name.value,
-            run: j.run,
-            needs: j.needs.into_iter().map(|n| n.value).collect(),
-            timeout,
-        });
+        // Without a name or a command there is no job (already reported): the file is
+        // refused, and only the checks above were wanted from it.
+        if let (Some(name), Some(run)) = (j.name, j.run) {
+            jobs.push(JobSpec {
+                name: name.value,
+                run,
+                needs: j.needs.into_iter().map(|n| n.value).collect(),
+                timeout,
+            });
+        }
     }
     let job_graph = RepoGraph::new(jobs.iter().map(|j| {
         (

@@ -589,3 +589,131 @@ fn friendly_durations_are_accepted_and_a_bad_one_is_named_with_its_place() {
     );
     assert!(stderr.contains("units ms, s, m, h or d"), "{stderr}");
 }
+
+/// Wrong-typed values in required fields (forge.kind, a webhook's url_env, a job's name and
+/// run) are one problem each — no second "missing field" — and do not stop the rest: the
+/// five other problems of the file are all reported too, every one in position order (as a
+/// compiler lists them), in the human output and in `--json`.
+#[test]
+fn wrong_typed_required_fields_are_one_problem_each_and_all_are_in_position_order() {
+    let repos = "\
+repos:
+  vm: { deps: [ghost] }
+  core:
+    ci:
+      jobs:
+        - { name: [check], run: 'true', timeout: 0s }
+        - { name: build, run: { sh: make } }
+alerts:
+  - webhook: { url_env: [HOOK] }
+    min_severity: loud
+worker:
+  max_parallel: 0
+  colour: blue
+forge:
+  kind: { local: true }
+";
+    // (line, what): 4 wrong-typed required values and 5 other problems.
+    let expected: [(u64, &str); 9] = [
+        (2, "unknown repository \"ghost\""),
+        (
+            6,
+            "repos.core.ci.jobs[0].name must be a single value, not a list",
+        ),
+        (6, "timeout of job at jobs[0]: duration \"0s\" is zero"),
+        (
+            7,
+            "repos.core.ci.jobs[1].run must be a single value, not a mapping",
+        ),
+        (
+            9,
+            "alerts[0].webhook.url_env must be a single value, not a list",
+        ),
+        (10, "min_severity must be info, warning or critical"),
+        (12, "worker.max_parallel must be greater than zero"),
+        (13, "unknown key `colour` in worker"),
+        (15, "forge.kind must be a single value, not a mapping"),
+    ];
+
+    let (code, stdout, stderr) = check(repos, None);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("repos.yaml:"))
+        .collect();
+    assert_eq!(lines.len(), expected.len(), "{stderr}");
+    for (got, (line, needle)) in lines.iter().zip(expected) {
+        assert!(
+            got.contains(&format!("repos.yaml:{line}:")) && got.contains(needle),
+            "expected {needle:?} at line {line} here, got {got:?} in:\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("missing"), "{stderr}");
+    assert!(stderr.contains("9 problems found"), "{stderr}");
+
+    let (code, out, err) = check_args(repos, &["check", "--json"]);
+    assert_eq!(code, 2, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), expected.len(), "{v}");
+    let mut previous = (0, 0);
+    for (p, (line, needle)) in problems.iter().zip(expected) {
+        let at = (p["line"].as_u64().unwrap(), p["column"].as_u64().unwrap());
+        assert_eq!(at.0, line, "{needle:?}: {v}");
+        assert!(at > previous, "not in position order at {p}: {v}");
+        assert!(p["message"].as_str().unwrap().contains(needle), "{p}");
+        previous = at;
+    }
+}
+
+/// Problems of the two files are listed by file, then position; each file's problems
+/// without a position come after those with one.
+#[test]
+fn problems_of_both_files_are_sorted_by_file_then_position() {
+    let contract = CONTRACT
+        .replace("initial: WORKING", "initial: STARTING")
+        .replace("progress_window: 5m", "progress_window: -1m");
+    let repos = "repos:\n  b: { deps: [a] }\n  a: { deps: [b] }\n  c: { deps: [nothing] }\n";
+    let (code, stdout, stderr) = check(repos, Some(&contract));
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let listed: Vec<(String, Option<(u64, u64)>)> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("orch:"))
+        .map(|l| {
+            let (file, rest) = l.split_once(".yaml").expect(l);
+            let mut parts = rest.splitn(4, ':');
+            parts.next();
+            let pos = match (parts.next(), parts.next()) {
+                (Some(line), Some(col)) => line.parse().ok().zip(col.parse().ok()),
+                _ => None,
+            };
+            (format!("{file}.yaml"), pos)
+        })
+        .collect();
+    assert!(listed.len() >= 4, "{stderr}");
+    let files: Vec<&str> = listed.iter().map(|(f, _)| f.as_str()).collect();
+    let first_repos = files
+        .iter()
+        .position(|f| f.ends_with("repos.yaml"))
+        .unwrap();
+    assert!(
+        files[..first_repos]
+            .iter()
+            .all(|f| f.ends_with("worker-completion.yaml"))
+            && files[first_repos..]
+                .iter()
+                .all(|f| f.ends_with("repos.yaml")),
+        "grouped by file, in file name order: {stderr}"
+    );
+    let key = |(f, p): &(String, Option<(u64, u64)>)| (f.clone(), p.is_none(), *p);
+    let mut sorted = listed.clone();
+    sorted.sort_by_key(key);
+    assert_eq!(listed, sorted, "{stderr}");
+    assert!(
+        stderr.contains("unknown repository \"nothing\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("dependency cycle"), "{stderr}");
+    assert!(stderr.contains("unknown state \"STARTING\""), "{stderr}");
+    assert!(stderr.contains("progress_window"), "{stderr}");
+}

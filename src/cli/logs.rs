@@ -5,6 +5,7 @@ use super::view::workers::LogLineView;
 use super::{Ctx, Failure, Outcome};
 use crate::app::logs::{self, Entry};
 use crate::app::operator::Supervision;
+use crate::app::supervisor::agent::render::render;
 use crate::store::fmt_ms;
 use crate::store::workers::{WorkerEvent, WorkerRecord};
 use crate::text::escape;
@@ -23,18 +24,26 @@ pub fn event_line(e: &WorkerEvent) -> String {
 }
 
 /// Prints one timeline entry: a JSON object per line, or the escaped text.
-pub fn print_entry(entry: &Entry, json: bool) {
+pub fn print_entry(entry: &Entry, json: bool, raw: bool) {
     if json {
         super::view::print_json(&LogLineView::of(entry));
         return;
     }
     match entry {
-        Entry::Line(text) => println!("{}", escape(text)),
+        Entry::Line(text) => match render(text).filter(|_| !raw) {
+            // An agent's JSON event, as an operator reads it (`--raw`: as written).
+            Some(lines) => {
+                for l in lines {
+                    println!("{}", escape(&l));
+                }
+            }
+            None => println!("{}", escape(text)),
+        },
         Entry::Event(e) => println!("{}", event_line(e)),
     }
 }
 
-pub fn run(ctx: &Ctx, id: &str, follow: bool, json: bool) -> Outcome {
+pub fn run(ctx: &Ctx, id: &str, follow: bool, json: bool, raw: bool) -> Outcome {
     let l = ctx.load()?;
     let Some(mut store) = l.existing_store()? else {
         return Err(Failure::bad_input(format!(
@@ -53,7 +62,7 @@ pub fn run(ctx: &Ctx, id: &str, follow: bool, json: bool) -> Outcome {
         &l.state_dir,
         id,
         follow,
-        &mut |e| print_entry(&e, json),
+        &mut |e| print_entry(&e, json, raw),
         &mut |w, s| eprintln!("orch: {}", escape(&supervision_notice(w, s))),
     )?;
     Ok(0)
@@ -91,7 +100,7 @@ pub fn live_events(state_dir: &Path, id: &str) -> LiveEvents {
             return;
         };
         let mut t = logs::Timeline::events_only(&state_dir, &id);
-        let mut print = |e: Entry| print_entry(&e, false);
+        let mut print = |e: Entry| print_entry(&e, false, false);
         loop {
             // Read after the stop is seen: everything recorded before it is printed.
             let last = stopping.load(Ordering::SeqCst);

@@ -268,6 +268,10 @@ pub enum Command {
         /// One JSON object per line: {"type":"log","text"} or {"type":"event",…}.
         #[arg(long)]
         json: bool,
+        /// The agent's output exactly as written (Claude's and Codex's JSON events are
+        /// otherwise shown as readable lines).
+        #[arg(long)]
+        raw: bool,
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
@@ -689,7 +693,12 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             }
         }
         Command::Gc { dry_run, json } => gc::run(ctx, dry_run, json),
-        Command::Logs { id, follow, json } => logs::run(ctx, &id, follow, json),
+        Command::Logs {
+            id,
+            follow,
+            json,
+            raw,
+        } => logs::run(ctx, &id, follow, json, raw),
         Command::Completions { shell } => {
             print!("{}", complete::script(shell, &mut completion_command()));
             Ok(0)

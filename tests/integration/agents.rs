@@ -8,7 +8,7 @@
 //! `ORCH_AGENT_TESTS=skip` is set (then they say so and pass): CI installs it.
 
 use crate::support::fake_model::{Block, FakeModel, Turn, bash};
-use crate::support::{DEADLINE, Org, RepoSpec, Spec, live_members, poll_until};
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, live_members, output_text, poll_until};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -121,6 +121,22 @@ fn claude_happy_path_is_done_on_green_ci_and_echoes_claim_nothing() {
     let u = org.usage(&id).expect("usage recorded");
     assert!(u.tokens.total() >= 8000, "{u:?}");
     assert!(u.session_started && u.session_id.is_some());
+    // `orch logs` shows the stream-json as a conversation an operator reads, with orch's
+    // events between; `--raw` as written.
+    let logs = org.run(&["logs", &id]);
+    assert!(logs.status.success(), "{}", output_text(&logs));
+    let text = String::from_utf8_lossy(&logs.stdout);
+    for want in [
+        "claude: session ",
+        "claude → Write: ",
+        "claude → Bash: git status --short",
+        "[orch ",
+    ] {
+        assert!(text.contains(want), "{want} in:\n{text}");
+    }
+    assert!(!text.contains("{\"type\":"), "no raw event left:\n{text}");
+    let raw = org.run(&["logs", &id, "--raw"]);
+    assert!(String::from_utf8_lossy(&raw.stdout).contains("{\"type\":\"assistant\""));
 }
 
 #[test]

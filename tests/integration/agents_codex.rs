@@ -14,7 +14,7 @@
 
 use crate::support::fake_model::{Block, Turn};
 use crate::support::fake_openai::{FakeOpenAi, escalated, sh, sh_turn};
-use crate::support::{DEADLINE, Org, RepoSpec, Spec, live_members, poll_until};
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, live_members, output_text, poll_until};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -116,6 +116,19 @@ fn codex_happy_path_is_done_on_green_ci_and_echoes_claim_nothing() {
     assert_eq!(u.tokens.total(), 4 * 1050, "{u:?}");
     assert_eq!(u.cost_usd, 0.0, "Codex reports no dollars");
     assert!(u.session_id.is_some(), "{u:?}");
+    // `orch logs`: Codex's events as commands, their exits and the agent's messages.
+    let logs = org.run(&["logs", &id]);
+    assert!(logs.status.success(), "{}", output_text(&logs));
+    let text = String::from_utf8_lossy(&logs.stdout);
+    for want in [
+        "codex: thread ",
+        "codex → $ ",
+        "  ← exit 0: ",
+        "codex: turn done (",
+    ] {
+        assert!(text.contains(want), "{want} in:\n{text}");
+    }
+    assert!(!text.contains("{\"type\":"), "no raw event left:\n{text}");
 }
 
 #[test]

@@ -93,6 +93,9 @@ const HEAD_CHECK_EVERY_MS: i64 = 5_000;
 const DONE_EXIT_GRACE: Duration = Duration::from_secs(1);
 /// How long the loop waits for worker output (its pace when nothing happens).
 const LOOP_WAIT: Duration = Duration::from_millis(100);
+/// How long a stopping supervisor spends on one last look at the pushes a newer one replaced
+/// before CI decided them (one query each; a slow forge does not hold the stop up longer).
+const REPLACED_SETTLE: Duration = Duration::from_secs(2);
 
 struct Supervisor<'a, F: Forge> {
     env: &'a Env<'a>,
@@ -595,6 +598,34 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// Gives each push a newer one replaced before CI decided it its last look, so that its
+    /// record says how it ended (a worker that saw its first push red and fixed it faster than
+    /// this supervisor polled would otherwise leave that push `pending` in its history).
+    /// Answers about the tracked SHA are left alone: the worker's state is settled.
+    fn settle_replaced(&mut self) {
+        let deadline = Instant::now() + REPLACED_SETTLE;
+        while Instant::now() < deadline {
+            if self.ci.idle() {
+                if self.replaced.is_empty() {
+                    return;
+                }
+                self.ask_about_replaced();
+            }
+            match self.ci.answer() {
+                Some(a) if self.w.progress.tracked_sha.as_ref() != Some(&a.sha) => {
+                    if let Ok((v, runs)) = &a.result {
+                        self.record(vec![Fact::Verdict {
+                            sha: &a.sha,
+                            row: VerdictRow::of(v, runs),
+                        }]);
+                    }
+                }
+                Some(_) => {}
+                None => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
     /// Feeds a CI answer to the machine, then judges the DONE claims it is fresh for.
     fn ci_answer(&mut self, a: CiAnswer) {
         // The branch head first: a push the worker made since is what CI must be about now.
@@ -679,6 +710,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             // Only reached on an error path: never leave a worker running unsupervised.
             self.stop_worker(Stop::Terminate);
         }
+        self.settle_replaced();
         if self.dirty {
             self.persist_progress();
         }

@@ -259,7 +259,7 @@ fn tokens(u: &Value) -> Tokens {
 }
 
 /// A tool_result's content: a string, or text blocks.
-fn content_text(c: &Value) -> String {
+pub(super) fn content_text(c: &Value) -> String {
     match c {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks

@@ -4,6 +4,7 @@
 //! output, an event this does not know — is left as written. Display only: what orch believes
 //! about a worker comes from the parsers beside this file, never from here.
 
+use super::claude::content_text;
 use serde_json::Value;
 
 /// How long a tool's input or output may be on its one line.
@@ -139,19 +140,6 @@ fn codex(kind: &str, v: &Value) -> Option<Vec<String>> {
         _ => return None,
     };
     Some(vec![line])
-}
-
-/// The text of a tool_result's `content`: a string, or text blocks.
-fn content_text(c: &Value) -> String {
-    match c {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// What a tool was asked to do: its command, path or pattern, else its input as JSON.

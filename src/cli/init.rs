@@ -32,12 +32,7 @@ pub fn run(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome 
         )));
     }
     let target = dir.join("repos.yaml");
-    if target.exists() && !force {
-        return Err(Failure::bad_input(format!(
-            "{} exists; pass --force to replace it",
-            target.display()
-        )));
-    }
+    refuse_to_replace(&target, force)?;
     let found = find(&dir);
     if found.is_empty() {
         return Err(Failure::bad_input(format!(
@@ -160,12 +155,7 @@ pub fn example(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outc
         )));
     }
     let target = dir.join("repos.yaml");
-    if target.exists() && !force {
-        return Err(Failure::bad_input(format!(
-            "{} exists; pass --force to replace it",
-            target.display()
-        )));
-    }
+    refuse_to_replace(&target, force)?;
     // Repositories are never written over, --force or not: they may hold someone's work.
     let taken: Vec<String> = super::demo::REPOS
         .iter()
@@ -352,6 +342,17 @@ fn repos_yaml(found: &[Found]) -> String {
         ));
     }
     y
+}
+
+/// An existing repos.yaml is replaced only with `--force`.
+fn refuse_to_replace(target: &Path, force: bool) -> Result<(), Failure> {
+    if target.exists() && !force {
+        return Err(Failure::bad_input(format!(
+            "{} exists; pass --force to replace it",
+            target.display()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

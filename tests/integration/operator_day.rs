@@ -150,6 +150,9 @@ fn exit_codes_are_the_same_across_commands() {
     assert!(text.contains("already ended"), "{text}");
     let (code, text) = code_of(&org, &["release", &id, "--force", "--reason", "x"]);
     assert_eq!(code, 1, "release of a worker with no lock: {text}");
+    let (code, text) = code_of(&org, &["respawn", &id]);
+    assert_eq!(code, 1, "respawn of a worker that is not blocked: {text}");
+    assert!(text.contains("only a BLOCKED"), "{text}");
     // Usage.
     let (code, text) = code_of(&org, &["release", &id, "--reason", "x"]);
     assert_eq!(code, 2, "release without --force: {text}");

@@ -203,7 +203,7 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let claimed = store.write(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(Err(format!("no worker {id}")));
+            return Ok(Err(super::Error::Refused(format!("no worker {id}"))));
         };
         if !matches!(
             w.milestone(),
@@ -214,21 +214,22 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
             } else {
                 ""
             };
-            return Ok(Err(format!(
+            // A valid question whose answer is no (as cancelling an ended worker).
+            return Ok(Err(super::Error::No(format!(
                 "{id} is {}: only a BLOCKED, BLOCKED_PERMISSION or PAUSED worker is respawned{hint}",
                 w.milestone()
-            )));
+            ))));
         }
         if w.supervised(now_ms()) {
-            return Ok(Err(format!(
+            return Ok(Err(super::Error::No(format!(
                 "{id} is still held by process {}",
                 w.supervisor_pid.unwrap_or_default()
-            )));
+            ))));
         }
         ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
         Ok(Ok(w))
     })?;
-    let mut w = claimed.map_err(super::Error::Refused)?;
+    let mut w = claimed?;
     super::orphans::kill_tree(&l.state_dir, &w, true);
     worktree::ensure_worktree(l, &w);
     worktree::clear_stale_git_locks(l, &w);

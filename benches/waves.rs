@@ -77,24 +77,7 @@ fn random_wave(rng: &mut Rng, graph: &RepoGraph, n: usize) -> (Dag, Vec<u64>) {
 }
 
 fn seed() -> RepoGraph {
-    let deps: &[(&str, &[&str])] = &[
-        ("acdc-core", &[]),
-        ("alphavm", &["acdc-core"]),
-        ("deltavm", &["acdc-core"]),
-        ("adnet", &["alphavm", "deltavm", "acdc-core"]),
-        ("alphaos", &["alphavm", "acdc-core"]),
-        ("deltaos", &["deltavm", "acdc-core"]),
-        ("ac-dc", &["adnet"]),
-        ("adl", &["acdc-core"]),
-        ("adl-examples", &["adl"]),
-        ("sdk", &[]),
-    ];
-    RepoGraph::new(deps.iter().map(|(n, d)| {
-        (
-            n.to_string(),
-            d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-        )
-    }))
+    RepoGraph::seed_organisation()
 }
 
 #[derive(Default)]

@@ -43,6 +43,29 @@ impl Relation {
 }
 
 impl RepoGraph {
+    /// The seed organisation of the spec (the one repos.yaml describes): ten repositories, for
+    /// tests, benchmarks and examples.
+    pub fn seed_organisation() -> RepoGraph {
+        const SEED: &[(&str, &[&str])] = &[
+            ("acdc-core", &[]),
+            ("alphavm", &["acdc-core"]),
+            ("deltavm", &["acdc-core"]),
+            ("adnet", &["alphavm", "deltavm", "acdc-core"]),
+            ("alphaos", &["alphavm", "acdc-core"]),
+            ("deltaos", &["deltavm", "acdc-core"]),
+            ("ac-dc", &["adnet"]),
+            ("adl", &["acdc-core"]),
+            ("adl-examples", &["adl"]),
+            ("sdk", &[]),
+        ];
+        RepoGraph::new(SEED.iter().map(|(n, d)| {
+            (
+                n.to_string(),
+                d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        }))
+    }
+
     /// Builds the graph. Dependencies on names that are not nodes are ignored (validation
     /// reports them); duplicate edges are collapsed.
     pub fn new<I, D>(repos: I) -> RepoGraph
@@ -391,26 +414,8 @@ impl RepoGraph {
 mod tests {
     use super::*;
 
-    /// The seed organisation (contract: REPOSITORY DEPENDENCY GRAPH).
     pub(crate) fn seed() -> RepoGraph {
-        let deps: &[(&str, &[&str])] = &[
-            ("acdc-core", &[]),
-            ("alphavm", &["acdc-core"]),
-            ("deltavm", &["acdc-core"]),
-            ("adnet", &["alphavm", "deltavm", "acdc-core"]),
-            ("alphaos", &["alphavm", "acdc-core"]),
-            ("deltaos", &["deltavm", "acdc-core"]),
-            ("ac-dc", &["adnet"]),
-            ("adl", &["acdc-core"]),
-            ("adl-examples", &["adl"]),
-            ("sdk", &[]),
-        ];
-        RepoGraph::new(deps.iter().map(|(n, d)| {
-            (
-                n.to_string(),
-                d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            )
-        }))
+        RepoGraph::seed_organisation()
     }
 
     #[test]

@@ -105,24 +105,7 @@ mod tests {
     use std::collections::HashSet;
 
     fn seed() -> RepoGraph {
-        let deps: &[(&str, &[&str])] = &[
-            ("acdc-core", &[]),
-            ("alphavm", &["acdc-core"]),
-            ("deltavm", &["acdc-core"]),
-            ("adnet", &["alphavm", "deltavm", "acdc-core"]),
-            ("alphaos", &["alphavm", "acdc-core"]),
-            ("deltaos", &["deltavm", "acdc-core"]),
-            ("ac-dc", &["adnet"]),
-            ("adl", &["acdc-core"]),
-            ("adl-examples", &["adl"]),
-            ("sdk", &[]),
-        ];
-        RepoGraph::new(deps.iter().map(|(n, d)| {
-            (
-                n.to_string(),
-                d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            )
-        }))
+        RepoGraph::seed_organisation()
     }
 
     fn held(repo: &str) -> ChainLock {

@@ -84,6 +84,23 @@ struct Env {
 }
 
 impl Env {
+    /// What the fake server answers at `path` (under `/api/v1/repos/OWNER/REPO/`), verbatim.
+    async fn server_json(&self, path: &str) -> serde_json::Value {
+        let body = reqwest::Client::new()
+            .get(format!(
+                "{}/api/v1/repos/{OWNER}/{REPO}/{path}",
+                self.fake.uri()
+            ))
+            .header("Authorization", format!("token {TOKEN}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        serde_json::from_str(&body).unwrap()
+    }
+
     /// A fake requiring [`TOKEN`] and a client sending it.
     async fn new(version: &str) -> Env {
         Env::with(version, Some(TOKEN), Some(TOKEN), Duration::from_secs(10)).await

@@ -57,7 +57,7 @@ pub fn bash(command: &str) -> Block {
     }
 }
 
-use super::scripted_sse::{Answer, Request, ScriptedServer};
+use super::scripted_sse::{Answer, Request, ScriptedServer, fill, fill_value};
 
 /// The fake Anthropic API: a [`ScriptedServer`] (its `url`, `seen()`, `answered(n)`).
 pub struct FakeModel(ScriptedServer);
@@ -144,23 +144,6 @@ fn last_result(body: &Value) -> String {
     last
 }
 
-fn fill(s: &str, cwd: &str, last: &str) -> String {
-    s.replace("{cwd}", cwd).replace("{last}", last)
-}
-
-fn with_cwd(v: &Value, cwd: &str, last: &str) -> Value {
-    match v {
-        Value::String(s) => Value::String(fill(s, cwd, last)),
-        Value::Array(a) => Value::Array(a.iter().map(|x| with_cwd(x, cwd, last)).collect()),
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, x)| (k.clone(), with_cwd(x, cwd, last)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
 fn events(turn: &Turn, body: &Value, n: usize) -> String {
     let model = body["model"].as_str().unwrap_or("claude-sonnet-4-5");
     let cwd = cwd_of(body);
@@ -212,7 +195,7 @@ fn events(turn: &Turn, body: &Value, n: usize) -> String {
             }
             Block::Tool { name, input } => {
                 uses_tool = true;
-                let input = with_cwd(input, &cwd, &last);
+                let input = fill_value(input, &cwd, &last);
                 ev(
                     "content_block_start",
                     json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use",

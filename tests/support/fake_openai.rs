@@ -12,7 +12,7 @@
 //! PTY: a `git push`'s remote messages come before `git rev-parse HEAD`'s SHA).
 
 use super::fake_model::{Block, Turn};
-use super::scripted_sse::{Answer, Request, ScriptedServer};
+use super::scripted_sse::{Answer, Request, ScriptedServer, fill, fill_value};
 use serde_json::{Value, json};
 
 /// A shell command as Codex's `exec_command` tool.
@@ -156,23 +156,6 @@ fn prompt_of(body: &Value) -> String {
         .map(texts)
         .rfind(|t| !t.starts_with("<environment_context>"))
         .unwrap_or_default()
-}
-
-fn fill(s: &str, cwd: &str, last: &str) -> String {
-    s.replace("{cwd}", cwd).replace("{last}", last)
-}
-
-fn fill_value(v: &Value, cwd: &str, last: &str) -> Value {
-    match v {
-        Value::String(s) => Value::String(fill(s, cwd, last)),
-        Value::Array(a) => Value::Array(a.iter().map(|x| fill_value(x, cwd, last)).collect()),
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, x)| (k.clone(), fill_value(x, cwd, last)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
 }
 
 fn events(turn: &Turn, body: &Value, n: usize) -> String {

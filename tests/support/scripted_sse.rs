@@ -176,3 +176,23 @@ fn read_chunked(r: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
         body.extend_from_slice(&chunk[..n]);
     }
 }
+
+/// A scripted text with `{cwd}` (the agent's working directory) and `{last}` (the last tool
+/// output the request carries) filled in.
+pub fn fill(s: &str, cwd: &str, last: &str) -> String {
+    s.replace("{cwd}", cwd).replace("{last}", last)
+}
+
+/// [`fill`] on every string of a scripted tool input.
+pub fn fill_value(v: &Value, cwd: &str, last: &str) -> Value {
+    match v {
+        Value::String(s) => Value::String(fill(s, cwd, last)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| fill_value(x, cwd, last)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), fill_value(x, cwd, last)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}

@@ -65,19 +65,9 @@ async fn cron_run_claiming_push_does_not_count(version: &str) {
             "{runs:?}"
         );
         // What the server says, verbatim: the cron runs claim push.
-        let body = reqwest::Client::new()
-            .get(format!(
-                "{}/api/v1/repos/{OWNER}/{REPO}/actions/runs?head_sha={SHA}",
-                env.fake.uri()
-            ))
-            .header("Authorization", format!("token {TOKEN}"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let list = env
+            .server_json(&format!("actions/runs?head_sha={SHA}"))
+            .await;
         let crons: Vec<&serde_json::Value> = list["workflow_runs"]
             .as_array()
             .unwrap()
@@ -338,19 +328,7 @@ async fn status_dedupe_follows_the_version() {
             &[("build", "waiting"), ("radicle-push", "blocked")],
         );
         env.fake.set_job(run, "build", "running");
-        let body = reqwest::Client::new()
-            .get(format!(
-                "{}/api/v1/repos/{OWNER}/{REPO}/commits/{SHA}/status",
-                env.fake.uri()
-            ))
-            .header("Authorization", format!("token {TOKEN}"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let v = env.server_json(&format!("commits/{SHA}/status")).await;
         let build = v["statuses"]
             .as_array()
             .unwrap()

@@ -640,6 +640,117 @@ pub fn remove_remote(repo_path: &Path, remote: &str) -> Result<(), GitError> {
     git(repo_path, &["remote", "remove", remote]).map(|_| ())
 }
 
+/// Whether `ancestor` is `descendant` or in its history (both must be in the clone).
+pub fn is_ancestor(repo_path: &Path, ancestor: &str, descendant: &str) -> Result<bool, GitError> {
+    if ancestor == descendant {
+        return Ok(true);
+    }
+    let repo = open(repo_path)?;
+    let a = Oid::from_str(ancestor).map_err(|e| err(repo_path, e))?;
+    let d = Oid::from_str(descendant).map_err(|e| err(repo_path, e))?;
+    repo.graph_descendant_of(d, a)
+        .map_err(|e| err(repo_path, e))
+}
+
+/// How an integration of a change with a moved base is built (`land.method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integrate {
+    Merge,
+    Rebase,
+    Squash,
+}
+
+/// What building an integration came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Integration {
+    Built(String),
+    /// The files that conflict.
+    Conflict(Vec<String>),
+}
+
+/// The identity of the commits orch itself makes (integrations).
+const ORCH_IDENTITY: [&str; 4] = ["-c", "user.name=orch", "-c", "user.email=orch@localhost"];
+
+/// Builds the integration of `change` with the base head `onto` in a scratch worktree of the
+/// clone at `dir` (made afresh, removed after): a merge commit, the change's commits replayed
+/// onto the base head, or one squashed commit. A conflict lists the conflicting files and
+/// leaves nothing behind.
+pub fn integrate(
+    repo_path: &Path,
+    dir: &Path,
+    onto: &str,
+    change: &str,
+    how: Integrate,
+    message: &str,
+) -> Result<Integration, GitError> {
+    let _ = remove_worktree(repo_path, dir);
+    let _ = std::fs::remove_dir_all(dir);
+    let start = if how == Integrate::Rebase {
+        change
+    } else {
+        onto
+    };
+    let d = dir.display().to_string();
+    git(
+        repo_path,
+        &["worktree", "add", "--detach", "--force", &d, start],
+    )?;
+    let run = |args: &[&str]| {
+        let mut all: Vec<&str> = ORCH_IDENTITY.to_vec();
+        all.extend_from_slice(args);
+        git(dir, &all)
+    };
+    let built = match how {
+        Integrate::Merge => run(&["merge", "--no-ff", "--no-edit", "-m", message, change]),
+        Integrate::Rebase => run(&["rebase", onto]),
+        Integrate::Squash => run(&["merge", "--squash", change])
+            .and_then(|_| run(&["commit", "--no-verify", "-m", message])),
+    };
+    let outcome = match built {
+        Ok(_) => Ok(Integration::Built(head(dir)?)),
+        Err(e) => {
+            let conflicted = git(dir, &["diff", "--name-only", "--diff-filter=U"])
+                .map(|o| o.lines().map(str::to_string).collect::<Vec<_>>())
+                .unwrap_or_default();
+            if conflicted.is_empty() {
+                Err(e)
+            } else {
+                Ok(Integration::Conflict(conflicted))
+            }
+        }
+    };
+    let _ = remove_worktree(repo_path, dir);
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = git(repo_path, &["worktree", "prune"]);
+    outcome
+}
+
+/// Pushes commit `sha` to `refs/heads/<branch>` on `remote`. With `expect`, a compare-and-swap:
+/// the remote branch must still be at that commit (`--force-with-lease`), else the push is
+/// refused and nothing moves. Without it, the branch is set whatever it was (orch's own
+/// landing branches).
+pub fn push_commit(
+    repo_path: &Path,
+    remote: &str,
+    sha: &str,
+    branch: &str,
+    expect: Option<&str>,
+) -> Result<(), GitError> {
+    let dst = format!("{sha}:refs/heads/{branch}");
+    let lease;
+    let mut args = vec!["push", "--quiet", "--receive-pack=git-receive-pack"];
+    match expect {
+        Some(old) => {
+            lease = format!("--force-with-lease=refs/heads/{branch}:{old}");
+            args.push(&lease);
+        }
+        None => args.push("--force"),
+    }
+    args.push(remote);
+    args.push(&dst);
+    git(repo_path, &args).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,7 +177,7 @@ pub fn commit(
         let stopped_by_orch = entry
             .effects
             .iter()
-            .any(|e| matches!(e, Effect::ReleaseLock { .. }));
+            .any(|e| matches!(e, Effect::ReleaseLock { .. } | Effect::Land));
         for fact in &entry.facts {
             record_fact(tx, id, milestone, fact, stopped_by_orch)?;
         }
@@ -201,12 +201,20 @@ pub fn commit(
                     let pushed = entry.after.and_then(|p| p.pushed_ms).unwrap_or(now);
                     ws::record_push(tx, id, sha, pushed)?;
                 }
+                Effect::Landing { from, to, detail } => ws::add_event(
+                    tx,
+                    id,
+                    "landing",
+                    milestone,
+                    &format!("{from} -> {to}: {detail}{}", entry.note),
+                )?,
                 Effect::Alert { .. } => {} // below, with the records built above
                 Effect::ResolveAlert { kind } => {
                     crate::store::alerts::resolve(tx, id, kind, now)?;
                 }
                 // The owning process's part: see `supervisor::Supervisor::apply`.
                 Effect::StopWorker { .. }
+                | Effect::Land
                 | Effect::SuspendWorker
                 | Effect::ContinueWorker
                 | Effect::Checkpoint => {}

@@ -146,7 +146,10 @@ pub fn prepare(
         task_id: req.task_id.clone(),
         component: req.component.clone(),
         plan: req.plan.clone(),
-        progress: Progress::new(contract, now),
+        progress: Progress {
+            landing: Some(crate::milestone::Landing::planned(&repo.land)),
+            ..Progress::new(contract, now)
+        },
         branch: branch.clone(),
         base_sha: base_sha.clone(),
         worktree: worktree.display().to_string(),

@@ -142,6 +142,17 @@ struct Loaded2 {
 }
 
 fn task_state(w: Option<&WorkerRecord>) -> TaskState {
+    use crate::milestone::LandState;
+    if let Some(w) = w
+        && w.milestone() == Milestone::Done
+    {
+        // A task is complete when its change is on the base branch: dependents build on it.
+        return match w.progress.landing.as_ref().map(|l| l.state) {
+            None | Some(LandState::Landed) => TaskState::Done,
+            Some(LandState::Conflict | LandState::Refused) => TaskState::Stopped,
+            Some(_) => TaskState::Running,
+        };
+    }
     match w.map(|w| w.milestone()) {
         None => TaskState::Pending,
         Some(Milestone::Done) => TaskState::Done,
@@ -149,6 +160,73 @@ fn task_state(w: Option<&WorkerRecord>) -> TaskState {
             Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused,
         ) => TaskState::Running,
         Some(_) => TaskState::Stopped,
+    }
+}
+
+/// `land: none`: a DONE change waits on its branch until a person merges it. At every tick
+/// the base branch is fetched and its history asked; a change found there is landed (its
+/// dependents may start).
+fn notice_merged_by_hand(l: &Loaded, store: &mut Store, workers: &[Option<WorkerRecord>]) {
+    use super::journal::{self, Entry, Writer};
+    use crate::milestone::{Event, LandEvent, LandState, step};
+    let mut fetched = std::collections::HashSet::new();
+    for w in workers.iter().flatten() {
+        let Some(landing) = &w.progress.landing else {
+            continue;
+        };
+        let (LandState::Waiting, Some(done)) = (landing.state, &landing.done_sha) else {
+            continue;
+        };
+        let Some(repo) = l.config.repo(&w.repo) else {
+            continue;
+        };
+        if fetched.insert(repo.name.clone())
+            && let Err(e) = crate::gitops::fetch(&repo.path, &w.remote)
+        {
+            tracing::warn!(repo = %repo.name, error = %e, "cannot fetch to look for merged changes");
+        }
+        let Ok(head) = crate::gitops::base_sha(&repo.path, &w.remote, &repo.branch) else {
+            continue;
+        };
+        if !crate::gitops::is_ancestor(&repo.path, done.as_str(), &head).unwrap_or(false) {
+            continue;
+        }
+        let event = Event::Land(LandEvent::OnBase {
+            head: crate::sha::Sha::from(head),
+        });
+        let (after, effects) = step(&l.contract, &w.id, &w.progress, &event, now_ms());
+        let entry = Entry::new(w, "orch wave").step(&after, &effects);
+        if let Err(e) = journal::commit(store, &l.state_dir, Writer::Operator, &entry) {
+            tracing::warn!(worker = %w.id, error = %e, "cannot record a change merged by hand");
+        }
+    }
+}
+
+/// What a task's state says: the worker's milestone, and for a DONE change not on its base
+/// branch yet, where its landing is (a dependent waits for it).
+fn task_label(l: &Loaded, w: &WorkerRecord) -> String {
+    use crate::milestone::LandState;
+    let m = w.milestone().as_str().to_string();
+    let Some(landing) = w
+        .progress
+        .landing
+        .as_ref()
+        .filter(|_| w.milestone() == Milestone::Done)
+    else {
+        return m;
+    };
+    let base = l
+        .config
+        .repo(&w.repo)
+        .map(|r| r.branch.clone())
+        .unwrap_or_else(|| "main".into());
+    match landing.state {
+        LandState::Landed | LandState::Planned => m,
+        LandState::Waiting => format!(
+            "{m}, waiting for its change to reach {base}: land: none — merge {} or set land",
+            w.branch
+        ),
+        _ => format!("{m}, landing: {}", landing.summary()),
     }
 }
 
@@ -205,10 +283,10 @@ fn load_recorded(l: &Loaded, store: &mut Store, name: &str) -> Result<Option<Loa
     }))
 }
 
-fn view(w: &Loaded2) -> WaveView {
+fn view(l: &Loaded, w: &Loaded2) -> WaveView {
     let now = now_ms();
     let label = |i: usize| match &w.workers[i] {
-        Some(r) => r.milestone().as_str().to_string(),
+        Some(r) => task_label(l, r),
         None => "PENDING".to_string(),
     };
     let tasks: Vec<TaskView> = (0..w.tasks.len())
@@ -270,7 +348,7 @@ fn view(w: &Loaded2) -> WaveView {
 /// The recorded wave `name` (None: never ticked).
 pub fn status(l: &Loaded, name: &str) -> Result<Option<WaveView>> {
     let mut store = l.store()?;
-    Ok(load_recorded(l, &mut store, name)?.map(|w| view(&w)))
+    Ok(load_recorded(l, &mut store, name)?.map(|w| view(l, &w)))
 }
 
 /// Every recorded wave's name.
@@ -444,6 +522,9 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
     let (first, added) = record(&mut store, wave)?;
     report.first_sight = first;
     report.added = added;
+    if let Some(w) = load_recorded(l, &mut store, &wave.name)? {
+        notice_merged_by_hand(l, &mut store, &w.workers);
+    }
     let mut w = load_recorded(l, &mut store, &wave.name)?.expect("recorded above");
     report.alerts = alert_stopped(l, &mut store, &w)?;
     if !report.alerts.is_empty() {
@@ -464,7 +545,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
             now_ms(),
         )
     })?;
-    report.view = Some(view(&w));
+    report.view = Some(view(l, &w));
     Ok(report)
 }
 

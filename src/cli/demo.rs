@@ -206,6 +206,49 @@ pub fn run(keep: bool, json: bool) -> Result<i32, String> {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut done: BTreeMap<&str, Milestone> = BTreeMap::new();
     loop {
+        // Show what happened since last time. Events and worker states come from one read
+        // transaction: a worker seen ended here has its last events printed in this same pass,
+        // before anything the next pass spawns because of it.
+        let (events, workers) = store
+            .read(|tx| {
+                let workers = worker_of
+                    .iter()
+                    .map(|(repo, id)| Ok((*repo, ws::get_worker(tx, id)?)))
+                    .collect::<Result<Vec<_>, rusqlite::Error>>()?;
+                Ok((ws::events_since(tx, last_seq)?, workers))
+            })
+            .map_err(|e| e.to_string())?;
+        for e in events {
+            last_seq = e.seq;
+            let repo = name_of.get(&e.worker_id).copied().unwrap_or("?");
+            let line = match e.kind.as_str() {
+                "transition" => Some(e.detail.clone()),
+                "violation" => Some(format!("violation: {}", e.detail)),
+                "lock_released" => Some("chain lock released".to_string()),
+                // The change on its way to the base branch: moved, then its CI green.
+                "landing" if e.detail.contains("-> base_ci") || e.detail.contains("-> landed") => {
+                    Some(format!("landing: {}", e.detail))
+                }
+                _ => None,
+            };
+            if let Some(line) = line {
+                say!(
+                    json,
+                    "{:>6.1}s  {:<5} {}",
+                    started.elapsed().as_secs_f64(),
+                    repo,
+                    line
+                );
+            }
+        }
+        for (repo, w) in workers {
+            if let Some(w) = w
+                && ((w.milestone().is_terminal() && !w.progress.landing_active())
+                    || (!w.worker_running && w.lease_until_ms == Some(0)))
+            {
+                done.insert(repo, w.milestone());
+            }
+        }
         // Spawn what may run now: dependencies (within the demo) DONE, chain lock free.
         for (repo, task) in &tasks {
             if worker_of.contains_key(repo) {
@@ -242,45 +285,6 @@ pub fn run(keep: bool, json: bool) -> Result<i32, String> {
                     tracing::debug!("{repo} waits: {}", why.join("; "));
                 }
                 Spawned::AtCapacity { .. } => {}
-            }
-        }
-        // Show what happened since last time. Events and worker states come from one read
-        // transaction: a worker seen ended here has its last events printed in this same pass,
-        // before anything the next pass spawns because of it.
-        let (events, workers) = store
-            .read(|tx| {
-                let workers = worker_of
-                    .iter()
-                    .map(|(repo, id)| Ok((*repo, ws::get_worker(tx, id)?)))
-                    .collect::<Result<Vec<_>, rusqlite::Error>>()?;
-                Ok((ws::events_since(tx, last_seq)?, workers))
-            })
-            .map_err(|e| e.to_string())?;
-        for e in events {
-            last_seq = e.seq;
-            let repo = name_of.get(&e.worker_id).copied().unwrap_or("?");
-            let line = match e.kind.as_str() {
-                "transition" => Some(e.detail.clone()),
-                "violation" => Some(format!("violation: {}", e.detail)),
-                "lock_released" => Some("chain lock released".to_string()),
-                _ => None,
-            };
-            if let Some(line) = line {
-                say!(
-                    json,
-                    "{:>6.1}s  {:<5} {}",
-                    started.elapsed().as_secs_f64(),
-                    repo,
-                    line
-                );
-            }
-        }
-        for (repo, w) in workers {
-            if let Some(w) = w
-                && (w.milestone().is_terminal()
-                    || (!w.worker_running && w.lease_until_ms == Some(0)))
-            {
-                done.insert(repo, w.milestone());
             }
         }
         if done.len() == tasks.len() || Instant::now() >= deadline {

@@ -250,6 +250,79 @@ pub struct Repo {
     /// Direct dependencies, as written (the graph computes closures).
     pub deps: Vec<String>,
     pub jobs: Vec<JobSpec>,
+    /// How DONE work on this repository reaches its base branch (`land:`, the repository's
+    /// over the organisation's).
+    pub land: LandConfig,
+}
+
+/// `land.policy`: what orch does with a DONE worker's branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LandPolicy {
+    /// orch moves the base branch to the verified change (fast-forward, or an integration
+    /// verified by its own CI first) with a compare-and-swap, then waits for the base
+    /// branch's CI of that commit; the chain lock is held until then.
+    Merge,
+    /// orch does not land: the change waits on its branch for a person (dependents in a
+    /// wave wait until it is on the base branch).
+    None,
+}
+
+impl LandPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandPolicy::Merge => "merge",
+            LandPolicy::None => "none",
+        }
+    }
+}
+
+/// `land.method`: how an integration is built when the base branch moved since the worker
+/// started (a base that did not move is fast-forwarded, whatever the method).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LandMethod {
+    /// A merge commit of the worker's branch into the base head.
+    Merge,
+    /// The worker's commits replayed onto the base head.
+    Rebase,
+    /// One commit with the worker's whole change on the base head.
+    Squash,
+}
+
+impl LandMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandMethod::Merge => "merge",
+            LandMethod::Rebase => "rebase",
+            LandMethod::Squash => "squash",
+        }
+    }
+}
+
+/// The landing settings of one repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LandConfig {
+    pub policy: LandPolicy,
+    pub method: LandMethod,
+    /// Integrations built (the base moved again while one was verified) before orch gives up
+    /// with an alert.
+    pub max_attempts: u32,
+}
+
+impl LandConfig {
+    /// The defaults: the local forge lands (`merge`: nothing reaches the base branch that
+    /// CI has not proven); on Forgejo orch leaves the base branch to people unless told.
+    pub fn default_for(kind: ForgeKind) -> LandConfig {
+        LandConfig {
+            policy: match kind {
+                ForgeKind::Local => LandPolicy::Merge,
+                ForgeKind::Forgejo => LandPolicy::None,
+            },
+            method: LandMethod::Merge,
+            max_attempts: 3,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

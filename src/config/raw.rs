@@ -18,6 +18,8 @@ pub(super) struct RawConfig {
     pub(super) worker: Option<RawWorker>,
     #[serde(default)]
     pub(super) alerts: RawAlerts,
+    #[serde(default)]
+    pub(super) land: Option<RawLand>,
     /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
     #[serde(default)]
     pub(super) repos: Option<Spanned<RepoEntries>>,
@@ -55,6 +57,19 @@ pub(super) struct RawCi {
     pub(super) start_timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) poll_interval: Option<Spanned<String>>,
+}
+
+/// `land:` (top level, and per repository): how DONE work reaches the base branch.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawLand {
+    #[serde(default)]
+    pub(super) policy: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) method: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) max_attempts: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) on_conflict: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,6 +180,8 @@ pub(super) struct RawRepo {
     pub(super) deps: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) ci: Option<RawRepoCi>,
+    #[serde(default)]
+    pub(super) land: Option<RawLand>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -393,7 +410,7 @@ impl<'de> Deserialize<'de> for Node {
     }
 }
 
-pub(super) const TOP: &[&str] = &["forge", "ci", "worker", "alerts", "repos"];
+pub(super) const TOP: &[&str] = &["forge", "ci", "worker", "alerts", "land", "repos"];
 pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
@@ -423,7 +440,8 @@ pub(super) const WORKER: &[&str] = &[
 pub(super) const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
 pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];
 pub(super) const WEBHOOK: &[&str] = &["url_env"];
-pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci"];
+pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci", "land"];
+pub(super) const LAND: &[&str] = &["policy", "method", "max_attempts", "on_conflict"];
 pub(super) const REPO_CI: &[&str] = &["jobs"];
 pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout"];
 
@@ -440,6 +458,7 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
             ("", "forge") => walk_map(value, "forge", FORGE, out, &|_, _, _, _| {}),
             ("", "ci") => walk_map(value, "ci", CI, out, &|_, _, _, _| {}),
             ("", "worker") => walk_map(value, "worker", WORKER, out, &|_, _, _, _| {}),
+            ("", "land") => walk_map(value, "land", LAND, out, &|_, _, _, _| {}),
             ("", "alerts") => match &value.value {
                 Node::Seq(items) => walk_sinks(items, "alerts", out),
                 _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {
@@ -467,6 +486,10 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
                                         }
                                     }
                                 });
+                            }
+                            if key == "land" {
+                                let path = format!("{path}.land");
+                                walk_map(value, &path, LAND, out, &|_, _, _, _| {});
                             }
                         });
                     }

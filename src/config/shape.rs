@@ -94,18 +94,26 @@ pub(super) const JOB: &[Field] = &[
     ("needs", TEXTS, NotEmpty),
     ("timeout", Shape::Text, Optional),
 ];
+pub(super) const LAND: &[Field] = &[
+    ("policy", Shape::Text, Optional),
+    ("method", Shape::Text, Optional),
+    ("max_attempts", Shape::Int, Optional),
+    ("on_conflict", Shape::Text, Optional),
+];
 pub(super) const REPO_CI: &[Field] = &[("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty)];
 pub(super) const REPO: &[Field] = &[
     ("path", Shape::Text, Optional),
     ("branch", Shape::Text, Optional),
     ("deps", TEXTS, NotEmpty),
     ("ci", Shape::Map(REPO_CI), Optional),
+    ("land", Shape::Map(LAND), Optional),
 ];
 pub(super) const TOP: &[Field] = &[
     ("forge", Shape::Map(FORGE), Optional),
     ("ci", Shape::Map(CI), Optional),
     ("worker", Shape::Map(WORKER), Optional),
     ("alerts", Shape::Alerts, Optional),
+    ("land", Shape::Map(LAND), Optional),
     ("repos", Shape::Repos, Required),
 ];
 

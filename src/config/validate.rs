@@ -1,9 +1,10 @@
 //! Validation: turns the raw shapes into a [`Config`], collecting every problem with its position.
 
-use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawWebhook, RawWorker, pos};
+use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawLand, RawWebhook, RawWorker, pos};
 use super::{
     Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind,
-    GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, Repo, SinkKind, WorkerConfig,
+    GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod, LandPolicy, Repo, SinkKind,
+    WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -184,6 +185,15 @@ pub(super) fn validate(
             Duration::from_secs(10),
         ),
     };
+
+    // land (the organisation's; a repository's own `land:` overrides it key by key)
+    let raw_land = raw.land.unwrap_or_default();
+    let land = validate_land(
+        &mut c,
+        "land",
+        &raw_land,
+        LandConfig::default_for(forge.kind),
+    );
 
     // worker
     let w = raw.worker.unwrap_or(RawWorker {
@@ -405,12 +415,17 @@ pub(super) fn validate(
             &name.value,
             spec.ci.map(|ci| ci.jobs).unwrap_or_default(),
         );
+        let land = match &spec.land {
+            Some(own) => validate_land(&mut c, &format!("repos.{}.land", name.value), own, land),
+            None => land,
+        };
         repos.push(Repo {
             name: name.value,
             path,
             branch,
             deps,
             jobs,
+            land,
         });
     }
 
@@ -438,6 +453,54 @@ pub(super) fn validate(
         diags.sort();
         Err(diags)
     }
+}
+
+/// One `land:` mapping over `base` (the defaults, or the organisation's for a repository).
+fn validate_land(c: &mut Check, at: &str, raw: &RawLand, base: LandConfig) -> LandConfig {
+    let mut land = base;
+    if let Some(p) = &raw.policy {
+        match p.value.as_str() {
+            "merge" => land.policy = LandPolicy::Merge,
+            "none" => land.policy = LandPolicy::None,
+            "pull_request" | "direct" => c.err(
+                pos(p),
+                format!(
+                    "{at}.policy {} is not supported by this orch yet; use merge (orch lands verified work itself) or none (people merge)",
+                    p.value
+                ),
+            ),
+            other => c.err(
+                pos(p),
+                format!("{at}.policy must be merge or none, got \"{other}\""),
+            ),
+        }
+    }
+    if let Some(m) = &raw.method {
+        match m.value.as_str() {
+            "merge" => land.method = LandMethod::Merge,
+            "rebase" => land.method = LandMethod::Rebase,
+            "squash" => land.method = LandMethod::Squash,
+            other => c.err(
+                pos(m),
+                format!("{at}.method must be merge, rebase or squash, got \"{other}\""),
+            ),
+        }
+    }
+    if raw.max_attempts.is_some() {
+        land.max_attempts = c.positive(&format!("{at}.max_attempts"), &raw.max_attempts, 3) as u32;
+    }
+    if let Some(o) = &raw.on_conflict
+        && o.value != "block"
+    {
+        c.err(
+            pos(o),
+            format!(
+                "{at}.on_conflict must be block (a conflict waits for a person, BLOCKED with an alert), got \"{}\"",
+                o.value
+            ),
+        );
+    }
+    land
 }
 
 fn validate_alerts(c: &mut Check, raw: RawAlerts) -> AlertsConfig {

@@ -164,6 +164,7 @@ mod tests {
             branch: "main".into(),
             deps: vec![],
             jobs: vec![],
+            land: crate::config::LandConfig::default_for(crate::config::ForgeKind::Forgejo),
         }
     }
 

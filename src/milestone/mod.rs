@@ -124,6 +124,15 @@ pub struct Progress {
     /// A PAUSED worker's frozen milestone clock, restored when it resumes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_clock: Option<PausedClock>,
+    /// The worker ended its turn (exit 0) in PUSHED_TO_CI: its word that the work is done, as
+    /// a DONE claim is. A green head is DONE only with the worker's word (a claim or this);
+    /// without it, a green push is "PUSHED_TO_CI, verified green" and the worker goes on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub turn_ended: bool,
+    /// How the change reaches the base branch after DONE (`None`: a record from before
+    /// landing existed — DONE released the lock, as it did then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landing: Option<Landing>,
 }
 
 /// The timers of the milestone a worker was paused in: how long it had been in it, how much
@@ -137,6 +146,22 @@ pub struct PausedClock {
 }
 
 impl Progress {
+    /// Whether orch still has landing work to do for a DONE worker.
+    pub fn landing_active(&self) -> bool {
+        self.milestone == Milestone::Done
+            && self.landing.as_ref().is_some_and(|l| l.state.is_active())
+    }
+
+    /// Whether the worker's change is complete for what comes after it: DONE and, where it
+    /// is landed, landed (`land: none` counts once it is on the base branch: `Landed` too).
+    pub fn change_complete(&self) -> bool {
+        self.milestone == Milestone::Done
+            && self
+                .landing
+                .as_ref()
+                .is_none_or(|l| l.state == LandState::Landed)
+    }
+
     pub fn new(contract: &Contract, now: i64) -> Progress {
         let mut p = Progress {
             milestone: Milestone::Working,
@@ -155,6 +180,8 @@ impl Progress {
             permission_denials: 0,
             end_reason: None,
             paused_clock: None,
+            turn_ended: false,
+            landing: None,
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -281,6 +308,8 @@ pub enum Event {
         reason: String,
     },
     Resume,
+    /// Landing after DONE: what the supervisor saw (see `landing`).
+    Land(LandEvent),
     /// Out of PAUSED for another `reason` than a green upstream: a resumer took over a worker
     /// whose supervisor died while it was paused (its new supervisor checks the upstream
     /// again and pauses it anew if it is still red).
@@ -339,6 +368,14 @@ pub enum Effect {
     ReleaseLock {
         reason: String,
     },
+    /// DONE with a landing to do: the supervisor carries the change to the base branch.
+    Land,
+    /// The landing moved (recorded as an event, shown in views).
+    Landing {
+        from: LandState,
+        to: LandState,
+        detail: String,
+    },
     /// Follow CI for this SHA from now on (and forget the previous one).
     Track {
         sha: Sha,
@@ -346,9 +383,11 @@ pub enum Effect {
     Checkpoint,
 }
 
+mod landing;
 mod line;
 mod step;
 
+pub use landing::{LandEvent, LandState, Landing};
 pub use line::{LineSignal, parse_line, sha_in};
 pub use step::step;
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! `step`: the transition function of the worker state machine. Pure: the same contract,
 //! state, event and time always give the same state and effects.
 
-use super::{Effect, Event, Milestone, Progress, Severity};
+use super::{Effect, Event, LandEvent, LandState, Landing, Milestone, Progress, Severity};
 use crate::ci::verdict::VerdictKind;
+use crate::config::LandPolicy;
 use crate::contract::{Contract, OnTimeout};
 
 fn violation(kind: &str, detail: String) -> Effect {
@@ -65,6 +66,13 @@ pub fn step(
 ) -> (Progress, Vec<Effect>) {
     let mut p = state.clone();
     let mut fx = Vec::new();
+    if let Event::Land(e) = event {
+        // Landing goes on after DONE (the one terminal state with work left for orch).
+        if p.landing_active() || (p.milestone == Milestone::Done && is_on_base(e)) {
+            land(&mut p, worker, e, now, &mut fx);
+        }
+        return (p, fx);
+    }
     if p.milestone.is_terminal() {
         // Nothing moves a finished worker; say so when a worker keeps talking.
         if let Event::Claim { .. }
@@ -248,7 +256,21 @@ pub fn step(
             }
             if p.milestone == Milestone::PushedToCi {
                 match kind {
-                    VerdictKind::Green => finish_done(contract, &mut p, now, &mut fx),
+                    // DONE needs the worker's word as well as CI's: a green head while the
+                    // worker works on is verified, not finished (multi-step work goes on).
+                    VerdictKind::Green if p.turn_ended => {
+                        finish_done(contract, &mut p, now, &mut fx)
+                    }
+                    VerdictKind::Green if changed => {
+                        // The worker works on past a verified push: its clock is a working
+                        // one from here (WORKING's timeout), not CI's.
+                        if let Some(t) = contract.timeouts.get(Milestone::Working.as_str()) {
+                            p.deadline_ms = Some(now + t.timeout.as_millis() as i64);
+                            p.extended = false;
+                            p.warned = false;
+                        }
+                    }
+                    VerdictKind::Green => {}
                     VerdictKind::Red => {
                         let why = format!("CI red: {}", failed_jobs.join(", "));
                         let moved =
@@ -278,6 +300,14 @@ pub fn step(
             }
         }
         Event::WorkerExited { code } => {
+            if p.milestone == Milestone::PushedToCi && *code == Some(0) {
+                // The worker ended its turn after a push: its word that the work is done.
+                // DONE comes with a green verdict read after the exit (the supervisor asks
+                // again: the branch head too), never on one read before it.
+                p.turn_ended = true;
+                fx.push(Effect::Checkpoint);
+                return (p, fx);
+            }
             let following_ci = p.milestone == Milestone::PushedToCi
                 && !p.verdict.is_some_and(VerdictKind::is_terminal);
             // An agent's run already classified (`AgentEnded`) keeps its reason and alert.
@@ -382,6 +412,7 @@ pub fn step(
             if *replacement {
                 p.end_reason = None;
                 p.permission_denials = 0;
+                p.turn_ended = false;
             }
             fx.push(Effect::Checkpoint);
         }
@@ -403,6 +434,7 @@ pub fn step(
                 if transition(contract, &mut p, to, &reason, now, &mut fx) {
                     p.end_reason = None;
                     p.permission_denials = 0;
+                    p.turn_ended = false;
                 }
             }
         }
@@ -445,6 +477,7 @@ pub fn step(
             &mut fx,
         ),
         Event::Unpaused { reason } => unpause(contract, &mut p, worker, reason, now, &mut fx),
+        Event::Land(_) => {} // handled above
     }
     (p, fx)
 }
@@ -483,7 +516,7 @@ fn unpause(
             // A verdict that came while paused is acted on now.
             if back == Milestone::PushedToCi {
                 match p.verdict {
-                    Some(VerdictKind::Green) => finish_done(contract, p, now, fx),
+                    Some(VerdictKind::Green) if p.turn_ended => finish_done(contract, p, now, fx),
                     Some(VerdictKind::Red) => {
                         let why = format!("CI red: {}", p.failed_jobs.join(", "));
                         if transition(contract, p, Milestone::FixingCi, &why, now, fx) {
@@ -515,14 +548,191 @@ fn finish_done(contract: &Contract, p: &mut Progress, now: i64, fx: &mut Vec<Eff
         fx,
     ) {
         p.end_reason = Some("done".into());
-        fx.push(Effect::ReleaseLock {
-            reason: format!("DONE: CI verified green for {sha}"),
-        });
+        let lands = match p.landing.as_mut() {
+            Some(l) => {
+                l.done_sha = p.tracked_sha.clone();
+                l.state = match l.policy {
+                    LandPolicy::Merge => LandState::Pending,
+                    LandPolicy::None => LandState::Waiting,
+                };
+                l.policy == LandPolicy::Merge
+            }
+            None => false,
+        };
+        if lands {
+            // The chain lock is held until the change is on the base branch and the base
+            // branch's CI for it is green (see `landing`): dependents build on it.
+            fx.push(Effect::Land);
+        } else {
+            fx.push(Effect::ReleaseLock {
+                reason: format!("DONE: CI verified green for {sha}"),
+            });
+        }
         fx.push(Effect::StopWorker {
             immediate: false,
             reason: "done".into(),
         });
     }
+}
+
+/// `OnBase` is also how a `land: none` change is seen merged by a person.
+fn is_on_base(e: &LandEvent) -> bool {
+    matches!(e, LandEvent::OnBase { .. })
+}
+
+/// One landing event (see `landing`'s diagram). The lock goes when the base branch's CI is
+/// green for the landed commit; a conflict or a refusal keeps it, with an alert.
+fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Effect>) {
+    let Some(l) = p.landing.as_mut() else {
+        return;
+    };
+    let before = l.state;
+    let note = |l: &mut Landing, detail: String| {
+        l.detail = Some(detail);
+    };
+    match e {
+        LandEvent::OnBase { head } => match l.state {
+            LandState::Waiting => {
+                l.state = LandState::Landed;
+                l.landed = Some(head.clone());
+                note(
+                    l,
+                    format!("merged by hand: on the base branch at {}", head.short()),
+                );
+            }
+            LandState::Pending | LandState::Verifying => {
+                // Already there (a person merged it, or a landing that died after its move):
+                // what remains is the base branch's CI for its head.
+                l.state = LandState::BaseCi;
+                l.landed = Some(head.clone());
+                note(l, format!("already on the base branch at {}", head.short()));
+            }
+            _ => {}
+        },
+        LandEvent::Moved { to, how } => {
+            l.state = LandState::BaseCi;
+            l.landed = Some(to.clone());
+            l.candidate = None;
+            note(l, format!("base moved to {} ({how})", to.short()));
+        }
+        LandEvent::Built { candidate, onto } => {
+            l.attempts += 1;
+            l.state = LandState::Verifying;
+            l.candidate = Some(candidate.clone());
+            l.onto = Some(onto.clone());
+            note(
+                l,
+                format!(
+                    "integration {} built on {} (attempt {} of {})",
+                    candidate.short(),
+                    onto.short(),
+                    l.attempts,
+                    l.max_attempts
+                ),
+            );
+        }
+        LandEvent::Lost { reason } => {
+            if l.attempts >= l.max_attempts {
+                l.state = LandState::Refused;
+                note(
+                    l,
+                    format!("gave up after {} attempts: {reason}", l.attempts),
+                );
+                fx.push(alert(
+                    Severity::Critical,
+                    "landing_refused",
+                    format!(
+                        "worker {worker}: landing gave up after {} attempts ({reason}); the change is DONE on its branch, the chain lock is kept: merge it by hand, then `orch release {worker} --force --reason landed`",
+                        l.attempts
+                    ),
+                ));
+            } else {
+                // A fast-forward that lost counts as an attempt too.
+                if l.candidate.is_none() {
+                    l.attempts += 1;
+                }
+                l.state = LandState::Pending;
+                l.candidate = None;
+                note(l, format!("the base moved: {reason}; integrating again"));
+            }
+        }
+        LandEvent::Conflict { detail } => {
+            l.state = LandState::Conflict;
+            note(l, detail.clone());
+            fx.push(alert(
+                Severity::Critical,
+                "landing_conflict",
+                format!(
+                    "worker {worker}: its verified change does not land on the base branch: {detail}; the chain lock is kept — integrate the base branch by hand and merge, then `orch release {worker} --force --reason landed`"
+                ),
+            ));
+        }
+        LandEvent::Verdict {
+            sha,
+            kind,
+            failed_jobs,
+            detail,
+        } => match (l.state, kind) {
+            (LandState::Verifying, _) if l.candidate.as_ref() != Some(sha) => {}
+            (LandState::BaseCi, _) if l.landed.as_ref() != Some(sha) => {}
+            (LandState::Verifying, VerdictKind::Green) => {
+                // The supervisor moves the base (compare-and-swap) next; nothing to record.
+            }
+            (LandState::Verifying, VerdictKind::Red | VerdictKind::SyncNotDone) => {
+                l.state = LandState::Conflict;
+                let why = format!(
+                    "the integration {} on the base head is red ({}): the change breaks with what landed meanwhile",
+                    sha.short(),
+                    if failed_jobs.is_empty() {
+                        detail.clone()
+                    } else {
+                        failed_jobs.join(", ")
+                    }
+                );
+                note(l, why.clone());
+                fx.push(alert(
+                    Severity::Critical,
+                    "landing_conflict",
+                    format!("worker {worker}: {why}; the chain lock is kept for a person"),
+                ));
+            }
+            (LandState::BaseCi, VerdictKind::Green) => {
+                l.state = LandState::Landed;
+                note(l, format!("landed {}: base branch CI green", sha.short()));
+                fx.push(Effect::ReleaseLock {
+                    reason: format!("DONE and landed: base branch CI green for {sha}"),
+                });
+            }
+            (LandState::BaseCi, VerdictKind::Red | VerdictKind::SyncNotDone) => {
+                l.state = LandState::Refused;
+                let why = format!(
+                    "the base branch is red at the landed commit {} ({})",
+                    sha.short(),
+                    if failed_jobs.is_empty() {
+                        detail.clone()
+                    } else {
+                        failed_jobs.join(", ")
+                    }
+                );
+                note(l, why.clone());
+                fx.push(alert(
+                    Severity::Critical,
+                    "landing_base_red",
+                    format!("worker {worker}: {why}; the chain lock is kept for a person"),
+                ));
+            }
+            _ => {}
+        },
+    }
+    if l.state != before {
+        fx.push(Effect::Landing {
+            from: before,
+            to: l.state,
+            detail: l.detail.clone().unwrap_or_default(),
+        });
+        fx.push(Effect::Checkpoint);
+    }
+    let _ = now;
 }
 
 fn count_fix_attempt(

@@ -17,6 +17,13 @@ fn at(m: Milestone) -> Progress {
     p
 }
 
+/// At `m` after the worker ended its turn (exit 0): its word that the work is done.
+fn ended(m: Milestone) -> Progress {
+    let mut p = at(m);
+    p.turn_ended = true;
+    p
+}
+
 /// The seed's STATE MACHINE, written out independently of the contract file: its four
 /// transitions, repeated reports of the working states, the any-state exits, resumption from
 /// PAUSED, and an operator's respawn out of BLOCKED / BLOCKED_PERMISSION.
@@ -165,8 +172,34 @@ fn green_verdict_on_tracked_sha_is_done_and_releases_the_lock() {
     let (p, fx) = step(
         &c,
         "w",
+        &ended(PushedToCi),
+        &verdict(VerdictKind::Green, &sha),
+        T0,
+    );
+    assert_eq!(p.milestone, Done);
+    assert!(fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+    // Without the worker's word a green head is verified, not DONE: the worker goes on.
+    let (p, fx) = step(
+        &c,
+        "w",
         &at(PushedToCi),
         &verdict(VerdictKind::Green, &sha),
+        T0,
+    );
+    assert_eq!(p.milestone, PushedToCi);
+    assert_eq!(p.verdict, Some(VerdictKind::Green));
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::ReleaseLock { .. } | Effect::StopWorker { .. }))
+    );
+    // Its DONE claim then finishes it.
+    let (p, fx) = step(
+        &c,
+        "w",
+        &p,
+        &Event::DoneClaim {
+            via: Channel::Report,
+        },
         T0,
     );
     assert_eq!(p.milestone, Done);
@@ -193,7 +226,21 @@ fn a_fixing_worker_whose_tracked_commit_is_green_is_done() {
         &verdict(VerdictKind::Green, &sha),
         T0,
     );
+    assert_eq!(
+        p.milestone, PushedToCi,
+        "verified green; DONE with the word"
+    );
+    let (p, more) = step(
+        &c,
+        "w",
+        &p,
+        &Event::DoneClaim {
+            via: Channel::Output,
+        },
+        T0,
+    );
     assert_eq!(p.milestone, Done);
+    let fx: Vec<Effect> = fx.into_iter().chain(more).collect();
     let moves: Vec<(Milestone, Milestone)> = fx
         .iter()
         .filter_map(|e| match e {
@@ -299,6 +346,12 @@ fn sync_not_done_stays_pushed_until_a_new_push_succeeds() {
         sha: new.clone().into()
     }));
     assert_eq!(p.verdict, None, "a new push resets the verdict");
+    let (p, _) = step(&c, "w", &p, &verdict(VerdictKind::Green, &new), T0);
+    assert_eq!(
+        p.milestone, PushedToCi,
+        "green, waiting for the worker's word"
+    );
+    let (p, _) = step(&c, "w", &p, &Event::WorkerExited { code: Some(0) }, T0);
     let (p, _) = step(&c, "w", &p, &verdict(VerdictKind::Green, &new), T0);
     assert_eq!(p.milestone, Done);
 }
@@ -445,7 +498,8 @@ fn worker_exit_keeps_following_ci_while_pushed() {
         T0,
     );
     assert_eq!(p.milestone, PushedToCi);
-    assert!(fx.is_empty());
+    assert!(p.turn_ended);
+    assert_eq!(fx, [Effect::Checkpoint]);
     let (p, _) = step(
         &c,
         "w",
@@ -455,7 +509,7 @@ fn worker_exit_keeps_following_ci_while_pushed() {
     );
     assert_eq!(
         p.milestone, Done,
-        "green lets DONE through even when the worker did not say it"
+        "a worker that ended its turn after a green push is DONE without saying it"
     );
     let (p, fx) = step(
         &c,
@@ -696,7 +750,7 @@ fn a_green_verdict_that_came_while_paused_finishes_on_resume() {
     let (p, _) = step(
         &c,
         "w",
-        &at(PushedToCi),
+        &ended(PushedToCi),
         &Event::Pause { reason: "x".into() },
         T0,
     );

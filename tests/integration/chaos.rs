@@ -322,7 +322,8 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
         let done = |id: &str| {
             workers
                 .iter()
-                .any(|w| w.task_id.as_deref() == Some(id) && w.milestone() == Milestone::Done)
+                // DONE and landed (its base branch CI green): the change is complete.
+                .any(|w| w.task_id.as_deref() == Some(id) && w.progress.change_complete())
         };
         if tasks.iter().all(|(id, _, _)| done(id)) {
             if tally.total() >= target {

@@ -337,7 +337,8 @@ fn ci_outlives_case(cgroups: bool) {
     org.resume();
     org.open_gate("core");
     org.wait_done(&id);
-    assert_eq!(org.lives(&id), 1, "no replacement worker");
+    // Its worker died mid-turn (no DONE, no end of turn): a replacement finished the task.
+    assert_eq!(org.lives(&id), 2, "one replacement worker");
 }
 
 #[test]

@@ -52,6 +52,7 @@ fn repo(name: &str) -> Repo {
         branch: "main".into(),
         deps: vec![],
         jobs: vec![],
+        land: orch::config::LandConfig::default_for(orch::config::ForgeKind::Forgejo),
     }
 }
 

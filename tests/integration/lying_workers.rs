@@ -105,8 +105,13 @@ fn claiming_the_base_commit_is_refused_through_every_channel() {
 
 #[test]
 fn claiming_another_workers_push_is_refused() {
-    let org =
-        Org::new(Spec::local("claim_other.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    // The honest push stays on its branch (land: none): once landed it would be in the base's
+    // history, and refused as that.
+    let org = Org::new(
+        Spec::local("claim_other.sh")
+            .repo(RepoSpec::new("alpha").standard_ci("true"))
+            .land("{policy: none}"),
+    );
     let honest = org.spawn_detached("alpha", "honest work");
     org.wait_done(&honest);
     let theirs = org.worker(&honest).progress.tracked_sha.unwrap();

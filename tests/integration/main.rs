@@ -26,6 +26,7 @@ mod forgejo_contract;
 mod gc;
 mod graph_output;
 mod json_views;
+mod landing;
 mod local_forge;
 mod lock_race;
 mod logs;

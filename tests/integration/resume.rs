@@ -61,7 +61,7 @@ fn assert_no_leftovers(org: &Org) {
 }
 
 #[test]
-fn ci_green_while_the_supervisor_was_down_resumes_to_done_without_a_worker() {
+fn ci_green_while_the_supervisor_was_down_goes_to_a_replacement_that_says_done() {
     let org = org(&[("core", &[])]);
     let id = org.spawn("core", "push-hang add the feature", "t-green");
     org.wait_mark(&id, 1, "pushed");
@@ -75,29 +75,29 @@ fn ci_green_while_the_supervisor_was_down_resumes_to_done_without_a_worker() {
     assert_ne!(w.progress.verdict.map(|v| v.as_str()), Some("green"));
     assert_eq!(status_of(&org, &id)["supervisor_alive"], false);
 
+    // Green, but its worker died mid-turn without saying DONE (nor ending its turn): DONE
+    // needs its word, so a replacement finishes the task, told CI is green.
     let answer = org.resume();
     let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
     assert_eq!(r["before"], "PUSHED_TO_CI");
-    assert_eq!(r["after"], "DONE");
-    assert_eq!(r["action"], "done", "{r}");
+    assert_eq!(r["after"], "PUSHED_TO_CI");
+    assert_eq!(r["action"], "respawned", "{r}");
     assert_eq!(answer["resumed"].as_array().unwrap().len(), 1);
 
+    org.wait_done(&id);
     assert_verified_done(&org, &id);
     let w = org.worker(&id);
-    assert_eq!(w.respawns, 0);
-    assert!(
-        !supervisor_alive(&w),
-        "no supervisor is started for a DONE worker"
-    );
-    assert_eq!(org.lives(&id), 1, "no worker was started");
-    assert_eq!(org.count_events(&id, "started"), 1);
+    assert_eq!(w.respawns, 1);
+    assert_eq!(org.lives(&id), 2, "one replacement");
+    let p = org.prompt(&id, 2);
+    assert!(p.contains("CI is green for"), "{p}");
+    assert!(p.contains("then report DONE"), "{p}");
     assert_eq!(org.count_events(&id, "resume_claimed"), 1);
     let released = org.store().lock_history().unwrap();
     let rel = released
         .iter()
         .find(|h| h.holder == id && h.action == "release")
         .expect("lock released");
-    assert_eq!(rel.by.as_deref(), Some("orch resume"));
     assert!(
         rel.reason.as_deref().unwrap_or("").contains("DONE"),
         "{rel:?}"
@@ -171,7 +171,7 @@ fn ci_red_while_the_supervisor_was_down_respawns_a_briefed_replacement() {
 }
 
 #[test]
-fn ci_still_running_is_followed_by_a_new_supervisor_without_a_replacement() {
+fn ci_still_running_when_the_worker_died_mid_turn_gets_a_replacement_beside_ci() {
     let org = org(&[("core", &[])]);
     let id = org.spawn("core", "push-hang add the feature", "t-running");
     org.wait_mark(&id, 1, "pushed");
@@ -181,30 +181,26 @@ fn ci_still_running_is_followed_by_a_new_supervisor_without_a_replacement() {
     let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
     assert_eq!(r["before"], "PUSHED_TO_CI");
     assert_eq!(r["after"], "PUSHED_TO_CI");
-    assert_eq!(r["action"], "following", "{r}");
+    // Its worker never ended its turn: a replacement goes on while CI runs.
+    assert_eq!(r["action"], "respawned", "{r}");
     assert!(
         r["detail"].as_str().unwrap().contains("CI running")
             || r["detail"].as_str().unwrap().contains("CI pending"),
         "{r}"
     );
-    // A new supervisor takes the worker over (and starts no worker).
     org.wait_until("a new supervisor", Duration::from_secs(20), || {
         let w = org.worker(&id);
         supervisor_alive(&w) && w.supervisor_pid != Some(dead as i64)
     });
-    let sup = org.supervisor_pid(&id);
-    assert_ne!(sup, dead);
     assert_eq!(status_of(&org, &id)["supervisor_alive"], true);
 
     org.open_gate("core");
     org.wait_done(&id);
     assert_verified_done(&org, &id);
     let w = org.worker(&id);
-    assert_eq!(w.respawns, 0);
-    assert_eq!(org.lives(&id), 1, "no replacement worker");
-    assert_eq!(org.count_events(&id, "started"), 1);
-    assert_eq!(org.count_events(&id, "respawn"), 0);
-    assert_eq!(org.pushes(&id).len(), 1);
+    assert_eq!(w.respawns, 1);
+    assert_eq!(org.lives(&id), 2, "one replacement worker");
+    assert_eq!(org.count_events(&id, "respawn"), 1);
     assert_no_leftovers(&org);
 }
 
@@ -801,10 +797,11 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
         "respawned"
     );
     // The local forge kept its run history in the lost database: CI of the pushed SHA can no
-    // longer be proven from it, so that worker is followed (never DONE without proof) …
+    // longer be proven from it (never DONE without proof), and its worker died mid-turn: a
+    // replacement goes on …
     assert_eq!(
         resumed_entry(&answer, &pushed).unwrap()["action"],
-        "following"
+        "respawned"
     );
     locks_after.sort();
     assert_eq!(locks_after, expected_locks, "no lock lost, none doubled");
@@ -825,7 +822,11 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     assert_verified_done(&org, &working);
     assert_verified_done(&org, &fixing);
     assert_verified_done(&org, &pushed);
-    assert_eq!(org.worker(&pushed).respawns, 0, "no replacement was needed");
+    assert_eq!(
+        org.worker(&pushed).respawns,
+        1,
+        "its replacement finished it"
+    );
 }
 
 #[test]
@@ -896,44 +897,26 @@ fn a_push_that_never_got_a_ci_run_goes_to_a_replacement() {
     org.wait_mark(&id, 1, "pushed");
     org.kill_supervisor(&id);
 
-    // The unreported push is found and followed while a run may still appear …
+    // The unreported push is found; its worker died mid-turn, so a replacement goes on at
+    // once (no run will come for that push: the replacement's own push gets one).
     let answer = org.resume();
     let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
     assert_eq!(
         (&r["before"], &r["after"]),
         (&"WORKING".into(), &"PUSHED_TO_CI".into())
     );
-    assert_eq!(r["action"], "following", "{r}");
-    let sha = org.worker(&id).progress.tracked_sha.unwrap();
-    // … until `ci.start_timeout` says none will: the follower stops, as there is no worker
-    // to push again …
-    org.wait_until(
-        "the follower to give up on no_run",
-        Duration::from_secs(90),
-        || {
-            let w = org.worker(&id);
-            w.progress.verdict.map(|v| v.as_str()) == Some("no_run") && !supervisor_alive(&w)
-        },
-    );
-    assert_eq!(org.worker(&id).milestone(), Milestone::PushedToCi);
-    // … and the next resume hands the task to a replacement that pushes again.
-    let answer = org.resume();
-    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
-    assert_eq!(r["before"], "PUSHED_TO_CI");
-    assert_eq!(r["after"], "FIXING_CI");
     assert_eq!(r["action"], "respawned", "{r}");
+    let lost = org.worker(&id).progress.tracked_sha.unwrap();
     org.wait_done(&id);
     assert_verified_done(&org, &id);
-    let p = org.prompt(&id, 2);
-    assert!(p.contains("Last CI: no_run."), "{p}");
-    assert!(
-        p.contains(&format!(
-            "Still missing: no push-triggered CI run appeared for {}: push again and report PUSHED_TO_CI",
-            short(&sha)
-        )),
-        "{p}"
+    let w = org.worker(&id);
+    assert_ne!(
+        w.progress.tracked_sha.as_ref(),
+        Some(&lost),
+        "the replacement pushed again"
     );
-    assert_eq!(org.worker(&id).respawns, 1);
+    assert!(org.prompt(&id, 2).contains(&short(&lost).to_string()));
+    assert_eq!(w.respawns, 1);
     assert_no_leftovers(&org);
 }
 

@@ -474,6 +474,8 @@ pub struct Spec {
     /// The whole `worker:` section's entries (YAML lines indented by two), instead of the
     /// scripted worker's: real agents (`tests/integration/agents.rs`).
     pub worker_section: Option<String>,
+    /// The top-level `land:` mapping (flow YAML, e.g. `{policy: none}`); None: orch's default.
+    pub land: Option<String>,
 }
 
 impl Spec {
@@ -496,6 +498,7 @@ impl Spec {
             alerts: None,
             contract_keys: Vec::new(),
             worker_section: None,
+            land: None,
         }
     }
 
@@ -547,6 +550,11 @@ impl Spec {
 
     pub fn ci(mut self, ci: Ci) -> Spec {
         self.ci = ci;
+        self
+    }
+
+    pub fn land(mut self, land: &str) -> Spec {
+        self.land = Some(land.into());
         self
     }
 
@@ -687,6 +695,9 @@ impl Org {
             if !alerts.ends_with('\n') {
                 yaml.push('\n');
             }
+        }
+        if let Some(land) = &spec.land {
+            yaml.push_str(&format!("land: {land}\n"));
         }
         yaml.push_str("repos:\n");
         for r in &spec.repos {
@@ -1078,7 +1089,8 @@ impl Org {
             limit,
             || {
                 let w = self.worker(id);
-                (w.progress.milestone.as_str() == m).then_some(w)
+                // DONE is settled once its landing (if any) is finished too.
+                (w.progress.milestone.as_str() == m && !w.progress.landing_active()).then_some(w)
             },
             || self.diag(id),
         )

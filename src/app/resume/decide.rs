@@ -4,9 +4,12 @@
 //!
 //! | CI of the last pushed SHA        | the worker becomes                      | action    |
 //! |----------------------------------|-----------------------------------------|-----------|
-//! | green                            | DONE, lock released                      | done      |
+//! | green, the worker's word given   | DONE, lock released (landing follows)    | done      |
+//! | green, no word (died mid-turn)   | PUSHED_TO_CI, a replacement finishes     | respawned |
 //! | red                              | FIXING_CI, a replacement fixes it        | respawned |
-//! | pending / running / unknown      | PUSHED_TO_CI, a new supervisor follows   | following |
+//! | pending / running / unknown      | PUSHED_TO_CI: a new supervisor follows   | following |
+//! |                                  | (the worker ended its turn), else a      | respawned |
+//! |                                  | replacement goes on beside CI            |           |
 //! | sync_not_done / no_run           | FIXING_CI, a replacement pushes again    | respawned |
 //! | nothing pushed                   | WORKING, a replacement continues         | respawned |
 //! | any replacement past the limit   | FAILED, lock kept for an operator        | failed    |
@@ -153,9 +156,14 @@ pub fn decide(contract: &Contract, case: &Case, now: i64) -> Decision {
         apply(&mut d, claim);
     }
     d.action = match d.progress.milestone {
+        // DONE with its change still to land: a new supervisor lands it.
+        Milestone::Done if d.progress.landing_active() => Action::Following,
         Milestone::Done => Action::Done,
         Milestone::Failed => Action::Failed,
-        Milestone::PushedToCi => Action::Following,
+        // Its worker ended its turn: CI alone is awaited. Else the worker died mid-turn
+        // (green or not, DONE needs its word): a replacement finishes the task.
+        Milestone::PushedToCi if d.progress.turn_ended => Action::Following,
+        Milestone::PushedToCi => Action::Respawned,
         Milestone::Working | Milestone::FixingCi => Action::Respawned,
         _ => Action::Unchanged,
     };
@@ -265,6 +273,10 @@ pub fn resume_note(
         ),
         (Some(sha), Some(VerdictKind::NoRun)) => format!(
             "no push-triggered CI run appeared for {}: push again and report PUSHED_TO_CI",
+            sha.short()
+        ),
+        (Some(sha), Some(VerdictKind::Green)) => format!(
+            "CI is green for {}: finish the task if anything is left (push, report PUSHED_TO_CI), then report DONE",
             sha.short()
         ),
         (Some(sha), v) => format!(

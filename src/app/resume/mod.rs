@@ -53,10 +53,11 @@ pub struct Reconciled {
 /// A PAUSED worker needs one too (its supervisor watched the upstream). BLOCKED and
 /// BLOCKED_PERMISSION wait for an operator; terminal states are final.
 pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
-    matches!(
+    (matches!(
         w.milestone(),
         Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused
-    ) && !w.supervised(now)
+    ) || w.progress.landing_active())
+        && !w.supervised(now)
 }
 
 /// Claims every orphan it can and reconciles it. `start_supervisors: false` is for tests and

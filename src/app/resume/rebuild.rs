@@ -261,6 +261,11 @@ fn demote(l: &Loaded, p: &mut Progress) {
     p.failed_jobs.clear();
     p.verdict_detail = None;
     p.end_reason = None;
+    // Its worker had given its word (it was DONE): CI alone is to be proven again.
+    p.turn_ended = p.tracked_sha.is_some();
+    if let Some(l) = p.landing.as_mut() {
+        l.state = crate::milestone::LandState::Planned;
+    }
 }
 
 /// The worker record a trusted checkpoint describes (no supervisor: its lease is lapsed).

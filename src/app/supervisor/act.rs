@@ -54,7 +54,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if self.worker.is_some()
             && effects
                 .iter()
-                .any(|e| matches!(e, Effect::ReleaseLock { .. }))
+                .any(|e| matches!(e, Effect::ReleaseLock { .. } | Effect::Land))
         {
             let how = effects
                 .iter()
@@ -113,8 +113,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     }
                     self.next_poll_ms = 0;
                 }
+                Effect::Land => self.next_land_ms = 0,
                 // Durable effects: carried out by the journal.
-                Effect::Violation { .. }
+                Effect::Landing { .. }
+                | Effect::Violation { .. }
                 | Effect::Alert { .. }
                 | Effect::ResolveAlert { .. }
                 | Effect::ReleaseLock { .. }

@@ -12,10 +12,6 @@ use crate::sha::Sha;
 use crate::store::workers as ws;
 use std::time::{Duration, Instant};
 
-/// How long an agent may take to end its turn when its commit turned green (see
-/// `head_holds_for_green`).
-const AGENT_DONE_GRACE: Duration = Duration::from_secs(3);
-
 impl<F: Forge + 'static> Supervisor<'_, F> {
     /// The head of the worker's branch on the forge, read now through the CI thread.
     /// The answers to queries sent before it carry heads read earlier: see `head_read_after`.
@@ -111,77 +107,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.apply(event, d.request, Vec::new());
         }
         self.thaw();
-    }
-
-    /// A green verdict for the tracked SHA makes the worker DONE (the machine does not wait for
-    /// its claim): the worker is frozen and its branch head read once more first, so that no
-    /// push lands between the head that came with the answer and the DONE. False when the head
-    /// moved (verification re-opened on it); the worker stays frozen only if a DONE claim of
-    /// its own is still waiting to be judged.
-    pub(super) fn head_holds_for_green(
-        &mut self,
-        sha: &Sha,
-        kind: crate::ci::verdict::VerdictKind,
-    ) -> bool {
-        if kind != crate::ci::verdict::VerdictKind::Green
-            || !matches!(
-                self.w.progress.milestone,
-                Milestone::PushedToCi | Milestone::FixingCi
-            )
-            || self.worker.is_none()
-        {
-            return true; // nothing to finish, or no process left that could push
-        }
-        // An agent gets a moment to end its turn first: what it spent is printed at the end
-        // (Codex's `turn.completed`, Claude's `result`). Whatever it pushes meanwhile, the
-        // head read below — after the freeze — sees.
-        if self.env.config.worker.agent != crate::config::Agent::Command {
-            self.let_agent_finish(AGENT_DONE_GRACE);
-        }
-        self.freeze();
-        let head = self.forge_head();
-        if matches!(&head, Ok(Some(h)) if h == sha) {
-            return true; // apply() stops the frozen worker before DONE is written
-        }
-        self.thaw();
-        self.observe_head(&head);
-        false
-    }
-
-    /// Lets an agent run up to `grace` (until it exits) while what it spends is recorded; its
-    /// other output is left unread (a claim now is moot: the branch head decides).
-    fn let_agent_finish(&mut self, grace: Duration) {
-        let until = Instant::now() + grace;
-        while Instant::now() < until {
-            let Some(w) = self.worker.as_mut() else {
-                return;
-            };
-            let exited = w.try_wait().is_some();
-            let mut inputs = Vec::new();
-            if exited {
-                // Its last lines: until its pipes close (bounded).
-                let drain_until = Instant::now() + Duration::from_millis(500);
-                while let Some(more) = w.output(Duration::from_millis(25)) {
-                    inputs.extend(more);
-                    if Instant::now() >= drain_until {
-                        break;
-                    }
-                }
-            } else {
-                inputs = w.output(Duration::from_millis(25)).unwrap_or_default();
-            }
-            for input in inputs {
-                if matches!(
-                    input,
-                    super::Input::Usage(_) | super::Input::Session(_) | super::Input::Note(_)
-                ) {
-                    self.handle(input);
-                }
-            }
-            if exited {
-                return;
-            }
-        }
     }
 
     /// Gives a worker that printed DONE up to `grace` to exit by itself.

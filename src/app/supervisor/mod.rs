@@ -24,6 +24,7 @@ mod ci;
 mod claims;
 mod done;
 pub mod input;
+mod land;
 mod lease;
 mod worker;
 
@@ -147,6 +148,8 @@ struct Supervisor<'a, F: Forge> {
     fresh_retry_used: bool,
     /// Agent notes already logged in this run (an API retried ten times is said once).
     notes_said: std::collections::HashSet<&'static str>,
+    /// When the next landing step is due (see `land.rs`).
+    next_land_ms: i64,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -206,6 +209,7 @@ pub fn supervise_then<F: Forge + 'static>(
         resume_failed: false,
         fresh_retry_used: false,
         notes_said: Default::default(),
+        next_land_ms: 0,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -224,10 +228,15 @@ pub fn supervise_then<F: Forge + 'static>(
 
 impl<F: Forge + 'static> Supervisor<'_, F> {
     fn run(&mut self) -> Result<Milestone, SuperviseError> {
-        if self.w.milestone().is_terminal() {
+        if self.w.milestone().is_terminal() && !self.w.progress.landing_active() {
             return Ok(self.w.milestone());
         }
-        if matches!(self.w.milestone(), Milestone::Working | Milestone::FixingCi) {
+        // A replacement continues a worker's task: at work, or pushed without the previous
+        // worker's word that it was finished (a green push is not DONE without it).
+        let p = &self.w.progress;
+        if matches!(p.milestone, Milestone::Working | Milestone::FixingCi)
+            || (p.milestone == Milestone::PushedToCi && !p.turn_ended)
+        {
             self.start_worker()?;
         }
         self.checkpoint();
@@ -264,6 +273,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if !overdue.is_empty() {
                 self.judge_done(overdue, None);
             }
+            self.land_tick(now);
             if now - last_tick >= TICK_EVERY_MS {
                 last_tick = now;
                 self.handle(Input::Tick);
@@ -309,6 +319,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
                 let fact = self.worker_gone(code);
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);
+                if self.w.progress.turn_ended {
+                    // Its turn ended after a push: DONE on a verdict and branch head read
+                    // after the exit.
+                    self.poll_ci(true);
+                }
             }
             Input::Upstream(Some(reason)) => {
                 self.apply(Event::Pause { reason }, None, Vec::new());
@@ -355,7 +370,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn done_supervising(&self) -> bool {
         let p = &self.w.progress;
         if p.milestone.is_terminal() {
-            return true;
+            return !p.landing_active(); // a DONE change still to land keeps it here
         }
         if !self.done_claims.is_empty() {
             return false; // a worker's last words were DONE: judge them first
@@ -363,6 +378,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if p.milestone == Milestone::Paused {
             // Paused after its worker ended: only CI it still waits for keeps it here.
             return p.paused_from != Some(Milestone::PushedToCi);
+        }
+        if p.milestone == Milestone::PushedToCi && p.turn_ended {
+            // The worker's word is given: CI decides (DONE on green, else FIXING_CI for a
+            // replacement); a green read before the exit waits for the one asked after it.
+            return p.verdict.is_some_and(|v| {
+                v == crate::ci::verdict::VerdictKind::NoRun
+                    || (v.is_terminal() && v != crate::ci::verdict::VerdictKind::Green)
+            });
         }
         p.milestone != Milestone::PushedToCi
             || p.verdict
@@ -562,9 +585,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn should_poll(&self, now: i64) -> bool {
         use crate::ci::verdict::VerdictKind;
         let p = &self.w.progress;
+        // A green head is still looked at while its worker works on (or has just ended its
+        // turn): a push after it re-opens verification, and DONE needs the head read after
+        // the worker's word. Its verdict is cached: only the branch head costs a request.
+        let green_watched = p.verdict == Some(VerdictKind::Green)
+            && p.milestone == Milestone::PushedToCi
+            && (self.worker.is_some() || p.turn_ended);
         p.tracked_sha.is_some()
             && !p.milestone.is_terminal()
-            && !matches!(p.verdict, Some(VerdictKind::Green | VerdictKind::NoRun))
+            && (green_watched
+                || !matches!(p.verdict, Some(VerdictKind::Green | VerdictKind::NoRun)))
             && now >= self.next_poll_ms
     }
 
@@ -628,6 +658,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Feeds a CI answer to the machine, then judges the DONE claims it is fresh for.
     fn ci_answer(&mut self, a: CiAnswer) {
+        if self.land_answer(&a) {
+            return;
+        }
         // The branch head first: a push the worker made since is what CI must be about now.
         let head: ForgeHead = a.head.as_ref().map_err(|e| e.to_string()).cloned();
         // A head read before the last direct read (a push claim's) is stale: it would take
@@ -648,10 +681,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     sha: &a.sha,
                     row: VerdictRow::of(v, runs),
                 };
-                if about_tracked && !self.head_holds_for_green(&a.sha, v.kind) {
-                    // The branch moved on: the verdict is this SHA's record, not the worker's.
-                    self.record(vec![fact]);
-                } else if about_tracked {
+                // A green verdict makes DONE only with the worker's word: a claim (judged
+                // frozen, on an answer sent after it: `judge_done`) or the end of its turn
+                // (the worker is gone: nothing can push under it). So it is applied as it
+                // comes; a head that moved meanwhile was observed above.
+                if about_tracked {
                     let event = Event::Verdict {
                         sha: a.sha.clone(),
                         kind: v.kind,

@@ -131,6 +131,13 @@ impl WorkerProcess {
             .env("ORCH_STATE_DIR", env.state_dir)
             .env("ORCH_CONFIG", env.config_path)
             .env("ORCH_BRANCH", &w.branch)
+            .env(
+                "ORCH_BASE_BRANCH",
+                env.config
+                    .repo(&w.repo)
+                    .map(|r| r.branch.as_str())
+                    .unwrap_or("main"),
+            )
             .env("ORCH_PUSH_REMOTE", &w.remote)
             .env("ORCH_BIN", env.orch_exe)
             .env("ORCH_SESSION_ID", &launch.session_id);

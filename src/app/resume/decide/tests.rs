@@ -58,14 +58,35 @@ fn releases_lock(d: &Decision) -> bool {
         .any(|e| matches!(e, Effect::ReleaseLock { .. }))
 }
 
+/// In `m` after its worker ended its turn (exit 0): its word that the work is done.
+fn ended(m: Milestone) -> Progress {
+    let mut p = progress(m);
+    p.turn_ended = true;
+    p
+}
+
 #[test]
-fn green_is_done_and_releases_the_lock() {
-    let p = progress(Milestone::PushedToCi);
+fn green_with_the_workers_word_is_done_and_releases_the_lock() {
+    let p = ended(Milestone::PushedToCi);
     let d = decide(&contract(), &case(&p, Some(seen(VerdictKind::Green))), NOW);
     assert_eq!(d.action, Action::Done);
     assert_eq!(d.progress.milestone, Milestone::Done);
     assert!(releases_lock(&d));
     assert_eq!(d.respawns, 0);
+}
+
+#[test]
+fn green_without_the_workers_word_goes_to_a_replacement_that_finishes() {
+    let p = progress(Milestone::PushedToCi);
+    let d = decide(&contract(), &case(&p, Some(seen(VerdictKind::Green))), NOW);
+    assert_eq!(d.action, Action::Respawned);
+    assert_eq!(d.progress.milestone, Milestone::PushedToCi);
+    assert_eq!(d.progress.verdict, Some(VerdictKind::Green));
+    assert!(!releases_lock(&d));
+    assert_eq!(d.respawns, 1);
+    let note = resume_note(&d.progress, "it died", 1, 3, &[], &[]);
+    assert!(note.contains("CI is green for aaaaaaa"), "{note}");
+    assert!(note.contains("then report DONE"), "{note}");
 }
 
 #[test]
@@ -87,7 +108,7 @@ fn pending_running_or_unknown_ci_is_followed_by_a_new_supervisor() {
         Some(seen(VerdictKind::Running)),
         None,
     ] {
-        let p = progress(Milestone::PushedToCi);
+        let p = ended(Milestone::PushedToCi);
         let d = decide(&contract(), &case(&p, verdict.clone()), NOW);
         assert_eq!(d.action, Action::Following, "{verdict:?}");
         assert_eq!(d.progress.milestone, Milestone::PushedToCi);
@@ -95,6 +116,12 @@ fn pending_running_or_unknown_ci_is_followed_by_a_new_supervisor() {
         assert_eq!(d.progress.since_ms, NOW);
         assert_eq!(d.progress.last_progress_ms, NOW);
         assert!(!d.progress.warned && !d.progress.extended);
+        // A worker that died mid-turn has a replacement go on beside CI.
+        let p = progress(Milestone::PushedToCi);
+        let d = decide(&contract(), &case(&p, verdict.clone()), NOW);
+        assert_eq!(d.action, Action::Respawned, "{verdict:?}");
+        assert_eq!(d.progress.milestone, Milestone::PushedToCi);
+        assert_eq!(d.respawns, 1);
     }
 }
 
@@ -160,7 +187,12 @@ fn an_unreported_push_counts_as_reported() {
     let mut c = case(&p, Some(seen(VerdictKind::Green)));
     c.unreported_push = Some((sha('a'), T0 + 5));
     let d = decide(&contract(), &c, NOW);
-    assert_eq!(d.action, Action::Done);
+    assert_eq!(
+        d.action,
+        Action::Respawned,
+        "green, but the worker never said DONE"
+    );
+    assert_eq!(d.progress.milestone, Milestone::PushedToCi);
     assert!(matches!(d.events[0], Event::Push { .. }));
     assert_eq!(d.progress.pushed_ms, Some(T0 + 5));
     assert!(d.effects.contains(&Effect::Track { sha: sha('a') }));
@@ -178,9 +210,10 @@ fn an_unreported_push_with_ci_still_running_is_followed() {
     );
     c.unreported_push = Some((sha('b'), T0 + 5));
     let d = decide(&contract(), &c, NOW);
-    assert_eq!(d.action, Action::Following);
+    assert_eq!(d.action, Action::Respawned, "its worker died mid-turn");
+    assert_eq!(d.progress.milestone, Milestone::PushedToCi);
     assert_eq!(d.progress.tracked_sha, Some(sha('b')));
-    assert_eq!(d.respawns, 0);
+    assert_eq!(d.respawns, 1);
 }
 
 #[test]
@@ -310,8 +343,9 @@ fn a_supervisor_is_said_to_have_died_only_when_it_did() {
 #[test]
 fn a_worker_orphaned_while_paused_goes_back_and_is_decided_there() {
     let c = contract();
-    // Paused while PUSHED_TO_CI: back there, then CI decides (green: DONE).
-    let mut p = progress(Milestone::PushedToCi);
+    // Paused while PUSHED_TO_CI after its turn ended: back there, then CI decides (green:
+    // DONE).
+    let mut p = ended(Milestone::PushedToCi);
     let (paused, _) = crate::milestone::step(
         &c,
         "w-1",

@@ -1,0 +1,173 @@
+//! Landing: the phase after DONE in which a verified change is carried to its base branch.
+//! Pure, like the rest of the machine: the supervisor does the git and CI work (`app::
+//! supervisor::land`) and reports what it saw as a [`LandEvent`]; `step` moves the landing and
+//! says when the chain lock may go.
+//!
+//! With `land.policy: merge` the lock of a DONE worker is held until its change is on the base
+//! branch *and* the base branch's CI for that exact commit is green with the sync job
+//! `success`. The base head only ever moves to a commit whose own CI was green (the "not rocket
+//! science" rule): the DONE commit itself when the base has not moved (fast-forward), else an
+//! integration built on the current base head and verified on a landing branch first; the move
+//! is a compare-and-swap on the head the integration was built on.
+//!
+//! ```text
+//! planned ──DONE──▶ pending ──fast-forward / already on base──────────────▶ base_ci ──green──▶ landed
+//!                     │  ▲                                                   │ red
+//!                     │  └─ base moved (CAS lost; attempts left) ◀─┐          ▼
+//!                     └─integration built──▶ verifying ──green + CAS┘──▶   refused
+//!                        │ conflict              │ red
+//!                        ▼                       ▼
+//!                     conflict ◀─────────────────┘      (lock kept, alert: a person acts)
+//! planned ──DONE──▶ waiting (land: none; lock released) ──seen on base──▶ landed
+//! ```
+
+use crate::ci::verdict::VerdictKind;
+use crate::config::{LandConfig, LandMethod, LandPolicy};
+use crate::sha::Sha;
+use serde::{Deserialize, Serialize};
+
+/// Where a worker's change is on its way to the base branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum LandState {
+    /// The worker is not DONE yet.
+    Planned,
+    /// DONE: orch is to move the base branch (fast-forward, or build an integration).
+    Pending,
+    /// An integration of the change and the moved base is on the landing branch; its CI
+    /// decides whether the base may move to it.
+    Verifying,
+    /// The base branch was moved to the change; the base branch's CI for that commit decides.
+    BaseCi,
+    /// On the base branch, its CI green: the chain lock is free.
+    Landed,
+    /// `land: none`: the change waits on its branch until a person merges it.
+    Waiting,
+    /// The change does not merge with the base (or the integration's CI is red): a person
+    /// resolves it; the chain lock is kept.
+    Conflict,
+    /// orch gave up (the base kept moving, the base's CI was red after the move, a push was
+    /// refused): the chain lock is kept for a person.
+    Refused,
+}
+
+impl LandState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandState::Planned => "planned",
+            LandState::Pending => "pending",
+            LandState::Verifying => "verifying",
+            LandState::BaseCi => "base_ci",
+            LandState::Landed => "landed",
+            LandState::Waiting => "waiting",
+            LandState::Conflict => "conflict",
+            LandState::Refused => "refused",
+        }
+    }
+
+    /// orch has landing work to do (a supervisor is needed).
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            LandState::Pending | LandState::Verifying | LandState::BaseCi
+        )
+    }
+}
+
+impl std::fmt::Display for LandState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A worker's landing: the plan it was spawned with and how far it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Landing {
+    pub state: LandState,
+    pub policy: LandPolicy,
+    pub method: LandMethod,
+    pub max_attempts: u32,
+    /// The verified DONE commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_sha: Option<Sha>,
+    /// The integration being verified (on the landing branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<Sha>,
+    /// The base head the candidate was built on: the compare-and-swap's expected value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onto: Option<Sha>,
+    /// The commit the base branch was moved to (or found at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landed: Option<Sha>,
+    /// Integrations built or moves tried.
+    #[serde(default)]
+    pub attempts: u32,
+    /// What happened last, in words (a conflict's files, a refusal's reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Landing {
+    pub fn planned(c: &LandConfig) -> Landing {
+        Landing {
+            state: LandState::Planned,
+            policy: c.policy,
+            method: c.method,
+            max_attempts: c.max_attempts,
+            done_sha: None,
+            candidate: None,
+            onto: None,
+            landed: None,
+            attempts: 0,
+            detail: None,
+        }
+    }
+
+    /// `landed <sha>`, `conflict: …`: one phrase for status lines.
+    pub fn summary(&self) -> String {
+        let short = |s: &Option<Sha>| s.as_ref().map(|s| s.short().to_string());
+        match self.state {
+            LandState::Landed => format!(
+                "landed {}",
+                short(&self.landed).unwrap_or_else(|| "-".into())
+            ),
+            LandState::Verifying => format!(
+                "verifying integration {}",
+                short(&self.candidate).unwrap_or_else(|| "-".into())
+            ),
+            LandState::BaseCi => format!(
+                "base CI for {}",
+                short(&self.landed).unwrap_or_else(|| "-".into())
+            ),
+            LandState::Conflict | LandState::Refused => match &self.detail {
+                Some(d) => format!("{}: {d}", self.state),
+                None => self.state.to_string(),
+            },
+            s => s.to_string(),
+        }
+    }
+}
+
+/// What the supervisor saw while landing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LandEvent {
+    /// The DONE commit is already in the base branch (merged by a person, or by an earlier
+    /// landing that died before it was recorded): `head` is the base head it was found in.
+    OnBase { head: Sha },
+    /// The base was fast-forwarded (compare-and-swap won) to the DONE commit, or moved to a
+    /// verified integration.
+    Moved { to: Sha, how: String },
+    /// An integration was built on base head `onto` and pushed to the landing branch.
+    Built { candidate: Sha, onto: Sha },
+    /// The base moved under the compare-and-swap (or the push was refused): try again.
+    Lost { reason: String },
+    /// The change does not merge with the base head.
+    Conflict { detail: String },
+    /// CI of the integration (Verifying) or of the base branch at the landed commit (BaseCi).
+    Verdict {
+        sha: Sha,
+        kind: VerdictKind,
+        failed_jobs: Vec<String>,
+        detail: String,
+    },
+}

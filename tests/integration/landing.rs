@@ -1,0 +1,369 @@
+//! From DONE to the base branch, on the local forge, with CI that really builds on the
+//! dependencies' base branches: vm's `test` reads core's base branch from the forge and fails
+//! without core's change, net's reads vm's. Scripted workers: `land_worker.sh`.
+
+use crate::support::{Org, RepoSpec, Spec, output_text, poll_until};
+use orch::milestone::{LandState, Milestone};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// core ← vm ← net; each one's `test` needs its dependency's change on the base branch.
+fn org(land: Option<&str>) -> Org {
+    // The forge's bare remotes live under the state directory (root/state/forge).
+    let probe = |dep: &str| {
+        format!(
+            "git --git-dir=\"$(cd ../../../forge && pwd)/{dep}.git\" show main:{dep}.txt | grep -q '{dep} feature'"
+        )
+    };
+    let mut spec = Spec::local("land_worker.sh")
+        .repo(RepoSpec::new("core").standard_ci("true"))
+        .repo(
+            RepoSpec::new("vm")
+                .deps(&["core"])
+                .standard_ci(&probe("core")),
+        )
+        .repo(RepoSpec::new("net").deps(&["vm"]).standard_ci(&probe("vm")));
+    spec.max_parallel = 3;
+    if let Some(l) = land {
+        spec = spec.land(l);
+    }
+    Org::new(spec)
+}
+
+fn wave_file(org: &Org, name: &str) -> PathBuf {
+    let text = format!(
+        "name: {name}\ntasks:\n  - {{id: core-1, repo: core, task: \"core feature\"}}\n  - {{id: vm-1, repo: vm, task: \"vm feature\"}}\n  - {{id: net-1, repo: net, task: \"net feature\"}}\n"
+    );
+    let path = org.root.join(format!("{name}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tick(org: &Org, file: &Path) {
+    let out = org.run(&["wave", "run", file.to_str().unwrap(), "--tick"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+}
+
+fn status(org: &Org, name: &str) -> Value {
+    org.json(&["wave", "status", name, "--json"])
+}
+
+fn bare(org: &Org, repo: &str) -> PathBuf {
+    org.state.join("forge").join(format!("{repo}.git"))
+}
+
+/// The head of `branch` in the forge's remote of `repo`.
+fn forge_head(org: &Org, repo: &str, branch: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare(org, repo))
+        .args(["rev-parse", &format!("refs/heads/{branch}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn is_ancestor(org: &Org, repo: &str, a: &str, b: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare(org, repo))
+        .args(["merge-base", "--is-ancestor", a, b])
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn worker_of(org: &Org, repo: &str) -> orch::store::workers::WorkerRecord {
+    org.workers()
+        .into_iter()
+        .find(|w| w.repo == repo)
+        .unwrap_or_else(|| panic!("no worker on {repo}"))
+}
+
+fn landing_state(w: &orch::store::workers::WorkerRecord) -> Option<LandState> {
+    w.progress.landing.as_ref().map(|l| l.state)
+}
+
+/// The base branch's CI for `sha` is green with the sync job `success`.
+fn assert_base_green(org: &Org, repo: &str, sha: &str) {
+    let v = org.json(&["ci", "status", "--repo", repo, "--sha", sha, "--json"]);
+    assert_eq!(v["verdict"], "green", "{repo} {sha}: {v:#}");
+    let runs = v["runs"].as_array().unwrap();
+    // The worker's branch run (a fast-forward) and the base branch's own, or the landing
+    // branch's and the base's (an integration): every one green with the sync job success.
+    assert!(runs.len() >= 2, "the base branch ran CI for it too: {v:#}");
+    for run in runs {
+        let sync = run["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == "radicle-push")
+            .unwrap_or_else(|| panic!("no sync job: {v:#}"));
+        assert_eq!(sync["status"], "success", "{repo} {sha}: {v:#}");
+    }
+}
+
+#[test]
+fn a_bottom_up_wave_lands_each_change_in_order_and_dependents_build_on_it() {
+    let org = org(None);
+    let base0: Vec<String> = ["core", "vm", "net"]
+        .iter()
+        .map(|r| {
+            // The forge's remote is made at the first spawn; the clone's main is its seed.
+            crate::support::git(&org.clone_path(r), &["rev-parse", "HEAD"])
+                .trim()
+                .to_string()
+        })
+        .collect();
+    let file = wave_file(&org, "up");
+    let v = poll_until(
+        "the wave to finish",
+        Duration::from_secs(180),
+        || {
+            tick(&org, &file);
+            std::thread::sleep(Duration::from_millis(300));
+            let v = status(&org, "up");
+            (v["finished"] == true).then_some(v)
+        },
+        || format!("{:#}", status(&org, "up")),
+    );
+    assert_eq!(v["done"], 3, "{v:#}");
+    let mut landed_at = Vec::new();
+    for (i, repo) in ["core", "vm", "net"].iter().enumerate() {
+        let w = worker_of(&org, repo);
+        assert_eq!(w.milestone(), Milestone::Done);
+        let l = w.progress.landing.clone().expect("a landing");
+        assert_eq!(l.state, LandState::Landed, "{repo}: {l:?}");
+        let done = w.progress.tracked_sha.clone().unwrap();
+        let head = forge_head(&org, repo, "main");
+        // The base was not moved by anyone else: a fast-forward to the verified commit.
+        assert_eq!(
+            head,
+            done.as_str(),
+            "{repo}: base fast-forwarded to the DONE commit"
+        );
+        assert_ne!(head, base0[i]);
+        assert_base_green(&org, repo, &head);
+        assert_eq!(
+            org.lock_of(&w.id),
+            None,
+            "{repo}: lock released after landing"
+        );
+        // The lock went only after the landing (its release names it).
+        let history = org.store().lock_history().unwrap();
+        let rel = history
+            .iter()
+            .find(|h| h.holder == w.id && h.action == "release")
+            .expect("released");
+        assert!(
+            rel.reason.as_deref().unwrap_or("").contains("landed"),
+            "{rel:?}"
+        );
+        landed_at.push((w.created_ms, rel.at_ms));
+        let events: Vec<String> = org
+            .events(&w.id)
+            .into_iter()
+            .filter(|e| e.kind == "landing")
+            .map(|e| e.detail)
+            .collect();
+        assert!(
+            events.iter().any(|e| e.starts_with("pending -> base_ci")),
+            "{events:?}"
+        );
+        assert!(
+            events.iter().any(|e| e.starts_with("base_ci -> landed")),
+            "{events:?}"
+        );
+    }
+    // In order: each dependent started after its upstream had landed, from the landed head.
+    for i in 1..3 {
+        assert!(
+            landed_at[i].0 >= landed_at[i - 1].1,
+            "task {i} started before its upstream landed: {landed_at:?}"
+        );
+    }
+    for repo in ["vm", "net"] {
+        let w = worker_of(&org, repo);
+        let started = std::fs::read_to_string(org.out.join(format!("started-at-{}", w.id)))
+            .unwrap()
+            .trim()
+            .to_string();
+        assert_eq!(
+            started, w.base_sha,
+            "the worktree starts at the base it recorded"
+        );
+    }
+}
+
+#[test]
+fn a_commit_pushed_to_the_base_meanwhile_is_integrated_verified_and_landed() {
+    let org = org(None);
+    let id = org.spawn("core", "core feature [base]", "t-base");
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    let done = w.progress.tracked_sha.clone().unwrap();
+    let head = forge_head(&org, "core", "main");
+    assert_ne!(head, done.as_str(), "an integration, not the DONE commit");
+    assert!(is_ancestor(&org, "core", done.as_str(), &head));
+    assert_eq!(l.landed.as_ref().map(|s| s.as_str()), Some(head.as_str()));
+    assert_eq!(l.attempts, 1);
+    // The integration was verified on its landing branch before the base moved to it.
+    assert_eq!(
+        forge_head(&org, "core", &format!("{}-land", w.branch)),
+        head
+    );
+    assert_base_green(&org, "core", &head);
+    assert_eq!(org.lock_of(&id), None);
+}
+
+#[test]
+fn a_conflict_with_the_base_keeps_the_lock_and_alerts() {
+    let org = org(None);
+    let id = org.spawn("core", "core feature [conflict]", "t-conflict");
+    org.wait_until("the landing to conflict", Duration::from_secs(90), || {
+        let w = org.worker(&id);
+        landing_state(&w) == Some(LandState::Conflict) && !w.supervised(orch::store::now_ms())
+    });
+    let w = org.worker(&id);
+    assert_eq!(w.milestone(), Milestone::Done);
+    let l = w.progress.landing.clone().unwrap();
+    assert!(
+        l.detail.as_deref().unwrap_or("").contains("core.txt"),
+        "the conflicting file is named: {l:?}"
+    );
+    assert_eq!(org.lock_of(&id).as_deref(), Some("core"), "lock kept");
+    let alerts = org.alerts(&id);
+    assert!(
+        alerts.iter().any(|a| a["kind"] == "landing_conflict"),
+        "{alerts:?}"
+    );
+    // The base branch holds only the other commit.
+    let done = w.progress.tracked_sha.unwrap();
+    assert!(!is_ancestor(
+        &org,
+        "core",
+        done.as_str(),
+        &forge_head(&org, "core", "main")
+    ));
+    // A person merges by hand: the change is then on its base branch; the release is audited.
+    let out = org.run(&["release", &id, "--force", "--reason", "merged by hand"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}
+
+#[test]
+fn a_worker_that_pushes_three_times_green_is_not_stopped_until_it_says_done() {
+    let org = org(None);
+    let id = org.spawn("core", "core feature [three]", "t-three");
+    let greens = org.out.join(format!("green-{id}"));
+    org.wait_until("three green pushes", Duration::from_secs(90), || {
+        std::fs::read_to_string(&greens).is_ok_and(|s| s.lines().count() == 3)
+    });
+    let w = org.worker(&id);
+    assert_eq!(
+        w.milestone(),
+        Milestone::PushedToCi,
+        "green, but the worker has not said DONE"
+    );
+    assert!(w.worker_running, "the worker was not stopped");
+    assert_eq!(org.pushes(&id).len(), 3);
+    std::fs::write(org.out.join(format!("release-{id}")), "").unwrap();
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let last = std::fs::read_to_string(&greens).unwrap();
+    let last = last.lines().last().unwrap();
+    assert_eq!(w.progress.tracked_sha.as_ref().unwrap().as_str(), last);
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        last,
+        "the last push landed"
+    );
+}
+
+#[test]
+fn a_worker_that_ends_its_turn_after_a_green_push_is_done_without_the_word() {
+    let org = org(None);
+    let id = org.spawn("core", "core feature [exit]", "t-exit");
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    assert_eq!(w.milestone(), Milestone::Done);
+    assert_eq!(w.exit_code, Some(0));
+    assert_eq!(landing_state(&w), Some(LandState::Landed));
+}
+
+#[test]
+fn with_land_none_the_wave_waits_for_a_person_and_goes_on_once_merged() {
+    let org = org(Some("{policy: none}"));
+    let file = wave_file(&org, "manual");
+    let core = poll_until(
+        "core's task to be DONE",
+        Duration::from_secs(90),
+        || {
+            tick(&org, &file);
+            std::thread::sleep(Duration::from_millis(300));
+            org.workers()
+                .into_iter()
+                .find(|w| w.repo == "core" && w.milestone() == Milestone::Done)
+        },
+        || format!("{:#}", status(&org, "manual")),
+    );
+    assert_eq!(landing_state(&core), Some(LandState::Waiting));
+    assert_eq!(
+        org.lock_of(&core.id),
+        None,
+        "land: none frees the lock at DONE"
+    );
+    // Nothing lands by itself: vm is not started, and status says why.
+    for _ in 0..3 {
+        tick(&org, &file);
+    }
+    assert!(org.workers().iter().all(|w| w.repo != "vm"), "vm waits");
+    let v = status(&org, "manual");
+    let text = v.to_string();
+    assert!(
+        text.contains("land: none") && text.contains(&core.branch),
+        "wave status says why: {v:#}"
+    );
+    // A person merges core's branch.
+    let done = core.progress.tracked_sha.clone().unwrap();
+    let ok = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare(&org, "core"))
+        .args(["update-ref", "refs/heads/main", done.as_str()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let v = poll_until(
+        "the wave to finish",
+        Duration::from_secs(120),
+        || {
+            tick(&org, &file);
+            std::thread::sleep(Duration::from_millis(300));
+            let v = status(&org, "manual");
+            // Merge vm's and net's branches by hand as they come.
+            for repo in ["vm", "net"] {
+                if let Some(w) = org
+                    .workers()
+                    .into_iter()
+                    .find(|w| w.repo == repo && w.milestone() == Milestone::Done)
+                {
+                    let sha = w.progress.tracked_sha.unwrap();
+                    let _ = std::process::Command::new("git")
+                        .arg("--git-dir")
+                        .arg(bare(&org, repo))
+                        .args(["update-ref", "refs/heads/main", sha.as_str()])
+                        .status();
+                }
+            }
+            (v["finished"] == true).then_some(v)
+        },
+        || format!("{:#}", status(&org, "manual")),
+    );
+    assert_eq!(v["done"], 3, "{v:#}");
+    assert_eq!(
+        landing_state(&org.worker(&core.id)),
+        Some(LandState::Landed)
+    );
+}

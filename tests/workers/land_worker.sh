@@ -1,0 +1,53 @@
+#!/bin/sh
+# Landing scenarios (tests/integration/landing.rs). The task names what to do:
+#   "<repo> feature"         write <repo>.txt saying so, push, wait for green, DONE
+#   "... [three]"            three pushes, green each time, then DONE (after the test's release)
+#   "... [exit]"             push, wait for green, end the turn (exit 0) without saying DONE
+#   "... [base]"             a commit lands on the base branch (another file) while it works
+#   "... [conflict]"         a commit lands on the base branch changing <repo>.txt meanwhile
+set -eu
+. "$(dirname "$0")/lib.sh"
+echo "WORKING: $ORCH_TASK"
+git log -1 --format=%H > "$E2E_OUT/started-at-$ORCH_WORKER_ID"
+
+# Someone else's commit on the base branch of the forge, made from a clone of its own.
+base_commit() {
+    tmp=$(mktemp -d)
+    git clone -q "$(git remote get-url "$ORCH_PUSH_REMOTE")" "$tmp/c"
+    (cd "$tmp/c" && printf '%s\n' "$2" > "$1" && git add "$1" && git commit -q -m "base: $1" \
+        && git push -q origin HEAD:"$ORCH_BASE_BRANCH")
+    rm -rf "$tmp"
+}
+
+case "$ORCH_TASK" in
+*"[base]"*) base_commit other.txt "someone else's change" ;;
+*"[conflict]"*) base_commit "$ORCH_REPO.txt" "someone else's version" ;;
+esac
+
+step() {
+    commit "$ORCH_REPO.txt" "$1" "$1"
+    push_head
+    if ! ci_wait "$SHA"; then
+        echo "BLOCKED: CI for $SHA is not green"
+        exit 1
+    fi
+    echo "$SHA" >> "$E2E_OUT/green-$ORCH_WORKER_ID"
+}
+
+case "$ORCH_TASK" in
+*"[three]"*)
+    step "$ORCH_TASK: step 1"
+    step "$ORCH_TASK: step 2"
+    step "$ORCH_TASK: step 3"
+    await_release
+    echo "DONE: three steps, all green"
+    ;;
+*"[exit]"*)
+    step "$ORCH_TASK"
+    exit 0
+    ;;
+*)
+    step "$ORCH_TASK"
+    echo "DONE: $ORCH_REPO all green, radicle-push: success"
+    ;;
+esac

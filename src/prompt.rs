@@ -35,6 +35,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "sync_job",
     "max_fix_attempts",
     "resume",
+    "upstream",
 ];
 
 /// Problems with the project's templates (unreadable, unknown placeholder), for `orch check`.
@@ -97,6 +98,7 @@ mod tests {
             ("sync_job", "radicle-push"),
             ("max_fix_attempts", "5"),
             ("resume", ""),
+            ("upstream", ""),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.to_string()))

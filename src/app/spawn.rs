@@ -206,7 +206,8 @@ pub fn prepare(
         return Ok(outcome);
     };
 
-    if let Err(e) = setup_worktree(config, contract, &repo, &record, &session) {
+    let upstream = upstream_changes(store, config, &repo.name);
+    if let Err(e) = setup_worktree(config, contract, &repo, &record, &session, &upstream) {
         // Nothing ran: undo the lock so the chain is not held by a worker that never existed,
         // and keep the record (FAILED) so the attempt is not lost.
         let msg = format!("spawn failed: {e}");
@@ -235,6 +236,7 @@ fn setup_worktree(
     repo: &crate::config::Repo,
     w: &WorkerRecord,
     session: &Path,
+    upstream: &str,
 ) -> Result<(), String> {
     std::fs::create_dir_all(session).map_err(|e| format!("{}: {e}", session.display()))?;
     gitops::create_worktree(
@@ -246,7 +248,59 @@ fn setup_worktree(
     )
     .map_err(|e| e.to_string())?;
     gitops::set_upstream(&repo.path, &w.branch, &w.remote).map_err(|e| e.to_string())?;
-    render_prompts(config, contract, w, session, "")
+    render_prompts(config, contract, w, session, "", upstream)
+}
+
+/// How many landed upstream changes a prompt names (the contract's handoff: "recent_changes:
+/// last 3 commits in dep chain").
+const UPSTREAM_CHANGES: usize = 3;
+
+/// The changes landed on the repositories `repo` depends on (transitively), newest first, as
+/// the lines a worker's prompt shows: what its base now builds on.
+pub fn upstream_changes(store: &mut Store, config: &Config, repo: &str) -> String {
+    let deps = config.graph.deps(repo);
+    if deps.is_empty() {
+        return String::new();
+    }
+    let Ok(workers) = store.workers() else {
+        return String::new();
+    };
+    let mut landed: Vec<(i64, String)> = workers
+        .iter()
+        .filter(|w| deps.contains(&w.repo))
+        .filter_map(|w| {
+            let l = w.progress.landing.as_ref()?;
+            let sha = l.landed.as_ref().filter(|_| w.progress.change_complete())?;
+            let base = config
+                .repo(&w.repo)
+                .map(|r| r.branch.as_str())
+                .unwrap_or("main");
+            let task = w.task.lines().next().unwrap_or("");
+            Some((
+                w.updated_ms,
+                format!(
+                    "- {}: {} on {base} — \"{}\" (worker {})",
+                    w.repo,
+                    sha.short(),
+                    crate::text::escape(task),
+                    w.id
+                ),
+            ))
+        })
+        .collect();
+    if landed.is_empty() {
+        return String::new();
+    }
+    landed.sort_by_key(|l| std::cmp::Reverse(l.0));
+    let lines: Vec<String> = landed
+        .into_iter()
+        .take(UPSTREAM_CHANGES)
+        .map(|(_, l)| l)
+        .collect();
+    format!(
+        "UPSTREAM: changes landed in your dependencies (your base builds on them), newest first:\n{}\n",
+        lines.join("\n")
+    )
 }
 
 /// Writes `prompt.md` and `ci-guide.md` into the worker's session directory.
@@ -256,6 +310,7 @@ pub fn render_prompts(
     w: &WorkerRecord,
     session: &Path,
     resume: &str,
+    upstream: &str,
 ) -> Result<(), String> {
     let repo = config
         .repo(&w.repo)
@@ -277,6 +332,7 @@ pub fn render_prompts(
             contract.fixing_ci_max_attempts.to_string(),
         ),
         ("resume", resume.to_string()),
+        ("upstream", upstream.to_string()),
     ]
     .into_iter()
     .collect();

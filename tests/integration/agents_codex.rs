@@ -233,6 +233,7 @@ fn spawn_prompt_without_the_task_is_at_most_150_tokens() {
         ("sync_job", "radicle-push"),
         ("max_fix_attempts", "3"),
         ("resume", ""),
+        ("upstream", ""),
     ]
     .into_iter()
     .map(|(k, v)| (k, v.to_string()))

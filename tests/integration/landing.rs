@@ -183,6 +183,32 @@ fn a_bottom_up_wave_lands_each_change_in_order_and_dependents_build_on_it() {
             "task {i} started before its upstream landed: {landed_at:?}"
         );
     }
+    // Each dependent's prompt names the upstream changes it builds on.
+    let core = worker_of(&org, "core");
+    let core_landed = core.progress.landing.unwrap().landed.unwrap();
+    let vm = worker_of(&org, "vm");
+    let prompt = std::fs::read_to_string(org.state.join(&vm.id).join("prompt.md")).unwrap();
+    assert!(
+        prompt.contains("UPSTREAM: changes landed in your dependencies")
+            && prompt.contains(&format!("- core: {} on main", core_landed.short())),
+        "{prompt}"
+    );
+    // orch status shows the landing.
+    let table = String::from_utf8(org.run(&["status"]).stdout).unwrap();
+    assert!(
+        table.contains("LANDING") && table.contains(&format!("landed {}", core_landed.short())),
+        "{table}"
+    );
+    let s = org.json(&["status", "--json"]);
+    let row = s["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == core.id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["landing"]["state"], "landed", "{row:#}");
+    assert_eq!(row["landing"]["landed_sha"], core_landed.as_str());
     for repo in ["vm", "net"] {
         let w = worker_of(&org, repo);
         let started = std::fs::read_to_string(org.out.join(format!("started-at-{}", w.id)))

@@ -269,7 +269,8 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     }
     w.progress = after.clone();
     let session = super::supervisor::session_dir(&l.state_dir, id);
-    super::spawn::render_prompts(&l.config, &l.contract, &w, &session, &told)
+    let upstream = super::spawn::upstream_changes(&mut store, &l.config, &w.repo);
+    super::spawn::render_prompts(&l.config, &l.contract, &w, &session, &told, &upstream)
         .map_err(super::Error::Refused)?;
     let child = start_detached(l, id)?;
     await_handover(&mut store, vec![(id.to_string(), child)], me);
@@ -345,6 +346,11 @@ fn poll_all(
 ) -> HashMap<String, Polled> {
     let mut jobs = Vec::new();
     for w in workers {
+        if w.milestone().is_terminal() {
+            // DONE with a landing to finish: its own CI is settled; the landing asks the
+            // forge itself (and a base-branch run must not be recorded as its push's).
+            continue;
+        }
         let (sha, pushed_ms) = match (found.get(&w.id), &w.progress.tracked_sha) {
             (Some((s, p)), _) => (s.clone(), Some(*p)),
             (None, Some(s)) => (s.clone(), w.progress.pushed_ms),
@@ -481,8 +487,15 @@ fn reconcile(
     w.respawns = d.respawns;
     if let Some(n) = &note {
         let session = super::supervisor::session_dir(&l.state_dir, &w.id);
-        super::spawn::render_prompts(&l.config, &l.contract, &w, &session, n)
-            .map_err(super::Error::Refused)?;
+        super::spawn::render_prompts(
+            &l.config,
+            &l.contract,
+            &w,
+            &session,
+            n,
+            &super::spawn::upstream_changes(store, &l.config, &w.repo),
+        )
+        .map_err(super::Error::Refused)?;
     }
     if let Some(started) = supervisors.filter(|_| keep_lease) {
         let child = start_detached(l, &w.id)?;

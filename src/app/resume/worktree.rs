@@ -50,7 +50,12 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     }
     let session = crate::app::supervisor::session_dir(&l.state_dir, &w.id);
     if !session.join("prompt.md").exists() {
-        let _ = crate::app::spawn::render_prompts(&l.config, &l.contract, w, &session, "");
+        let upstream = l
+            .store()
+            .map(|mut s| crate::app::spawn::upstream_changes(&mut s, &l.config, &w.repo))
+            .unwrap_or_default();
+        let _ =
+            crate::app::spawn::render_prompts(&l.config, &l.contract, w, &session, "", &upstream);
     }
 }
 

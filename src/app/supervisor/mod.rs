@@ -669,6 +669,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if head_fresh {
             self.observe_head(&head);
         }
+        if self.w.progress.milestone.is_terminal() {
+            return; // settled: an answer still in flight at DONE changes nothing
+        }
         let about_tracked = self.w.progress.tracked_sha.as_ref() == Some(&a.sha);
         let failed = a.result.is_err();
         let interval = self.env.config.ci.poll_interval.as_millis() as i64;

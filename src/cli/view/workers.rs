@@ -142,6 +142,48 @@ pub struct WorkerView {
     pub session_id: Option<String>,
     /// `<wave>:<task>` when a wave started it.
     pub wave: Option<String>,
+    /// How its change reaches the base branch (null: a worker from before landing existed).
+    pub landing: Option<LandingView>,
+}
+
+/// A worker's landing (see README, "From DONE to the base branch").
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LandingView {
+    /// planned (not DONE yet), pending, verifying, base_ci, landed, waiting (land: none),
+    /// conflict, refused.
+    pub state: crate::milestone::LandState,
+    /// merge or none.
+    pub policy: String,
+    /// merge, rebase or squash (how an integration is built).
+    pub method: String,
+    /// The verified DONE commit.
+    pub done_sha: Option<Sha>,
+    /// The integration being verified on `orch/<id>-land`.
+    pub candidate_sha: Option<Sha>,
+    /// The commit the base branch was moved to (or found at).
+    pub landed_sha: Option<Sha>,
+    pub attempts: u32,
+    /// What happened last (a conflict's files, a refusal's reason).
+    pub detail: Option<String>,
+    /// One phrase: `landed 1a2b3c4`, `conflict: …`.
+    pub summary: String,
+}
+
+impl LandingView {
+    pub fn of(l: &crate::milestone::Landing) -> Self {
+        LandingView {
+            state: l.state,
+            policy: l.policy.as_str().to_string(),
+            method: l.method.as_str().to_string(),
+            done_sha: l.done_sha.clone(),
+            candidate_sha: l.candidate.clone(),
+            landed_sha: l.landed.clone(),
+            attempts: l.attempts,
+            detail: l.detail.clone(),
+            summary: l.summary(),
+        }
+    }
 }
 
 impl WorkerView {
@@ -171,6 +213,7 @@ impl WorkerView {
             usage: UsageView::of(u),
             session_id: u.and_then(|u| u.session_id.clone()),
             wave,
+            landing: p.landing.as_ref().map(LandingView::of),
         }
     }
 }
@@ -210,8 +253,13 @@ impl StatusView {
                 "SUPERVISOR",
                 "SPENT",
                 "WAVE",
+                "LANDING",
             ]);
             for w in active {
+                let landing = match &w.landing {
+                    Some(l) if w.milestone == Milestone::Done => l.summary.clone(),
+                    _ => "-".into(),
+                };
                 t.row([
                     esc(&w.worker_id).into_owned(),
                     esc(&w.repo).into_owned(),
@@ -225,6 +273,7 @@ impl StatusView {
                     w.supervision.column().to_string(),
                     spent(&w.worker_id),
                     esc(w.wave.as_deref().unwrap_or("-")).into_owned(),
+                    esc(&landing).into_owned(),
                 ]);
             }
             t.right(3);

@@ -14,7 +14,7 @@
 
 use crate::milestone::{Effect, Milestone, Progress};
 use crate::store::workers::{self as ws, AlertRecord, VerdictRow, WorkerRecord};
-use crate::store::{Store, StoreError, holds_lock, now_ms, release_in};
+use crate::store::{LockAttempt, Store, StoreError, holds_lock, now_ms, release_in, try_lock_in};
 use std::path::Path;
 
 /// Who writes, and so which check guards the write.
@@ -67,6 +67,9 @@ pub struct Answer<'a> {
     pub refused: bool,
 }
 
+/// The holder of an operator hold orch takes on a chain a landed change broke.
+pub const BREAKAGE_HOLDER: &str = "hold:orch-downstream";
+
 /// One transition of one worker, or facts alone (`after: None`).
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
@@ -85,6 +88,8 @@ pub struct Entry<'a> {
     pub note: &'a str,
     /// Write the checkpoint file after the commit even if no effect asks for it.
     pub checkpoint: bool,
+    /// The organisation's graph, for an entry that takes a hold (`Effect::HoldChain`).
+    pub graph: Option<&'a crate::graph::RepoGraph>,
 }
 
 impl<'a> Entry<'a> {
@@ -101,6 +106,7 @@ impl<'a> Entry<'a> {
             by,
             note: "",
             checkpoint: false,
+            graph: None,
         }
     }
 
@@ -200,6 +206,31 @@ pub fn commit(
                 Effect::Track { sha } => {
                     let pushed = entry.after.and_then(|p| p.pushed_ms).unwrap_or(now);
                     ws::record_push(tx, id, sha, pushed)?;
+                }
+                Effect::HoldChain { repo, reason } => {
+                    let held = match entry.graph {
+                        Some(g) => try_lock_in(
+                            tx,
+                            g,
+                            repo,
+                            BREAKAGE_HOLDER,
+                            crate::lock::HolderKind::Hold,
+                            Some(reason),
+                            Some(entry.by),
+                        )?,
+                        None => LockAttempt::Blocked(Vec::new()),
+                    };
+                    let detail = match held {
+                        LockAttempt::Acquired(_) => format!("{repo}'s chain held: {reason}"),
+                        LockAttempt::Blocked(b) => format!(
+                            "{repo}'s chain could not be held ({}): {reason}",
+                            b.iter()
+                                .map(|x| x.describe(repo))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        ),
+                    };
+                    ws::add_event(tx, id, "hold", milestone, &detail)?;
                 }
                 Effect::Landing { from, to, detail } => ws::add_event(
                     tx,

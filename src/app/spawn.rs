@@ -68,6 +68,27 @@ fn new_id(repo: &str) -> String {
     )
 }
 
+/// The remote of `repo`'s clone that orch pushes to and CI runs from: the local forge's bare
+/// repository (made and named `orch` in the clone on first use), or the clone's origin.
+pub fn push_remote(
+    config: &Config,
+    state_dir: &Path,
+    repo: &crate::config::Repo,
+) -> Result<String, String> {
+    match config.forge.kind {
+        ForgeKind::Local => {
+            let forge = LocalForge::new(state_dir, config);
+            let bare = forge
+                .ensure_remote(repo)
+                .map_err(|e| format!("local forge for {}: {e}", repo.name))?;
+            gitops::ensure_remote(&repo.path, LOCAL_REMOTE, &bare.display().to_string())
+                .map_err(|e| e.to_string())?;
+            Ok(LOCAL_REMOTE.to_string())
+        }
+        ForgeKind::Forgejo => Ok("origin".to_string()),
+    }
+}
+
 /// Prepares everything a worker needs and records it; does not start any process.
 pub fn prepare(
     config: &Config,
@@ -91,18 +112,7 @@ pub fn prepare(
         return Err(SpawnError::Setup(gap));
     }
     // Where the worker's pushes go, and where CI picks them up.
-    let remote = match config.forge.kind {
-        ForgeKind::Local => {
-            let forge = LocalForge::new(state_dir, config);
-            let bare = forge
-                .ensure_remote(&repo)
-                .map_err(|e| SpawnError::Setup(format!("local forge for {}: {e}", repo.name)))?;
-            gitops::ensure_remote(&repo.path, LOCAL_REMOTE, &bare.display().to_string())
-                .map_err(|e| SpawnError::Setup(e.to_string()))?;
-            LOCAL_REMOTE.to_string()
-        }
-        ForgeKind::Forgejo => "origin".to_string(),
-    };
+    let remote = push_remote(config, state_dir, &repo).map_err(SpawnError::Setup)?;
     // A rate-limited agent gets no new worker before its reset (a wave's next tick retries).
     let agent = config.worker.agent.as_str();
     if let Some((_, why)) =
@@ -147,7 +157,15 @@ pub fn prepare(
         component: req.component.clone(),
         plan: req.plan.clone(),
         progress: Progress {
-            landing: Some(crate::milestone::Landing::planned(&repo.land)),
+            landing: Some(crate::milestone::Landing::planned(
+                &repo.land,
+                // orch checks what it lands: with `land: none` people merge, and check.
+                if repo.land.policy == crate::config::LandPolicy::Merge {
+                    config.dependents_within(&repo.name, config.downstream.depth)
+                } else {
+                    Vec::new()
+                },
+            )),
             ..Progress::new(contract, now)
         },
         branch: branch.clone(),

@@ -148,7 +148,8 @@ fn task_state(w: Option<&WorkerRecord>) -> TaskState {
     {
         // A task is complete when its change is on the base branch: dependents build on it.
         return match w.progress.landing.as_ref().map(|l| l.state) {
-            None | Some(LandState::Landed) => TaskState::Done,
+            // Broken: landed, and a dependent held for a person (its tasks wait on the hold).
+            None | Some(LandState::Landed | LandState::Broken) => TaskState::Done,
             Some(LandState::Conflict | LandState::Refused) => TaskState::Stopped,
             Some(_) => TaskState::Running,
         };
@@ -222,6 +223,7 @@ fn task_label(l: &Loaded, w: &WorkerRecord) -> String {
         .unwrap_or_else(|| "main".into());
     match landing.state {
         LandState::Landed | LandState::Planned => m,
+        LandState::Broken => format!("{m}, {}", landing.summary()),
         LandState::Waiting => format!(
             "{m}, waiting for its change to reach {base}: land: none — merge {} or set land",
             w.branch

@@ -300,6 +300,58 @@ impl LandMethod {
     }
 }
 
+/// `downstream:`: after a change lands on X, X's dependents' CI is run on their base heads
+/// with the new X (up to `depth` levels up the graph; 0: no check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownstreamConfig {
+    pub depth: u32,
+    pub on_breakage: OnBreakage,
+}
+
+impl Default for DownstreamConfig {
+    fn default() -> Self {
+        DownstreamConfig {
+            depth: 1,
+            on_breakage: OnBreakage::Hold,
+        }
+    }
+}
+
+/// What a red dependent after a landing leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnBreakage {
+    /// An operator hold on the broken dependent's chain (nothing starts there until a person
+    /// looks), taken in the transaction that frees the landing's lock.
+    Hold,
+}
+
+impl Config {
+    /// The repositories that depend on `repo` directly or through up to `depth` levels, in
+    /// breadth-first order.
+    pub fn dependents_within(&self, repo: &str, depth: u32) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut frontier = vec![repo.to_string()];
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for r in &self.repos {
+                if r.deps.iter().any(|d| frontier.contains(d))
+                    && r.name != repo
+                    && !out.contains(&r.name)
+                {
+                    out.push(r.name.clone());
+                    next.push(r.name.clone());
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            frontier = next;
+        }
+        out
+    }
+}
+
 /// The landing settings of one repository.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LandConfig {
@@ -333,6 +385,8 @@ pub struct Config {
     pub ci: CiConfig,
     pub worker: WorkerConfig,
     pub alerts: AlertsConfig,
+    /// What orch checks after a change lands.
+    pub downstream: DownstreamConfig,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

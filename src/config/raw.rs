@@ -20,6 +20,8 @@ pub(super) struct RawConfig {
     pub(super) alerts: RawAlerts,
     #[serde(default)]
     pub(super) land: Option<RawLand>,
+    #[serde(default)]
+    pub(super) downstream: Option<RawDownstream>,
     /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
     #[serde(default)]
     pub(super) repos: Option<Spanned<RepoEntries>>,
@@ -70,6 +72,15 @@ pub(super) struct RawLand {
     pub(super) max_attempts: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) on_conflict: Option<Spanned<String>>,
+}
+
+/// `downstream:`: what orch checks after a change lands.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawDownstream {
+    #[serde(default)]
+    pub(super) depth: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) on_breakage: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -410,7 +421,16 @@ impl<'de> Deserialize<'de> for Node {
     }
 }
 
-pub(super) const TOP: &[&str] = &["forge", "ci", "worker", "alerts", "land", "repos"];
+pub(super) const TOP: &[&str] = &[
+    "forge",
+    "ci",
+    "worker",
+    "alerts",
+    "land",
+    "downstream",
+    "repos",
+];
+pub(super) const DOWNSTREAM: &[&str] = &["depth", "on_breakage"];
 pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
@@ -459,6 +479,7 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
             ("", "ci") => walk_map(value, "ci", CI, out, &|_, _, _, _| {}),
             ("", "worker") => walk_map(value, "worker", WORKER, out, &|_, _, _, _| {}),
             ("", "land") => walk_map(value, "land", LAND, out, &|_, _, _, _| {}),
+            ("", "downstream") => walk_map(value, "downstream", DOWNSTREAM, out, &|_, _, _, _| {}),
             ("", "alerts") => match &value.value {
                 Node::Seq(items) => walk_sinks(items, "alerts", out),
                 _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {

@@ -100,6 +100,10 @@ pub(super) const LAND: &[Field] = &[
     ("max_attempts", Shape::Int, Optional),
     ("on_conflict", Shape::Text, Optional),
 ];
+pub(super) const DOWNSTREAM: &[Field] = &[
+    ("depth", Shape::Int, Optional),
+    ("on_breakage", Shape::Text, Optional),
+];
 pub(super) const REPO_CI: &[Field] = &[("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty)];
 pub(super) const REPO: &[Field] = &[
     ("path", Shape::Text, Optional),
@@ -114,6 +118,7 @@ pub(super) const TOP: &[Field] = &[
     ("worker", Shape::Map(WORKER), Optional),
     ("alerts", Shape::Alerts, Optional),
     ("land", Shape::Map(LAND), Optional),
+    ("downstream", Shape::Map(DOWNSTREAM), Optional),
     ("repos", Shape::Repos, Required),
 ];
 

@@ -1,10 +1,12 @@
 //! Validation: turns the raw shapes into a [`Config`], collecting every problem with its position.
 
-use super::raw::{RawAlerts, RawCi, RawConfig, RawJob, RawLand, RawWebhook, RawWorker, pos};
+use super::raw::{
+    RawAlerts, RawCi, RawConfig, RawDownstream, RawJob, RawLand, RawWebhook, RawWorker, pos,
+};
 use super::{
-    Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, ForgeConfig, ForgeKind,
-    GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod, LandPolicy, Repo, SinkKind,
-    WorkerConfig,
+    Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, DownstreamConfig, ForgeConfig,
+    ForgeKind, GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod, LandPolicy,
+    OnBreakage, Repo, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -194,6 +196,8 @@ pub(super) fn validate(
         &raw_land,
         LandConfig::default_for(forge.kind),
     );
+
+    let downstream = validate_downstream(&mut c, &raw.downstream.unwrap_or_default());
 
     // worker
     let w = raw.worker.unwrap_or(RawWorker {
@@ -445,6 +449,7 @@ pub(super) fn validate(
             ci,
             worker,
             alerts,
+            downstream,
             repos,
             graph,
         })
@@ -453,6 +458,40 @@ pub(super) fn validate(
         diags.sort();
         Err(diags)
     }
+}
+
+fn validate_downstream(c: &mut Check, raw: &RawDownstream) -> DownstreamConfig {
+    let mut d = DownstreamConfig::default();
+    if let Some(v) = &raw.depth {
+        if v.value < 0 {
+            c.err(
+                pos(v),
+                format!(
+                    "downstream.depth must be 0 (no check) or more, got {}",
+                    v.value
+                ),
+            );
+        } else {
+            d.depth = v.value as u32;
+        }
+    }
+    if let Some(o) = &raw.on_breakage {
+        match o.value.as_str() {
+            "hold" => d.on_breakage = OnBreakage::Hold,
+            "fix" | "revert" => c.err(
+                pos(o),
+                format!(
+                    "downstream.on_breakage {} is not supported by this orch yet; use hold (an operator hold on the broken chain, with an alert)",
+                    o.value
+                ),
+            ),
+            other => c.err(
+                pos(o),
+                format!("downstream.on_breakage must be hold, got \"{other}\""),
+            ),
+        }
+    }
+    d
 }
 
 /// One `land:` mapping over `base` (the defaults, or the organisation's for a repository).

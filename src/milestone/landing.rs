@@ -39,8 +39,14 @@ pub enum LandState {
     Verifying,
     /// The base branch was moved to the change; the base branch's CI for that commit decides.
     BaseCi,
-    /// On the base branch, its CI green: the chain lock is free.
+    /// On the base branch with its CI green; the dependents' CI runs on their base heads
+    /// with the new upstream (`downstream.depth`). The lock is still held.
+    Downstream,
+    /// On the base branch, its CI green (and its dependents' too): the chain lock is free.
     Landed,
+    /// Landed, but a dependent's CI is red on it: `downstream_breakage` alert, an operator hold
+    /// on that dependent's chain (`downstream.on_breakage: hold`); the change's own lock is free.
+    Broken,
     /// `land: none`: the change waits on its branch until a person merges it.
     Waiting,
     /// The change does not merge with the base (or the integration's CI is red): a person
@@ -58,7 +64,9 @@ impl LandState {
             LandState::Pending => "pending",
             LandState::Verifying => "verifying",
             LandState::BaseCi => "base_ci",
+            LandState::Downstream => "downstream",
             LandState::Landed => "landed",
+            LandState::Broken => "broken",
             LandState::Waiting => "waiting",
             LandState::Conflict => "conflict",
             LandState::Refused => "refused",
@@ -69,7 +77,7 @@ impl LandState {
     pub fn is_active(self) -> bool {
         matches!(
             self,
-            LandState::Pending | LandState::Verifying | LandState::BaseCi
+            LandState::Pending | LandState::Verifying | LandState::BaseCi | LandState::Downstream
         )
     }
 }
@@ -105,10 +113,27 @@ pub struct Landing {
     /// What happened last, in words (a conflict's files, a refusal's reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The dependents checked after the landing (planned at spawn from `downstream.depth`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub downstream: Vec<DownstreamCheck>,
+}
+
+/// One dependent's CI on its base head with the landed change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DownstreamCheck {
+    pub repo: String,
+    /// The dependent's base head that was verified (pushed to a verification branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha: Option<Sha>,
+    /// None until its CI decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictKind>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_jobs: Vec<String>,
 }
 
 impl Landing {
-    pub fn planned(c: &LandConfig) -> Landing {
+    pub fn planned(c: &LandConfig, dependents: Vec<String>) -> Landing {
         Landing {
             state: LandState::Planned,
             policy: c.policy,
@@ -120,6 +145,15 @@ impl Landing {
             landed: None,
             attempts: 0,
             detail: None,
+            downstream: dependents
+                .into_iter()
+                .map(|repo| DownstreamCheck {
+                    repo,
+                    sha: None,
+                    verdict: None,
+                    failed_jobs: Vec::new(),
+                })
+                .collect(),
         }
     }
 
@@ -139,7 +173,19 @@ impl Landing {
                 "base CI for {}",
                 short(&self.landed).unwrap_or_else(|| "-".into())
             ),
-            LandState::Conflict | LandState::Refused => match &self.detail {
+            LandState::Downstream => {
+                let done = self
+                    .downstream
+                    .iter()
+                    .filter(|d| d.verdict.is_some())
+                    .count();
+                format!(
+                    "landed {}; dependents' CI {done}/{}",
+                    short(&self.landed).unwrap_or_else(|| "-".into()),
+                    self.downstream.len()
+                )
+            }
+            LandState::Conflict | LandState::Refused | LandState::Broken => match &self.detail {
                 Some(d) => format!("{}: {d}", self.state),
                 None => self.state.to_string(),
             },
@@ -163,6 +209,16 @@ pub enum LandEvent {
     Lost { reason: String },
     /// The change does not merge with the base head.
     Conflict { detail: String },
+    /// A dependent's base head `sha` was pushed to its verification branch (its CI runs).
+    CheckStarted { repo: String, sha: Sha },
+    /// A dependent's CI decided.
+    CheckVerdict {
+        repo: String,
+        sha: Sha,
+        kind: VerdictKind,
+        failed_jobs: Vec<String>,
+        detail: String,
+    },
     /// CI of the integration (Verifying) or of the base branch at the landed commit (BaseCi).
     Verdict {
         sha: Sha,

@@ -159,7 +159,7 @@ impl Progress {
             && self
                 .landing
                 .as_ref()
-                .is_none_or(|l| l.state == LandState::Landed)
+                .is_none_or(|l| matches!(l.state, LandState::Landed | LandState::Broken))
     }
 
     pub fn new(contract: &Contract, now: i64) -> Progress {
@@ -370,6 +370,12 @@ pub enum Effect {
     },
     /// DONE with a landing to do: the supervisor carries the change to the base branch.
     Land,
+    /// Take an operator hold on `repo`'s chain (downstream breakage), after this entry's lock
+    /// release, in the same transaction.
+    HoldChain {
+        repo: String,
+        reason: String,
+    },
     /// The landing moved (recorded as an event, shown in views).
     Landing {
         from: LandState,
@@ -387,7 +393,7 @@ mod landing;
 mod line;
 mod step;
 
-pub use landing::{LandEvent, LandState, Landing};
+pub use landing::{DownstreamCheck, LandEvent, LandState, Landing};
 pub use line::{LineSignal, parse_line, sha_in};
 pub use step::step;
 #[cfg(test)]

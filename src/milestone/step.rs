@@ -667,6 +667,89 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
                 ),
             ));
         }
+        LandEvent::CheckStarted { repo, sha } => {
+            if let Some(d) = l.downstream.iter_mut().find(|d| &d.repo == repo)
+                && l.state == LandState::Downstream
+            {
+                d.sha = Some(sha.clone());
+                d.verdict = None;
+                fx.push(Effect::Checkpoint);
+            }
+        }
+        LandEvent::CheckVerdict {
+            repo,
+            sha,
+            kind,
+            failed_jobs,
+            detail,
+        } => {
+            if l.state != LandState::Downstream || !kind.is_terminal() {
+                return;
+            }
+            let landed = l.landed.clone().unwrap_or_else(|| sha.clone());
+            let Some(d) = l
+                .downstream
+                .iter_mut()
+                .find(|d| &d.repo == repo && d.sha.as_ref() == Some(sha))
+            else {
+                return;
+            };
+            d.verdict = Some(*kind);
+            d.failed_jobs = failed_jobs.clone();
+            if *kind != VerdictKind::Green {
+                l.state = LandState::Broken;
+                let jobs = if failed_jobs.is_empty() {
+                    detail.clone()
+                } else {
+                    failed_jobs.join(", ")
+                };
+                let why = format!(
+                    "{repo} is red on its base head {} with {} landed ({jobs})",
+                    sha.short(),
+                    landed.short()
+                );
+                note(l, why.clone());
+                fx.push(alert(
+                    Severity::Critical,
+                    "downstream_breakage",
+                    format!(
+                        "worker {worker}'s change {} broke {repo}: its CI on its base head {} is red ({jobs}); {repo}'s chain is held (`orch unhold {repo}` once it is fixed), the change stays landed",
+                        landed.short(),
+                        sha.short()
+                    ),
+                ));
+                // The change's lock goes and the hold on the broken chain comes in one
+                // transaction: nothing starts on the dependent in between.
+                fx.push(Effect::ReleaseLock {
+                    reason: format!("DONE and landed {landed}; {repo} broke on it: held"),
+                });
+                fx.push(Effect::HoldChain {
+                    repo: repo.clone(),
+                    reason: format!(
+                        "downstream breakage: {} broke {repo} ({jobs})",
+                        landed.short()
+                    ),
+                });
+            } else if l
+                .downstream
+                .iter()
+                .all(|d| d.verdict == Some(VerdictKind::Green))
+            {
+                l.state = LandState::Landed;
+                note(
+                    l,
+                    format!(
+                        "landed {}: base branch and dependents' CI green",
+                        landed.short()
+                    ),
+                );
+                fx.push(Effect::ReleaseLock {
+                    reason: format!(
+                        "DONE and landed: base branch CI green for {landed}, dependents green"
+                    ),
+                });
+            }
+        }
         LandEvent::Verdict {
             sha,
             kind,
@@ -695,6 +778,19 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
                     "landing_conflict",
                     format!("worker {worker}: {why}; the chain lock is kept for a person"),
                 ));
+            }
+            (LandState::BaseCi, VerdictKind::Green) if !l.downstream.is_empty() => {
+                // The dependents are checked against it before the chain is free.
+                l.state = LandState::Downstream;
+                let repos: Vec<&str> = l.downstream.iter().map(|d| d.repo.as_str()).collect();
+                note(
+                    l,
+                    format!(
+                        "landed {}: base branch CI green; checking {} on it",
+                        sha.short(),
+                        repos.join(", ")
+                    ),
+                );
             }
             (LandState::BaseCi, VerdictKind::Green) => {
                 l.state = LandState::Landed;

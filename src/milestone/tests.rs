@@ -828,3 +828,246 @@ fn deadlock_indicators_alert_and_say_what_happens_next() {
         "{fx:?}"
     );
 }
+
+mod landing {
+    use super::*;
+    use crate::config::{LandConfig, LandPolicy};
+
+    fn sha(c: char) -> crate::sha::Sha {
+        c.to_string().repeat(40).into()
+    }
+
+    fn pushed_with(policy: LandPolicy, dependents: &[&str]) -> Progress {
+        let mut c = LandConfig::default_for(crate::config::ForgeKind::Local);
+        c.policy = policy;
+        let mut p = ended(PushedToCi);
+        p.landing = Some(Landing::planned(
+            &c,
+            dependents.iter().map(|s| s.to_string()).collect(),
+        ));
+        p
+    }
+
+    fn land(p: &Progress, e: LandEvent) -> (Progress, Vec<Effect>) {
+        step(&contract(), "w", p, &Event::Land(e), T0)
+    }
+
+    fn releases(fx: &[Effect]) -> bool {
+        fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. }))
+    }
+
+    fn green(s: crate::sha::Sha) -> LandEvent {
+        LandEvent::Verdict {
+            sha: s,
+            kind: VerdictKind::Green,
+            failed_jobs: vec![],
+            detail: "ok".into(),
+        }
+    }
+
+    #[test]
+    fn merge_holds_the_lock_from_done_until_the_base_branch_is_green() {
+        let p = pushed_with(LandPolicy::Merge, &[]);
+        let (p, fx) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        assert_eq!(p.milestone, Done);
+        assert!(fx.contains(&Effect::Land));
+        assert!(
+            !releases(&fx),
+            "no release at DONE: the change must land first"
+        );
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Pending);
+        assert!(p.landing_active() && !p.change_complete());
+        // Fast-forward, then the base branch's CI.
+        let moved = LandEvent::Moved {
+            to: sha('a'),
+            how: "fast-forward".into(),
+        };
+        let (p, fx) = land(&p, moved);
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
+        assert!(!releases(&fx));
+        // A verdict about another commit changes nothing.
+        let (p, fx) = land(&p, green(sha('b')));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
+        assert!(fx.is_empty());
+        let (p, fx) = land(&p, green(sha('a')));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Landed);
+        assert!(releases(&fx));
+        assert!(p.change_complete() && !p.landing_active());
+        // Nothing moves a landed change.
+        let (q, fx) = land(&p, green(sha('a')));
+        assert_eq!(q, p);
+        assert!(fx.is_empty());
+    }
+
+    #[test]
+    fn none_releases_at_done_and_lands_when_seen_on_the_base() {
+        let p = pushed_with(LandPolicy::None, &[]);
+        let (p, fx) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        assert!(releases(&fx));
+        assert!(!fx.contains(&Effect::Land));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Waiting);
+        assert!(!p.change_complete() && !p.landing_active());
+        let (p, fx) = land(&p, LandEvent::OnBase { head: sha('c') });
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Landed);
+        assert!(!releases(&fx), "released already");
+        assert!(p.change_complete());
+    }
+
+    #[test]
+    fn a_lost_compare_and_swap_integrates_again_until_attempts_run_out() {
+        let mut p = pushed_with(LandPolicy::Merge, &[]);
+        p.landing.as_mut().unwrap().max_attempts = 2;
+        let (mut p, _) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        for attempt in 1..=2 {
+            let built = LandEvent::Built {
+                candidate: sha('m'),
+                onto: sha('b'),
+            };
+            let (q, _) = land(&p, built);
+            assert_eq!(q.landing.as_ref().unwrap().attempts, attempt);
+            let (q, fx) = land(
+                &q,
+                LandEvent::Lost {
+                    reason: "main moved".into(),
+                },
+            );
+            p = q;
+            if attempt < 2 {
+                assert_eq!(p.landing.as_ref().unwrap().state, LandState::Pending);
+                assert!(fx.iter().all(|e| !matches!(e, Effect::Alert { .. })));
+            } else {
+                assert_eq!(p.landing.as_ref().unwrap().state, LandState::Refused);
+                assert!(
+                    fx.iter().any(
+                        |e| matches!(e, Effect::Alert { kind, .. } if kind == "landing_refused")
+                    )
+                );
+                assert!(!releases(&fx), "a refusal keeps the lock for a person");
+            }
+        }
+    }
+
+    #[test]
+    fn a_red_integration_or_a_conflict_keeps_the_lock_with_an_alert() {
+        let p = pushed_with(LandPolicy::Merge, &[]);
+        let (p, _) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        let (c, fx) = land(
+            &p,
+            LandEvent::Conflict {
+                detail: "x.txt".into(),
+            },
+        );
+        assert_eq!(c.landing.as_ref().unwrap().state, LandState::Conflict);
+        assert!(!releases(&fx));
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::Alert { kind, .. } if kind == "landing_conflict"))
+        );
+        let (v, _) = land(
+            &p,
+            LandEvent::Built {
+                candidate: sha('m'),
+                onto: sha('b'),
+            },
+        );
+        let red = LandEvent::Verdict {
+            sha: sha('m'),
+            kind: VerdictKind::Red,
+            failed_jobs: vec!["test".into()],
+            detail: "red".into(),
+        };
+        let (v, fx) = land(&v, red);
+        assert_eq!(v.landing.as_ref().unwrap().state, LandState::Conflict);
+        assert!(!releases(&fx));
+    }
+
+    #[test]
+    fn a_red_dependent_releases_the_lock_and_holds_its_chain_in_that_order() {
+        let p = pushed_with(LandPolicy::Merge, &["vm", "os"]);
+        let (p, _) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        let moved = LandEvent::Moved {
+            to: sha('a'),
+            how: "fast-forward".into(),
+        };
+        let (p, _) = land(&p, moved);
+        let (p, fx) = land(&p, green(sha('a')));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Downstream);
+        assert!(!releases(&fx), "the dependents are checked under the lock");
+        assert!(p.landing_active());
+        let started = |p: &Progress, repo: &str, c: char| {
+            land(
+                p,
+                LandEvent::CheckStarted {
+                    repo: repo.into(),
+                    sha: sha(c),
+                },
+            )
+            .0
+        };
+        let p = started(&p, "vm", 'v');
+        let p = started(&p, "os", 'o');
+        let check = |repo: &str, c: char, kind| LandEvent::CheckVerdict {
+            repo: repo.into(),
+            sha: sha(c),
+            kind,
+            failed_jobs: if kind == VerdictKind::Red {
+                vec!["test".into()]
+            } else {
+                vec![]
+            },
+            detail: String::new(),
+        };
+        // A verdict for a commit that was not the one checked is ignored.
+        let (q, fx) = land(&p, check("vm", 'x', VerdictKind::Red));
+        assert_eq!(q, p);
+        assert!(fx.is_empty());
+        let (p, fx) = land(&p, check("vm", 'v', VerdictKind::Green));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Downstream);
+        assert!(!releases(&fx));
+        let (p, fx) = land(&p, check("os", 'o', VerdictKind::Red));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Broken);
+        assert!(p.change_complete(), "the change is landed; os is held");
+        let release = fx
+            .iter()
+            .position(|e| matches!(e, Effect::ReleaseLock { .. }));
+        let hold = fx
+            .iter()
+            .position(|e| matches!(e, Effect::HoldChain { repo, .. } if repo == "os"));
+        assert!(
+            release.is_some() && hold.is_some() && release < hold,
+            "released, then held, in one entry: {fx:?}"
+        );
+        assert!(fx.iter().any(|e| matches!(e, Effect::Alert { kind, message, .. }
+            if kind == "downstream_breakage" && message.contains("aaaaaaa") && message.contains("test"))));
+    }
+}

@@ -16,14 +16,17 @@ fn org(land: Option<&str>) -> Org {
             "git --git-dir=\"$(cd ../../../forge && pwd)/{dep}.git\" show main:{dep}.txt | grep -q '{dep} feature'"
         )
     };
+    // vm also refuses a core that says "breaking" (the downstream breakage scenario).
+    let vm_test = format!(
+        "{} && ! git --git-dir=\"$(cd ../../../forge && pwd)/core.git\" show main:core.txt | grep -q breaking",
+        probe("core")
+    );
     let mut spec = Spec::local("land_worker.sh")
         .repo(RepoSpec::new("core").standard_ci("true"))
-        .repo(
-            RepoSpec::new("vm")
-                .deps(&["core"])
-                .standard_ci(&probe("core")),
-        )
-        .repo(RepoSpec::new("net").deps(&["vm"]).standard_ci(&probe("vm")));
+        .repo(RepoSpec::new("vm").deps(&["core"]).standard_ci(&vm_test))
+        .repo(RepoSpec::new("net").deps(&["vm"]).standard_ci(&probe("vm")))
+        // orch's default: each landing checks its direct dependents.
+        .downstream(None);
     spec.max_parallel = 3;
     if let Some(l) = land {
         spec = spec.land(l);
@@ -171,10 +174,13 @@ fn a_bottom_up_wave_lands_each_change_in_order_and_dependents_build_on_it() {
             events.iter().any(|e| e.starts_with("pending -> base_ci")),
             "{events:?}"
         );
-        assert!(
-            events.iter().any(|e| e.starts_with("base_ci -> landed")),
-            "{events:?}"
-        );
+        // core and vm have a dependent checked on their landed change first; net has none.
+        let last = if *repo == "net" {
+            "base_ci -> landed"
+        } else {
+            "downstream -> landed"
+        };
+        assert!(events.iter().any(|e| e.starts_with(last)), "{events:?}");
     }
     // In order: each dependent started after its upstream had landed, from the landed head.
     for i in 1..3 {
@@ -392,4 +398,74 @@ fn with_land_none_the_wave_waits_for_a_person_and_goes_on_once_merged() {
         landing_state(&org.worker(&core.id)),
         Some(LandState::Landed)
     );
+}
+
+#[test]
+fn a_landed_change_that_breaks_a_dependent_is_caught_alerted_and_held() {
+    let org = org(None);
+    // vm's base must carry core's feature for vm's CI to be green at all: land one first.
+    let first = org.spawn("core", "core feature", "t-first");
+    org.wait_done(&first);
+    let first_w = org.worker(&first);
+    let l = first_w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    // Its dependent was checked against it, green.
+    assert_eq!(l.downstream.len(), 1);
+    assert_eq!(l.downstream[0].repo, "vm");
+    assert_eq!(
+        l.downstream[0].verdict,
+        Some(orch::ci::verdict::VerdictKind::Green),
+        "{l:?}"
+    );
+    // vm's base head ran CI on a verification branch, never a new commit on vm's base.
+    let vm_base = forge_head(&org, "vm", "main");
+    assert_eq!(l.downstream[0].sha.as_ref().unwrap().as_str(), vm_base);
+    assert_eq!(
+        forge_head(&org, "vm", &format!("orch/verify/{first}")),
+        vm_base
+    );
+
+    // Now a change that breaks vm.
+    let id = org.spawn("core", "core feature, breaking", "t-break");
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, LandState::Broken, "{l:?}");
+    let landed = l.landed.clone().unwrap();
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        landed.as_str(),
+        "the change stays landed"
+    );
+    assert_eq!(
+        l.downstream[0].failed_jobs,
+        vec!["test".to_string()],
+        "{l:?}"
+    );
+    let alerts = org.alerts(&id);
+    let a = alerts
+        .iter()
+        .find(|a| a["kind"] == "downstream_breakage")
+        .unwrap_or_else(|| panic!("{alerts:?}"));
+    let msg = a["message"].as_str().unwrap();
+    assert!(
+        msg.contains(landed.short()) && msg.contains("vm") && msg.contains("test"),
+        "{msg}"
+    );
+    // core's own lock went; vm's chain is held for a person, in the same transaction.
+    assert_eq!(org.lock_of(&id), None);
+    let s = org.json(&["status", "--json"]);
+    let holds: Vec<&Value> = s["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["holder"] == "hold:orch-downstream")
+        .collect();
+    assert_eq!(holds.len(), 1, "{s:#}");
+    assert_eq!(holds[0]["repo"], "vm");
+    // Nothing starts on vm while it is held.
+    let out = org.run(&["can-spawn", "vm"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let out = org.run(&["unhold", "vm"]);
+    assert!(out.status.success(), "{}", output_text(&out));
 }

@@ -476,6 +476,9 @@ pub struct Spec {
     pub worker_section: Option<String>,
     /// The top-level `land:` mapping (flow YAML, e.g. `{policy: none}`); None: orch's default.
     pub land: Option<String>,
+    /// The top-level `downstream:` mapping; the harness's default `{depth: 0}` (no dependents'
+    /// CI after a landing) keeps other suites' CI runs their own; None: orch's default.
+    pub downstream: Option<String>,
 }
 
 impl Spec {
@@ -499,6 +502,7 @@ impl Spec {
             contract_keys: Vec::new(),
             worker_section: None,
             land: None,
+            downstream: Some("{depth: 0}".into()),
         }
     }
 
@@ -550,6 +554,12 @@ impl Spec {
 
     pub fn ci(mut self, ci: Ci) -> Spec {
         self.ci = ci;
+        self
+    }
+
+    /// `downstream:` as written (None: orch's default).
+    pub fn downstream(mut self, downstream: Option<&str>) -> Spec {
+        self.downstream = downstream.map(str::to_string);
         self
     }
 
@@ -698,6 +708,9 @@ impl Org {
         }
         if let Some(land) = &spec.land {
             yaml.push_str(&format!("land: {land}\n"));
+        }
+        if let Some(d) = &spec.downstream {
+            yaml.push_str(&format!("downstream: {d}\n"));
         }
         yaml.push_str("repos:\n");
         for r in &spec.repos {

@@ -69,6 +69,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         let text = outcome.to_string();
         let mut entry = Entry::new(&self.w, "orch").step(&after, &effects);
+        entry.graph = Some(&self.env.config.graph);
         entry.facts = facts;
         entry.answer = request.map(|r| Answer {
             request: r,
@@ -116,6 +117,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 Effect::Land => self.next_land_ms = 0,
                 // Durable effects: carried out by the journal.
                 Effect::Landing { .. }
+                | Effect::HoldChain { .. }
                 | Effect::Violation { .. }
                 | Effect::Alert { .. }
                 | Effect::ResolveAlert { .. }

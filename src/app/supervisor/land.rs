@@ -43,6 +43,23 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.next_land_ms = now + LAND_EVERY_MS;
                 self.land_move(&l);
             }
+            LandState::Downstream => {
+                if !self.ci.idle() {
+                    return;
+                }
+                self.next_land_ms = now + every;
+                if let Some(d) = l.downstream.iter().find(|d| d.sha.is_none()) {
+                    let repo = d.repo.clone();
+                    self.check_start(&repo);
+                } else if let Some(d) = l.downstream.iter().find(|d| d.verdict.is_none())
+                    && let (Some(sha), Some(repo)) =
+                        (d.sha.clone(), self.env.config.repo(&d.repo).cloned())
+                {
+                    self.follower.forget(&repo.name, &sha);
+                    let branch = self.verify_branch();
+                    self.ci.ask(repo, sha, &branch, None);
+                }
+            }
             LandState::Verifying | LandState::BaseCi => {
                 let (sha, branch) = match l.state {
                     LandState::Verifying => (l.candidate.clone(), self.land_branch()),
@@ -75,11 +92,72 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             .unwrap_or_else(|| "main".into())
     }
 
+    /// The branch a dependent's base head is pushed to for its CI to run with this change.
+    fn verify_branch(&self) -> String {
+        format!("orch/verify/{}", self.w.id)
+    }
+
+    /// Downstream: pushes dependent `dep`'s base head (fetched from the forge) to its
+    /// verification branch, so that its CI runs with the landed upstream — never a new commit
+    /// on the dependent's base.
+    fn check_start(&mut self, dep: &str) {
+        let Some(repo) = self.env.config.repo(dep).cloned() else {
+            return;
+        };
+        let remote =
+            match crate::app::spawn::push_remote(self.env.config, self.env.state_dir, &repo) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(worker = %self.w.id, dep, error = %e, "downstream: no remote");
+                    return;
+                }
+            };
+        if let Err(e) = gitops::fetch(&repo.path, &remote) {
+            tracing::warn!(worker = %self.w.id, dep, error = %e, "downstream: fetch failed");
+            return;
+        }
+        let Ok(head) = gitops::base_sha(&repo.path, &remote, &repo.branch) else {
+            return;
+        };
+        let branch = self.verify_branch();
+        if let Err(e) = gitops::push_commit(&repo.path, &remote, &head, &branch, None) {
+            tracing::warn!(worker = %self.w.id, dep, error = %e, "downstream: push failed");
+            return;
+        }
+        let event = LandEvent::CheckStarted {
+            repo: dep.to_string(),
+            sha: Sha::from(head),
+        };
+        self.apply(Event::Land(event), None, Vec::new());
+    }
+
     /// Whether `a` answers a landing question (then it is the landing's, not the worker's).
     pub(super) fn land_answer(&mut self, a: &CiAnswer) -> bool {
         let Some(l) = self.w.progress.landing.clone() else {
             return false;
         };
+        if l.state == LandState::Downstream && self.w.progress.landing_active() {
+            let Some(d) = l
+                .downstream
+                .iter()
+                .find(|d| d.sha.as_ref() == Some(&a.sha) && d.verdict.is_none())
+            else {
+                return false;
+            };
+            if let Ok((v, _)) = &a.result
+                && v.kind.is_terminal()
+            {
+                let event = LandEvent::CheckVerdict {
+                    repo: d.repo.clone(),
+                    sha: a.sha.clone(),
+                    kind: v.kind,
+                    failed_jobs: v.failed_jobs.clone(),
+                    detail: v.detail.clone(),
+                };
+                self.apply(Event::Land(event), None, Vec::new());
+            }
+            return true;
+        }
         let asked = match l.state {
             LandState::Verifying => l.candidate.as_ref(),
             LandState::BaseCi => l.landed.as_ref(),

@@ -469,3 +469,115 @@ fn a_landed_change_that_breaks_a_dependent_is_caught_alerted_and_held() {
     let out = org.run(&["unhold", "vm"]);
     assert!(out.status.success(), "{}", output_text(&out));
 }
+
+/// core alone, whose CI waits at a gate for runs of the base branch and of landing branches
+/// (the worker's own branch runs at once): a landing stops where the test wants it.
+fn gated_org() -> Org {
+    let spec = Spec::local("land_worker.sh").repo(RepoSpec::new("core").standard_ci(
+        "case \"$ORCH_CI_REF\" in refs/heads/main|refs/heads/orch/*-land) \
+         while [ ! -e \"$(cd ../../../.. && pwd)/ctl/gates/core\" ]; do sleep 0.05; done;; esac; true",
+    ));
+    Org::new(spec)
+}
+
+fn landing_of(org: &Org, id: &str) -> orch::milestone::Landing {
+    org.worker(id).progress.landing.unwrap()
+}
+
+/// How many times the base branch of `repo` was moved by orch (its `landing` events).
+fn base_moves(org: &Org, id: &str) -> usize {
+    org.events(id)
+        .iter()
+        .filter(|e| e.kind == "landing" && e.detail.contains("base moved to"))
+        .count()
+}
+
+#[test]
+fn killed_while_its_integration_is_verified_resume_finishes_the_landing_once() {
+    let org = gated_org();
+    let id = org.spawn("core", "core feature [base]", "t-kill-verify");
+    org.wait_until(
+        "the integration under verification",
+        Duration::from_secs(60),
+        || landing_of(&org, &id).state == LandState::Verifying,
+    );
+    org.kill_supervisor(&id);
+    assert_eq!(
+        org.lock_of(&id).as_deref(),
+        Some("core"),
+        "the lock outlives the kill"
+    );
+    let answer = org.resume();
+    let r = crate::support::resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["action"], "following", "{r}");
+    org.open_gate("core");
+    org.wait_done(&id);
+    let l = landing_of(&org, &id);
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    assert_eq!(l.attempts, 1, "the integration was not built again");
+    assert_eq!(base_moves(&org, &id), 1, "landed once");
+    assert_eq!(forge_head(&org, "core", "main"), l.landed.unwrap().as_str());
+    assert_eq!(org.lock_of(&id), None);
+}
+
+#[test]
+fn killed_while_the_base_branch_ci_runs_resume_finishes_the_landing_once() {
+    let org = gated_org();
+    let id = org.spawn("core", "core feature", "t-kill-base");
+    org.wait_until("the base branch's CI", Duration::from_secs(60), || {
+        landing_of(&org, &id).state == LandState::BaseCi
+    });
+    let head = forge_head(&org, "core", "main");
+    org.kill_supervisor(&id);
+    org.resume();
+    org.open_gate("core");
+    org.wait_done(&id);
+    let l = landing_of(&org, &id);
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    assert_eq!(base_moves(&org, &id), 1);
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        head,
+        "the base did not move again"
+    );
+    assert_eq!(org.lock_of(&id), None);
+}
+
+#[test]
+fn a_move_made_but_not_recorded_before_a_kill_is_found_again_not_made_twice() {
+    let org = gated_org();
+    let id = org.spawn("core", "core feature [base]", "t-kill-cas");
+    org.wait_until(
+        "the integration under verification",
+        Duration::from_secs(60),
+        || landing_of(&org, &id).state == LandState::Verifying,
+    );
+    org.kill_supervisor(&id);
+    // The compare-and-swap happened (the base is at the integration), its record did not.
+    let l = landing_of(&org, &id);
+    let candidate = l.candidate.clone().unwrap();
+    let ok = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare(&org, "core"))
+        .args([
+            "update-ref",
+            "refs/heads/main",
+            candidate.as_str(),
+            l.onto.unwrap().as_str(),
+        ])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    org.resume();
+    org.open_gate("core");
+    org.wait_done(&id);
+    let l = landing_of(&org, &id);
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    assert_eq!(l.landed.as_ref(), Some(&candidate), "{l:?}");
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        candidate.as_str(),
+        "nothing landed twice"
+    );
+    assert_eq!(org.lock_of(&id), None);
+}

@@ -703,8 +703,13 @@ pub fn integrate(
     let built = match how {
         Integrate::Merge => run(&["merge", "--no-ff", "--no-edit", "-m", message, change]),
         Integrate::Rebase => run(&["rebase", onto]),
-        Integrate::Squash => run(&["merge", "--squash", change])
-            .and_then(|_| run(&["commit", "--no-verify", "-m", message])),
+        Integrate::Squash => run(&["merge", "--squash", change]).and_then(|_| {
+            // Nothing staged: the change is in the base already (a squash that landed).
+            if git(dir, &["diff", "--cached", "--quiet"]).is_ok() {
+                return Ok(String::new());
+            }
+            run(&["commit", "--no-verify", "-m", message])
+        }),
     };
     let outcome = match built {
         Ok(_) => Ok(Integration::Built(head(dir)?)),

@@ -581,3 +581,45 @@ fn a_move_made_but_not_recorded_before_a_kill_is_found_again_not_made_twice() {
     );
     assert_eq!(org.lock_of(&id), None);
 }
+
+/// The landing `method`s on a base that moved: merge (above), rebase and squash, each verified
+/// on the landing branch before the base moves; and found again (not made twice) when the move
+/// happened before a kill.
+fn lands_with_method(method: &str) {
+    let org = org(Some(&format!("{{method: {method}}}")));
+    let id = org.spawn("core", "core feature [base]", &format!("t-{method}"));
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    let head = forge_head(&org, "core", "main");
+    assert_eq!(l.landed.as_ref().map(|s| s.as_str()), Some(head.as_str()));
+    let bare = bare(&org, "core");
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    // One parent: the other commit on the base; the change's content on top of it.
+    let parents = git(&["rev-list", "--parents", "-n", "1", &head]);
+    assert_eq!(parents.split_whitespace().count(), 2, "{method}: {parents}");
+    assert_eq!(git(&["show", &format!("{head}:core.txt")]), "core feature [base]");
+    assert_eq!(git(&["show", &format!("{head}:other.txt")]), "someone else's change");
+    assert!(!is_ancestor(&org, "core", w.progress.tracked_sha.unwrap().as_str(), &head));
+    assert_eq!(forge_head(&org, "core", &format!("{}-land", w.branch)), head);
+    assert_base_green(&org, "core", &head);
+}
+
+#[test]
+fn rebase_lands_the_change_replayed_on_the_moved_base() {
+    lands_with_method("rebase");
+}
+
+#[test]
+fn squash_lands_the_change_as_one_commit_on_the_moved_base() {
+    lands_with_method("squash");
+}

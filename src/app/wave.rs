@@ -36,9 +36,18 @@ pub fn load(l: &Loaded, path: &Path) -> Result<Wave> {
     })
 }
 
-/// The worker's task id for a wave's task.
+/// The worker's task id for a wave's task (its first attempt).
 pub fn task_key(wave: &str, id: &str) -> String {
     format!("{wave}:{id}")
+}
+
+/// The worker's task id for attempt `attempt` of a wave's task (`orch wave retry`).
+pub fn attempt_key(wave: &str, id: &str, attempt: i64) -> String {
+    if attempt <= 1 {
+        task_key(wave, id)
+    } else {
+        format!("{wave}:{id}#{attempt}")
+    }
 }
 
 /// Each repository's median time from spawn to DONE, from the database.
@@ -424,7 +433,11 @@ fn record(store: &mut Store, wave: &Wave) -> Result<(bool, Vec<String>)> {
             // A started task: linked, or a worker carries its key (a tick died before linking).
             let worker = match existing.get(&t.id).and_then(|r| r.worker_id.clone()) {
                 Some(w) => Some(w),
-                None => wv::worker_for_task_id(tx, &task_key(&wave.name, &t.id))?.map(|x| x.0),
+                None => {
+                    let attempt = existing.get(&t.id).map(|r| r.attempt).unwrap_or(1);
+                    wv::worker_for_task_id(tx, &attempt_key(&wave.name, &t.id, attempt))?
+                        .map(|x| x.0)
+                }
             };
             match existing.get(&t.id) {
                 Some(r) if worker.is_some() && r.definition != def => {
@@ -582,7 +595,7 @@ fn start_ready(
             let req = SpawnRequest {
                 repo: t.repo.clone(),
                 task: t.task.clone(),
-                task_id: Some(task_key(&name, &t.id)),
+                task_id: Some(attempt_key(&name, &t.id, w.rows[i].attempt)),
                 component: t.component.clone(),
                 plan: t.plan.clone(),
             };
@@ -609,7 +622,7 @@ fn start_ready(
                 Err(e) => {
                     // The spawn recorded its worker FAILED (and released the lock): link it,
                     // so the task shows why and its dependents wait.
-                    let key = task_key(&name, &t.id);
+                    let key = attempt_key(&name, &t.id, w.rows[i].attempt);
                     store.write(|tx| {
                         if let Some((wid, at)) = wv::worker_for_task_id(tx, &key)? {
                             wv::set_task_worker(tx, &name, &t.id, &wid, at)?;
@@ -699,6 +712,99 @@ pub struct CancelReport {
 }
 
 /// Stops the wave: no tick starts anything more; its live workers are cancelled.
+/// What `orch wave retry` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetryReport {
+    pub wave: String,
+    pub task: String,
+    /// The worker of the attempt given up, and where it stood.
+    pub previous_worker: String,
+    pub previous_state: String,
+    /// Whether the previous worker's chain lock was released (FAILED and BLOCKED keep theirs).
+    pub released_lock: bool,
+    /// The attempt the next tick starts.
+    pub attempt: i64,
+}
+
+/// Gives a stopped task of a wave another go: a FAILED, BLOCKED, BLOCKED_PERMISSION or
+/// CANCELLED worker, or a DONE one whose change did not land (conflict, refused). Its chain lock
+/// is released (audited) and the next tick starts attempt n+1 as a new worker; the old one stays
+/// in the history. Refused while anything still supervises the worker, and in a cancelled wave.
+pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport> {
+    use crate::milestone::LandState;
+    // Not beside a tick of the same wave (it could be starting this very task).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let _lock = loop {
+        if let Some(lock) = try_tick_lock(&l.state_dir, name)? {
+            break lock;
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::No(format!(
+                "wave {name}: a tick has held it for 30 s; try again"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut store = l.store()?;
+    let Some(w) = load_recorded(l, &mut store, name)? else {
+        return Err(Error::Refused(format!("no wave named {name} was ever run")));
+    };
+    if w.row.cancelled_ms.is_some() {
+        return Err(Error::No(format!(
+            "wave {name} is cancelled: nothing more starts in it"
+        )));
+    }
+    let Some(i) = w.tasks.iter().position(|t| t.id == task) else {
+        return Err(Error::Refused(format!("wave {name} has no task {task}")));
+    };
+    let Some(rec) = w.workers[i].clone() else {
+        return Err(Error::No(format!(
+            "task {task} of wave {name} has not started: nothing to retry"
+        )));
+    };
+    let m = rec.milestone();
+    let landing = rec.progress.landing.as_ref().map(|l| l.state);
+    let stopped = matches!(
+        m,
+        Milestone::Failed
+            | Milestone::Blocked
+            | Milestone::BlockedPermission
+            | Milestone::Cancelled
+    ) || (m == Milestone::Done
+        && matches!(landing, Some(LandState::Conflict | LandState::Refused)));
+    if !stopped {
+        return Err(Error::No(format!(
+            "task {task} of wave {name} is {}: only a FAILED, BLOCKED or CANCELLED task, or one whose change did not land, gets another go",
+            task_label(l, &rec)
+        )));
+    }
+    if rec.supervised(now_ms()) {
+        return Err(Error::No(format!(
+            "worker {} of task {task} is still supervised: `orch cancel {}` first",
+            rec.id, rec.id
+        )));
+    }
+    let reason = format!("wave retry of {name}:{task} by {by}");
+    let (released, attempt) = store.write(|tx| {
+        let released = crate::store::release_in(tx, &rec.id, Some(&reason), Some(by))?;
+        ws::add_event(tx, &rec.id, "wave_retry", m, &reason)?;
+        if released.is_some() {
+            ws::add_event(tx, &rec.id, "lock_released", m, &reason)?;
+        }
+        let attempt = wv::retry_task(tx, name, task)?;
+        Ok((released.is_some(), attempt))
+    })?;
+    super::journal::write_checkpoint(&mut store, &l.state_dir, &rec.id);
+    Ok(RetryReport {
+        wave: name.to_string(),
+        task: task.to_string(),
+        previous_worker: rec.id.clone(),
+        previous_state: task_label(l, &rec),
+        released_lock: released,
+        attempt,
+    })
+}
+
 pub fn cancel(l: &Loaded, name: &str, by: String) -> Result<CancelReport> {
     let mut store = l.store()?;
     let Some(w) = load_recorded(l, &mut store, name)? else {

@@ -1,8 +1,10 @@
-//! `orch wave plan | run | status | cancel`.
+//! `orch wave plan | run | status | cancel | retry`.
 
 use super::view::human_ms as ms;
 use super::view::print_json;
-use super::view::wave::{PlanView, RunLineView, TickView, WaveCancelView, WaveStatusView};
+use super::view::wave::{
+    PlanView, RunLineView, TickView, WaveCancelView, WaveRetryView, WaveStatusView,
+};
 use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::Loaded;
 use crate::app::wave::{self, TickReport};
@@ -46,6 +48,18 @@ pub enum WaveCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Give a FAILED, BLOCKED or CANCELLED task (or one whose change did not land) another go
+    /// inside its wave: its lock is released, the next tick starts a new worker on it.
+    Retry {
+        /// A wave file, or the name of a wave already run.
+        wave: String,
+        /// The task's id in the wave.
+        task: String,
+        #[arg(long)]
+        by: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop a wave: nothing more starts; its running workers are cancelled.
     Cancel {
         /// A wave file, or the name of a wave already run.
@@ -78,6 +92,22 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
             }
         }
         WaveCommand::Status { wave: which, json } => status(ctx, &which, json),
+        WaveCommand::Retry {
+            wave: which,
+            task,
+            by,
+            json,
+        } => {
+            let l = ctx.load()?;
+            let name = resolve(&l, &which)?;
+            let view = WaveRetryView::of(&wave::retry(&l, &name, &task, &operator_name(by))?);
+            if json {
+                print_json(&view);
+            } else {
+                print!("{}", view.human());
+            }
+            Ok(0)
+        }
         WaveCommand::Cancel {
             wave: which,
             by,

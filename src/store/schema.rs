@@ -240,6 +240,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE worker_events ADD COLUMN log_bytes INTEGER;
     "#,
+    // 9: a wave task given another go (`orch wave retry`) counts its attempts: the worker of
+    // attempt n > 1 carries the task id `<wave>:<task>#<n>`.
+    r#"
+    ALTER TABLE wave_tasks ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

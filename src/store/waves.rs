@@ -28,11 +28,14 @@ pub struct WaveTaskRow {
     pub worker_id: Option<String>,
     pub started_ms: Option<i64>,
     pub alerted_ms: Option<i64>,
+    /// 1, or more after `orch wave retry`.
+    pub attempt: i64,
 }
 
 const WAVE_COLS: &str =
     "name, file, created_ms, updated_ms, finished_ms, cancelled_ms, cancelled_by, ready_waiting";
-const TASK_COLS: &str = "wave, id, seq, definition, estimate_ms, worker_id, started_ms, alerted_ms";
+const TASK_COLS: &str =
+    "wave, id, seq, definition, estimate_ms, worker_id, started_ms, alerted_ms, attempt";
 
 fn row_to_wave(r: &rusqlite::Row) -> rusqlite::Result<WaveRow> {
     Ok(WaveRow {
@@ -57,6 +60,7 @@ fn row_to_task(r: &rusqlite::Row) -> rusqlite::Result<WaveTaskRow> {
         worker_id: r.get(5)?,
         started_ms: r.get(6)?,
         alerted_ms: r.get(7)?,
+        attempt: r.get(8)?,
     })
 }
 
@@ -145,6 +149,21 @@ pub fn worker_for_task_id(
     )?
     .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))
     .optional()
+}
+
+/// Gives a started task another go: its next attempt, not started yet (the previous worker
+/// stays in the workers' history). Returns the new attempt number.
+pub fn retry_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::Result<i64> {
+    tx.execute(
+        "UPDATE wave_tasks SET attempt = attempt + 1, worker_id = NULL, started_ms = NULL,
+           alerted_ms = NULL WHERE wave = ?1 AND id = ?2",
+        params![wave, id],
+    )?;
+    tx.query_row(
+        "SELECT attempt FROM wave_tasks WHERE wave = ?1 AND id = ?2",
+        params![wave, id],
+        |r| r.get(0),
+    )
 }
 
 /// Marks the task alerted; false if it already was (the alert is raised once).

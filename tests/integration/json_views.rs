@@ -416,6 +416,24 @@ fn every_json_view_matches_its_published_schema() {
     assert_eq!(v["newly_cancelled"], false, "{v}");
     assert_eq!(v["workers"].as_array().unwrap().len(), 0, "{v}");
 
+    // `orch wave retry`: a BLOCKED task gets another go.
+    let file = org.root.join("wave-r.yaml");
+    std::fs::write(
+        &file,
+        "name: wave-r\ntasks:\n  - {id: util-fail, repo: util, task: \"[fail]\"}\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let v = answer(&org, &["wave", "run", f, "--tick", "--json"], 0);
+    let failed = v["started"][0]["worker"].as_str().unwrap().to_string();
+    org.wait_milestone(&failed, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&failed);
+    let v = answer(&org, &["wave", "retry", "wave-r", "util-fail", "--json"], 0);
+    valid("wave-retry", &v, seen);
+    assert_eq!(v["previous_worker"], failed.as_str(), "{v}");
+    assert_eq!(v["attempt"], 2, "{v}");
+    assert_eq!(v["released_lock"], true, "{v}");
+
     // `orch init` (in a directory of clones, and --example): what was written, where.
     let clones = org.root.join("init-here");
     crate::support::init_repo(&clones.join("lib"), "lib");

@@ -607,10 +607,24 @@ fn lands_with_method(method: &str) {
     // One parent: the other commit on the base; the change's content on top of it.
     let parents = git(&["rev-list", "--parents", "-n", "1", &head]);
     assert_eq!(parents.split_whitespace().count(), 2, "{method}: {parents}");
-    assert_eq!(git(&["show", &format!("{head}:core.txt")]), "core feature [base]");
-    assert_eq!(git(&["show", &format!("{head}:other.txt")]), "someone else's change");
-    assert!(!is_ancestor(&org, "core", w.progress.tracked_sha.unwrap().as_str(), &head));
-    assert_eq!(forge_head(&org, "core", &format!("{}-land", w.branch)), head);
+    assert_eq!(
+        git(&["show", &format!("{head}:core.txt")]),
+        "core feature [base]"
+    );
+    assert_eq!(
+        git(&["show", &format!("{head}:other.txt")]),
+        "someone else's change"
+    );
+    assert!(!is_ancestor(
+        &org,
+        "core",
+        w.progress.tracked_sha.unwrap().as_str(),
+        &head
+    ));
+    assert_eq!(
+        forge_head(&org, "core", &format!("{}-land", w.branch)),
+        head
+    );
     assert_base_green(&org, "core", &head);
 }
 
@@ -622,4 +636,81 @@ fn rebase_lands_the_change_replayed_on_the_moved_base() {
 #[test]
 fn squash_lands_the_change_as_one_commit_on_the_moved_base() {
     lands_with_method("squash");
+}
+
+#[test]
+fn wave_retry_gives_a_blocked_task_another_go_inside_its_wave() {
+    let org = org(None);
+    let file = org.root.join("retry.yaml");
+    std::fs::write(
+        &file,
+        "name: retry\ntasks:\n  - {id: core-1, repo: core, task: \"core feature [fail-once]\"}\n  - {id: vm-1, repo: vm, task: \"vm feature\"}\n",
+    )
+    .unwrap();
+    let first = poll_until(
+        "core-1 to be BLOCKED",
+        Duration::from_secs(60),
+        || {
+            tick(&org, &file);
+            std::thread::sleep(Duration::from_millis(200));
+            org.workers().into_iter().find(|w| {
+                w.repo == "core"
+                    && w.milestone() == Milestone::Blocked
+                    && !w.supervised(orch::store::now_ms())
+            })
+        },
+        || format!("{:#}", status(&org, "retry")),
+    );
+    assert_eq!(
+        org.lock_of(&first.id).as_deref(),
+        Some("core"),
+        "BLOCKED keeps its lock"
+    );
+    for _ in 0..2 {
+        tick(&org, &file);
+    }
+    assert!(
+        org.workers().iter().all(|w| w.repo != "vm"),
+        "vm waits for core-1"
+    );
+    // Not a task that runs, nor one of a wave that does not exist.
+    let out = org.run(&["wave", "retry", "retry", "vm-1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let out = org.run(&["wave", "retry", "nowave", "core-1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let out = org.run(&["wave", "retry", "retry", "core-1", "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("gets attempt 2"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(org.lock_of(&first.id), None, "released, audited");
+    let v = poll_until(
+        "the wave to finish",
+        Duration::from_secs(120),
+        || {
+            tick(&org, &file);
+            std::thread::sleep(Duration::from_millis(300));
+            let v = status(&org, "retry");
+            (v["finished"] == true).then_some(v)
+        },
+        || format!("{:#}", status(&org, "retry")),
+    );
+    assert_eq!(v["done"], 2, "{v:#}");
+    let second = org
+        .workers()
+        .into_iter()
+        .find(|w| w.task_id.as_deref() == Some("retry:core-1#2"))
+        .expect("attempt 2 carries its own task id");
+    assert_eq!(second.milestone(), Milestone::Done);
+    assert_eq!(
+        org.worker(&first.id).milestone(),
+        Milestone::Blocked,
+        "history kept"
+    );
+    let history = org.store().lock_history().unwrap();
+    assert!(history.iter().any(|h| h.holder == first.id
+        && h.action == "release"
+        && h.reason.as_deref().unwrap_or("").contains("wave retry")));
 }

@@ -5,6 +5,7 @@
 #   "... [exit]"             push, wait for green, end the turn (exit 0) without saying DONE
 #   "... [base]"             a commit lands on the base branch (another file) while it works
 #   "... [conflict]"         a commit lands on the base branch changing <repo>.txt meanwhile
+#   "... [fail-once]"        the first worker on the task gives up BLOCKED; later ones work
 set -eu
 . "$(dirname "$0")/lib.sh"
 echo "WORKING: $ORCH_TASK"
@@ -18,6 +19,16 @@ base_commit() {
         && git push -q origin HEAD:"$ORCH_BASE_BRANCH")
     rm -rf "$tmp"
 }
+
+case "$ORCH_TASK" in
+*"[fail-once]"*)
+    if [ ! -e "$E2E_OUT/failed-once" ]; then
+        : > "$E2E_OUT/failed-once"
+        echo "BLOCKED: told to fail once"
+        exit 1
+    fi
+    ;;
+esac
 
 case "$ORCH_TASK" in
 *"[base]"*) base_commit other.txt "someone else's change" ;;

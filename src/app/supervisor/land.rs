@@ -249,7 +249,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     Ok(Integration::Built(sha)) if sha == base.as_str() => {
                         // Nothing to integrate: the change is in the base already (a rebase or
                         // squash that landed before a crash, or the same change merged by hand).
-                        self.apply(Event::Land(LandEvent::OnBase { head: base }), None, Vec::new());
+                        self.apply(
+                            Event::Land(LandEvent::OnBase { head: base }),
+                            None,
+                            Vec::new(),
+                        );
                     }
                     Ok(Integration::Built(sha)) => {
                         let sha = Sha::from(sha);

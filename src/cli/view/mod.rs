@@ -164,6 +164,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<wave::RunLineView>(),
         one::<wave::WaveStatusView>(),
         one::<wave::WaveCancelView>(),
+        one::<wave::WaveRetryView>(),
         one::<setup::InitView>(),
         one::<setup::DemoView>(),
     ]

@@ -459,6 +459,55 @@ pub struct CancelledWorker {
     pub outcome: String,
 }
 
+/// `orch wave retry --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct WaveRetryView {
+    pub wave: String,
+    pub task: String,
+    /// The worker of the attempt given up (it stays in the history).
+    pub previous_worker: String,
+    /// Where that attempt stood (FAILED, BLOCKED, …, or DONE with its landing).
+    pub previous_state: String,
+    /// Whether its chain lock was released.
+    pub released_lock: bool,
+    /// The attempt the next tick starts (its worker's task id is `<wave>:<task>#<attempt>`).
+    pub attempt: i64,
+}
+
+impl View for WaveRetryView {
+    const NAME: &'static str = "wave-retry";
+}
+
+impl WaveRetryView {
+    pub fn of(r: &crate::app::wave::RetryReport) -> Self {
+        WaveRetryView {
+            wave: r.wave.clone(),
+            task: r.task.clone(),
+            previous_worker: r.previous_worker.clone(),
+            previous_state: r.previous_state.clone(),
+            released_lock: r.released_lock,
+            attempt: r.attempt,
+        }
+    }
+
+    pub fn human(&self) -> String {
+        format!(
+            "wave {}: task {} gets attempt {} at the next tick (previous worker {} was {}{})\n",
+            esc(&self.wave),
+            esc(&self.task),
+            self.attempt,
+            esc(&self.previous_worker),
+            esc(&self.previous_state),
+            if self.released_lock {
+                "; its chain lock is released"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
 /// `orch wave cancel --json`.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]

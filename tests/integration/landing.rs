@@ -714,3 +714,173 @@ fn wave_retry_gives_a_blocked_task_another_go_inside_its_wave() {
         && h.action == "release"
         && h.reason.as_deref().unwrap_or("").contains("wave retry")));
 }
+
+mod interleavings {
+    //! A property over random interleavings of base pushes (by someone else, clean or
+    //! conflicting), landings and kills of the landing's supervisor (then `orch resume`), on the
+    //! local forge: the base head only ever moves (by orch) to a commit whose CI is green, no
+    //! change lands twice, and every DONE commit ends on its base branch or in a recorded
+    //! conflict or refusal (with its alert).
+
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone, Copy)]
+    enum Base {
+        Still,
+        Moved,
+        Conflicting,
+    }
+
+    fn task_text(i: usize, base: Base) -> String {
+        match base {
+            Base::Still => format!("core feature {i}"),
+            Base::Moved => format!("core feature {i} [base]"),
+            Base::Conflicting => format!("core feature {i} [conflict]"),
+        }
+    }
+
+    fn settled(org: &Org, id: &str) -> bool {
+        let w = org.worker(id);
+        let landing = w.progress.landing.as_ref().map(|l| l.state);
+        let ended = match w.milestone() {
+            Milestone::Done => !w.progress.landing_active(),
+            m => m.is_terminal(),
+        };
+        ended && !w.supervised(orch::store::now_ms())
+            || matches!(landing, Some(LandState::Conflict | LandState::Refused))
+    }
+
+    fn run(steps: &[(Base, Option<u64>)]) {
+        let org = org(None);
+        let mut ids = Vec::new();
+        for (i, (base, kill)) in steps.iter().enumerate() {
+            let id = org.spawn_detached("core", &task_text(i, *base));
+            if let Some(ms) = kill {
+                std::thread::sleep(Duration::from_millis(*ms));
+                let w = org.worker(&id);
+                if let Some(pid) = w
+                    .supervisor_pid
+                    .filter(|_| w.supervised(orch::store::now_ms()))
+                {
+                    crate::support::kill9(pid as i32);
+                    org.wait_until(
+                        "the killed supervisor gone",
+                        Duration::from_secs(10),
+                        || !orch::process::process_alive(pid as i32, None),
+                    );
+                }
+            }
+            poll_until(
+                "the task to settle",
+                Duration::from_secs(90),
+                || {
+                    // Whoever runs next resumes what a kill left (as a cron tick would).
+                    if !org.worker(&id).supervised(orch::store::now_ms()) {
+                        org.resume();
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                    settled(&org, &id).then_some(())
+                },
+                || org.diag(&id),
+            );
+            let l = landing_of(&org, &id);
+            if matches!(l.state, LandState::Conflict | LandState::Refused) {
+                // A person resolves it (here: gives up on it) so the next task can start.
+                let out = org.run(&["release", &id, "--force", "--reason", "test: resolved"]);
+                assert!(out.status.success(), "{}", output_text(&out));
+            }
+            ids.push(id);
+        }
+        let head = forge_head(&org, "core", "main");
+        for id in &ids {
+            let w = org.worker(id);
+            assert_eq!(w.milestone(), Milestone::Done, "{}", org.diag(id));
+            let l = w.progress.landing.clone().unwrap();
+            let done = l.done_sha.clone().expect("a DONE commit");
+            match l.state {
+                LandState::Landed => {
+                    let landed = l.landed.clone().unwrap();
+                    assert!(is_ancestor(&org, "core", landed.as_str(), &head), "{l:?}");
+                    assert!(
+                        is_ancestor(&org, "core", done.as_str(), &head)
+                            || l.method != orch::config::LandMethod::Merge,
+                        "DONE commit {done} of {id} not on main: {l:?}"
+                    );
+                }
+                LandState::Conflict | LandState::Refused => {
+                    assert!(l.detail.is_some(), "{l:?}");
+                    let alerts = org.alerts(id);
+                    assert!(
+                        alerts.iter().any(|a| a["kind"]
+                            .as_str()
+                            .is_some_and(|k| k.starts_with("landing_"))),
+                        "{alerts:?}"
+                    );
+                }
+                other => panic!("{id} ended its landing {other}: {l:?}"),
+            }
+            // Each base move orch made went to a commit whose CI is green, once per change.
+            let moves: Vec<String> = org
+                .events(id)
+                .into_iter()
+                .filter(|e| e.kind == "landing")
+                .filter_map(|e| {
+                    e.detail
+                        .split("base moved to ")
+                        .nth(1)
+                        .map(|r| r.split_whitespace().next().unwrap().to_string())
+                })
+                .collect();
+            assert!(
+                moves.len() <= 1,
+                "{id} moved the base {} times",
+                moves.len()
+            );
+            for short in moves {
+                let full = l.landed.clone().unwrap();
+                assert!(full.as_str().starts_with(&short), "{short} vs {full}");
+                let v = org.json(&[
+                    "ci",
+                    "status",
+                    "--repo",
+                    "core",
+                    "--sha",
+                    full.as_str(),
+                    "--json",
+                ]);
+                assert_eq!(v["verdict"], "green", "{v:#}");
+            }
+        }
+        assert!(
+            orch::store::first_conflict(&org.config.graph, &org.store().lock_history().unwrap())
+                .is_none()
+        );
+    }
+
+    fn step() -> impl Strategy<Value = (Base, Option<u64>)> {
+        (
+            prop_oneof![
+                Just(Base::Still),
+                Just(Base::Moved),
+                Just(Base::Conflicting)
+            ],
+            proptest::option::of(0u64..1500),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 4,
+            max_shrink_iters: 8,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+        #[test]
+        fn the_base_only_moves_to_green_and_every_done_commit_lands_or_is_recorded(
+            steps in proptest::collection::vec(step(), 2..4)
+        ) {
+            run(&steps);
+        }
+    }
+}

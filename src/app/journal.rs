@@ -67,8 +67,11 @@ pub struct Answer<'a> {
     pub refused: bool,
 }
 
-/// The holder of an operator hold orch takes on a chain a landed change broke.
-pub const BREAKAGE_HOLDER: &str = "hold:orch-downstream";
+/// The holder of the operator hold orch takes on a chain that worker `worker`'s landed change
+/// broke (one per breaking change, so a fix takes over exactly that one).
+pub fn breakage_holder(worker: &str) -> String {
+    format!("hold:orch-downstream-{worker}")
+}
 
 /// One transition of one worker, or facts alone (`after: None`).
 #[derive(Debug, Clone)]
@@ -213,7 +216,7 @@ pub fn commit(
                             tx,
                             g,
                             repo,
-                            BREAKAGE_HOLDER,
+                            &breakage_holder(id),
                             crate::lock::HolderKind::Hold,
                             Some(reason),
                             Some(entry.by),

@@ -23,6 +23,14 @@ pub struct SpawnRequest {
     pub task_id: Option<String>,
     pub component: Option<String>,
     pub plan: Option<String>,
+    /// A holder whose chain lock this worker takes over in its lock transaction (a hold orch
+    /// took on a chain a landed change broke): released and re-taken at once, no gap in which
+    /// another worker could start; the holder's own locks do not block, and the fix is on the
+    /// critical path, so `worker.max_parallel` does not hold it back.
+    pub take_over: Option<String>,
+    /// What the worker is told beyond its task (the failing jobs' logs of a breakage it fixes),
+    /// rendered into its prompt.
+    pub handoff: Option<String>,
 }
 
 #[derive(Debug)]
@@ -193,9 +201,27 @@ pub fn prepare(
     // The lock and the record commit together: a worker exists iff it holds its chain.
     let max = config.worker.max_parallel;
     let outcome = store.write(|tx| {
-        let running = worker_lock_count(tx)?;
-        if running >= max {
-            return Ok(Spawned::AtCapacity { running, max });
+        if let Some(holder) = &req.take_over {
+            // Blocked by anything but the holder handing over: nothing is released.
+            let others: Vec<_> = crate::store::active_locks(tx)?
+                .into_iter()
+                .filter(|l| &l.holder != holder)
+                .collect();
+            let blocking = crate::lock::blockers(&config.graph, &repo.name, &others);
+            if !blocking.is_empty() {
+                return Ok(Spawned::Blocked(blocking));
+            }
+            crate::store::release_in(
+                tx,
+                holder,
+                Some(&format!("handed over to worker {id}")),
+                Some("orch"),
+            )?;
+        } else {
+            let running = worker_lock_count(tx)?;
+            if running >= max {
+                return Ok(Spawned::AtCapacity { running, max });
+            }
         }
         match try_lock_in(
             tx,
@@ -225,7 +251,10 @@ pub fn prepare(
     };
 
     let upstream = upstream_changes(store, config, &repo.name);
-    if let Err(e) = setup_worktree(config, contract, &repo, &record, &session, &upstream) {
+    let handoff = req.handoff.clone().unwrap_or_default();
+    if let Err(e) = setup_worktree(
+        config, contract, &repo, &record, &session, &upstream, &handoff,
+    ) {
         // Nothing ran: undo the lock so the chain is not held by a worker that never existed,
         // and keep the record (FAILED) so the attempt is not lost.
         let msg = format!("spawn failed: {e}");
@@ -255,6 +284,7 @@ fn setup_worktree(
     w: &WorkerRecord,
     session: &Path,
     upstream: &str,
+    handoff: &str,
 ) -> Result<(), String> {
     std::fs::create_dir_all(session).map_err(|e| format!("{}: {e}", session.display()))?;
     gitops::create_worktree(
@@ -266,7 +296,7 @@ fn setup_worktree(
     )
     .map_err(|e| e.to_string())?;
     gitops::set_upstream(&repo.path, &w.branch, &w.remote).map_err(|e| e.to_string())?;
-    render_prompts(config, contract, w, session, "", upstream)
+    render_prompts(config, contract, w, session, handoff, upstream)
 }
 
 /// How many landed upstream changes a prompt names (the contract's handoff: "recent_changes:

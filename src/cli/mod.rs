@@ -623,6 +623,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
                     task_id,
                     component,
                     plan,
+                    ..Default::default()
                 },
                 wait,
                 wait_timeout,

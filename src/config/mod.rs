@@ -324,6 +324,9 @@ pub enum OnBreakage {
     /// An operator hold on the broken dependent's chain (nothing starts there until a person
     /// looks), taken in the transaction that frees the landing's lock.
     Hold,
+    /// The hold, handed over at once to a fix worker on the dependent (the failing jobs' logs
+    /// in its prompt), which is itself landed and checked like any change.
+    Fix,
 }
 
 impl Config {

@@ -478,16 +478,17 @@ fn validate_downstream(c: &mut Check, raw: &RawDownstream) -> DownstreamConfig {
     if let Some(o) = &raw.on_breakage {
         match o.value.as_str() {
             "hold" => d.on_breakage = OnBreakage::Hold,
-            "fix" | "revert" => c.err(
+            "fix" => d.on_breakage = OnBreakage::Fix,
+            "revert" => c.err(
                 pos(o),
                 format!(
-                    "downstream.on_breakage {} is not supported by this orch yet; use hold (an operator hold on the broken chain, with an alert)",
+                    "downstream.on_breakage {} is not supported by this orch yet; use hold (an operator hold on the broken chain, with an alert) or fix (a fix worker on it)",
                     o.value
                 ),
             ),
             other => c.err(
                 pos(o),
-                format!("downstream.on_breakage must be hold, got \"{other}\""),
+                format!("downstream.on_breakage must be hold or fix, got \"{other}\""),
             ),
         }
     }

@@ -10,6 +10,11 @@ use std::time::Duration;
 
 /// core ← vm ← net; each one's `test` needs its dependency's change on the base branch.
 fn org(land: Option<&str>) -> Org {
+    org_with(land, None)
+}
+
+/// `org` with a `downstream:` mapping (None: orch's default).
+fn org_with(land: Option<&str>, downstream: Option<&str>) -> Org {
     // The forge's bare remotes live under the state directory (root/state/forge).
     let probe = |dep: &str| {
         format!(
@@ -17,8 +22,9 @@ fn org(land: Option<&str>) -> Org {
         )
     };
     // vm also refuses a core that says "breaking" (the downstream breakage scenario).
+    // (unless vm handles it: what a fix worker adds).
     let vm_test = format!(
-        "{} && ! git --git-dir=\"$(cd ../../../forge && pwd)/core.git\" show main:core.txt | grep -q breaking",
+        "{} && {{ ! git --git-dir=\"$(cd ../../../forge && pwd)/core.git\" show main:core.txt | grep -q breaking || test -f handles-breaking.txt; }}",
         probe("core")
     );
     let mut spec = Spec::local("land_worker.sh")
@@ -26,7 +32,7 @@ fn org(land: Option<&str>) -> Org {
         .repo(RepoSpec::new("vm").deps(&["core"]).standard_ci(&vm_test))
         .repo(RepoSpec::new("net").deps(&["vm"]).standard_ci(&probe("vm")))
         // orch's default: each landing checks its direct dependents.
-        .downstream(None);
+        .downstream(downstream);
     spec.max_parallel = 3;
     if let Some(l) = land {
         spec = spec.land(l);
@@ -459,7 +465,7 @@ fn a_landed_change_that_breaks_a_dependent_is_caught_alerted_and_held() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|l| l["holder"] == "hold:orch-downstream")
+        .filter(|l| l["holder"] == format!("hold:orch-downstream-{id}").as_str())
         .collect();
     assert_eq!(holds.len(), 1, "{s:#}");
     assert_eq!(holds[0]["repo"], "vm");
@@ -883,4 +889,92 @@ mod interleavings {
             run(&steps);
         }
     }
+}
+
+#[test]
+fn a_breakage_is_handed_to_a_fix_worker_that_lands_the_fix_without_a_gap() {
+    let org = org_with(None, Some("{depth: 1, on_breakage: fix}"));
+    // A green organisation first: core's feature, then vm's (net's CI reads vm's).
+    let first = org.spawn("core", "core feature", "t-first");
+    org.wait_done(&first);
+    let vm = org.spawn("vm", "vm feature", "t-vm");
+    org.wait_done(&vm);
+    assert_eq!(landing_of(&org, &vm).state, LandState::Landed);
+    let id = org.spawn("core", "core feature, breaking", "t-break");
+    org.wait_done(&id);
+    let l = landing_of(&org, &id);
+    assert_eq!(l.state, LandState::Broken, "{l:?}");
+    let fix = poll_until(
+        "the fix worker",
+        Duration::from_secs(30),
+        || {
+            org.workers()
+                .into_iter()
+                .find(|w| w.task_id.as_deref() == Some("t-break/fix-vm"))
+        },
+        || org.diag(&id),
+    );
+    assert_eq!(fix.repo, "vm");
+    assert!(
+        fix.task.starts_with("Fix vm: core's change"),
+        "{}",
+        fix.task
+    );
+    org.wait_done(&fix.id);
+    let fw = org.worker(&fix.id);
+    assert_eq!(
+        fw.progress.landing.as_ref().map(|l| l.state),
+        Some(LandState::Landed),
+        "{}",
+        org.diag(&fix.id)
+    );
+    // The fix is on vm's base, and vm is green again with core's breaking change.
+    let vm_head = forge_head(&org, "vm", "main");
+    assert!(is_ancestor(
+        &org,
+        "vm",
+        fw.progress.tracked_sha.unwrap().as_str(),
+        &vm_head
+    ));
+    assert_base_green(&org, "vm", &vm_head);
+    // The fix was told what broke and why: the failing job's log.
+    let prompt = std::fs::read_to_string(org.state.join(&fix.id).join("prompt.md")).unwrap();
+    assert!(
+        prompt.contains("DOWNSTREAM FIX") && prompt.contains("--- test (last"),
+        "{prompt}"
+    );
+    // No gap: core's lock went to the hold and the hold to the fix, each in one transaction.
+    let history = org.store().lock_history().unwrap();
+    let hold = format!("hold:orch-downstream-{id}");
+    let release_core = history
+        .iter()
+        .position(|h| h.holder == id && h.action == "release")
+        .unwrap();
+    let hold_acquire = history
+        .iter()
+        .position(|h| h.holder == hold && h.action == "acquire")
+        .unwrap();
+    let hold_release = history
+        .iter()
+        .position(|h| h.holder == hold && h.action == "release")
+        .unwrap();
+    let fix_acquire = history
+        .iter()
+        .position(|h| h.holder == fix.id && h.action == "acquire")
+        .unwrap();
+    assert_eq!(hold_acquire, release_core + 1, "{history:?}");
+    assert_eq!(fix_acquire, hold_release + 1, "{history:?}");
+    assert!(
+        history[hold_release]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains(&fix.id),
+        "{:?}",
+        history[hold_release]
+    );
+    assert!(orch::store::first_conflict(&org.config.graph, &history).is_none());
+    // Nothing is held any more.
+    let s = org.json(&["status", "--json"]);
+    assert_eq!(s["locks"].as_array().unwrap().len(), 0, "{s:#}");
 }

@@ -6,6 +6,7 @@
 #   "... [base]"             a commit lands on the base branch (another file) while it works
 #   "... [conflict]"         a commit lands on the base branch changing <repo>.txt meanwhile
 #   "... [fail-once]"        the first worker on the task gives up BLOCKED; later ones work
+#   "Fix <repo>: ..."        a downstream fix: also adds handles-breaking.txt (what vm's CI wants)
 set -eu
 . "$(dirname "$0")/lib.sh"
 echo "WORKING: $ORCH_TASK"
@@ -32,14 +33,21 @@ case "$ORCH_TASK" in
 esac
 
 case "$ORCH_TASK" in
+"Fix "*) printf 'yes\n' > handles-breaking.txt && git add handles-breaking.txt ;;
+esac
+
+case "$ORCH_TASK" in
 *"[base]"*) base_commit other.txt "someone else's change" ;;
 *"[conflict]"*) base_commit "$ORCH_REPO.txt" "someone else's version" ;;
 esac
 
 # A replacement (after a kill) finds the previous life's commit: the same content commits empty.
+# A fix leaves <repo>.txt (what the repositories above read) as it is.
+file="$ORCH_REPO.txt"
+case "$ORCH_TASK" in "Fix "*) file=fix.txt ;; esac
 step() {
-    printf '%s\n' "$1" > "$ORCH_REPO.txt"
-    git add "$ORCH_REPO.txt"
+    printf '%s\n' "$1" > "$file"
+    git add "$file"
     git commit -q --allow-empty -m "$1"
     push_head
     if ! ci_wait "$SHA"; then

@@ -11,7 +11,7 @@
 
 use super::Supervisor;
 use super::ci::CiAnswer;
-use crate::config::LandMethod;
+use crate::config::{LandMethod, OnBreakage};
 use crate::forge::Forge;
 use crate::gitops::{self, Integrate, Integration};
 use crate::milestone::{Event, LandEvent, LandState, Landing};
@@ -155,6 +155,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     detail: v.detail.clone(),
                 };
                 self.apply(Event::Land(event), None, Vec::new());
+                let broken = self
+                    .w
+                    .progress
+                    .landing
+                    .as_ref()
+                    .is_some_and(|l| l.state == LandState::Broken);
+                if broken && self.env.config.downstream.on_breakage == OnBreakage::Fix {
+                    let dep = d.repo.clone();
+                    self.spawn_fix(&dep, &a.sha, &v.failed_jobs);
+                }
             }
             return true;
         }
@@ -186,6 +196,132 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.land_cas(&candidate, &onto, how);
         }
         true
+    }
+
+    /// `downstream.on_breakage: fix`: a worker on the broken dependent `dep` (its base head
+    /// `sha` red with `failed` jobs), told what broke it and the failing jobs' last log lines,
+    /// takes over the hold on its chain in its lock transaction (no gap). It is landed and
+    /// checked against its own dependents like any change.
+    fn spawn_fix(&mut self, dep: &str, sha: &Sha, failed: &[String]) {
+        let Some(repo) = self.env.config.repo(dep).cloned() else {
+            return;
+        };
+        let landed = self
+            .w
+            .progress
+            .landing
+            .as_ref()
+            .and_then(|l| l.landed.clone())
+            .unwrap_or_else(|| sha.clone());
+        let jobs = if failed.is_empty() {
+            "its CI".to_string()
+        } else {
+            failed.join(", ")
+        };
+        let logs = self.failing_logs(&repo, sha, failed);
+        let base = self.base_branch();
+        let task = format!(
+            "Fix {dep}: {}'s change {} (\"{}\") landed on {base} and broke {dep}'s CI ({jobs}); make {dep} work with it",
+            self.w.repo,
+            landed.short(),
+            self.w.task.lines().next().unwrap_or("")
+        );
+        let handoff = format!(
+            "DOWNSTREAM FIX (critical path): {} {} landed on {base} and {dep}'s CI is red on its base head {} (failing: {jobs}). Last lines of the failing jobs:\n{logs}\n",
+            self.w.repo,
+            landed.short(),
+            sha.short()
+        );
+        let req = crate::app::spawn::SpawnRequest {
+            repo: dep.to_string(),
+            task,
+            task_id: Some(format!(
+                "{}/fix-{dep}",
+                self.w.task_id.clone().unwrap_or_else(|| self.w.id.clone())
+            )),
+            take_over: Some(crate::app::journal::breakage_holder(&self.w.id)),
+            handoff: Some(handoff),
+            ..Default::default()
+        };
+        let loaded = crate::app::Loaded {
+            config: self.env.config.clone(),
+            contract: self.env.contract.clone(),
+            state_dir: self.env.state_dir.to_path_buf(),
+            config_path: self.env.config_path.to_path_buf(),
+            contract_path: self.env.contract_path.to_path_buf(),
+        };
+        let detail = match crate::app::spawn::prepare(
+            &loaded.config,
+            &loaded.contract,
+            &loaded.state_dir,
+            &mut self.store,
+            &req,
+        ) {
+            Ok(crate::app::spawn::Spawned::Ready(rec)) => {
+                match crate::app::start_detached(&loaded, &rec.id) {
+                    Ok(_) => {
+                        self.wait_handed_over(&rec.id);
+                        format!(
+                            "fix worker {} spawned on {dep} (its chain handed over)",
+                            rec.id
+                        )
+                    }
+                    Err(e) => format!("fix worker {} recorded but not started: {e}", rec.id),
+                }
+            }
+            Ok(other) => format!("no fix worker on {dep} ({other:?}); the hold stays"),
+            Err(e) => format!("no fix worker on {dep}: {e}; the hold stays"),
+        };
+        tracing::info!(worker = %self.w.id, "{detail}");
+        self.record(vec![super::journal::Fact::Logged {
+            kind: "fix_spawned",
+            detail,
+        }]);
+    }
+
+    /// Waits (bounded) until a supervisor this process started has taken its worker's lease
+    /// over, so that the worker is never an orphan after this process goes.
+    fn wait_handed_over(&mut self, id: &str) {
+        let me = std::process::id() as i64;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            match self.store.worker(id) {
+                Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => {
+                    return;
+                }
+                Ok(None) | Err(_) => return,
+                _ => std::thread::sleep(std::time::Duration::from_millis(25)),
+            }
+        }
+    }
+
+    /// The last lines of each failing job's log for `sha` in `repo`, where the forge keeps logs.
+    fn failing_logs(&self, repo: &crate::config::Repo, sha: &Sha, failed: &[String]) -> String {
+        const LINES: usize = 30;
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for job in failed {
+            let log = rt.block_on(self.follower.forge().job_log(repo, sha.as_str(), job));
+            match log {
+                Ok(Some(text)) => {
+                    let lines: Vec<&str> = text.lines().collect();
+                    let tail = &lines[lines.len().saturating_sub(LINES)..];
+                    out.push_str(&format!("--- {job} (last {} lines)\n", tail.len()));
+                    for l in tail {
+                        out.push_str(&crate::text::escape(l));
+                        out.push('\n');
+                    }
+                }
+                Ok(None) => out.push_str(&format!("--- {job}: the forge keeps no log\n")),
+                Err(e) => out.push_str(&format!("--- {job}: log unreadable ({e})\n")),
+            }
+        }
+        out
     }
 
     /// Pending: fetch the base head; the change is on it already, or the base is

@@ -363,6 +363,19 @@ pub struct LandConfig {
     /// Integrations built (the base moved again while one was verified) before orch gives up
     /// with an alert.
     pub max_attempts: u32,
+    pub on_conflict: OnConflict,
+}
+
+/// `land.on_conflict`: what a change that does not merge with the moved base leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflict {
+    /// The contract's `merge_conflict_with_main: blocking`: the chain lock is kept, an alert
+    /// goes out, a person integrates.
+    Block,
+    /// A replacement worker on the same task, told which files conflict, takes the chain lock
+    /// over (no gap) and redoes the change on the current base.
+    Fix,
 }
 
 impl LandConfig {
@@ -376,6 +389,7 @@ impl LandConfig {
             },
             method: LandMethod::Merge,
             max_attempts: 3,
+            on_conflict: OnConflict::Block,
         }
     }
 }

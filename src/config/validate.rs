@@ -6,7 +6,7 @@ use super::raw::{
 use super::{
     Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, DownstreamConfig, ForgeConfig,
     ForgeKind, GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod, LandPolicy,
-    OnBreakage, Repo, SinkKind, WorkerConfig,
+    OnBreakage, OnConflict, Repo, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -529,16 +529,17 @@ fn validate_land(c: &mut Check, at: &str, raw: &RawLand, base: LandConfig) -> La
     if raw.max_attempts.is_some() {
         land.max_attempts = c.positive(&format!("{at}.max_attempts"), &raw.max_attempts, 3) as u32;
     }
-    if let Some(o) = &raw.on_conflict
-        && o.value != "block"
-    {
-        c.err(
-            pos(o),
-            format!(
-                "{at}.on_conflict must be block (a conflict waits for a person, BLOCKED with an alert), got \"{}\"",
-                o.value
+    if let Some(o) = &raw.on_conflict {
+        match o.value.as_str() {
+            "block" => land.on_conflict = OnConflict::Block,
+            "fix" => land.on_conflict = OnConflict::Fix,
+            other => c.err(
+                pos(o),
+                format!(
+                    "{at}.on_conflict must be block (a person integrates, the lock kept, an alert) or fix (a replacement worker redoes the change on the base), got \"{other}\""
+                ),
             ),
-        );
+        }
     }
     land
 }

@@ -166,6 +166,20 @@ pub fn retry_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::Result<i6
     )
 }
 
+/// The wave task run by worker `old` is run by `new` from now on (a replacement that took the
+/// task over: `land.on_conflict: fix`).
+pub fn relink_task_worker(
+    tx: &Transaction,
+    old: &str,
+    new: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE wave_tasks SET worker_id = ?2, started_ms = ?3, alerted_ms = NULL WHERE worker_id = ?1",
+        params![old, new, now],
+    )
+}
+
 /// Marks the task alerted; false if it already was (the alert is raised once).
 pub fn mark_alerted(tx: &Transaction, wave: &str, id: &str, now: i64) -> rusqlite::Result<bool> {
     Ok(tx.execute(

@@ -978,3 +978,52 @@ fn a_breakage_is_handed_to_a_fix_worker_that_lands_the_fix_without_a_gap() {
     let s = org.json(&["status", "--json"]);
     assert_eq!(s["locks"].as_array().unwrap().len(), 0, "{s:#}");
 }
+
+#[test]
+fn with_on_conflict_fix_a_replacement_takes_the_lock_over_and_lands_the_change() {
+    let org = org(Some("{on_conflict: fix}"));
+    let id = org.spawn("core", "core feature [conflict]", "t-conflict-fix");
+    let replacement = poll_until(
+        "the replacement worker",
+        Duration::from_secs(60),
+        || {
+            org.workers()
+                .into_iter()
+                .find(|w| w.task_id.as_deref() == Some("t-conflict-fix") && w.id != id)
+        },
+        || org.diag(&id),
+    );
+    assert_eq!(landing_of(&org, &id).state, LandState::Conflict);
+    assert_eq!(replacement.task, "core feature [conflict]");
+    let prompt =
+        std::fs::read_to_string(org.state.join(&replacement.id).join("prompt.md")).unwrap();
+    assert!(
+        prompt.contains("REPLACEMENT after a landing conflict") && prompt.contains("core.txt"),
+        "{prompt}"
+    );
+    org.wait_done(&replacement.id);
+    let r = org.worker(&replacement.id);
+    assert_eq!(
+        r.progress.landing.as_ref().map(|l| l.state),
+        Some(LandState::Landed),
+        "{}",
+        org.diag(&replacement.id)
+    );
+    let head = forge_head(&org, "core", "main");
+    assert!(is_ancestor(
+        &org,
+        "core",
+        r.progress.tracked_sha.unwrap().as_str(),
+        &head
+    ));
+    // The lock went from the conflicted worker to its replacement in one transaction.
+    let history = org.store().lock_history().unwrap();
+    let released = history
+        .iter()
+        .position(|h| h.holder == id && h.action == "release")
+        .unwrap();
+    assert_eq!(history[released + 1].holder, replacement.id, "{history:?}");
+    assert_eq!(history[released + 1].action, "acquire");
+    assert!(orch::store::first_conflict(&org.config.graph, &history).is_none());
+    assert_eq!(org.lock_of(&replacement.id), None);
+}

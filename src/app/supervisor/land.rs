@@ -11,7 +11,7 @@
 
 use super::Supervisor;
 use super::ci::CiAnswer;
-use crate::config::{LandMethod, OnBreakage};
+use crate::config::{LandMethod, OnBreakage, OnConflict};
 use crate::forge::Forge;
 use crate::gitops::{self, Integrate, Integration};
 use crate::milestone::{Event, LandEvent, LandState, Landing};
@@ -186,6 +186,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             detail: v.detail.clone(),
         });
         self.apply(event, None, Vec::new());
+        if self
+            .w
+            .progress
+            .landing
+            .as_ref()
+            .is_some_and(|n| n.state == LandState::Conflict)
+        {
+            self.conflict_fix();
+        }
         if l.state == LandState::Verifying
             && v.kind == crate::ci::verdict::VerdictKind::Green
             && let (Some(candidate), Some(onto)) = (l.candidate, l.onto)
@@ -243,33 +252,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             handoff: Some(handoff),
             ..Default::default()
         };
-        let loaded = crate::app::Loaded {
-            config: self.env.config.clone(),
-            contract: self.env.contract.clone(),
-            state_dir: self.env.state_dir.to_path_buf(),
-            config_path: self.env.config_path.to_path_buf(),
-            contract_path: self.env.contract_path.to_path_buf(),
-        };
-        let detail = match crate::app::spawn::prepare(
-            &loaded.config,
-            &loaded.contract,
-            &loaded.state_dir,
-            &mut self.store,
-            &req,
-        ) {
-            Ok(crate::app::spawn::Spawned::Ready(rec)) => {
-                match crate::app::start_detached(&loaded, &rec.id) {
-                    Ok(_) => {
-                        self.wait_handed_over(&rec.id);
-                        format!(
-                            "fix worker {} spawned on {dep} (its chain handed over)",
-                            rec.id
-                        )
-                    }
-                    Err(e) => format!("fix worker {} recorded but not started: {e}", rec.id),
-                }
-            }
-            Ok(other) => format!("no fix worker on {dep} ({other:?}); the hold stays"),
+        let detail = match self.spawn_handed_over(&req) {
+            Ok(id) => format!("fix worker {id} spawned on {dep} (its chain handed over)"),
             Err(e) => format!("no fix worker on {dep}: {e}; the hold stays"),
         };
         tracing::info!(worker = %self.w.id, "{detail}");
@@ -277,6 +261,93 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             kind: "fix_spawned",
             detail,
         }]);
+    }
+
+    /// `land.on_conflict: fix`: the change does not merge with the base; a replacement worker
+    /// on the same task (same task id: a wave follows it) takes this worker's chain lock over in
+    /// its lock transaction and redoes the change on the current base, told which files
+    /// conflict and where the previous change is.
+    pub(super) fn conflict_fix(&mut self) {
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return;
+        };
+        if repo.land.on_conflict != OnConflict::Fix {
+            return;
+        }
+        let l = self.w.progress.landing.clone();
+        let detail = l
+            .as_ref()
+            .and_then(|l| l.detail.clone())
+            .unwrap_or_default();
+        let done = l
+            .as_ref()
+            .and_then(|l| l.done_sha.as_ref())
+            .map(|s| s.short().to_string())
+            .unwrap_or_else(|| "-".into());
+        let handoff = format!(
+            "REPLACEMENT after a landing conflict: worker {}'s verified change ({} on branch {}) does not land on {}: {detail}. Start from {} as it is now; bring the change over (e.g. `git merge {}`), resolve the conflicts keeping what {} gained meanwhile, push, and report as usual.\n",
+            self.w.id, done, self.w.branch, repo.branch, repo.branch, self.w.branch, repo.branch
+        );
+        let req = crate::app::spawn::SpawnRequest {
+            repo: self.w.repo.clone(),
+            task: self.w.task.clone(),
+            task_id: self.w.task_id.clone(),
+            component: self.w.component.clone(),
+            plan: self.w.plan.clone(),
+            take_over: Some(self.w.id.clone()),
+            handoff: Some(handoff),
+        };
+        let detail = match self.spawn_handed_over(&req) {
+            Ok(id) => {
+                let old = self.w.id.clone();
+                let _ = self
+                    .store
+                    .write(|tx| crate::store::waves::relink_task_worker(tx, &old, &id, now_ms()));
+                format!(
+                    "replacement worker {id} redoes the change on the base (the chain lock handed over)"
+                )
+            }
+            Err(e) => format!("no replacement: {e}; the lock stays for a person"),
+        };
+        tracing::info!(worker = %self.w.id, "{detail}");
+        self.record(vec![super::journal::Fact::Logged {
+            kind: "conflict_fix",
+            detail,
+        }]);
+    }
+
+    /// Spawns `req` (whose lock transaction takes a lock over from its `take_over` holder) and
+    /// starts its supervisor: the new worker's id.
+    fn spawn_handed_over(
+        &mut self,
+        req: &crate::app::spawn::SpawnRequest,
+    ) -> Result<String, String> {
+        let loaded = crate::app::Loaded {
+            config: self.env.config.clone(),
+            contract: self.env.contract.clone(),
+            state_dir: self.env.state_dir.to_path_buf(),
+            config_path: self.env.config_path.to_path_buf(),
+            contract_path: self.env.contract_path.to_path_buf(),
+        };
+        match crate::app::spawn::prepare(
+            &loaded.config,
+            &loaded.contract,
+            &loaded.state_dir,
+            &mut self.store,
+            req,
+        ) {
+            Ok(crate::app::spawn::Spawned::Ready(rec)) => {
+                match crate::app::start_detached(&loaded, &rec.id) {
+                    Ok(_) => {
+                        self.wait_handed_over(&rec.id);
+                        Ok(rec.id.clone())
+                    }
+                    Err(e) => Err(format!("worker {} recorded but not started: {e}", rec.id)),
+                }
+            }
+            Ok(other) => Err(format!("not spawned ({other:?})")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// Waits (bounded) until a supervisor this process started has taken its worker's lease
@@ -421,6 +492,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                             None,
                             Vec::new(),
                         );
+                        self.conflict_fix();
                     }
                     Err(e) => {
                         let reason = format!("building the integration failed: {e}");

@@ -168,7 +168,7 @@ pub fn prepare(
             landing: Some(crate::milestone::Landing::planned(
                 &repo.land,
                 // orch checks what it lands: with `land: none` people merge, and check.
-                if repo.land.policy == crate::config::LandPolicy::Merge {
+                if repo.land.policy != crate::config::LandPolicy::None {
                     config.dependents_within(&repo.name, config.downstream.depth)
                 } else {
                     Vec::new()

@@ -266,6 +266,10 @@ pub enum LandPolicy {
     /// orch does not land: the change waits on its branch for a person (dependents in a
     /// wave wait until it is on the base branch).
     None,
+    /// Forgejo: orch opens a pull request from the worker's branch and merges it through the
+    /// API, pinned to the head commit it verified; a refusal (branch protection, approvals)
+    /// is the server's to say, and leaves the landing `refused` with an alert.
+    PullRequest,
 }
 
 impl LandPolicy {
@@ -273,6 +277,7 @@ impl LandPolicy {
         match self {
             LandPolicy::Merge => "merge",
             LandPolicy::None => "none",
+            LandPolicy::PullRequest => "pull_request",
         }
     }
 }

@@ -195,6 +195,7 @@ pub(super) fn validate(
         "land",
         &raw_land,
         LandConfig::default_for(forge.kind),
+        forge.kind,
     );
 
     let downstream = validate_downstream(&mut c, &raw.downstream.unwrap_or_default());
@@ -420,7 +421,13 @@ pub(super) fn validate(
             spec.ci.map(|ci| ci.jobs).unwrap_or_default(),
         );
         let land = match &spec.land {
-            Some(own) => validate_land(&mut c, &format!("repos.{}.land", name.value), own, land),
+            Some(own) => validate_land(
+                &mut c,
+                &format!("repos.{}.land", name.value),
+                own,
+                land,
+                forge.kind,
+            ),
             None => land,
         };
         repos.push(Repo {
@@ -496,22 +503,37 @@ fn validate_downstream(c: &mut Check, raw: &RawDownstream) -> DownstreamConfig {
 }
 
 /// One `land:` mapping over `base` (the defaults, or the organisation's for a repository).
-fn validate_land(c: &mut Check, at: &str, raw: &RawLand, base: LandConfig) -> LandConfig {
+fn validate_land(
+    c: &mut Check,
+    at: &str,
+    raw: &RawLand,
+    base: LandConfig,
+    forge: ForgeKind,
+) -> LandConfig {
     let mut land = base;
     if let Some(p) = &raw.policy {
         match p.value.as_str() {
             "merge" => land.policy = LandPolicy::Merge,
             "none" => land.policy = LandPolicy::None,
-            "pull_request" | "direct" => c.err(
+            "pull_request" if forge == ForgeKind::Forgejo => {
+                land.policy = LandPolicy::PullRequest
+            }
+            "pull_request" => c.err(
                 pos(p),
                 format!(
-                    "{at}.policy {} is not supported by this orch yet; use merge (orch lands verified work itself) or none (people merge)",
+                    "{at}.policy pull_request needs forge.kind: forgejo (the local forge has no pull requests; use merge)"
+                ),
+            ),
+            "direct" => c.err(
+                pos(p),
+                format!(
+                    "{at}.policy {} is not supported by this orch yet; use merge (orch lands verified work itself), pull_request (Forgejo) or none (people merge)",
                     p.value
                 ),
             ),
             other => c.err(
                 pos(p),
-                format!("{at}.policy must be merge or none, got \"{other}\""),
+                format!("{at}.policy must be merge, pull_request or none, got \"{other}\""),
             ),
         }
     }

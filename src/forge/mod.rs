@@ -86,6 +86,49 @@ pub trait Forge: Send + Sync {
         sha: &str,
         job: &str,
     ) -> impl Future<Output = Result<Option<String>, ForgeError>> + Send;
+
+    /// Opens a pull request from `head` into `base` (or finds the open one): forges that have
+    /// them (`land.policy: pull_request`).
+    fn open_pull(
+        &self,
+        _repo: &Repo,
+        _head: &str,
+        _base: &str,
+        _title: &str,
+        _body: &str,
+    ) -> impl Future<Output = Result<forgejo::PullRequest, ForgeError>> + Send {
+        async { Err(no_pulls()) }
+    }
+
+    /// Pull request `number`.
+    fn pull(
+        &self,
+        _repo: &Repo,
+        _number: i64,
+    ) -> impl Future<Output = Result<forgejo::PullRequest, ForgeError>> + Send {
+        async { Err(no_pulls()) }
+    }
+
+    /// Merges pull request `number` pinned to `head_commit_id`.
+    fn merge_pull(
+        &self,
+        _repo: &Repo,
+        _number: i64,
+        _style: &str,
+        _head_commit_id: &str,
+        _title: &str,
+    ) -> impl Future<Output = Result<forgejo::MergeAnswer, ForgeError>> + Send {
+        async { Err(no_pulls()) }
+    }
+}
+
+fn no_pulls() -> ForgeError {
+    ForgeError::Blocking {
+        kind: BlockingKind::Other,
+        message:
+            "this forge has no pull requests (land.policy pull_request needs forge.kind: forgejo)"
+                .into(),
+    }
 }
 
 /// The forge chosen by `forge.kind`, so callers need not be generic over it.
@@ -192,6 +235,44 @@ impl Forge for AnyForge {
         match self {
             AnyForge::Forgejo(f) => f.job_log(repo, sha, job).await,
             AnyForge::Local(f) => f.job_log(repo, sha, job).await,
+        }
+    }
+
+    async fn open_pull(
+        &self,
+        repo: &Repo,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<forgejo::PullRequest, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.open_pull(repo, head, base, title, body).await,
+            AnyForge::Local(_) => Err(no_pulls()),
+        }
+    }
+
+    async fn pull(&self, repo: &Repo, number: i64) -> Result<forgejo::PullRequest, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.pull(repo, number).await,
+            AnyForge::Local(_) => Err(no_pulls()),
+        }
+    }
+
+    async fn merge_pull(
+        &self,
+        repo: &Repo,
+        number: i64,
+        style: &str,
+        head_commit_id: &str,
+        title: &str,
+    ) -> Result<forgejo::MergeAnswer, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => {
+                f.merge_pull(repo, number, style, head_commit_id, title)
+                    .await
+            }
+            AnyForge::Local(_) => Err(no_pulls()),
         }
     }
 }

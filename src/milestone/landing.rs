@@ -116,6 +116,11 @@ pub struct Landing {
     /// The dependents checked after the landing (planned at spawn from `downstream.depth`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub downstream: Vec<DownstreamCheck>,
+    /// `pull_request`: the pull request orch opened (its number and page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_url: Option<String>,
 }
 
 /// One dependent's CI on its base head with the landed change.
@@ -154,6 +159,8 @@ impl Landing {
                     failed_jobs: Vec::new(),
                 })
                 .collect(),
+            pull: None,
+            pull_url: None,
         }
     }
 
@@ -189,6 +196,9 @@ impl Landing {
                 Some(d) => format!("{}: {d}", self.state),
                 None => self.state.to_string(),
             },
+            LandState::Pending if self.pull.is_some() => {
+                format!("pull request #{} open", self.pull.unwrap_or_default())
+            }
             s => s.to_string(),
         }
     }
@@ -209,6 +219,11 @@ pub enum LandEvent {
     Lost { reason: String },
     /// The change does not merge with the base head.
     Conflict { detail: String },
+    /// `pull_request`: the pull request was opened (or found open).
+    PullOpened { number: i64, url: Option<String> },
+    /// The forge refused the landing for good (a pull request's merge: branch protection,
+    /// approvals, a head out of date): its words.
+    Refused { reason: String },
     /// A dependent's base head `sha` was pushed to its verification branch (its CI runs).
     CheckStarted { repo: String, sha: Sha },
     /// A dependent's CI decided.

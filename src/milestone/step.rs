@@ -552,10 +552,10 @@ fn finish_done(contract: &Contract, p: &mut Progress, now: i64, fx: &mut Vec<Eff
             Some(l) => {
                 l.done_sha = p.tracked_sha.clone();
                 l.state = match l.policy {
-                    LandPolicy::Merge => LandState::Pending,
+                    LandPolicy::Merge | LandPolicy::PullRequest => LandState::Pending,
                     LandPolicy::None => LandState::Waiting,
                 };
-                l.policy == LandPolicy::Merge
+                l.policy != LandPolicy::None
             }
             None => false,
         };
@@ -655,6 +655,36 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
                 l.candidate = None;
                 note(l, format!("the base moved: {reason}; integrating again"));
             }
+        }
+        LandEvent::PullOpened { number, url } => {
+            if l.state == LandState::Pending && l.pull != Some(*number) {
+                l.pull = Some(*number);
+                l.pull_url = url.clone();
+                let detail = format!(
+                    "pull request #{number} opened{}",
+                    url.as_deref()
+                        .map(|u| format!(" ({u})"))
+                        .unwrap_or_default()
+                );
+                note(l, detail.clone());
+                fx.push(Effect::Landing {
+                    from: LandState::Pending,
+                    to: LandState::Pending,
+                    detail,
+                });
+                fx.push(Effect::Checkpoint);
+            }
+        }
+        LandEvent::Refused { reason } => {
+            l.state = LandState::Refused;
+            note(l, reason.clone());
+            fx.push(alert(
+                Severity::Critical,
+                "landing_refused",
+                format!(
+                    "worker {worker}: the forge refused to land its verified change: {reason}; the change is DONE on its branch, the chain lock is kept: land it by hand, then `orch release {worker} --force --reason landed`"
+                ),
+            ));
         }
         LandEvent::Conflict { detail } => {
             l.state = LandState::Conflict;

@@ -1006,6 +1006,52 @@ mod landing {
     }
 
     #[test]
+    fn a_pull_request_is_opened_merged_and_its_base_ci_frees_the_lock_or_refused_with_words() {
+        let p = pushed_with(LandPolicy::PullRequest, &[]);
+        let (p, fx) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        assert!(fx.contains(&Effect::Land) && !releases(&fx));
+        let opened = LandEvent::PullOpened {
+            number: 7,
+            url: Some("https://forge/pulls/7".into()),
+        };
+        let (p, fx) = land(&p, opened.clone());
+        let l = p.landing.as_ref().unwrap();
+        assert_eq!((l.state, l.pull), (LandState::Pending, Some(7)));
+        assert_eq!(l.summary(), "pull request #7 open");
+        assert!(fx.iter().any(|e| matches!(e, Effect::Landing { .. })));
+        // Seen again (a resumed supervisor finds it open): nothing new.
+        let (q, fx) = land(&p, opened);
+        assert_eq!(q, p);
+        assert!(fx.is_empty());
+        let refused = LandEvent::Refused {
+            reason: "Forgejo refused to merge pull request #7 (HTTP 405: not allowed to merge [reason: Does not have enough approvals])".into(),
+        };
+        let (r, fx) = land(&p, refused);
+        assert_eq!(r.landing.as_ref().unwrap().state, LandState::Refused);
+        assert!(!releases(&fx));
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::Alert { kind, message, .. }
+            if kind == "landing_refused" && message.contains("enough approvals")))
+        );
+        let merged = LandEvent::Moved {
+            to: sha('m'),
+            how: "pull request #7 merged (merge)".into(),
+        };
+        let (p, _) = land(&p, merged);
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
+        let (p, fx) = land(&p, green(sha('m')));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Landed);
+        assert!(releases(&fx));
+    }
+
+    #[test]
     fn a_red_dependent_releases_the_lock_and_holds_its_chain_in_that_order() {
         let p = pushed_with(LandPolicy::Merge, &["vm", "os"]);
         let (p, _) = step(

@@ -908,9 +908,10 @@ fn a_breakage_is_handed_to_a_fix_worker_that_lands_the_fix_without_a_gap() {
         "the fix worker",
         Duration::from_secs(30),
         || {
-            org.workers()
-                .into_iter()
-                .find(|w| w.task_id.as_deref() == Some("t-break/fix-vm"))
+            org.workers().into_iter().find(|w| {
+                w.task_id.as_deref() == Some("t-break/fix-vm")
+                    && org.state.join(&w.id).join("prompt.md").exists()
+            })
         },
         || org.diag(&id),
     );
@@ -987,9 +988,12 @@ fn with_on_conflict_fix_a_replacement_takes_the_lock_over_and_lands_the_change()
         "the replacement worker",
         Duration::from_secs(60),
         || {
-            org.workers()
-                .into_iter()
-                .find(|w| w.task_id.as_deref() == Some("t-conflict-fix") && w.id != id)
+            // Its prompt is written just after its record.
+            org.workers().into_iter().find(|w| {
+                w.task_id.as_deref() == Some("t-conflict-fix")
+                    && w.id != id
+                    && org.state.join(&w.id).join("prompt.md").exists()
+            })
         },
         || org.diag(&id),
     );

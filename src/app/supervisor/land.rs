@@ -11,8 +11,9 @@
 
 use super::Supervisor;
 use super::ci::CiAnswer;
-use crate::config::{LandMethod, OnBreakage, OnConflict};
+use crate::config::{LandMethod, LandPolicy, OnBreakage, OnConflict};
 use crate::forge::Forge;
+use crate::forge::forgejo::MergeAnswer;
 use crate::gitops::{self, Integrate, Integration};
 use crate::milestone::{Event, LandEvent, LandState, Landing};
 use crate::sha::Sha;
@@ -20,6 +21,10 @@ use crate::store::now_ms;
 
 /// The least time between two landing steps (a fast local forge is not hammered).
 const LAND_EVERY_MS: i64 = 200;
+/// How long one pull request call may take.
+const PULL_CALL_BOUND: std::time::Duration = std::time::Duration::from_secs(20);
+/// How many looks at a pull request the server does not find mergeable before orch gives up.
+const PULL_WAIT_LIMIT: u32 = 300;
 
 impl<F: Forge + 'static> Supervisor<'_, F> {
     /// The landing branch of this worker (integrations are verified there before the base
@@ -40,7 +45,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let every = (self.env.config.ci.poll_interval.as_millis() as i64).max(LAND_EVERY_MS);
         match l.state {
             LandState::Pending => {
-                self.next_land_ms = now + LAND_EVERY_MS;
+                // A real forge's pull request is looked at on CI's pace.
+                self.next_land_ms = now
+                    + if l.policy == LandPolicy::PullRequest {
+                        every
+                    } else {
+                        LAND_EVERY_MS
+                    };
                 self.land_move(&l);
             }
             LandState::Downstream => {
@@ -395,9 +406,164 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         out
     }
 
+    /// Runs one forge request of the landing (pull requests) to its end, bounded: the
+    /// supervisor's loop waits for it (its worker is gone; its lease outlives the bound).
+    fn forge_call<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, crate::forge::ForgeError>>,
+    ) -> Result<T, crate::forge::ForgeError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| crate::forge::ForgeError::Transient {
+                message: format!("no runtime: {e}"),
+                attempts: 0,
+            })?;
+        rt.block_on(async {
+            match tokio::time::timeout(PULL_CALL_BOUND, f).await {
+                Ok(r) => r,
+                Err(_) => Err(crate::forge::ForgeError::Transient {
+                    message: format!("no answer within {PULL_CALL_BOUND:?}"),
+                    attempts: 0,
+                }),
+            }
+        })
+    }
+
+    /// `land.policy: pull_request`: open the pull request, then merge it through the API
+    /// pinned to the verified DONE commit once the server finds it mergeable; the server's
+    /// refusal (branch protection, approvals, a head that moved) is the landing's `refused`.
+    fn land_pull(&mut self, l: &Landing) {
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return;
+        };
+        let Some(done) = l.done_sha.clone() else {
+            return;
+        };
+        let title = format!(
+            "{} (orch {})",
+            self.w.task.lines().next().unwrap_or(""),
+            self.w.id
+        );
+        let Some(number) = l.pull else {
+            let body = format!(
+                "Verified by orch: CI green for {} with the sync job `{}` success (worker {}). orch merges it pinned to that commit.",
+                done.as_str(),
+                self.env.config.ci.sync_job,
+                self.w.id
+            );
+            let forge = self.follower.forge();
+            match self.forge_call(forge.open_pull(
+                &repo,
+                &self.w.branch,
+                &repo.branch,
+                &title,
+                &body,
+            )) {
+                Ok(p) => {
+                    let event = LandEvent::PullOpened {
+                        number: p.number,
+                        url: p.html_url,
+                    };
+                    self.apply(Event::Land(event), None, Vec::new());
+                }
+                Err(e) if e.is_blocking() => {
+                    self.land_refused(format!("opening the pull request: {e}"))
+                }
+                Err(e) => {
+                    tracing::warn!(worker = %self.w.id, error = %e, "landing: cannot open the pull request yet")
+                }
+            }
+            return;
+        };
+        let pull = match self.forge_call(self.follower.forge().pull(&repo, number)) {
+            Ok(p) => p,
+            Err(e) if e.is_blocking() => {
+                return self.land_refused(format!("reading pull request #{number}: {e}"));
+            }
+            Err(e) => {
+                tracing::warn!(worker = %self.w.id, error = %e, "landing: cannot read the pull request");
+                return;
+            }
+        };
+        if pull.merged {
+            return self.pull_merged(number, pull.merge_commit_sha, "merged");
+        }
+        if pull.head_sha != done.as_str() {
+            return self.land_refused(format!(
+                "pull request #{number}'s head moved to {} after orch verified {}: not merged",
+                crate::sha::short(&pull.head_sha),
+                done.short()
+            ));
+        }
+        if !pull.mergeable {
+            return self.pull_wait(number, "the server does not find it mergeable yet");
+        }
+        let style = match l.method {
+            LandMethod::Merge => "merge",
+            LandMethod::Rebase => "rebase",
+            LandMethod::Squash => "squash",
+        };
+        let forge = self.follower.forge();
+        match self.forge_call(forge.merge_pull(&repo, number, style, done.as_str(), &title)) {
+            Ok(MergeAnswer::Merged) => {
+                let sha = self
+                    .forge_call(self.follower.forge().pull(&repo, number))
+                    .ok()
+                    .and_then(|p| p.merge_commit_sha);
+                self.pull_merged(number, sha, style);
+            }
+            Ok(MergeAnswer::NotYet(m)) => self.pull_wait(number, &m),
+            Ok(MergeAnswer::Refused { status, message }) => self.land_refused(format!(
+                "Forgejo refused to merge pull request #{number} (HTTP {status}: {message})"
+            )),
+            Err(e) if e.is_blocking() => {
+                self.land_refused(format!("merging pull request #{number}: {e}"))
+            }
+            Err(e) => {
+                tracing::warn!(worker = %self.w.id, error = %e, "landing: merge not answered; asking again")
+            }
+        }
+    }
+
+    fn pull_merged(&mut self, number: i64, sha: Option<String>, how: &str) {
+        match sha {
+            Some(sha) => {
+                let event = LandEvent::Moved {
+                    to: Sha::from(sha),
+                    how: format!("pull request #{number} merged ({how})"),
+                };
+                self.apply(Event::Land(event), None, Vec::new());
+            }
+            None => {
+                tracing::warn!(worker = %self.w.id, number, "merged, but no merge commit shown yet")
+            }
+        }
+    }
+
+    /// A pull request the server does not merge yet: asked again at the next step, up to a
+    /// bound (a conflict also reads "not mergeable").
+    fn pull_wait(&mut self, number: i64, why: &str) {
+        self.pull_waits += 1;
+        if self.pull_waits >= PULL_WAIT_LIMIT {
+            self.land_refused(format!(
+                "pull request #{number} is still not mergeable after {} looks ({why}): a conflict with the base branch?",
+                self.pull_waits
+            ));
+        }
+    }
+
+    fn land_refused(&mut self, reason: String) {
+        let reason = crate::text::escape(&reason).into_owned();
+        self.apply(Event::Land(LandEvent::Refused { reason }), None, Vec::new());
+    }
+
     /// Pending: fetch the base head; the change is on it already, or the base is
     /// fast-forwarded to it, or an integration is built for CI to verify.
     fn land_move(&mut self, l: &Landing) {
+        if l.policy == LandPolicy::PullRequest {
+            return self.land_pull(l);
+        }
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return;
         };

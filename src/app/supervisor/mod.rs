@@ -150,6 +150,8 @@ struct Supervisor<'a, F: Forge> {
     notes_said: std::collections::HashSet<&'static str>,
     /// When the next landing step is due (see `land.rs`).
     next_land_ms: i64,
+    /// Looks at a pull request the server did not find mergeable yet (see `land.rs`).
+    pull_waits: u32,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -210,6 +212,7 @@ pub fn supervise_then<F: Forge + 'static>(
         fresh_retry_used: false,
         notes_said: Default::default(),
         next_land_ms: 0,
+        pull_waits: 0,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must

@@ -168,6 +168,9 @@ pub struct LandingView {
     pub detail: Option<String>,
     /// One phrase: `landed 1a2b3c4`, `conflict: …`.
     pub summary: String,
+    /// `pull_request`: the pull request orch opened, and its page.
+    pub pull: Option<i64>,
+    pub pull_url: Option<String>,
 }
 
 impl LandingView {
@@ -182,6 +185,8 @@ impl LandingView {
             attempts: l.attempts,
             detail: l.detail.clone(),
             summary: l.summary(),
+            pull: l.pull,
+            pull_url: l.pull_url.clone(),
         }
     }
 }

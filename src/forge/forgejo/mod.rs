@@ -25,7 +25,9 @@
 //! never logged, and server bodies are scrubbed of it before they reach an error message.
 
 mod http;
+mod pulls;
 mod runs;
+pub use pulls::{MergeAnswer, PullRequest};
 pub mod wire;
 
 use super::{BlockingKind, Forge, ForgeError};
@@ -410,6 +412,32 @@ impl ForgejoForge {
 }
 
 impl Forge for ForgejoForge {
+    async fn open_pull(
+        &self,
+        repo: &Repo,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest, ForgeError> {
+        ForgejoForge::open_pull(self, repo, head, base, title, body).await
+    }
+
+    async fn pull(&self, repo: &Repo, number: i64) -> Result<PullRequest, ForgeError> {
+        ForgejoForge::pull(self, repo, number).await
+    }
+
+    async fn merge_pull(
+        &self,
+        repo: &Repo,
+        number: i64,
+        style: &str,
+        head_commit_id: &str,
+        title: &str,
+    ) -> Result<MergeAnswer, ForgeError> {
+        ForgejoForge::merge_pull(self, repo, number, style, head_commit_id, title).await
+    }
+
     async fn runs_for_commit(
         &self,
         repo: &Repo,

@@ -53,6 +53,11 @@ worker:
   max_parallel: 4
   env_passthrough: [HOME, PATH]
   stop_grace: 2s
+land:
+  policy: merge           # verified changes land on main; dependents start from them
+downstream:
+  depth: 1                # after a change lands, its direct dependents' CI runs on it
+  on_breakage: fix        # a dependent it breaks gets a fix worker at once
 repos:
 "#,
         dir.display()
@@ -81,6 +86,10 @@ git_commit() { git -c user.name="demo worker" -c user.email=worker@demo.invalid 
 orch report WORKING --note "implementing: $ORCH_TASK" >/dev/null
 mkdir -p src
 printf '%s\n' "$ORCH_TASK" > src/feature.txt
+case "$ORCH_TASK" in
+  "Fix vm"*) echo v2 > src/uses-api.txt ;;          # the fix: vm follows core's API v2
+  *"API v2"*) echo v2 > src/api.txt ;;              # core's new API: vm must follow
+esac
 if [ "$ORCH_REPO" = vm ]; then
   echo "unfinished" > src/status.txt        # the first attempt forgets something the tests check
 else
@@ -129,9 +138,17 @@ fn build_org(dir: &Path) -> Result<PathBuf, String> {
         std::fs::write(repo.join("README.md"), format!("# {name}\n")).map_err(|e| e.to_string())?;
         std::fs::write(repo.join("ci/check.sh"), "test -f README.md\n")
             .map_err(|e| e.to_string())?;
+        // vm builds on core's main as the forge has it: an API it does not follow breaks it.
+        let follows_core = if name == "vm" {
+            "core=\"$(cd ../../../forge && pwd)/core.git\"\nif git --git-dir=\"$core\" show main:src/api.txt 2>/dev/null | grep -qx v2 && ! grep -qx v2 src/uses-api.txt 2>/dev/null; then echo 'core main is at API v2; vm still uses v1 (src/uses-api.txt)' >&2; exit 1; fi\n"
+        } else {
+            ""
+        };
         std::fs::write(
             repo.join("ci/test.sh"),
-            "if [ -f src/status.txt ] && ! grep -qx ready src/status.txt; then echo 'src/status.txt: expected ready' >&2; exit 1; fi\n",
+            format!(
+                "if [ -f src/status.txt ] && ! grep -qx ready src/status.txt; then echo 'src/status.txt: expected ready' >&2; exit 1; fi\n{follows_core}"
+            ),
         )
         .map_err(|e| e.to_string())?;
         std::fs::write(
@@ -418,7 +435,7 @@ pub fn run(keep: bool, json: bool) -> Result<i32, String> {
 /// The demo's wave file: the organisation's next round of work as one wave.
 const WAVE_YAML: &str = r#"name: demo-wave
 tasks:
-  - {id: core-next, repo: core, task: "Core: second feature", estimate: 2m}
+  - {id: core-next, repo: core, task: "Core: API v2 (vm must follow)", estimate: 2m}
   - {id: sdk-docs, repo: sdk, task: "SDK: document the API", estimate: 1m}
   - {id: vm-next, repo: vm, task: "VM: second opcode table", estimate: 3m}
   - {id: net-next, repo: net, task: "Net: use the new opcodes", estimate: 2m}
@@ -448,9 +465,45 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant, json: bool) -> Result<Dem
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut last: BTreeMap<String, String> = BTreeMap::new();
     let mut ticks = 0;
+    let mut store = l.store().map_err(|e| e.to_string())?;
+    let mut last_seq = store
+        .read(|tx| ws::events_since(tx, 0))
+        .map_err(|e| e.to_string())?
+        .last()
+        .map(|e| e.seq)
+        .unwrap_or(0);
     loop {
         let r = crate::app::wave::tick(l, &wave).map_err(|e| e.to_string())?;
         ticks += 1;
+        // A change that broke a dependent, and the fix worker orch gave it (outside the wave,
+        // ahead of it: the wave's tasks on that chain wait for its lock).
+        let events = store
+            .read(|tx| ws::events_since(tx, last_seq))
+            .map_err(|e| e.to_string())?;
+        for e in events {
+            last_seq = e.seq;
+            let fix = e.worker_id.contains('-')
+                && store
+                    .worker(&e.worker_id)
+                    .ok()
+                    .flatten()
+                    .and_then(|w| w.task_id)
+                    .is_some_and(|t| t.contains("/fix-"));
+            let line = match e.kind.as_str() {
+                "landing" if e.detail.contains("-> broken") => {
+                    Some(format!("breakage: {}", e.detail))
+                }
+                "fix_spawned" => Some(e.detail.clone()),
+                "transition" if fix => Some(format!("fix {}: {}", e.worker_id, e.detail)),
+                "landing" if fix && e.detail.contains("-> landed") => {
+                    Some(format!("fix {}: {}", e.worker_id, e.detail))
+                }
+                _ => None,
+            };
+            if let Some(line) = line {
+                say!(json, "{:>6.1}s  {}", started.elapsed().as_secs_f64(), line);
+            }
+        }
         let Some(v) = r.view else { continue };
         for t in &v.tasks {
             let prev = last.insert(t.id.clone(), t.state.clone());

@@ -125,6 +125,7 @@ pub struct Landing {
 
 /// One dependent's CI on its base head with the landed change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct DownstreamCheck {
     pub repo: String,
     /// The dependent's base head that was verified (pushed to a verification branch).

@@ -21,6 +21,29 @@ fn demo_runs_every_task_to_a_verified_done() {
     assert!(stdout.contains("locks held now: 0"), "{stdout}");
     // Part two: the organisation as one wave, through ticks.
     assert!(stdout.contains("wave demo-wave: 5/5 DONE"), "{stdout}");
+    // Every change lands; core's API v2 breaks vm, which a fix worker repairs before the
+    // wave's vm task starts.
+    assert!(stdout.contains("-> landed"), "{stdout}");
+    assert!(
+        stdout.contains("breakage: downstream -> broken: vm is red"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("spawned on vm (its chain handed over)"),
+        "{stdout}"
+    );
+    let fixed = stdout
+        .lines()
+        .position(|l| l.contains("fix vm-") && l.contains("-> landed"))
+        .unwrap_or_else(|| panic!("the fix lands:\n{stdout}"));
+    let vm_next = stdout
+        .lines()
+        .position(|l| l.contains("vm-next") && l.contains("started by tick"))
+        .unwrap_or_else(|| panic!("vm-next starts:\n{stdout}"));
+    assert!(
+        fixed < vm_next,
+        "the fix lands before the wave's vm task starts:\n{stdout}"
+    );
     // Dependency order: core's lock is released before vm starts, vm's before net starts.
     let pos = |needle: &str| {
         stdout

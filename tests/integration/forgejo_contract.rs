@@ -228,6 +228,9 @@ per_version!(
 /// The traps of the appendix of the reference, one scenario each, and the property test.
 mod traps;
 
+/// The pull request API of the fake (`docs/forgejo-pulls.md`) over HTTP, against real git.
+mod pulls;
+
 // ---- scenarios ----------------------------------------------------------------------------
 
 async fn green(version: &str) {

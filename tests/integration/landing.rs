@@ -458,6 +458,16 @@ fn a_landed_change_that_breaks_a_dependent_is_caught_alerted_and_held() {
         msg.contains(landed.short()) && msg.contains("vm") && msg.contains("test"),
         "{msg}"
     );
+    // sessions show tells the landing and each dependent's check.
+    let shown = String::from_utf8(org.run(&["sessions", "show", &id]).stdout).unwrap();
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("landing"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        line.contains("broken") && line.contains("vm: red"),
+        "{line}"
+    );
     // core's own lock went; vm's chain is held for a person, in the same transaction.
     assert_eq!(org.lock_of(&id), None);
     let s = org.json(&["status", "--json"]);

@@ -44,8 +44,40 @@
 //!   unknown repository, run or job the API's JSON 404;
 //! - times: RFC 3339 with the configured UTC offset, epoch when unset, `duration` in
 //!   nanoseconds and omitted when zero;
-//! - a required token (401 otherwise), injected faults (status codes, raw bodies, delays,
-//!   echoing the Authorization header back), and a record of every request.
+//! - pull requests, on every version, following `docs/forgejo-pulls.md` (the repository
+//!   needs [`serve_git`](FakeForgejo::serve_git): branches, trial merges and merges are real
+//!   git in its bare repository):
+//!   - `POST /pulls` (`{head, base, title, body}`; `head` may be `orch-test:<branch>`): 201
+//!     with the PullRequest; 422 `[Head]: Required`… and `head == base`; 404 for a missing
+//!     base, then head, shaped per version (v9–v11 answer a missing head with a blank 500,
+//!     their `IsCommitExist(baseBranch)` bug); 409 `pull request already exists for these
+//!     targets [id: <id>, issue_id: <number>, …]` for an open duplicate. The head is written
+//!     to `refs/pull/<n>/head`;
+//!   - `GET /pulls/{n}`: `head.sha`/`base.sha` live from the branch tips (`head.ref` falls
+//!     back to `refs/pull/<n>/head` once the branch is gone); `url` is the web URL before v16
+//!     and the API URL from v16; `requested_reviewers(_teams)` `null` before v11, `flow` from
+//!     v11; `mergeable` is false while checking, on a conflict (a real `git merge-tree`) or a
+//!     WIP title. A push to the head or base (seen at the next request) re-queues an open
+//!     pull request: `checking` for [`pull_checking_for`](FakeForgejo::pull_checking_for)
+//!     GETs (default 0); a deleted head or base branch closes it;
+//!   - `POST /pulls/{n}/merge` (`Do`, `head_commit_id`, `MergeTitleField`,
+//!     `MergeMessageField`, `delete_branch_after_merge`, `force_merge`,
+//!     `merge_when_checks_succeed`, `MergeCommitID`): the checks in Forgejo's order — 404
+//!     unknown, 405 `""` merged, 404 closed, 405 WIP, 405 `Please try again later` (checking,
+//!     conflict, nothing to merge), 405 `not allowed to merge [reason: …]`
+//!     ([`protect_branch`](FakeForgejo::protect_branch); `force_merge` bypasses a rule that
+//!     does not apply to admins), 201 for a scheduled auto-merge (never carried out), 405
+//!     style not allowed, 409 `head out of date` (pin ≠ live head tip) — then a real merge in
+//!     a temporary clone (merge commit, rebase, rebase-merge, squash, fast-forward-only;
+//!     manually-merged when allowed) pushed to the base branch: 200 with an empty body, the
+//!     pull request `merged`, `closed`, `merge_commit_sha` the new base tip, recorded in
+//!     [`pull_merges`](FakeForgejo::pull_merges). Git failures map as Forgejo maps them (409
+//!     conflict structs, `merge push out of date`, `PushRejected …`, a blank 500 for a
+//!     diverged fast-forward-only);
+//!   - `GET /pulls/{n}/merge`: 204 when merged, else the JSON 404;
+//! - a required token (401 otherwise; the pull request POSTs always need an Authorization
+//!   header), injected faults (status codes, raw bodies, delays, echoing the Authorization
+//!   header back), and a record of every request (with its body).
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
@@ -88,6 +120,8 @@ pub struct Hit {
     /// The raw query string (may be empty).
     pub query: String,
     pub authorization: Option<String>,
+    /// The request body as text (empty for a GET).
+    pub body: String,
 }
 
 #[derive(Debug, Clone)]
@@ -201,6 +235,18 @@ struct State {
     /// are: a push is visible the moment it returns.
     git_dirs: BTreeMap<String, std::path::PathBuf>,
     logs: BTreeMap<i64, String>,
+    /// `ROOT_URL` (the server's address, with a trailing slash) for pull request URLs.
+    root_url: String,
+    /// Pull requests of every repository, in creation order.
+    pulls: Vec<Pull>,
+    /// Every merge the fake performed (a push to the base branch).
+    pull_merges: Vec<PullMerge>,
+    /// GETs a pull request stays `checking` after a push to its head or base, per repository.
+    checking_gets: BTreeMap<String, u32>,
+    /// Branch protection rules, by (repository, branch).
+    protections: BTreeMap<(String, String), Protection>,
+    /// Allowed merge styles per repository (absent: Forgejo's defaults).
+    merge_styles: BTreeMap<String, Vec<String>>,
     faults: Vec<FaultRule>,
     required_token: Option<String>,
     hits: Vec<Hit>,
@@ -238,12 +284,19 @@ impl FakeForgejo {
             branches: BTreeMap::new(),
             git_dirs: BTreeMap::new(),
             logs: BTreeMap::new(),
+            root_url: String::new(),
+            pulls: Vec::new(),
+            pull_merges: Vec::new(),
+            checking_gets: BTreeMap::new(),
+            protections: BTreeMap::new(),
+            merge_styles: BTreeMap::new(),
             faults: Vec::new(),
             required_token: None,
             hits: Vec::new(),
             noise_counter: 0,
         }));
         let server = MockServer::start().await;
+        state.lock().unwrap().root_url = format!("{}/", server.uri());
         Mock::given(any())
             .respond_with(Responder {
                 state: state.clone(),
@@ -513,6 +566,91 @@ impl FakeForgejo {
         self.lock().faults.clear();
     }
 
+    // ---- pull requests (scenario) ----------------------------------------------------------
+
+    /// After a push to the head or base branch of an open pull request of `repo` (a merge of
+    /// a sibling included), the pull request is `checking` (`mergeable: false`, merge 405
+    /// `Please try again later`) for its next `gets` GETs; then the check runs. Default 0:
+    /// the check ends before anyone looks. A creation is always decided at once (Forgejo
+    /// runs `testPatch` synchronously in `NewPullRequest`).
+    pub fn pull_checking_for(&self, repo: &str, gets: u32) {
+        self.lock().checking_gets.insert(repo.to_string(), gets);
+    }
+
+    /// Puts pull request `number` of `repo` into `checking` now, for its next `gets` GETs
+    /// (as a push would; with 0 the check runs at once).
+    pub fn set_pull_checking(&self, repo: &str, number: i64, gets: u32) {
+        let mut s = self.lock();
+        let idx = s
+            .pull_idx(repo, number)
+            .unwrap_or_else(|| panic!("fake forgejo: no pull request {repo}#{number}"));
+        if gets == 0 {
+            s.test_patch(idx);
+        } else {
+            s.pulls[idx].status = PullStatus::Checking;
+            s.pulls[idx].checking_left = gets;
+        }
+    }
+
+    /// Protects `branch` of `repo` with a rule that refuses a merge into it with 405
+    /// `not allowed to merge [reason: <reason>]` (Forgejo's reasons: `Not all required status
+    /// checks successful`, `Does not have enough approvals`, `There are requested changes`,
+    /// `There are official review requests`, `The head branch is behind the base branch`,
+    /// `Changed protected files`). The rule does not apply to admins (Forgejo's default), and
+    /// the fake's caller owns the repository: `force_merge: true` bypasses it. A protected
+    /// branch is also not deleted by `delete_branch_after_merge` (403).
+    pub fn protect_branch(&self, repo: &str, branch: &str, reason: &str) {
+        self.lock().protections.insert(
+            (repo.to_string(), branch.to_string()),
+            Protection {
+                reason: reason.to_string(),
+                apply_to_admins: false,
+            },
+        );
+    }
+
+    /// Like [`protect_branch`](Self::protect_branch) with `apply_to_admins`: `force_merge`
+    /// does not bypass it.
+    pub fn protect_branch_for_admins(&self, repo: &str, branch: &str, reason: &str) {
+        self.lock().protections.insert(
+            (repo.to_string(), branch.to_string()),
+            Protection {
+                reason: reason.to_string(),
+                apply_to_admins: true,
+            },
+        );
+    }
+
+    pub fn unprotect_branch(&self, repo: &str, branch: &str) {
+        self.lock()
+            .protections
+            .remove(&(repo.to_string(), branch.to_string()));
+    }
+
+    /// The merge styles `repo` allows (`Do` values). Default: `merge`, `rebase`,
+    /// `rebase-merge`, `squash`, `fast-forward-only` (a new repository's settings; not
+    /// `manually-merged`).
+    pub fn allow_merge_styles(&self, repo: &str, styles: &[&str]) {
+        self.lock().merge_styles.insert(
+            repo.to_string(),
+            styles.iter().map(|s| s.to_string()).collect(),
+        );
+    }
+
+    /// Closes pull request `number` of `repo` without merging it (a human did).
+    pub fn close_pull(&self, repo: &str, number: i64) {
+        let mut s = self.lock();
+        s.tick();
+        let now = s.clock_ms;
+        let idx = s
+            .pull_idx(repo, number)
+            .unwrap_or_else(|| panic!("fake forgejo: no pull request {repo}#{number}"));
+        let p = &mut s.pulls[idx];
+        p.closed = true;
+        p.closed_ms = now;
+        p.updated_ms = now;
+    }
+
     // ---- observation ----------------------------------------------------------------------
 
     /// A job's status as the server holds it (the truth the API reports views of).
@@ -589,6 +727,33 @@ impl FakeForgejo {
             .await
             .map(|r| r.len())
             .unwrap_or(0)
+    }
+
+    /// Pull request `number` of `repo` as `GET …/pulls/{number}` answers it now (without
+    /// counting as one of the GETs of a check).
+    pub fn pull(&self, repo: &str, number: i64) -> Option<Value> {
+        let mut s = self.lock();
+        s.sync_pulls(repo);
+        let idx = s.pull_idx(repo, number)?;
+        Some(s.pull_json(&s.pulls[idx], &s.root_url))
+    }
+
+    /// Every merge the fake performed for `repo`, in order: each one pushed the base branch.
+    pub fn pull_merges(&self, repo: &str) -> Vec<PullMerge> {
+        self.lock()
+            .pull_merges
+            .iter()
+            .filter(|m| m.repo == repo)
+            .cloned()
+            .collect()
+    }
+
+    /// The style of the auto-merge scheduled for pull request `number` (`merge_when_checks_succeed`),
+    /// if any. The fake never carries it out.
+    pub fn auto_merge_scheduled(&self, repo: &str, number: i64) -> Option<String> {
+        let s = self.lock();
+        let idx = s.pull_idx(repo, number)?;
+        s.pulls[idx].auto_merge.clone()
     }
 }
 
@@ -934,6 +1099,7 @@ impl Respond for Responder {
             path: path.clone(),
             query: req.url.query().unwrap_or("").to_string(),
             authorization: authorization.clone(),
+            body: String::from_utf8_lossy(&req.body).into_owned(),
         });
 
         let mut delay = None;
@@ -984,7 +1150,7 @@ impl Respond for Responder {
                 u.port().unwrap_or(80)
             )
         };
-        let response = route(&s, req, &path, &root);
+        let response = route(&mut s, req, &path, &root);
         match delay {
             Some(d) => response.set_delay(d),
             None => response,
@@ -1042,7 +1208,10 @@ fn page_of<T: Clone>(items: &[T], page: usize, limit: usize) -> Vec<T> {
         .collect()
 }
 
-fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
+fn route(s: &mut State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
+    if let Some(response) = pulls_route(s, req, path) {
+        return response;
+    }
     if req.method.as_str() != "GET" {
         return ResponseTemplate::new(405).set_body_json(error_body("method not allowed"));
     }
@@ -1081,7 +1250,7 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
                 Some(sha) => ResponseTemplate::new(200).set_body_json(json!({
                     "name": name,
                     "commit": { "id": sha, "message": "a commit\n", "url": format!("{root}{OWNER}/{repo}/commit/{sha}") },
-                    "protected": false,
+                    "protected": s.protections.contains_key(&(repo.clone(), name.clone())),
                 })),
                 None => not_found(),
             }
@@ -1204,4 +1373,1246 @@ fn route(s: &State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
         }
         _ => no_route(),
     }
+}
+
+// ---- pull requests ------------------------------------------------------------------------
+//
+// `docs/forgejo-pulls.md` is the reference: every status, message and order of checks below
+// follows it (and the Forgejo source it cites).
+
+/// The merge styles of `MergePullRequestForm.Do` (`binding:"In(…)"`).
+const MERGE_STYLES: [&str; 6] = [
+    "merge",
+    "rebase",
+    "rebase-merge",
+    "squash",
+    "fast-forward-only",
+    "manually-merged",
+];
+/// What a new repository allows (`modules/repository/create.go`): all but manually-merged.
+const DEFAULT_MERGE_STYLES: [&str; 5] = [
+    "merge",
+    "rebase",
+    "rebase-merge",
+    "squash",
+    "fast-forward-only",
+];
+/// The git identity of the fake's caller (the owner of every repository), who merges.
+const DOER_EMAIL: &str = "orch-test@noreply.forgejo.example";
+const SWAGGER_URL: &str = "https://forgejo.example/api/swagger";
+
+/// `PullRequestStatus` (`models/issues/pull.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PullStatus {
+    Conflict,
+    Checking,
+    Mergeable,
+    ManuallyMerged,
+    Error,
+    Empty,
+    Ancestor,
+}
+
+#[derive(Debug, Clone)]
+struct Pull {
+    /// The `pull_request` row id (not the number).
+    id: i64,
+    repo: String,
+    /// The per-repository index (`number` in JSON).
+    number: i64,
+    title: String,
+    body: String,
+    head: String,
+    base: String,
+    /// The status of the last check (`testPatch`).
+    status: PullStatus,
+    merge_base: String,
+    /// GETs left before the running check ends.
+    checking_left: u32,
+    /// The head and base tips the server last saw (a change is a push: `TestPullRequest`).
+    seen_head: Option<String>,
+    seen_base: Option<String>,
+    closed: bool,
+    merged: bool,
+    merge_commit: String,
+    /// The style of a scheduled auto-merge.
+    auto_merge: Option<String>,
+    created_ms: i64,
+    updated_ms: i64,
+    closed_ms: i64,
+    merged_ms: i64,
+}
+
+/// A branch protection rule reduced to what a merge meets: the reason it refuses.
+#[derive(Debug, Clone)]
+struct Protection {
+    reason: String,
+    apply_to_admins: bool,
+}
+
+/// A merge the fake performed through `POST …/pulls/{index}/merge`: a push to the base
+/// branch of the bare repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullMerge {
+    pub repo: String,
+    pub number: i64,
+    /// The `Do` of the request: merge, rebase, rebase-merge, squash, fast-forward-only, or
+    /// manually-merged (nothing pushed: `base_before == base_after`).
+    pub style: String,
+    pub base: String,
+    pub head: String,
+    /// The head tip that was merged.
+    pub head_sha: String,
+    /// The base branch before and after the push; `base_after` is the `merge_commit_sha`.
+    pub base_before: String,
+    pub base_after: String,
+    /// The message the merge was asked for (empty for rebase and fast-forward-only, which
+    /// keep the head's commits).
+    pub message: String,
+}
+
+struct GitOut {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs git in `dir` as the fake's caller, isolated from the machine's configuration.
+fn git_in(dir: &std::path::Path, args: &[&str]) -> GitOut {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", OWNER)
+        .env("GIT_AUTHOR_EMAIL", DOER_EMAIL)
+        .env("GIT_COMMITTER_NAME", OWNER)
+        .env("GIT_COMMITTER_EMAIL", DOER_EMAIL)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_EDITOR", "true")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .output();
+    match out {
+        Ok(o) => GitOut {
+            ok: o.status.success(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(e) => GitOut {
+            ok: false,
+            stdout: String::new(),
+            stderr: e.to_string(),
+        },
+    }
+}
+
+/// The trimmed stdout of a successful git command, if not empty.
+fn git_line(dir: &std::path::Path, args: &[&str]) -> Option<String> {
+    let o = git_in(dir, args);
+    let line = o.stdout.trim().to_string();
+    (o.ok && !line.is_empty()).then_some(line)
+}
+
+fn ref_tip(dir: &std::path::Path, refname: &str) -> Option<String> {
+    git_line(
+        dir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{refname}^{{commit}}"),
+        ],
+    )
+}
+
+fn branch_tip(dir: &std::path::Path, branch: &str) -> Option<String> {
+    ref_tip(dir, &format!("refs/heads/{branch}"))
+}
+
+/// `IsCommitExist`: `git cat-file -e <name>` (any name git resolves; `AddDynamicArguments`
+/// refuses one that starts with `-`).
+fn object_exists(dir: &std::path::Path, name: &str) -> bool {
+    !name.starts_with('-') && git_in(dir, &["cat-file", "-e", name]).ok
+}
+
+/// `HasWorkInProgressPrefix` with the default `WORK_IN_PROGRESS_PREFIXES` (`WIP:`, `[WIP]`).
+fn is_wip(title: &str) -> bool {
+    let t = title.to_uppercase();
+    t.starts_with("WIP:") || t.starts_with("[WIP]")
+}
+
+/// `ctx.Error(status, _, msg)`: `{"message","url"}`.
+fn api_error(status: u16, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(error_body(message))
+}
+
+/// `ctx.NotFound(objs...)`: a string replaces the default message, errors are listed. v8
+/// writes a map (sorted keys, `errors: null` without errors), v9+ the `APINotFound` struct.
+fn api_not_found(level: u32, message: Option<&str>, errors: &[String]) -> ResponseTemplate {
+    let message = message.unwrap_or("The target couldn't be found.");
+    let body = if level <= 8 {
+        let errors = if errors.is_empty() {
+            Value::Null
+        } else {
+            json!(errors)
+        };
+        json!({ "errors": errors, "message": message, "url": SWAGGER_URL })
+    } else {
+        json!({ "message": message, "url": SWAGGER_URL, "errors": errors })
+    };
+    ResponseTemplate::new(404).set_body_json(body)
+}
+
+/// A 500 in production for a caller who is not a site admin: the message is blanked.
+fn internal_error() -> ResponseTemplate {
+    api_error(500, "")
+}
+
+/// The type of a JSON field of a Go form, for go-chi binding.
+#[derive(Clone, Copy)]
+enum GoType {
+    Str,
+    Bool,
+}
+
+/// A field of a form: its JSON key (Go matches it case-insensitively), its Go name (in
+/// binding errors) and whether it is `binding:"Required"`.
+struct FormField {
+    key: &'static str,
+    go_name: &'static str,
+    ty: GoType,
+    required: bool,
+}
+
+/// A bound form: JSON key → value (absent and `null` mean the zero value).
+struct Form(BTreeMap<&'static str, Value>);
+
+impl Form {
+    fn str(&self, key: &str) -> String {
+        self.0
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+
+    fn bool(&self, key: &str) -> bool {
+        self.0.get(key).and_then(Value::as_bool).unwrap_or(false)
+    }
+}
+
+/// `bind(form)` (`routers/api/v1/api.go`): decode the JSON body into the form (Go's
+/// `encoding/json`: keys match case-insensitively, an exact match first; an empty body is
+/// an empty form), then check `Required`; the first error (`[<Field>]: <error>`) is the
+/// message of a 422. The texts of decoding errors are Go's in shape only.
+/// `form` is the Go type, e.g. `forms.MergePullRequestForm`.
+fn bind(body: &[u8], form: &str, fields: &[FormField]) -> Result<Form, String> {
+    let object = if body.iter().all(u8::is_ascii_whitespace) {
+        serde_json::Map::new()
+    } else {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(o)) => o,
+            Ok(other) => {
+                let kind = go_kind(&other);
+                return Err(format!(
+                    "[]: json: cannot unmarshal {kind} into Go value of type {form}"
+                ));
+            }
+            Err(e) => return Err(format!("[]: {e}")),
+        }
+    };
+    let mut values = BTreeMap::new();
+    for f in fields {
+        let value = object.get(f.key).or_else(|| {
+            object
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(f.key))
+                .map(|(_, v)| v)
+        });
+        let Some(value) = value else { continue };
+        let fits = match f.ty {
+            _ if value.is_null() => true,
+            GoType::Str => value.is_string(),
+            GoType::Bool => value.is_boolean(),
+        };
+        if !fits {
+            let go_type = match f.ty {
+                GoType::Str => "string",
+                GoType::Bool => "bool",
+            };
+            let name = form.rsplit('.').next().unwrap_or(form);
+            return Err(format!(
+                "[]: json: cannot unmarshal {} into Go struct field {name}.{} of type {go_type}",
+                go_kind(value),
+                f.key
+            ));
+        }
+        values.insert(f.key, value.clone());
+    }
+    let bound = Form(values);
+    for f in fields.iter().filter(|f| f.required) {
+        if bound.str(f.key).is_empty() {
+            return Err(format!("[{}]: Required", f.go_name));
+        }
+    }
+    Ok(bound)
+}
+
+fn go_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A merge that failed after the checks (`pull_service.Merge`).
+enum MergeFailure {
+    /// 409 with the error struct itself as the body (`ErrMergeConflicts`, …).
+    Conflict(Value),
+    /// 409 `merge push out of date`.
+    PushOutOfDate,
+    /// 409 `PushRejected …` (a hook of the bare repository refused the push).
+    PushRejected(String),
+    /// 500 (e.g. fast-forward-only on a diverged head: not mapped).
+    Internal,
+}
+
+/// `doMergeAndPush`: a temporary repository with the base branch (`base`,
+/// `original_base`) and the head (`tracking`), the style's git commands, and a push of the
+/// result to the base branch of `dir`. Returns the new base tip.
+fn merge_and_push(
+    dir: &std::path::Path,
+    base: &str,
+    head: &str,
+    style: &str,
+    message: &str,
+) -> Result<String, MergeFailure> {
+    let tmp = tempfile::tempdir().map_err(|_| MergeFailure::Internal)?;
+    let t = tmp.path();
+    let src = dir.to_string_lossy().into_owned();
+    let setup: [&[&str]; 3] = [
+        &["init", "-q", "-b", "forgejo-tmp"],
+        &[
+            "fetch",
+            "-q",
+            "--no-tags",
+            &src,
+            &format!("+refs/heads/{base}:refs/heads/base"),
+            &format!("+refs/heads/{base}:refs/heads/original_base"),
+            &format!("+refs/heads/{head}:refs/heads/tracking"),
+        ],
+        &["checkout", "-q", "base"],
+    ];
+    for args in setup {
+        if !git_in(t, args).ok {
+            return Err(MergeFailure::Internal);
+        }
+    }
+    // `runMergeCommand`: a MERGE_HEAD is a conflict; unrelated histories have their error.
+    let run_merge = |args: &[&str], style: &str| -> Result<(), MergeFailure> {
+        let o = git_in(t, args);
+        if o.ok {
+            return Ok(());
+        }
+        if t.join(".git/MERGE_HEAD").exists()
+            || o.stderr.contains("refusing to merge unrelated histories")
+        {
+            return Err(MergeFailure::Conflict(json!({
+                "Style": style, "StdOut": o.stdout, "StdErr": o.stderr, "Err": {},
+            })));
+        }
+        Err(MergeFailure::Internal)
+    };
+    // `commitAndSignNoAuthor`.
+    let commit = |message: &str| -> Result<(), MergeFailure> {
+        let msg = format!("--message={message}");
+        if git_in(t, &["commit", &msg, "--no-gpg-sign"]).ok {
+            Ok(())
+        } else {
+            Err(MergeFailure::Internal)
+        }
+    };
+    match style {
+        "merge" => {
+            run_merge(&["merge", "--no-ff", "--no-commit", "tracking"], style)?;
+            commit(message)?;
+        }
+        "rebase" | "rebase-merge" => {
+            if !git_in(t, &["checkout", "-q", "-b", "staging", "tracking"]).ok {
+                return Err(MergeFailure::Internal);
+            }
+            let o = git_in(t, &["rebase", "base"]);
+            if !o.ok {
+                if t.join(".git/REBASE_HEAD").exists() {
+                    let sha = std::fs::read_to_string(t.join(".git/rebase-merge/stopped-sha"))
+                        .unwrap_or_default();
+                    return Err(MergeFailure::Conflict(json!({
+                        "Style": style, "CommitSHA": sha.trim(), "StdOut": o.stdout,
+                        "StdErr": o.stderr, "Err": {},
+                    })));
+                }
+                return Err(MergeFailure::Internal);
+            }
+            if !git_in(t, &["checkout", "-q", "base"]).ok {
+                return Err(MergeFailure::Internal);
+            }
+            if style == "rebase" {
+                // Without a merge-message template the rebased commits are kept as they are.
+                run_merge(&["merge", "--ff-only", "staging"], style)?;
+            } else {
+                run_merge(&["merge", "--no-ff", "--no-commit", "staging"], style)?;
+                commit(message)?;
+            }
+        }
+        "squash" => {
+            run_merge(&["merge", "--squash", "tracking"], style)?;
+            // The poster is the author (here the caller too: no Co-authored-by trailer);
+            // Forgejo really passes the quotes, which git drops.
+            let author = format!("--author='{OWNER} <{DOER_EMAIL}>'");
+            let msg = format!("--message={message}");
+            if !git_in(t, &["commit", &author, &msg, "--no-gpg-sign"]).ok {
+                return Err(MergeFailure::Internal);
+            }
+        }
+        "fast-forward-only" => {
+            // `ErrMergeDivergingFastForwardOnly` is not mapped by the API: a 500.
+            run_merge(&["merge", "--ff-only", "tracking"], style)?;
+        }
+        _ => return Err(MergeFailure::Internal),
+    }
+    let new_tip = git_line(t, &["rev-parse", "base"]).ok_or(MergeFailure::Internal)?;
+    let push = git_in(t, &["push", &src, &format!("base:refs/heads/{base}")]);
+    if !push.ok {
+        if push.stderr.contains("non-fast-forward") {
+            return Err(MergeFailure::PushOutOfDate);
+        }
+        if push.stderr.contains("! [remote rejected]") {
+            // `ErrPushRejected.GenerateMessage`: the `remote: ` lines.
+            let message: Vec<&str> = push
+                .stderr
+                .lines()
+                .filter_map(|l| l.strip_prefix("remote: "))
+                .collect();
+            return Err(MergeFailure::PushRejected(
+                message.join("\n").trim().to_string(),
+            ));
+        }
+        return Err(MergeFailure::Internal);
+    }
+    Ok(new_tip)
+}
+
+impl State {
+    /// Repository ids: 63 for [`REPO`] (as in the Actions payloads), then by name.
+    fn repo_id(&self, repo: &str) -> i64 {
+        if repo == REPO {
+            return 63;
+        }
+        64 + self
+            .repos
+            .iter()
+            .filter(|r| r.as_str() != REPO)
+            .position(|r| r == repo)
+            .unwrap_or(0) as i64
+    }
+
+    /// The bare repository's `HEAD` branch.
+    fn default_branch(&self, repo: &str) -> String {
+        self.git_dirs
+            .get(repo)
+            .and_then(|d| git_line(d, &["symbolic-ref", "--short", "HEAD"]))
+            .unwrap_or_else(|| "main".to_string())
+    }
+
+    fn pull_idx(&self, repo: &str, number: i64) -> Option<usize> {
+        self.pulls
+            .iter()
+            .position(|p| p.repo == repo && p.number == number)
+    }
+
+    fn merge_style_allowed(&self, repo: &str, style: &str) -> bool {
+        match self.merge_styles.get(repo) {
+            Some(styles) => styles.iter().any(|s| s == style),
+            None => DEFAULT_MERGE_STYLES.contains(&style),
+        }
+    }
+
+    /// What the push hooks did since the last look, for every open pull request of `repo`.
+    fn sync_pulls(&mut self, repo: &str) {
+        for idx in 0..self.pulls.len() {
+            if self.pulls[idx].repo == repo {
+                self.sync_pull(idx);
+            }
+        }
+    }
+
+    /// A changed head or base tip is a push: `TestPullRequest` writes the head to
+    /// `refs/pull/<n>/head` (head pushes) and re-queues the pull request as `checking`
+    /// (`AddToTaskQueue`); a deleted head or base branch closes it (`CloseBranchPulls`).
+    fn sync_pull(&mut self, idx: usize) {
+        let p = &self.pulls[idx];
+        if p.merged || p.closed {
+            return;
+        }
+        let Some(dir) = self.git_dirs.get(&p.repo).cloned() else {
+            return;
+        };
+        let head_tip = branch_tip(&dir, &p.head);
+        let base_tip = branch_tip(&dir, &p.base);
+        if head_tip == p.seen_head && base_tip == p.seen_base {
+            return;
+        }
+        let deleted = (p.seen_head.is_some() && head_tip.is_none())
+            || (p.seen_base.is_some() && base_tip.is_none());
+        if deleted {
+            self.tick();
+            let now = self.clock_ms;
+            let p = &mut self.pulls[idx];
+            p.closed = true;
+            p.closed_ms = now;
+            p.updated_ms = now;
+            return;
+        }
+        if head_tip != p.seen_head
+            && let Some(tip) = &head_tip
+        {
+            let pull_ref = format!("refs/pull/{}/head", p.number);
+            git_in(&dir, &["update-ref", &pull_ref, tip]);
+        }
+        let gets = self.checking_gets.get(&p.repo).copied().unwrap_or(0);
+        let p = &mut self.pulls[idx];
+        p.seen_head = head_tip;
+        p.seen_base = base_tip;
+        if gets > 0 {
+            p.status = PullStatus::Checking;
+            p.checking_left = gets;
+        } else {
+            self.test_patch(idx);
+        }
+    }
+
+    /// `testPatch` on the live tips: `Ancestor` when the head is the merge base, a trial
+    /// merge (`git merge-tree`) decides `Conflict`, `Empty` (the merged tree is the base's)
+    /// or `Mergeable`; a missing branch is an `Error`.
+    fn test_patch(&mut self, idx: usize) {
+        let p = &self.pulls[idx];
+        let tips = self.git_dirs.get(&p.repo).cloned().and_then(|dir| {
+            let head = branch_tip(&dir, &p.head)?;
+            let base = branch_tip(&dir, &p.base)?;
+            Some((dir, head, base))
+        });
+        let Some((dir, head, base)) = tips else {
+            let p = &mut self.pulls[idx];
+            p.status = PullStatus::Error;
+            p.checking_left = 0;
+            return;
+        };
+        // Unrelated histories: the base tip stands in for the merge base.
+        let merge_base = git_line(&dir, &["merge-base", &base, &head]).unwrap_or(base.clone());
+        let status = if head == merge_base {
+            PullStatus::Ancestor
+        } else {
+            let o = git_in(
+                &dir,
+                &["merge-tree", "--write-tree", "--no-messages", &base, &head],
+            );
+            let tree = o.stdout.lines().next().unwrap_or("").trim().to_string();
+            if o.ok {
+                let base_tree = git_line(&dir, &["rev-parse", &format!("{base}^{{tree}}")]);
+                if base_tree.as_deref() == Some(tree.as_str()) {
+                    PullStatus::Empty
+                } else {
+                    PullStatus::Mergeable
+                }
+            } else if o.stderr.contains("unrelated histories") {
+                // A three-way merge against the base tip applies cleanly; the merge itself
+                // then answers 409.
+                PullStatus::Mergeable
+            } else {
+                PullStatus::Conflict
+            }
+        };
+        let p = &mut self.pulls[idx];
+        p.merge_base = merge_base;
+        p.status = status;
+        p.checking_left = 0;
+    }
+
+    fn user_json(&self) -> Value {
+        json!({ "id": 2, "login": OWNER, "email": DOER_EMAIL, "...": "..." })
+    }
+
+    /// `convert.ToRepo`, the fields that matter for pull requests.
+    fn repo_json(&self, repo: &str, root: &str) -> Value {
+        let allowed = |s: &str| self.merge_style_allowed(repo, s);
+        json!({
+            "id": self.repo_id(repo),
+            "owner": self.user_json(),
+            "name": repo,
+            "full_name": format!("{OWNER}/{repo}"),
+            "private": true,
+            "fork": false,
+            "html_url": format!("{root}{OWNER}/{repo}"),
+            "clone_url": format!("{root}{OWNER}/{repo}.git"),
+            "default_branch": self.default_branch(repo),
+            "has_pull_requests": true,
+            "allow_merge_commits": allowed("merge"),
+            "allow_rebase": allowed("rebase"),
+            "allow_rebase_explicit": allowed("rebase-merge"),
+            "allow_squash_merge": allowed("squash"),
+            "allow_fast_forward_only_merge": allowed("fast-forward-only"),
+            "allow_rebase_update": true,
+            "default_delete_branch_after_merge": false,
+            "default_merge_style": "merge",
+            "...": "...",
+        })
+    }
+
+    /// `convert.ToAPIPullRequest`, keys in `structs.PullRequest` order.
+    fn pull_json(&self, p: &Pull, root: &str) -> Value {
+        let level = self.features.level;
+        let dir = self.git_dirs.get(&p.repo);
+        let base_sha = dir.and_then(|d| branch_tip(d, &p.base)).unwrap_or_default();
+        // The branch while it exists, else `refs/pull/<n>/head`.
+        let pull_ref = format!("refs/pull/{}/head", p.number);
+        let (head_ref, head_sha) = match dir.and_then(|d| branch_tip(d, &p.head)) {
+            Some(sha) => (p.head.clone(), sha),
+            None => (
+                pull_ref.clone(),
+                dir.and_then(|d| ref_tip(d, &pull_ref)).unwrap_or_default(),
+            ),
+        };
+        let (mut files, mut additions, mut deletions) = (0, 0, 0);
+        if let Some(d) = dir
+            && !p.merge_base.is_empty()
+            && !head_sha.is_empty()
+            && let Some(stat) = git_line(d, &["diff", "--shortstat", &p.merge_base, &head_sha])
+        {
+            for part in stat.split(',') {
+                let n: i64 = part
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                if part.contains("file") {
+                    files = n;
+                } else if part.contains("insertion") {
+                    additions = n;
+                } else if part.contains("deletion") {
+                    deletions = n;
+                }
+            }
+        }
+        let wip = is_wip(&p.title);
+        let mergeable = !matches!(
+            p.status,
+            PullStatus::Checking | PullStatus::Conflict | PullStatus::Error
+        ) && !wip;
+        let html_url = format!("{root}{OWNER}/{}/pulls/{}", p.repo, p.number);
+        let url = if level >= 16 {
+            format!("{root}api/v1/repos/{OWNER}/{}/pulls/{}", p.repo, p.number)
+        } else {
+            html_url.clone()
+        };
+        let time_or_null = |ms: i64| {
+            if ms == 0 {
+                Value::Null
+            } else {
+                json!(self.time(ms))
+            }
+        };
+        let repo_id = self.repo_id(&p.repo);
+        let repo = self.repo_json(&p.repo, root);
+        let mut v = serde_json::Map::new();
+        let mut put = |k: &str, val: Value| {
+            v.insert(k.to_string(), val);
+        };
+        put("id", json!(p.id));
+        put("url", json!(url));
+        put("number", json!(p.number));
+        put("user", self.user_json());
+        put("title", json!(p.title));
+        put("body", json!(p.body));
+        put("labels", json!([]));
+        put("milestone", Value::Null);
+        put("assignee", Value::Null);
+        put("assignees", Value::Null);
+        // `[]` from v11 (initialised in the converter), `null` before.
+        put(
+            "requested_reviewers",
+            if level >= 11 { json!([]) } else { Value::Null },
+        );
+        if level >= 9 {
+            put(
+                "requested_reviewers_teams",
+                if level >= 11 { json!([]) } else { Value::Null },
+            );
+        }
+        put("state", json!(if p.closed { "closed" } else { "open" }));
+        put("draft", json!(wip));
+        put("is_locked", json!(false));
+        put("comments", json!(0));
+        put("review_comments", json!(0));
+        put("additions", json!(additions));
+        put("deletions", json!(deletions));
+        put("changed_files", json!(files));
+        put("html_url", json!(html_url));
+        put("diff_url", json!(format!("{html_url}.diff")));
+        put("patch_url", json!(format!("{html_url}.patch")));
+        put("mergeable", json!(mergeable));
+        put("merged", json!(p.merged));
+        if p.merged {
+            put("merged_at", json!(self.time(p.merged_ms)));
+            put("merge_commit_sha", json!(p.merge_commit));
+            put("merged_by", self.user_json());
+        } else {
+            put("merged_at", Value::Null);
+            put("merge_commit_sha", Value::Null);
+            put("merged_by", Value::Null);
+        }
+        put("allow_maintainer_edit", json!(false));
+        put(
+            "base",
+            json!({ "label": p.base, "ref": p.base, "sha": base_sha, "repo_id": repo_id, "repo": repo }),
+        );
+        put(
+            "head",
+            json!({ "label": p.head, "ref": head_ref, "sha": head_sha, "repo_id": repo_id, "repo": repo }),
+        );
+        put("merge_base", json!(p.merge_base));
+        put("due_date", Value::Null);
+        put("created_at", json!(self.time(p.created_ms)));
+        put("updated_at", json!(self.time(p.updated_ms)));
+        put("closed_at", time_or_null(p.closed_ms));
+        put("pin_order", json!(0));
+        if level >= 11 {
+            put("flow", json!(0));
+        }
+        Value::Object(v)
+    }
+
+    /// `POST /repos/{o}/{r}/pulls` (`CreatePullRequest` + `parseCompareInfo`).
+    fn create_pull(&mut self, req: &Request, repo: &str, root: &str) -> ResponseTemplate {
+        let level = self.features.level;
+        let field = |key, go_name, required| FormField {
+            key,
+            go_name,
+            ty: GoType::Str,
+            required,
+        };
+        let form = match bind(
+            &req.body,
+            "structs.CreatePullRequestOption",
+            &[
+                field("head", "Head", true),
+                field("base", "Base", true),
+                field("title", "Title", true),
+                field("body", "Body", false),
+            ],
+        ) {
+            Ok(f) => f,
+            Err(message) => return api_error(422, &message),
+        };
+        let (head, base) = (form.str("head"), form.str("base"));
+        if head == base {
+            return api_error(
+                422,
+                "Invalid PullRequest: There are no changes between the head and the base",
+            );
+        }
+        let head_infos: Vec<&str> = head.split(':').collect();
+        let head_branch = match head_infos.as_slice() {
+            [branch] => branch.to_string(),
+            [owner, branch] => {
+                if *owner != OWNER {
+                    return if level >= 13 {
+                        api_not_found(level, None, &[format!("the owner {owner} does not exist")])
+                    } else {
+                        api_not_found(level, Some("GetUserByName"), &[])
+                    };
+                }
+                branch.to_string()
+            }
+            _ => {
+                return if level >= 13 {
+                    api_not_found(
+                        level,
+                        None,
+                        &[format!(
+                            "the head part of {{basehead}} {head} must contain zero or one colon (:) but contains {}",
+                            head_infos.len() - 1
+                        )],
+                    )
+                } else {
+                    api_not_found(level, None, &[])
+                };
+            }
+        };
+        let dir = self.git_dirs.get(repo).cloned();
+        let is_branch = |n: &str| dir.as_deref().is_some_and(|d| branch_tip(d, n).is_some());
+        let is_tag = |n: &str| {
+            dir.as_deref()
+                .is_some_and(|d| ref_tip(d, &format!("refs/tags/{n}")).is_some())
+        };
+        let is_commit = |n: &str| dir.as_deref().is_some_and(|d| object_exists(d, n));
+        let base_exists = is_branch(&base) || is_tag(&base) || (level >= 9 && is_commit(&base));
+        if !base_exists {
+            return if level >= 13 {
+                api_not_found(
+                    level,
+                    None,
+                    &[format!(
+                        "could not find '{base}' to be a commit, branch or tag in the base repository {OWNER}/{repo}"
+                    )],
+                )
+            } else {
+                api_not_found(level, Some("BaseNotExist"), &[])
+            };
+        }
+        let head_exists = match level {
+            8 => is_branch(&head_branch) || is_tag(&head_branch),
+            // The v9–v11 bug: the third test looks at the *base*, so a missing head passes
+            // and `GetCompareInfo` fails on it.
+            9..=11 => is_branch(&head_branch) || is_tag(&head_branch) || is_commit(&base),
+            _ => is_branch(&head_branch) || is_tag(&head_branch) || is_commit(&head_branch),
+        };
+        if !head_exists {
+            return match level {
+                ..=8 => api_not_found(level, None, &[]),
+                9..=12 => api_not_found(level, Some("IsRefExist"), &[]),
+                _ => api_not_found(
+                    level,
+                    None,
+                    &[format!(
+                        "could not find '{head_branch}' to be a commit, branch or tag in the head repository {OWNER}/{repo}"
+                    )],
+                ),
+            };
+        }
+        let Some(dir) = dir else {
+            return internal_error();
+        };
+        let Some(head_sha) = ref_tip(&dir, &head_branch) else {
+            // v9–v11 with a missing head: `GetCompareInfo` → 500.
+            return internal_error();
+        };
+        self.sync_pulls(repo);
+        if let Some(existing) = self.pulls.iter().find(|p| {
+            p.repo == repo && !p.merged && !p.closed && p.head == head_branch && p.base == base
+        }) {
+            let id = self.repo_id(repo);
+            return api_error(
+                409,
+                &format!(
+                    "pull request already exists for these targets [id: {}, issue_id: {}, head_repo_id: {id}, base_repo_id: {id}, head_branch: {}, base_branch: {}]",
+                    existing.id, existing.number, existing.head, existing.base
+                ),
+            );
+        }
+        self.tick();
+        let now = self.clock_ms;
+        let id = self.id();
+        let number = self
+            .pulls
+            .iter()
+            .filter(|p| p.repo == repo)
+            .map(|p| p.number)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        // `PushToBaseRepo`.
+        git_in(
+            &dir,
+            &["update-ref", &format!("refs/pull/{number}/head"), &head_sha],
+        );
+        self.pulls.push(Pull {
+            id,
+            repo: repo.to_string(),
+            number,
+            title: form.str("title"),
+            body: form.str("body"),
+            head: head_branch.clone(),
+            base: base.clone(),
+            status: PullStatus::Checking,
+            merge_base: String::new(),
+            checking_left: 0,
+            seen_head: branch_tip(&dir, &head_branch),
+            seen_base: branch_tip(&dir, &base),
+            closed: false,
+            merged: false,
+            merge_commit: String::new(),
+            auto_merge: None,
+            created_ms: now,
+            updated_ms: now,
+            closed_ms: 0,
+            merged_ms: 0,
+        });
+        let idx = self.pulls.len() - 1;
+        // `NewPullRequest` runs `testPatch` synchronously: the answer is decided.
+        self.test_patch(idx);
+        ResponseTemplate::new(201).set_body_json(self.pull_json(&self.pulls[idx], root))
+    }
+
+    /// `POST /repos/{o}/{r}/pulls/{index}/merge` (`MergePullRequest`).
+    fn merge_pull(&mut self, req: &Request, repo: &str, index: &str) -> ResponseTemplate {
+        let level = self.features.level;
+        let field = |key, ty, required| FormField {
+            key,
+            go_name: key,
+            ty,
+            required,
+        };
+        let form = match bind(
+            &req.body,
+            "forms.MergePullRequestForm",
+            &[
+                field("Do", GoType::Str, true),
+                field("MergeTitleField", GoType::Str, false),
+                field("MergeMessageField", GoType::Str, false),
+                field("MergeCommitID", GoType::Str, false),
+                field("head_commit_id", GoType::Str, false),
+                field("force_merge", GoType::Bool, false),
+                field("merge_when_checks_succeed", GoType::Bool, false),
+                field("delete_branch_after_merge", GoType::Bool, false),
+            ],
+        ) {
+            Ok(f) => f,
+            Err(message) => return api_error(422, &message),
+        };
+        let style = form.str("Do");
+        if !MERGE_STYLES.contains(&style.as_str()) {
+            return api_error(422, "[Do]: In");
+        }
+        let number = index.parse::<i64>().unwrap_or(0);
+        let Some(idx) = self.pull_idx(repo, number) else {
+            let repo_id = if number < 1 { 0 } else { self.repo_id(repo) };
+            return api_not_found(
+                level,
+                Some("GetPullRequestByIndex"),
+                &[format!(
+                    "pull request does not exist [id: 0, issue_id: 0, head_repo_id: 0, base_repo_id: {repo_id}, head_branch: , base_branch: ]"
+                )],
+            );
+        };
+        self.sync_pulls(repo);
+        let p = self.pulls[idx].clone();
+        let manually = style == "manually-merged";
+        let auto = form.bool("merge_when_checks_succeed") && !manually;
+        // `CheckPullMergeable`, in its order.
+        if p.merged {
+            return api_error(405, "");
+        }
+        if p.closed {
+            return api_not_found(level, None, &[]);
+        }
+        if !manually {
+            if is_wip(&p.title) {
+                return api_error(405, "Work in progress PRs cannot be merged");
+            }
+            if !matches!(p.status, PullStatus::Mergeable | PullStatus::Empty) {
+                return api_error(405, "Please try again later");
+            }
+            // `force_merge` lets a repository admin (the fake's caller) past a rule that
+            // does not apply to admins.
+            let force = form.bool("force_merge");
+            if !auto
+                && let Some(rule) = self.protections.get(&(repo.to_string(), p.base.clone()))
+                && (rule.apply_to_admins || !force)
+            {
+                return api_error(
+                    405,
+                    &format!("not allowed to merge [reason: {}]", rule.reason),
+                );
+            }
+        }
+        let style_refused = || {
+            let text = if level >= 15 {
+                format!("{style} is not an allowed merge style for this repository")
+            } else {
+                format!("{style} is not allowed an allowed merge style for this repository")
+            };
+            api_error(405, &text)
+        };
+        let Some(dir) = self.git_dirs.get(repo).cloned() else {
+            return internal_error();
+        };
+        if manually {
+            return self.merged_manually(idx, &dir, &form.str("MergeCommitID"), &style_refused);
+        }
+        let mut message = form.str("MergeTitleField").trim().to_string();
+        if message.is_empty() {
+            // `getMergeMessage` without a template (`.forgejo/default_merge_message/…` is not
+            // modelled).
+            message = match style.as_str() {
+                "rebase" => String::new(),
+                "squash" => format!("{} (#{})", p.title, p.number),
+                _ => format!(
+                    "Merge pull request '{}' (#{}) from {} into {}",
+                    p.title, p.number, p.head, p.base
+                ),
+            };
+        }
+        let extra = form.str("MergeMessageField").trim().to_string();
+        if !extra.is_empty() {
+            message = format!("{message}\n\n{extra}");
+        }
+        if auto {
+            if p.auto_merge.is_some() {
+                return api_error(
+                    409,
+                    &format!(
+                        "pull request is already scheduled to auto merge when checks succeed [pull_id: {}]",
+                        p.id
+                    ),
+                );
+            }
+            self.pulls[idx].auto_merge = Some(style.clone());
+            return ResponseTemplate::new(201);
+        }
+        if !self.merge_style_allowed(repo, &style) {
+            return style_refused();
+        }
+        // `createTemporaryRepoForMerge`: the head must exist; a pin must be its exact tip.
+        let (Some(head_sha), Some(base_before)) =
+            (branch_tip(&dir, &p.head), branch_tip(&dir, &p.base))
+        else {
+            return internal_error();
+        };
+        let pin = form.str("head_commit_id");
+        if !pin.is_empty() && pin != head_sha {
+            return api_error(409, "head out of date");
+        }
+        let new_tip = match merge_and_push(&dir, &p.base, &p.head, &style, &message) {
+            Ok(tip) => tip,
+            Err(MergeFailure::Conflict(body)) => {
+                return ResponseTemplate::new(409).set_body_json(body);
+            }
+            Err(MergeFailure::PushOutOfDate) => return api_error(409, "merge push out of date"),
+            Err(MergeFailure::PushRejected(m)) if m.is_empty() => {
+                return api_error(409, "PushRejected without remote error message");
+            }
+            Err(MergeFailure::PushRejected(m)) => {
+                return api_error(409, &format!("PushRejected with remote message: {m}"));
+            }
+            Err(MergeFailure::Internal) => return internal_error(),
+        };
+        self.tick();
+        let now = self.clock_ms;
+        {
+            let p = &mut self.pulls[idx];
+            p.merged = true;
+            p.merge_commit = new_tip.clone();
+            p.merged_ms = now;
+            p.closed = true;
+            p.closed_ms = now;
+            p.updated_ms = now;
+        }
+        self.pull_merges.push(PullMerge {
+            repo: repo.to_string(),
+            number: p.number,
+            style: style.clone(),
+            base: p.base.clone(),
+            head: p.head.clone(),
+            head_sha,
+            base_before,
+            base_after: new_tip,
+            message: if matches!(style.as_str(), "rebase" | "fast-forward-only") {
+                String::new()
+            } else {
+                message
+            },
+        });
+        if form.bool("delete_branch_after_merge") {
+            return self.delete_branch_after_merge(idx, &dir);
+        }
+        ResponseTemplate::new(200)
+    }
+
+    /// `MergedManually`: the style must be allowed, `MergeCommitID` a full SHA on the base
+    /// branch (else 409 with the Go error marshalled: `{}`).
+    fn merged_manually(
+        &mut self,
+        idx: usize,
+        dir: &std::path::Path,
+        commit: &str,
+        style_refused: &dyn Fn() -> ResponseTemplate,
+    ) -> ResponseTemplate {
+        let p = self.pulls[idx].clone();
+        if !self.merge_style_allowed(&p.repo, "manually-merged") {
+            return style_refused();
+        }
+        let wrong = || ResponseTemplate::new(409).set_body_json(json!({}));
+        if commit.len() != 40 || !object_exists(dir, &format!("{commit}^{{commit}}")) {
+            return wrong();
+        }
+        let in_branch = git_in(
+            dir,
+            &[
+                "merge-base",
+                "--is-ancestor",
+                commit,
+                &format!("refs/heads/{}", p.base),
+            ],
+        )
+        .ok;
+        if !in_branch {
+            return wrong();
+        }
+        let author_secs: i64 = git_line(dir, &["show", "-s", "--format=%at", commit])
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        self.tick();
+        let now = self.clock_ms;
+        let base_tip = branch_tip(dir, &p.base).unwrap_or_default();
+        let q = &mut self.pulls[idx];
+        q.merged = true;
+        q.merge_commit = commit.to_string();
+        q.merged_ms = author_secs * 1000;
+        q.status = PullStatus::ManuallyMerged;
+        q.closed = true;
+        q.closed_ms = now;
+        q.updated_ms = now;
+        self.pull_merges.push(PullMerge {
+            repo: p.repo.clone(),
+            number: p.number,
+            style: "manually-merged".into(),
+            base: p.base.clone(),
+            head: p.head.clone(),
+            head_sha: branch_tip(dir, &p.head).unwrap_or_default(),
+            base_before: base_tip.clone(),
+            base_after: base_tip,
+            message: String::new(),
+        });
+        ResponseTemplate::new(200)
+    }
+
+    /// `delete_branch_after_merge` (the merge is done; errors still answer non-200): kept
+    /// while another open pull request uses the head; children are retargeted to the base
+    /// (`RetargetChildrenOnMerge`); the default or a protected branch is refused with 403.
+    fn delete_branch_after_merge(&mut self, idx: usize, dir: &std::path::Path) -> ResponseTemplate {
+        let level = self.features.level;
+        let p = self.pulls[idx].clone();
+        let in_use = self
+            .pulls
+            .iter()
+            .any(|o| o.repo == p.repo && !o.merged && !o.closed && o.head == p.head);
+        if in_use {
+            return ResponseTemplate::new(200);
+        }
+        let children: Vec<usize> = (0..self.pulls.len())
+            .filter(|&i| {
+                let o = &self.pulls[i];
+                o.repo == p.repo && !o.merged && !o.closed && o.base == p.head
+            })
+            .collect();
+        for i in children {
+            let clash = self.pulls.iter().any(|o| {
+                o.repo == p.repo
+                    && !o.merged
+                    && !o.closed
+                    && o.head == self.pulls[i].head
+                    && o.base == p.base
+            });
+            if !clash {
+                self.pulls[i].base = p.base.clone();
+                self.pulls[i].seen_base = branch_tip(dir, &p.base);
+                self.test_patch(i);
+            }
+        }
+        if p.head == self.default_branch(&p.repo) {
+            let text = if level >= 9 {
+                "the head branch is the default branch"
+            } else {
+                "can not delete default branch"
+            };
+            return api_error(403, text);
+        }
+        if self
+            .protections
+            .contains_key(&(p.repo.clone(), p.head.clone()))
+        {
+            let text = if level >= 9 {
+                "the head branch is protected"
+            } else {
+                "branch protected"
+            };
+            return api_error(403, text);
+        }
+        git_in(
+            dir,
+            &["update-ref", "-d", &format!("refs/heads/{}", p.head)],
+        );
+        ResponseTemplate::new(200)
+    }
+}
+
+/// The pull request routes (every version has them): `POST /pulls`, `GET /pulls/{index}`,
+/// `GET|POST /pulls/{index}/merge`. `None` for any other request.
+fn pulls_route(s: &mut State, req: &Request, path: &str) -> Option<ResponseTemplate> {
+    let rest = path.strip_prefix("/api/v1/repos/")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [owner, repo, "pulls", tail @ ..] = parts.as_slice() else {
+        return None;
+    };
+    let method = req.method.as_str();
+    let known = matches!(
+        (method, tail),
+        ("POST", []) | ("GET", [_]) | ("GET" | "POST", [_, "merge"])
+    );
+    if !known {
+        return None;
+    }
+    let level = s.features.level;
+    // `repoAssignment` runs before anything else.
+    if *owner != OWNER || !s.repos.contains(*repo) {
+        return Some(api_not_found(level, None, &[]));
+    }
+    // `reqToken()` on the POST routes.
+    if method == "POST" && req.headers.get("authorization").is_none() {
+        return Some(api_error(401, "token is required"));
+    }
+    let repo = repo.to_string();
+    // Forgejo builds its URLs from ROOT_URL, not from the request.
+    let root = s.root_url.clone();
+    let root = root.as_str();
+    Some(match (method, tail) {
+        ("POST", []) => s.create_pull(req, &repo, root),
+        ("GET", [index]) => {
+            s.sync_pulls(&repo);
+            let Some(idx) = index.parse().ok().and_then(|n| s.pull_idx(&repo, n)) else {
+                return Some(api_not_found(level, None, &[]));
+            };
+            let body = s.pull_json(&s.pulls[idx], root);
+            // A GET during a check counts down to its end.
+            let p = &mut s.pulls[idx];
+            if p.status == PullStatus::Checking && p.checking_left > 0 {
+                p.checking_left -= 1;
+                if p.checking_left == 0 {
+                    s.test_patch(idx);
+                }
+            }
+            ResponseTemplate::new(200).set_body_json(body)
+        }
+        ("GET", [index, "merge"]) => {
+            let merged = index
+                .parse()
+                .ok()
+                .and_then(|n| s.pull_idx(&repo, n))
+                .is_some_and(|i| s.pulls[i].merged);
+            if merged {
+                ResponseTemplate::new(204)
+            } else {
+                api_not_found(level, None, &[])
+            }
+        }
+        ("POST", [index, "merge"]) => s.merge_pull(req, &repo, index),
+        _ => unreachable!("matched above"),
+    })
 }

@@ -171,6 +171,8 @@ pub struct LandingView {
     /// `pull_request`: the pull request orch opened, and its page.
     pub pull: Option<i64>,
     pub pull_url: Option<String>,
+    /// The dependents checked on the landed change (`downstream.depth`).
+    pub downstream: Vec<crate::milestone::DownstreamCheck>,
 }
 
 impl LandingView {
@@ -187,6 +189,7 @@ impl LandingView {
             summary: l.summary(),
             pull: l.pull,
             pull_url: l.pull_url.clone(),
+            downstream: l.downstream.clone(),
         }
     }
 }
@@ -431,6 +434,21 @@ impl SessionView {
         line("milestone", format!("{} since {}", w.milestone, w.since));
         if let Some(r) = &w.end_reason {
             line("ended", esc(r).into_owned());
+        }
+        if let Some(l) = w
+            .landing
+            .as_ref()
+            .filter(|_| w.milestone == Milestone::Done)
+        {
+            let mut text = format!("{} ({})", l.summary, l.policy);
+            for d in &l.downstream {
+                text.push_str(&format!(
+                    "; {}: {}",
+                    d.repo,
+                    d.verdict.map(|v| v.as_str()).unwrap_or("checking")
+                ));
+            }
+            line("landing", esc(&text).into_owned());
         }
         line("supervisor", w.supervision.sentence().to_string());
         line("spent", spent.to_string());

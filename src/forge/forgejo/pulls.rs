@@ -224,6 +224,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pull_request_decodes_from_forgejos_shape() {
+        // services/convert/pull.go (docs/forgejo-pulls.md §2): pointers without omitempty are
+        // null until merged; `number` is the index, `url` varies by version, html_url never.
+        let open: WirePull = serde_json::from_str(
+            r#"{"id":12,"url":"https://host/o/r/pulls/3","number":3,"title":"Land #42","state":"open",
+                "html_url":"https://host/o/r/pulls/3","mergeable":true,"merged":false,"merged_at":null,
+                "merge_commit_sha":null,"merged_by":null,
+                "base":{"label":"main","ref":"main","sha":"b1","repo_id":1,"repo":{}},
+                "head":{"label":"orch/x","ref":"orch/x","sha":"h1","repo_id":1,"repo":{}},
+                "merge_base":"b0","flow":0}"#,
+        )
+        .unwrap();
+        let p = PullRequest::from(open);
+        assert_eq!((p.number, p.head_sha.as_str()), (3, "h1"));
+        assert!(p.mergeable && !p.merged && p.merge_commit_sha.is_none());
+        let merged: WirePull = serde_json::from_str(
+            r#"{"number":3,"state":"closed","mergeable":false,"merged":true,
+                "merged_at":"2026-01-01T00:00:00Z","merge_commit_sha":"m1",
+                "head":{"ref":"orch/x","sha":"h1"},"base":{"ref":"main","sha":"m1"}}"#,
+        )
+        .unwrap();
+        let p = PullRequest::from(merged);
+        assert!(p.merged);
+        assert_eq!(p.merge_commit_sha.as_deref(), Some("m1"));
+    }
+
+    #[test]
     fn the_number_of_an_existing_pull_is_read_from_forgejos_409() {
         // models/issues/pull.go ErrPullRequestAlreadyExists.Error() (docs/forgejo-pulls.md).
         let m = "pull request already exists for these targets [id: 7, issue_id: 12, head_repo_id: 3, base_repo_id: 3, head_branch: orch/x, base_branch: main]";

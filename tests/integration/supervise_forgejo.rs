@@ -33,6 +33,13 @@ struct FakeCi {
 
 impl FakeCi {
     fn start(fake: FakeForgejo, origin: PathBuf, judge: Judge) -> FakeCi {
+        FakeCi::start_on(fake, origin, judge, &["refs/heads/orch/"])
+    }
+
+    /// [`start`](FakeCi::start), for new heads under each of `refs` (e.g. the base branch too:
+    /// a merged pull request's commit gets its push run like any push).
+    fn start_on(fake: FakeForgejo, origin: PathBuf, judge: Judge, refs: &[&str]) -> FakeCi {
+        let refs: Vec<String> = refs.iter().map(|r| r.to_string()).collect();
         // The forge's branches are what was pushed to its repository.
         fake.serve_git(REPO, &origin);
         let stop = Arc::new(AtomicBool::new(false));
@@ -53,14 +60,9 @@ impl FakeCi {
                         if green { "success" } else { "skipped" },
                     );
                 }
-                let heads = git(
-                    &origin,
-                    &[
-                        "for-each-ref",
-                        "--format=%(objectname) %(refname:lstrip=2)",
-                        "refs/heads/orch/",
-                    ],
-                );
+                let mut args = vec!["for-each-ref", "--format=%(objectname) %(refname:lstrip=2)"];
+                args.extend(refs.iter().map(String::as_str));
+                let heads = git(&origin, &args);
                 for sha in heads.lines().filter_map(|l| l.split(' ').next()) {
                     if seen.insert(sha.to_string()) {
                         let run = fake.add_run(
@@ -394,4 +396,81 @@ fn alerts_carry_no_token_to_their_sinks() {
     assert!(!env.contains(TOKEN_ENV), "{env}");
     let leaks = files_containing(&org.state, TOKEN.as_bytes());
     assert!(leaks.is_empty(), "token found in {leaks:?}");
+}
+
+/// `land.policy: pull_request`: after DONE orch opens a pull request from the worker's branch
+/// and merges it through the API pinned to the verified head; the lock goes once the base
+/// branch's CI for the merge commit is green.
+#[test]
+fn pull_request_landing_merges_the_verified_head_and_waits_for_the_base_ci() {
+    let (_rt, fake, org) = setup_with("happy.sh", |spec| spec.land("{policy: pull_request}"));
+    let origin = org.origin_path(REPO);
+    let _ci = FakeCi::start_on(
+        fake.clone(),
+        origin.clone(),
+        |_, _| true,
+        &["refs/heads/orch/", "refs/heads/main"],
+    );
+    let (out, id) = org.spawn_foreground(REPO, "add a feature");
+    assert!(out.status.success(), "{}", org.diag(&id));
+    let w = org.worker(&id);
+    let done = w.progress.tracked_sha.clone().unwrap().into_string();
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, orch::milestone::LandState::Landed, "{l:?}");
+    let merges = fake.pull_merges(REPO);
+    assert_eq!(merges.len(), 1, "{merges:?}");
+    let m = &merges[0];
+    assert_eq!(Some(m.number), l.pull);
+    assert_eq!(
+        (m.head.as_str(), m.base.as_str()),
+        (w.branch.as_str(), "main")
+    );
+    assert_eq!(m.head_sha, done, "the verified head was merged");
+    assert_eq!(m.style, "merge");
+    assert_eq!(
+        l.landed.as_ref().map(|s| s.as_str()),
+        Some(m.base_after.as_str())
+    );
+    assert_eq!(
+        git(&origin, &["rev-parse", "refs/heads/main"]),
+        m.base_after
+    );
+    // The merge was pinned to the verified head commit.
+    let merge_hit = fake
+        .hits()
+        .into_iter()
+        .find(|h| h.method == "POST" && h.path.ends_with("/merge"))
+        .expect("a merge request");
+    let body: serde_json::Value = serde_json::from_str(&merge_hit.body).unwrap();
+    assert_eq!(body["head_commit_id"], done.as_str(), "{body}");
+    assert_eq!(body["Do"], "merge");
+    assert!(
+        org.locks_of(&id).is_empty(),
+        "the lock went after the base CI"
+    );
+}
+
+#[test]
+fn a_pull_request_the_forge_refuses_to_merge_keeps_the_lock_with_the_servers_words() {
+    let (_rt, fake, org) = setup_with("happy.sh", |spec| spec.land("{policy: pull_request}"));
+    fake.protect_branch(REPO, "main", "Does not have enough approvals");
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    let (_out, id) = org.spawn_foreground(REPO, "add a feature");
+    let w = org.worker(&id);
+    assert_eq!(w.milestone(), Milestone::Done, "{}", org.diag(&id));
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, orch::milestone::LandState::Refused, "{l:?}");
+    let detail = l.detail.unwrap_or_default();
+    assert!(
+        detail.contains("HTTP 405") && detail.contains("Does not have enough approvals"),
+        "{detail}"
+    );
+    assert!(fake.pull_merges(REPO).is_empty(), "nothing merged");
+    let alerts = org.alerts(&id);
+    assert!(
+        alerts.iter().any(|a| a["kind"] == "landing_refused"
+            && a["message"].as_str().unwrap().contains("enough approvals")),
+        "{alerts:?}"
+    );
+    assert_eq!(org.locks_of(&id).len(), 1, "the lock is kept for a person");
 }

@@ -730,6 +730,56 @@ pub fn integrate(
     outcome
 }
 
+/// Builds a revert of the change that moved a base from `before` to `landed` (a merge commit
+/// is reverted against its first parent; otherwise every commit of `before..landed`), as one
+/// commit on the base head `onto`, in a scratch worktree at `dir`.
+pub fn revert(
+    repo_path: &Path,
+    dir: &Path,
+    onto: &str,
+    before: &str,
+    landed: &str,
+    message: &str,
+) -> Result<Integration, GitError> {
+    let _ = remove_worktree(repo_path, dir);
+    let _ = std::fs::remove_dir_all(dir);
+    let d = dir.display().to_string();
+    git(
+        repo_path,
+        &["worktree", "add", "--detach", "--force", &d, onto],
+    )?;
+    let run = |args: &[&str]| {
+        let mut all: Vec<&str> = ORCH_IDENTITY.to_vec();
+        all.extend_from_slice(args);
+        git(dir, &all)
+    };
+    let parents = git(dir, &["rev-list", "--parents", "-n", "1", landed])?;
+    let range = format!("{before}..{landed}");
+    let reverted = if parents.split_whitespace().count() > 2 {
+        run(&["revert", "--no-commit", "-m", "1", landed])
+    } else {
+        run(&["revert", "--no-commit", &range])
+    }
+    .and_then(|_| run(&["commit", "--no-verify", "-m", message]));
+    let outcome = match reverted {
+        Ok(_) => Ok(Integration::Built(head(dir)?)),
+        Err(e) => {
+            let conflicted = git(dir, &["diff", "--name-only", "--diff-filter=U"])
+                .map(|o| o.lines().map(str::to_string).collect::<Vec<_>>())
+                .unwrap_or_default();
+            if conflicted.is_empty() {
+                Err(e)
+            } else {
+                Ok(Integration::Conflict(conflicted))
+            }
+        }
+    };
+    let _ = remove_worktree(repo_path, dir);
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = git(repo_path, &["worktree", "prune"]);
+    outcome
+}
+
 /// Pushes commit `sha` to `refs/heads/<branch>` on `remote`. With `expect`, a compare-and-swap:
 /// the remote branch must still be at that commit (`--force-with-lease`), else the push is
 /// refused and nothing moves. Without it, the branch is set whatever it was (orch's own

@@ -165,15 +165,19 @@ pub fn prepare(
         component: req.component.clone(),
         plan: req.plan.clone(),
         progress: Progress {
-            landing: Some(crate::milestone::Landing::planned(
-                &repo.land,
-                // orch checks what it lands: with `land: none` people merge, and check.
-                if repo.land.policy != crate::config::LandPolicy::None {
-                    config.dependents_within(&repo.name, config.downstream.depth)
-                } else {
-                    Vec::new()
-                },
-            )),
+            landing: Some(crate::milestone::Landing {
+                revert_on_breakage: config.downstream.on_breakage
+                    == crate::config::OnBreakage::Revert,
+                ..crate::milestone::Landing::planned(
+                    &repo.land,
+                    // orch checks what it lands: with `land: none` people merge, and check.
+                    if repo.land.policy != crate::config::LandPolicy::None {
+                        config.dependents_within(&repo.name, config.downstream.depth)
+                    } else {
+                        Vec::new()
+                    },
+                )
+            }),
             ..Progress::new(contract, now)
         },
         branch: branch.clone(),

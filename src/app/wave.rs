@@ -159,7 +159,9 @@ fn task_state(w: Option<&WorkerRecord>) -> TaskState {
         return match w.progress.landing.as_ref().map(|l| l.state) {
             // Broken: landed, and a dependent held for a person (its tasks wait on the hold).
             None | Some(LandState::Landed | LandState::Broken) => TaskState::Done,
-            Some(LandState::Conflict | LandState::Refused) => TaskState::Stopped,
+            Some(LandState::Conflict | LandState::Refused | LandState::Reverted) => {
+                TaskState::Stopped
+            }
             Some(_) => TaskState::Running,
         };
     }
@@ -232,7 +234,7 @@ fn task_label(l: &Loaded, w: &WorkerRecord) -> String {
         .unwrap_or_else(|| "main".into());
     match landing.state {
         LandState::Landed | LandState::Planned => m,
-        LandState::Broken => format!("{m}, {}", landing.summary()),
+        LandState::Broken | LandState::Reverted => format!("{m}, {}", landing.summary()),
         LandState::Waiting => format!(
             "{m}, waiting for its change to reach {base}: land: none — merge {} or set land",
             w.branch
@@ -772,7 +774,10 @@ pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport
             | Milestone::BlockedPermission
             | Milestone::Cancelled
     ) || (m == Milestone::Done
-        && matches!(landing, Some(LandState::Conflict | LandState::Refused)));
+        && matches!(
+            landing,
+            Some(LandState::Conflict | LandState::Refused | LandState::Reverted)
+        ));
     if !stopped {
         return Err(Error::No(format!(
             "task {task} of wave {name} is {}: only a FAILED, BLOCKED or CANCELLED task, or one whose change did not land, gets another go",

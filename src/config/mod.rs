@@ -332,6 +332,9 @@ pub enum OnBreakage {
     /// The hold, handed over at once to a fix worker on the dependent (the failing jobs' logs
     /// in its prompt), which is itself landed and checked like any change.
     Fix,
+    /// orch lands a revert of the breaking change (verified like any landing), the chain lock
+    /// held until the base branch's CI is green with it; the task is shown `reverted`.
+    Revert,
 }
 
 impl Config {

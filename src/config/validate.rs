@@ -486,16 +486,10 @@ fn validate_downstream(c: &mut Check, raw: &RawDownstream) -> DownstreamConfig {
         match o.value.as_str() {
             "hold" => d.on_breakage = OnBreakage::Hold,
             "fix" => d.on_breakage = OnBreakage::Fix,
-            "revert" => c.err(
-                pos(o),
-                format!(
-                    "downstream.on_breakage {} is not supported by this orch yet; use hold (an operator hold on the broken chain, with an alert) or fix (a fix worker on it)",
-                    o.value
-                ),
-            ),
+            "revert" => d.on_breakage = OnBreakage::Revert,
             other => c.err(
                 pos(o),
-                format!("downstream.on_breakage must be hold or fix, got \"{other}\""),
+                format!("downstream.on_breakage must be hold, fix or revert, got \"{other}\""),
             ),
         }
     }

@@ -49,6 +49,12 @@ pub enum LandState {
     Broken,
     /// `land: none`: the change waits on its branch until a person merges it.
     Waiting,
+    /// `downstream.on_breakage: revert`: the landed change broke a dependent; orch lands a
+    /// revert of it (built, verified on `orch/<id>-revert`, moved by compare-and-swap, base CI),
+    /// the chain lock held throughout.
+    Reverting,
+    /// The change was reverted on the base branch (its base CI green): the task did not land.
+    Reverted,
     /// The change does not merge with the base (or the integration's CI is red): a person
     /// resolves it; the chain lock is kept.
     Conflict,
@@ -67,6 +73,8 @@ impl LandState {
             LandState::Downstream => "downstream",
             LandState::Landed => "landed",
             LandState::Broken => "broken",
+            LandState::Reverting => "reverting",
+            LandState::Reverted => "reverted",
             LandState::Waiting => "waiting",
             LandState::Conflict => "conflict",
             LandState::Refused => "refused",
@@ -77,7 +85,11 @@ impl LandState {
     pub fn is_active(self) -> bool {
         matches!(
             self,
-            LandState::Pending | LandState::Verifying | LandState::BaseCi | LandState::Downstream
+            LandState::Pending
+                | LandState::Verifying
+                | LandState::BaseCi
+                | LandState::Downstream
+                | LandState::Reverting
         )
     }
 }
@@ -116,6 +128,14 @@ pub struct Landing {
     /// The dependents checked after the landing (planned at spawn from `downstream.depth`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub downstream: Vec<DownstreamCheck>,
+    /// `on_breakage: revert`: whether a breakage is answered by a revert; the revert built and
+    /// the commit the base was moved to with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revert_on_breakage: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert: Option<Sha>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted: Option<Sha>,
     /// `pull_request`: the pull request orch opened (its number and page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull: Option<i64>,
@@ -160,6 +180,9 @@ impl Landing {
                     failed_jobs: Vec::new(),
                 })
                 .collect(),
+            revert_on_breakage: false,
+            revert: None,
+            reverted: None,
             pull: None,
             pull_url: None,
         }
@@ -193,10 +216,16 @@ impl Landing {
                     self.downstream.len()
                 )
             }
-            LandState::Conflict | LandState::Refused | LandState::Broken => match &self.detail {
-                Some(d) => format!("{}: {d}", self.state),
-                None => self.state.to_string(),
-            },
+            LandState::Reverted => format!(
+                "reverted {}",
+                short(&self.reverted).unwrap_or_else(|| "-".into())
+            ),
+            LandState::Conflict | LandState::Refused | LandState::Broken | LandState::Reverting => {
+                match &self.detail {
+                    Some(d) => format!("{}: {d}", self.state),
+                    None => self.state.to_string(),
+                }
+            }
             LandState::Pending if self.pull.is_some() => {
                 format!("pull request #{} open", self.pull.unwrap_or_default())
             }
@@ -213,7 +242,17 @@ pub enum LandEvent {
     OnBase { head: Sha },
     /// The base was fast-forwarded (compare-and-swap won) to the DONE commit, or moved to a
     /// verified integration.
-    Moved { to: Sha, how: String },
+    Moved {
+        to: Sha,
+        how: String,
+        /// The base head it moved from (a revert needs it), when known.
+        from: Option<Sha>,
+    },
+    /// `on_breakage: revert`: a revert of the landed change was built on base head `onto` and
+    /// pushed to the revert branch for its CI.
+    RevertBuilt { sha: Sha, onto: Sha },
+    /// The base was moved (compare-and-swap) to the verified revert.
+    RevertMoved { to: Sha },
     /// An integration was built on base head `onto` and pushed to the landing branch.
     Built { candidate: Sha, onto: Sha },
     /// The base moved under the compare-and-swap (or the push was refused): try again.

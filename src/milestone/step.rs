@@ -609,11 +609,51 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
             }
             _ => {}
         },
-        LandEvent::Moved { to, how } => {
+        LandEvent::Moved { to, how, from } => {
+            if !matches!(l.state, LandState::Pending | LandState::Verifying) {
+                return;
+            }
             l.state = LandState::BaseCi;
             l.landed = Some(to.clone());
             l.candidate = None;
+            if let Some(f) = from {
+                l.onto = Some(f.clone());
+            }
             note(l, format!("base moved to {} ({how})", to.short()));
+        }
+        LandEvent::RevertBuilt { sha, onto } => {
+            if l.state == LandState::Reverting && l.reverted.is_none() {
+                l.attempts += 1;
+                l.revert = Some(sha.clone());
+                l.onto = Some(onto.clone());
+                let detail = format!(
+                    "revert {} built on {} (attempt {} of {})",
+                    sha.short(),
+                    onto.short(),
+                    l.attempts,
+                    l.max_attempts
+                );
+                note(l, detail.clone());
+                fx.push(Effect::Landing {
+                    from: LandState::Reverting,
+                    to: LandState::Reverting,
+                    detail,
+                });
+                fx.push(Effect::Checkpoint);
+            }
+        }
+        LandEvent::RevertMoved { to } => {
+            if l.state == LandState::Reverting && l.revert.as_ref() == Some(to) {
+                l.reverted = Some(to.clone());
+                let detail = format!("base moved to the revert {}", to.short());
+                note(l, detail.clone());
+                fx.push(Effect::Landing {
+                    from: LandState::Reverting,
+                    to: LandState::Reverting,
+                    detail,
+                });
+                fx.push(Effect::Checkpoint);
+            }
         }
         LandEvent::Built { candidate, onto } => {
             l.attempts += 1;
@@ -630,6 +670,29 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
                     l.max_attempts
                 ),
             );
+        }
+        LandEvent::Lost { reason } if l.state == LandState::Reverting => {
+            if l.attempts >= l.max_attempts {
+                l.state = LandState::Refused;
+                note(
+                    l,
+                    format!("the revert gave up after {} attempts: {reason}", l.attempts),
+                );
+                fx.push(alert(
+                    Severity::Critical,
+                    "landing_refused",
+                    format!(
+                        "worker {worker}: the revert of its breaking change gave up ({reason}); the chain lock is kept for a person"
+                    ),
+                ));
+            } else {
+                l.revert = None;
+                note(
+                    l,
+                    format!("the base moved: {reason}; building the revert again"),
+                );
+                fx.push(Effect::Checkpoint);
+            }
         }
         LandEvent::Lost { reason } => {
             if l.attempts >= l.max_attempts {
@@ -726,7 +789,30 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
             };
             d.verdict = Some(*kind);
             d.failed_jobs = failed_jobs.clone();
-            if *kind != VerdictKind::Green {
+            if *kind != VerdictKind::Green && l.revert_on_breakage {
+                let jobs = if failed_jobs.is_empty() {
+                    detail.clone()
+                } else {
+                    failed_jobs.join(", ")
+                };
+                l.state = LandState::Reverting;
+                l.attempts = 0;
+                let why = format!(
+                    "{repo} is red on its base head {} with {} landed ({jobs}): reverting it",
+                    sha.short(),
+                    landed.short()
+                );
+                note(l, why);
+                fx.push(alert(
+                    Severity::Critical,
+                    "downstream_breakage",
+                    format!(
+                        "worker {worker}'s change {} broke {repo}: its CI on its base head {} is red ({jobs}); orch reverts the change (verified like any landing), the chain lock held until then",
+                        landed.short(),
+                        sha.short()
+                    ),
+                ));
+            } else if *kind != VerdictKind::Green {
                 l.state = LandState::Broken;
                 let jobs = if failed_jobs.is_empty() {
                     detail.clone()
@@ -786,6 +872,60 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
             failed_jobs,
             detail,
         } => match (l.state, kind) {
+            (LandState::Reverting, kind) => {
+                let about_moved = l.reverted.as_ref() == Some(sha);
+                let about_built = l.reverted.is_none() && l.revert.as_ref() == Some(sha);
+                match kind {
+                    VerdictKind::Green if about_moved => {
+                        l.state = LandState::Reverted;
+                        let what = l
+                            .landed
+                            .clone()
+                            .map(|s| s.short().to_string())
+                            .unwrap_or_default();
+                        note(
+                            l,
+                            format!(
+                                "the change {what} was reverted by {} on the base branch (its CI green) after it broke a dependent",
+                                sha.short()
+                            ),
+                        );
+                        fx.push(alert(
+                            Severity::Warning,
+                            "reverted",
+                            format!(
+                                "worker {worker}'s change {what} is reverted on the base branch ({}): it broke a dependent; `orch wave retry` gives its task another go",
+                                sha.short()
+                            ),
+                        ));
+                        fx.push(Effect::ReleaseLock {
+                            reason: format!(
+                                "reverted: {} on the base branch, CI green",
+                                sha.short()
+                            ),
+                        });
+                    }
+                    VerdictKind::Red | VerdictKind::SyncNotDone if about_moved || about_built => {
+                        l.state = LandState::Refused;
+                        let why = format!(
+                            "the revert {} is red ({}): a person must look",
+                            sha.short(),
+                            if failed_jobs.is_empty() {
+                                detail.clone()
+                            } else {
+                                failed_jobs.join(", ")
+                            }
+                        );
+                        note(l, why.clone());
+                        fx.push(alert(
+                            Severity::Critical,
+                            "landing_refused",
+                            format!("worker {worker}: {why}; the chain lock is kept"),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
             (LandState::Verifying, _) if l.candidate.as_ref() != Some(sha) => {}
             (LandState::BaseCi, _) if l.landed.as_ref() != Some(sha) => {}
             (LandState::Verifying, VerdictKind::Green) => {

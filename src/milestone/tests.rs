@@ -887,6 +887,7 @@ mod landing {
         let moved = LandEvent::Moved {
             to: sha('a'),
             how: "fast-forward".into(),
+            from: None,
         };
         let (p, fx) = land(&p, moved);
         assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
@@ -1043,12 +1044,70 @@ mod landing {
         let merged = LandEvent::Moved {
             to: sha('m'),
             how: "pull request #7 merged (merge)".into(),
+            from: None,
         };
         let (p, _) = land(&p, merged);
         assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
         let (p, fx) = land(&p, green(sha('m')));
         assert_eq!(p.landing.as_ref().unwrap().state, LandState::Landed);
         assert!(releases(&fx));
+    }
+
+    #[test]
+    fn revert_on_breakage_lands_a_verified_revert_under_the_lock() {
+        let mut p = pushed_with(LandPolicy::Merge, &["vm"]);
+        p.landing.as_mut().unwrap().revert_on_breakage = true;
+        let (p, _) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        let moved = LandEvent::Moved {
+            to: sha('a'),
+            how: "fast-forward".into(),
+            from: Some(sha('b')),
+        };
+        let (p, _) = land(&p, moved);
+        assert_eq!(p.landing.as_ref().unwrap().onto, Some(sha('b')));
+        let (p, _) = land(&p, green(sha('a')));
+        let (p, _) = land(
+            &p,
+            LandEvent::CheckStarted {
+                repo: "vm".into(),
+                sha: sha('v'),
+            },
+        );
+        let (p, fx) = land(
+            &p,
+            LandEvent::CheckVerdict {
+                repo: "vm".into(),
+                sha: sha('v'),
+                kind: VerdictKind::Red,
+                failed_jobs: vec!["test".into()],
+                detail: String::new(),
+            },
+        );
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Reverting);
+        assert!(!releases(&fx) && !fx.iter().any(|e| matches!(e, Effect::HoldChain { .. })));
+        assert!(p.landing_active());
+        let (p, _) = land(
+            &p,
+            LandEvent::RevertBuilt {
+                sha: sha('r'),
+                onto: sha('a'),
+            },
+        );
+        // The revert's own CI green; the supervisor moves the base: then the base CI.
+        let (p, fx) = land(&p, green(sha('r')));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Reverting);
+        assert!(!releases(&fx));
+        let (p, _) = land(&p, LandEvent::RevertMoved { to: sha('r') });
+        let (p, fx) = land(&p, green(sha('r')));
+        assert_eq!(p.landing.as_ref().unwrap().state, LandState::Reverted);
+        assert!(releases(&fx));
+        assert!(!p.change_complete(), "a reverted change did not land");
     }
 
     #[test]
@@ -1064,6 +1123,7 @@ mod landing {
         let moved = LandEvent::Moved {
             to: sha('a'),
             how: "fast-forward".into(),
+            from: None,
         };
         let (p, _) = land(&p, moved);
         let (p, fx) = land(&p, green(sha('a')));

@@ -1041,3 +1041,56 @@ fn with_on_conflict_fix_a_replacement_takes_the_lock_over_and_lands_the_change()
     assert!(orch::store::first_conflict(&org.config.graph, &history).is_none());
     assert_eq!(org.lock_of(&replacement.id), None);
 }
+
+#[test]
+fn a_breaking_change_is_reverted_verified_like_any_landing() {
+    let org = org_with(None, Some("{depth: 1, on_breakage: revert}"));
+    let first = org.spawn("core", "core feature", "t-first");
+    org.wait_done(&first);
+    let good = forge_head(&org, "core", "main");
+    let id = org.spawn("core", "core feature, breaking", "t-revert");
+    org.wait_done(&id);
+    let l = landing_of(&org, &id);
+    assert_eq!(l.state, LandState::Reverted, "{l:?}");
+    let landed = l.landed.clone().unwrap();
+    let reverted = l.reverted.clone().unwrap();
+    let head = forge_head(&org, "core", "main");
+    assert_eq!(head, reverted.as_str(), "the base is at the revert");
+    assert!(
+        is_ancestor(&org, "core", landed.as_str(), &head),
+        "reverted, not rewritten"
+    );
+    let show = |rev: &str| {
+        let o = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(bare(&org, "core"))
+            .args(["show", &format!("{rev}:core.txt")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(show(&head), show(&good), "the breaking content is gone");
+    assert_eq!(show(&head), "core feature");
+    // Verified on its own branch first, then the base's CI.
+    assert_eq!(forge_head(&org, "core", &format!("orch/{id}-revert")), head);
+    assert_base_green(&org, "core", &head);
+    let alerts = org.alerts(&id);
+    assert!(
+        alerts.iter().any(|a| a["kind"] == "downstream_breakage"
+            && a["message"].as_str().unwrap().contains("reverts")),
+        "{alerts:?}"
+    );
+    assert!(alerts.iter().any(|a| a["kind"] == "reverted"), "{alerts:?}");
+    // The lock went after the revert's base CI; nothing is held.
+    assert_eq!(org.lock_of(&id), None);
+    let s = org.json(&["status", "--json"]);
+    assert_eq!(s["locks"].as_array().unwrap().len(), 0, "{s:#}");
+    let row = s["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["landing"]["state"], "reverted", "{row:#}");
+}

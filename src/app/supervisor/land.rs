@@ -71,9 +71,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     self.ci.ask(repo, sha, &branch, None);
                 }
             }
-            LandState::Verifying | LandState::BaseCi => {
+            LandState::Reverting if l.revert.is_none() => {
+                self.next_land_ms = now + LAND_EVERY_MS;
+                self.revert_build(&l);
+            }
+            LandState::Verifying | LandState::BaseCi | LandState::Reverting => {
                 let (sha, branch) = match l.state {
                     LandState::Verifying => (l.candidate.clone(), self.land_branch()),
+                    LandState::Reverting if l.reverted.is_none() => {
+                        (l.revert.clone(), self.revert_branch())
+                    }
+                    LandState::Reverting => (l.reverted.clone(), self.base_branch()),
                     _ => (l.landed.clone(), self.base_branch()),
                 };
                 let Some(sha) = sha else {
@@ -182,6 +190,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let asked = match l.state {
             LandState::Verifying => l.candidate.as_ref(),
             LandState::BaseCi => l.landed.as_ref(),
+            LandState::Reverting => l.reverted.as_ref().or(l.revert.as_ref()),
             _ => None,
         };
         if !self.w.progress.landing_active() || asked != Some(&a.sha) {
@@ -205,6 +214,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             .is_some_and(|n| n.state == LandState::Conflict)
         {
             self.conflict_fix();
+        }
+        if l.state == LandState::Reverting
+            && l.reverted.is_none()
+            && v.kind == crate::ci::verdict::VerdictKind::Green
+            && let (Some(revert), Some(onto)) = (l.revert.clone(), l.onto.clone())
+        {
+            // The verified revert goes onto the base if the base is still where it was built.
+            self.revert_cas(&revert, &onto);
+            return true;
         }
         if l.state == LandState::Verifying
             && v.kind == crate::ci::verdict::VerdictKind::Green
@@ -532,6 +550,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let event = LandEvent::Moved {
                     to: Sha::from(sha),
                     how: format!("pull request #{number} merged ({how})"),
+                    from: None,
                 };
                 self.apply(Event::Land(event), None, Vec::new());
             }
@@ -672,6 +691,93 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    fn revert_branch(&self) -> String {
+        format!("{}-revert", self.w.branch)
+    }
+
+    /// `on_breakage: revert`: a revert of the landed change (`onto..landed`, or the landed
+    /// merge commit against its first parent) built on the current base head and pushed to the
+    /// revert branch for its CI.
+    fn revert_build(&mut self, l: &Landing) {
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return;
+        };
+        let (Some(landed), Some(before)) = (l.landed.clone(), l.onto.clone()) else {
+            self.land_refused(
+                "the breaking change cannot be reverted: orch does not know the base it moved from (it found the change merged already)".into(),
+            );
+            return;
+        };
+        let remote = self.w.remote.clone();
+        if let Err(e) = gitops::fetch(&repo.path, &remote) {
+            tracing::warn!(worker = %self.w.id, error = %e, "revert: fetch failed; trying again");
+            return;
+        }
+        let Ok(base) = gitops::base_sha(&repo.path, &remote, &repo.branch) else {
+            return;
+        };
+        let scratch = super::session_dir(self.env.state_dir, &self.w.id).join("revert-worktree");
+        let message = format!(
+            "Revert {} ({}): it broke a dependent's CI\n\n{}",
+            landed.short(),
+            self.w.id,
+            l.detail.clone().unwrap_or_default()
+        );
+        match gitops::revert(
+            &repo.path,
+            &scratch,
+            &base,
+            before.as_str(),
+            landed.as_str(),
+            &message,
+        ) {
+            Ok(Integration::Built(sha)) => {
+                let branch = self.revert_branch();
+                if let Err(e) = gitops::push_commit(&repo.path, &remote, &sha, &branch, None) {
+                    tracing::warn!(worker = %self.w.id, error = %e, "revert: push failed; trying again");
+                    return;
+                }
+                let event = LandEvent::RevertBuilt {
+                    sha: Sha::from(sha),
+                    onto: Sha::from(base),
+                };
+                self.apply(Event::Land(event), None, Vec::new());
+            }
+            Ok(Integration::Conflict(files)) => self.land_refused(format!(
+                "the revert of {} conflicts with the base branch in {}",
+                landed.short(),
+                files.join(", ")
+            )),
+            Err(e) => self.land_refused(format!("the revert of {} failed: {e}", landed.short())),
+        }
+    }
+
+    /// Moves the base to the verified revert if it is still at `expect`.
+    fn revert_cas(&mut self, revert: &Sha, expect: &Sha) {
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return;
+        };
+        let moved = gitops::push_commit(
+            &repo.path,
+            &self.w.remote,
+            revert.as_str(),
+            &repo.branch,
+            Some(expect.as_str()),
+        );
+        let event = match moved {
+            Ok(()) => LandEvent::RevertMoved { to: revert.clone() },
+            Err(e) => LandEvent::Lost {
+                reason: format!(
+                    "{} is no longer at {} ({})",
+                    repo.branch,
+                    expect.short(),
+                    crate::text::escape(&e.to_string())
+                ),
+            },
+        };
+        self.apply(Event::Land(event), None, Vec::new());
+    }
+
     /// Moves the base branch to `to` only if it is still at `expect` (compare-and-swap).
     fn land_cas(&mut self, to: &Sha, expect: &Sha, how: String) {
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
@@ -689,6 +795,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Ok(()) => LandEvent::Moved {
                 to: to.clone(),
                 how,
+                from: Some(expect.clone()),
             },
             Err(e) => LandEvent::Lost {
                 reason: format!(

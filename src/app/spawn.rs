@@ -31,6 +31,8 @@ pub struct SpawnRequest {
     /// What the worker is told beyond its task (the failing jobs' logs of a breakage it fixes),
     /// rendered into its prompt.
     pub handoff: Option<String>,
+    /// `land.policy` for this task alone (a wave task's `land:`), over its repository's.
+    pub land: Option<crate::config::LandPolicy>,
 }
 
 #[derive(Debug)]
@@ -118,6 +120,18 @@ pub fn prepare(
     }
     if let Some(gap) = config.local_ci_gap(&repo) {
         return Err(SpawnError::Setup(gap));
+    }
+    let mut repo = repo;
+    if let Some(policy) = req.land {
+        if policy == crate::config::LandPolicy::PullRequest
+            && config.forge.kind != ForgeKind::Forgejo
+        {
+            return Err(SpawnError::Setup(format!(
+                "task on {}: land pull_request needs forge.kind: forgejo (the local forge has no pull requests)",
+                repo.name
+            )));
+        }
+        repo.land.policy = policy;
     }
     // Where the worker's pushes go, and where CI picks them up.
     let remote = push_remote(config, state_dir, &repo).map_err(SpawnError::Setup)?;

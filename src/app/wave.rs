@@ -600,6 +600,7 @@ fn start_ready(
                 task_id: Some(attempt_key(&name, &t.id, w.rows[i].attempt)),
                 component: t.component.clone(),
                 plan: t.plan.clone(),
+                land: t.land,
                 ..Default::default()
             };
             match prepare(&l.config, &l.contract, &l.state_dir, store, &req) {

@@ -35,6 +35,9 @@ pub struct TaskDef {
     pub estimate: Option<Duration>,
     #[serde(default)]
     pub after: Vec<String>,
+    /// `land:` for this task alone (merge, pull_request or none), over its repository's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub land: Option<crate::config::LandPolicy>,
 }
 
 impl TaskDef {
@@ -77,6 +80,8 @@ struct RawTask {
     estimate: Option<Spanned<String>>,
     #[serde(default)]
     after: Vec<Spanned<String>>,
+    #[serde(default)]
+    land: Option<Spanned<String>>,
 }
 
 fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
@@ -184,6 +189,24 @@ impl Wave {
                     }
                 },
             };
+            let land = match &r.land {
+                None => None,
+                Some(l) => match l.value.as_str() {
+                    "merge" => Some(crate::config::LandPolicy::Merge),
+                    "none" => Some(crate::config::LandPolicy::None),
+                    "pull_request" => Some(crate::config::LandPolicy::PullRequest),
+                    other => {
+                        err(
+                            pos(l),
+                            format!(
+                                "task {id}: land must be merge, pull_request or none, got {:?}",
+                                crate::text::escape(other)
+                            ),
+                        );
+                        None
+                    }
+                },
+            };
             let non_empty = |s: &Option<Spanned<String>>| {
                 s.as_ref()
                     .map(|s| s.value.clone())
@@ -197,6 +220,7 @@ impl Wave {
                 component: non_empty(&r.component),
                 estimate,
                 after: r.after.iter().map(|a| a.value.clone()).collect(),
+                land,
             });
             positions.push(pos(&r.id));
             after_pos.push(r.after.iter().map(pos).collect());

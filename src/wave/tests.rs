@@ -297,6 +297,7 @@ fn wave_strategy() -> impl Strategy<Value = (RepoGraph, Vec<TaskDef>, Vec<u64>, 
                         .filter(|&a| a < i)
                         .map(|a| vec![format!("t{a}")])
                         .unwrap_or_default(),
+                    land: None,
                 })
                 .collect();
             // `after` may close a cycle with the repository graph: such waves are refused, so
@@ -443,4 +444,30 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_task_may_set_its_own_land_policy_and_a_wrong_one_is_named() {
+    let g = RepoGraph::seed_organisation();
+    let ok = Wave::parse(
+        "name: w\ntasks:\n  - {id: a, repo: acdc-core, task: x, land: none}\n  - {id: b, repo: alphavm, task: y}\n",
+        std::path::Path::new("w.yaml"),
+        &g,
+    )
+    .unwrap();
+    assert_eq!(ok.tasks[0].land, Some(crate::config::LandPolicy::None));
+    assert_eq!(ok.tasks[1].land, None);
+    // A task without its own land keeps the definition it had before the key existed.
+    assert!(!ok.tasks[1].definition().contains("land"));
+    let bad = Wave::parse(
+        "name: w\ntasks:\n  - {id: a, repo: acdc-core, task: x, land: octopus}\n",
+        std::path::Path::new("w.yaml"),
+        &g,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("w.yaml:3:") && bad.contains("land must be merge, pull_request or none"),
+        "{bad}"
+    );
 }

@@ -1094,3 +1094,39 @@ fn a_breaking_change_is_reverted_verified_like_any_landing() {
         .clone();
     assert_eq!(row["landing"]["state"], "reverted", "{row:#}");
 }
+
+#[test]
+fn a_wave_task_may_set_its_own_land_policy() {
+    let org = org(None);
+    let file = org.root.join("own.yaml");
+    std::fs::write(
+        &file,
+        "name: own\ntasks:\n  - {id: core-1, repo: core, task: \"core feature\", land: none}\n  - {id: vm-1, repo: vm, task: \"vm feature\"}\n",
+    )
+    .unwrap();
+    let core = poll_until(
+        "core-1 DONE",
+        Duration::from_secs(60),
+        || {
+            tick(&org, &file);
+            std::thread::sleep(Duration::from_millis(200));
+            org.workers()
+                .into_iter()
+                .find(|w| w.repo == "core" && w.milestone() == Milestone::Done)
+        },
+        || format!("{:#}", status(&org, "own")),
+    );
+    let l = core.progress.landing.clone().unwrap();
+    assert_eq!(
+        l.policy,
+        orch::config::LandPolicy::None,
+        "the task's own land"
+    );
+    assert_eq!(l.state, LandState::Waiting);
+    assert_eq!(org.lock_of(&core.id), None);
+    tick(&org, &file);
+    assert!(
+        org.workers().iter().all(|w| w.repo != "vm"),
+        "vm waits for core's change"
+    );
+}

@@ -325,6 +325,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             plan: self.w.plan.clone(),
             take_over: Some(self.w.id.clone()),
             handoff: Some(handoff),
+            land: self.w.progress.landing.as_ref().map(|l| l.policy),
         };
         let detail = match self.spawn_handed_over(&req) {
             Ok(id) => {

@@ -52,6 +52,7 @@ fn task(i: usize, repo: String, after: Vec<String>) -> TaskDef {
         component: None,
         estimate: None,
         after,
+        land: None,
     }
 }
 

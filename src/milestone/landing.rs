@@ -128,6 +128,12 @@ pub struct Landing {
     /// The dependents checked after the landing (planned at spawn from `downstream.depth`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub downstream: Vec<DownstreamCheck>,
+    /// The runs the landed commit had before the base moved to it, and when it moved: the
+    /// base branch's CI is its own run, awaited up to `ci.start_timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_runs_before: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_ms: Option<i64>,
     /// `on_breakage: revert`: whether a breakage is answered by a revert; the revert built and
     /// the commit the base was moved to with it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -180,6 +186,8 @@ impl Landing {
                     failed_jobs: Vec::new(),
                 })
                 .collect(),
+            base_runs_before: None,
+            moved_ms: None,
             revert_on_breakage: false,
             revert: None,
             reverted: None,
@@ -247,6 +255,9 @@ pub enum LandEvent {
         how: String,
         /// The base head it moved from (a revert needs it), when known.
         from: Option<Sha>,
+        /// How many CI runs the commit had before the move: the base branch's own run is one
+        /// more (a verdict from the runs of the worker's branch alone is not the base's).
+        runs_before: usize,
     },
     /// `on_breakage: revert`: a revert of the landed change was built on base head `onto` and
     /// pushed to the revert branch for its CI.

@@ -609,13 +609,20 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
             }
             _ => {}
         },
-        LandEvent::Moved { to, how, from } => {
+        LandEvent::Moved {
+            to,
+            how,
+            from,
+            runs_before,
+        } => {
             if !matches!(l.state, LandState::Pending | LandState::Verifying) {
                 return;
             }
             l.state = LandState::BaseCi;
             l.landed = Some(to.clone());
             l.candidate = None;
+            l.base_runs_before = Some(*runs_before);
+            l.moved_ms = Some(now);
             if let Some(f) = from {
                 l.onto = Some(f.clone());
             }
@@ -998,7 +1005,6 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
         });
         fx.push(Effect::Checkpoint);
     }
-    let _ = now;
 }
 
 fn count_fix_attempt(

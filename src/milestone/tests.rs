@@ -888,6 +888,7 @@ mod landing {
             to: sha('a'),
             how: "fast-forward".into(),
             from: None,
+            runs_before: 0,
         };
         let (p, fx) = land(&p, moved);
         assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
@@ -1045,6 +1046,7 @@ mod landing {
             to: sha('m'),
             how: "pull request #7 merged (merge)".into(),
             from: None,
+            runs_before: 0,
         };
         let (p, _) = land(&p, merged);
         assert_eq!(p.landing.as_ref().unwrap().state, LandState::BaseCi);
@@ -1068,6 +1070,7 @@ mod landing {
             to: sha('a'),
             how: "fast-forward".into(),
             from: Some(sha('b')),
+            runs_before: 0,
         };
         let (p, _) = land(&p, moved);
         assert_eq!(p.landing.as_ref().unwrap().onto, Some(sha('b')));
@@ -1124,6 +1127,7 @@ mod landing {
             to: sha('a'),
             how: "fast-forward".into(),
             from: None,
+            runs_before: 0,
         };
         let (p, _) = land(&p, moved);
         let (p, fx) = land(&p, green(sha('a')));

@@ -196,9 +196,26 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if !self.w.progress.landing_active() || asked != Some(&a.sha) {
             return false;
         }
-        let Ok((v, _)) = &a.result else {
+        let Ok((v, runs)) = &a.result else {
             return true; // asked again at the next step
         };
+        if l.state == LandState::BaseCi
+            && let Some(before) = l.base_runs_before
+            && runs.len() <= before
+        {
+            // The base branch's own run has not appeared yet (a forge whose webhook is slow).
+            let waited = now_ms() - l.moved_ms.unwrap_or_else(now_ms);
+            let limit = self.env.config.ci.start_timeout.as_millis() as i64;
+            if waited >= limit {
+                self.land_refused(format!(
+                    "no CI run of the base branch for {} within ci.start_timeout ({}): does the workflow run on pushes to {}?",
+                    a.sha.short(),
+                    crate::duration::format(self.env.config.ci.start_timeout),
+                    self.base_branch()
+                ));
+            }
+            return true;
+        }
         let event = Event::Land(LandEvent::Verdict {
             sha: a.sha.clone(),
             kind: v.kind,
@@ -506,7 +523,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
         };
         if pull.merged {
-            return self.pull_merged(number, pull.merge_commit_sha, "merged");
+            // Merged before this look (by orch before a crash, or by a person): its base run
+            // may be among the commit's runs already.
+            return self.pull_merged(number, pull.merge_commit_sha, "merged", None);
         }
         if pull.head_sha != done.as_str() {
             return self.land_refused(format!(
@@ -523,6 +542,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             LandMethod::Rebase => "rebase",
             LandMethod::Squash => "squash",
         };
+        // A style that keeps the head (fast-forward) lands the DONE commit itself: its base
+        // run is the one after those it has now.
+        let done_runs = self.runs_now(&done);
         let forge = self.follower.forge();
         match self.forge_call(forge.merge_pull(&repo, number, style, done.as_str(), &title)) {
             Ok(MergeAnswer::Merged) => {
@@ -530,7 +552,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     .forge_call(self.follower.forge().pull(&repo, number))
                     .ok()
                     .and_then(|p| p.merge_commit_sha);
-                self.pull_merged(number, sha, style);
+                let before = if sha.as_deref() == Some(done.as_str()) {
+                    done_runs
+                } else {
+                    0
+                };
+                self.pull_merged(number, sha, style, Some(before));
             }
             Ok(MergeAnswer::NotYet(m)) => self.pull_wait(number, &m),
             Ok(MergeAnswer::Refused { status, message }) => self.land_refused(format!(
@@ -545,13 +572,24 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    fn pull_merged(&mut self, number: i64, sha: Option<String>, how: &str) {
+    fn pull_merged(
+        &mut self,
+        number: i64,
+        sha: Option<String>,
+        how: &str,
+        runs_before: Option<usize>,
+    ) {
         match sha {
             Some(sha) => {
-                let event = LandEvent::Moved {
-                    to: Sha::from(sha),
-                    how: format!("pull request #{number} merged ({how})"),
-                    from: None,
+                let to = Sha::from(sha);
+                let event = match runs_before {
+                    Some(runs_before) => LandEvent::Moved {
+                        to,
+                        how: format!("pull request #{number} merged ({how})"),
+                        from: None,
+                        runs_before,
+                    },
+                    None => LandEvent::OnBase { head: to },
                 };
                 self.apply(Event::Land(event), None, Vec::new());
             }
@@ -692,6 +730,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// How many CI runs `sha` has now (0 if the forge cannot tell).
+    fn runs_now(&self, sha: &Sha) -> usize {
+        let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
+            return 0;
+        };
+        let forge = self.follower.forge();
+        self.forge_call(forge.runs_for_commit(&repo, sha.as_str(), None))
+            .map(|r| r.len())
+            .unwrap_or(0)
+    }
+
     fn revert_branch(&self) -> String {
         format!("{}-revert", self.w.branch)
     }
@@ -785,6 +834,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         };
         let remote = self.w.remote.clone();
+        // Already there (a move made before a crash, not recorded): found, not made again —
+        // and its base run, if any, is already among the commit's runs.
+        if gitops::fetch(&repo.path, &remote).is_ok()
+            && let Ok(base) = gitops::base_sha(&repo.path, &remote, &repo.branch)
+            && base == to.as_str()
+        {
+            let event = LandEvent::OnBase { head: to.clone() };
+            self.apply(Event::Land(event), None, Vec::new());
+            return;
+        }
+        let runs_before = self.runs_now(to);
         let moved = gitops::push_commit(
             &repo.path,
             &remote,
@@ -797,6 +857,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 to: to.clone(),
                 how,
                 from: Some(expect.clone()),
+                runs_before,
             },
             Err(e) => LandEvent::Lost {
                 reason: format!(

@@ -196,6 +196,28 @@ impl Landing {
         }
     }
 
+    /// Back to before DONE, keeping the plan (policy, method, dependents to check, a pull
+    /// request already open): a DONE that CI must prove again lands again from the start
+    /// (what already happened is found, not made twice).
+    pub fn replan(&mut self) {
+        self.state = LandState::Planned;
+        self.done_sha = None;
+        self.candidate = None;
+        self.onto = None;
+        self.landed = None;
+        self.attempts = 0;
+        self.detail = None;
+        self.base_runs_before = None;
+        self.moved_ms = None;
+        self.revert = None;
+        self.reverted = None;
+        for d in &mut self.downstream {
+            d.sha = None;
+            d.verdict = None;
+            d.failed_jobs.clear();
+        }
+    }
+
     /// `landed <sha>`, `conflict: …`: one phrase for status lines.
     pub fn summary(&self) -> String {
         let short = |s: &Option<Sha>| s.as_ref().map(|s| s.short().to_string());

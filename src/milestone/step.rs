@@ -602,9 +602,12 @@ fn land(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Ef
             }
             LandState::Pending | LandState::Verifying => {
                 // Already there (a person merged it, or a landing that died after its move):
-                // what remains is the base branch's CI for its head.
+                // what remains is the base branch's CI for its head, whose own run may be among
+                // the runs already.
                 l.state = LandState::BaseCi;
                 l.landed = Some(head.clone());
+                l.base_runs_before = None;
+                l.moved_ms = None;
                 note(l, format!("already on the base branch at {}", head.short()));
             }
             _ => {}

@@ -908,6 +908,32 @@ mod landing {
     }
 
     #[test]
+    fn a_change_found_on_the_base_waits_for_no_new_run_and_replan_forgets_the_last_landing() {
+        let p = pushed_with(LandPolicy::Merge, &["vm"]);
+        let (mut p, _) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        // What a landing before a crash left (a rebuilt record carries it).
+        p.landing.as_mut().unwrap().base_runs_before = Some(3);
+        let (p, _) = land(&p, LandEvent::OnBase { head: sha('a') });
+        let l = p.landing.as_ref().unwrap();
+        assert_eq!(l.state, LandState::BaseCi);
+        assert_eq!(
+            l.base_runs_before, None,
+            "its base run may be among the runs already"
+        );
+        let mut l = l.clone();
+        l.replan();
+        assert_eq!(l.state, LandState::Planned);
+        assert_eq!((l.landed.clone(), l.attempts), (None, 0));
+        assert_eq!(l.downstream.len(), 1, "the plan is kept");
+    }
+
+    #[test]
     fn none_releases_at_done_and_lands_when_seen_on_the_base() {
         let p = pushed_with(LandPolicy::None, &[]);
         let (p, fx) = step(

@@ -1130,3 +1130,35 @@ fn a_wave_task_may_set_its_own_land_policy() {
         "vm waits for core's change"
     );
 }
+
+#[test]
+fn an_operators_forced_release_stops_a_landing_before_it_moves_the_base() {
+    let org = gated_org();
+    let id = org.spawn("core", "core feature [base]", "t-release");
+    org.wait_until(
+        "the integration under verification",
+        Duration::from_secs(60),
+        || landing_of(&org, &id).state == LandState::Verifying,
+    );
+    let before = forge_head(&org, "core", "main");
+    let out = org.run(&["release", &id, "--force", "--reason", "not today"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    org.wait_until("the landing to stop", Duration::from_secs(30), || {
+        let w = org.worker(&id);
+        landing_of(&org, &id).state == LandState::Refused && !w.supervised(orch::store::now_ms())
+    });
+    org.open_gate("core");
+    let l = landing_of(&org, &id);
+    assert!(
+        l.detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("released by an operator"),
+        "{l:?}"
+    );
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        before,
+        "the base did not move"
+    );
+}

@@ -264,7 +264,7 @@ fn demote(l: &Loaded, p: &mut Progress) {
     // Its worker had given its word (it was DONE): CI alone is to be proven again.
     p.turn_ended = p.tracked_sha.is_some();
     if let Some(l) = p.landing.as_mut() {
-        l.state = crate::milestone::LandState::Planned;
+        l.replan();
     }
 }
 

@@ -42,6 +42,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let Some(l) = self.w.progress.landing.clone() else {
             return;
         };
+        if !self.lock_still_held() {
+            return;
+        }
         let every = (self.env.config.ci.poll_interval.as_millis() as i64).max(LAND_EVERY_MS);
         match l.state {
             LandState::Pending => {
@@ -730,6 +733,24 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// The chain lock is what lets a landing move a base branch: one an operator released
+    /// (`orch release --force`) ends the landing (false, and the landing is `refused`).
+    fn lock_still_held(&mut self) -> bool {
+        let id = self.w.id.clone();
+        if self
+            .store
+            .read(|tx| crate::store::holds_lock(tx, &id))
+            .is_ok_and(|held| !held)
+        {
+            self.land_refused(
+                "its chain lock was released by an operator (orch release --force): landing stopped"
+                    .into(),
+            );
+            return false;
+        }
+        true
+    }
+
     /// How many CI runs `sha` has now (0 if the forge cannot tell).
     fn runs_now(&self, sha: &Sha) -> usize {
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
@@ -807,6 +828,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return;
         };
+        if !self.lock_still_held() {
+            return;
+        }
         let moved = gitops::push_commit(
             &repo.path,
             &self.w.remote,
@@ -833,6 +857,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return;
         };
+        if !self.lock_still_held() {
+            return;
+        }
         let remote = self.w.remote.clone();
         // Already there (a move made before a crash, not recorded): found, not made again —
         // and its base run, if any, is already among the commit's runs.

@@ -285,12 +285,22 @@ pub fn ensure_remote(repo_path: &Path, remote: &str, url: &str) -> Result<(), Gi
 
 /// Makes a plain `git push` from the worker's branch go to `remote`, same branch name.
 pub fn set_upstream(repo_path: &Path, branch: &str, remote: &str) -> Result<(), GitError> {
+    set_upstream_to(repo_path, branch, remote, branch)
+}
+
+/// Sets local branch `branch`'s upstream to `remote_branch` on `remote`.
+pub fn set_upstream_to(
+    repo_path: &Path,
+    branch: &str,
+    remote: &str,
+    remote_branch: &str,
+) -> Result<(), GitError> {
     write_config(repo_path, |repo| {
         let mut cfg = repo.config()?;
         cfg.set_str(&format!("branch.{branch}.remote"), remote)?;
         cfg.set_str(
             &format!("branch.{branch}.merge"),
-            &format!("refs/heads/{branch}"),
+            &format!("refs/heads/{remote_branch}"),
         )
     })
 }

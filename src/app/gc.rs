@@ -149,7 +149,7 @@ pub fn run(loaded: &Loaded, store: Option<&mut Store>, dry_run: bool) -> super::
                     removed_branches
                         .entry(repo.path.clone())
                         .or_default()
-                        .push(w.branch.clone());
+                        .push(w.local_branch());
                 }
             }
         }
@@ -168,7 +168,9 @@ fn inspect(w: &WorkerRecord, repo: &Repo) -> Option<WorkerGc> {
         .map(|all| all.iter().any(|(_, p)| same_path(p, &worktree)))
         .unwrap_or(false);
     let has_worktree = registered || worktree.exists();
-    let branch = gitops::branch_tip(&repo.path, &w.branch).ok().flatten();
+    let branch = gitops::branch_tip(&repo.path, &w.local_branch())
+        .ok()
+        .flatten();
     if !has_worktree && branch.is_none() {
         return None;
     }
@@ -178,7 +180,7 @@ fn inspect(w: &WorkerRecord, repo: &Repo) -> Option<WorkerGc> {
         milestone: w.milestone().as_str().to_string(),
         clone: Some(repo.path.display().to_string()),
         worktree: has_worktree.then(|| w.worktree.clone()),
-        branch: branch.map(|_| w.branch.clone()),
+        branch: branch.map(|_| w.local_branch()),
         action: Action::Keep,
         reason: None,
     })
@@ -207,12 +209,12 @@ fn unconfigured(w: &WorkerRecord, now: i64) -> Option<WorkerGc> {
         _ => dir,
     });
     let branch = match &clone {
-        Some(c) => gitops::branch_tip(c, &w.branch)
+        Some(c) => gitops::branch_tip(c, &w.local_branch())
             .ok()
             .flatten()
-            .map(|_| w.branch.clone()),
+            .map(|_| w.local_branch()),
         // Unknown: name it anyway, it may be there.
-        None => Some(w.branch.clone()),
+        None => Some(w.local_branch()),
     };
     let how = match &clone {
         Some(c) => {
@@ -225,7 +227,8 @@ fn unconfigured(w: &WorkerRecord, now: i64) -> Option<WorkerGc> {
         }
         None => format!(
             "rm -r {}, then `git branch -D {}` in its clone",
-            w.worktree, w.branch
+            w.worktree,
+            w.local_branch()
         ),
     };
     Some(WorkerGc {
@@ -282,7 +285,7 @@ fn unpushed_work(
         }
     }
     if item.branch.is_some() {
-        let elsewhere: Vec<PathBuf> = gitops::checked_out_in(clone, &w.branch)
+        let elsewhere: Vec<PathBuf> = gitops::checked_out_in(clone, &w.local_branch())
             .map_err(|e| e.to_string())?
             .into_iter()
             .filter(|p| !same_path(p, worktree))
@@ -295,7 +298,8 @@ fn unpushed_work(
         }
     }
     if item.branch.is_some()
-        && let Some(tip) = gitops::branch_tip(clone, &w.branch).map_err(|e| e.to_string())?
+        && let Some(tip) =
+            gitops::branch_tip(clone, &w.local_branch()).map_err(|e| e.to_string())?
     {
         tips.push(tip);
     }
@@ -315,12 +319,12 @@ fn unpushed_work(
 
 /// Removes the worktree, then the branch (only while it still points where it was checked).
 fn remove(w: &WorkerRecord, clone: &Path, item: &WorkerGc) -> Result<(), String> {
-    let tip = gitops::branch_tip(clone, &w.branch).map_err(|e| e.to_string())?;
+    let tip = gitops::branch_tip(clone, &w.local_branch()).map_err(|e| e.to_string())?;
     if item.worktree.is_some() {
         gitops::remove_worktree(clone, Path::new(&w.worktree)).map_err(|e| e.to_string())?;
     }
     if let Some(tip) = tip {
-        gitops::delete_branch_at(clone, &w.branch, &tip).map_err(|e| e.to_string())?;
+        gitops::delete_branch_at(clone, &w.local_branch(), &tip).map_err(|e| e.to_string())?;
     }
     Ok(())
 }

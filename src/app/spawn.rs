@@ -167,7 +167,14 @@ pub fn prepare(
         .map_err(|e| SpawnError::Setup(e.to_string()))?;
 
     let id = new_id(&repo.name);
-    let branch = format!("orch/{id}");
+    // `land: direct`: the worker pushes to the base branch itself (the chain lock keeps every
+    // other worker off it); orch watches that branch on the forge. Its local branch is still
+    // `orch/<id>` (`WorkerRecord::local_branch`).
+    let branch = if repo.land.policy == crate::config::LandPolicy::Direct {
+        repo.branch.clone()
+    } else {
+        format!("orch/{id}")
+    };
     let session = super::supervisor::session_dir(state_dir, &id);
     let worktree = session.join("worktree");
     let now = now_ms();
@@ -305,15 +312,16 @@ fn setup_worktree(
     handoff: &str,
 ) -> Result<(), String> {
     std::fs::create_dir_all(session).map_err(|e| format!("{}: {e}", session.display()))?;
+    let local = w.local_branch();
     gitops::create_worktree(
         &repo.path,
         &w.id,
-        &w.branch,
+        &local,
         &w.base_sha,
         Path::new(&w.worktree),
     )
     .map_err(|e| e.to_string())?;
-    gitops::set_upstream(&repo.path, &w.branch, &w.remote).map_err(|e| e.to_string())?;
+    gitops::set_upstream_to(&repo.path, &local, &w.remote, &w.branch).map_err(|e| e.to_string())?;
     render_prompts(config, contract, w, session, handoff, upstream)
 }
 
@@ -381,6 +389,21 @@ pub fn render_prompts(
     let repo = config
         .repo(&w.repo)
         .ok_or_else(|| format!("unknown repository {}", w.repo))?;
+    // A `land: direct` worker lands as it pushes: it is told how (a plain `git push` from
+    // `orch/<id>` does not go to a branch of another name).
+    let direct = w
+        .progress
+        .landing
+        .as_ref()
+        .is_some_and(|l| l.policy == crate::config::LandPolicy::Direct);
+    let resume = if direct {
+        format!(
+            "LANDING: direct — push with `git push {} HEAD:{}`; each push lands on {} (CI must be green on it before you report DONE).\n{resume}",
+            w.remote, w.branch, w.branch
+        )
+    } else {
+        resume.to_string()
+    };
     let vars: BTreeMap<&str, String> = [
         ("task", w.task.clone()),
         ("repo", w.repo.clone()),
@@ -397,7 +420,7 @@ pub fn render_prompts(
             "max_fix_attempts",
             contract.fixing_ci_max_attempts.to_string(),
         ),
-        ("resume", resume.to_string()),
+        ("resume", resume),
         ("upstream", upstream.to_string()),
     ]
     .into_iter()

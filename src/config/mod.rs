@@ -270,6 +270,9 @@ pub enum LandPolicy {
     /// API, pinned to the head commit it verified; a refusal (branch protection, approvals)
     /// is the server's to say, and leaves the landing `refused` with an alert.
     PullRequest,
+    /// The contract's `branch_strategy: main`: the worker pushes to the base branch itself
+    /// (only the chain lock makes that safe); DONE is judged on the base head.
+    Direct,
 }
 
 impl LandPolicy {
@@ -278,6 +281,7 @@ impl LandPolicy {
             LandPolicy::Merge => "merge",
             LandPolicy::None => "none",
             LandPolicy::PullRequest => "pull_request",
+            LandPolicy::Direct => "direct",
         }
     }
 }

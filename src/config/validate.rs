@@ -518,16 +518,10 @@ fn validate_land(
                     "{at}.policy pull_request needs forge.kind: forgejo (the local forge has no pull requests; use merge)"
                 ),
             ),
-            "direct" => c.err(
-                pos(p),
-                format!(
-                    "{at}.policy {} is not supported by this orch yet; use merge (orch lands verified work itself), pull_request (Forgejo) or none (people merge)",
-                    p.value
-                ),
-            ),
+            "direct" => land.policy = LandPolicy::Direct,
             other => c.err(
                 pos(p),
-                format!("{at}.policy must be merge, pull_request or none, got \"{other}\""),
+                format!("{at}.policy must be merge, pull_request, direct or none, got \"{other}\""),
             ),
         }
     }

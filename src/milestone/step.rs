@@ -552,7 +552,9 @@ fn finish_done(contract: &Contract, p: &mut Progress, now: i64, fx: &mut Vec<Eff
             Some(l) => {
                 l.done_sha = p.tracked_sha.clone();
                 l.state = match l.policy {
-                    LandPolicy::Merge | LandPolicy::PullRequest => LandState::Pending,
+                    LandPolicy::Merge | LandPolicy::PullRequest | LandPolicy::Direct => {
+                        LandState::Pending
+                    }
                     LandPolicy::None => LandState::Waiting,
                 };
                 l.policy != LandPolicy::None

@@ -52,6 +52,17 @@ impl WorkerRecord {
     }
 
     /// Is the worker's supervisor alive: its lease valid and its process the same one?
+    /// The worker's branch in the clone (its worktree's): `branch` itself, except for a
+    /// `land: direct` worker, whose `branch` is the base branch it pushes to on the forge and
+    /// whose local branch is `orch/<id>` (the clone's own base branch is never the worker's).
+    pub fn local_branch(&self) -> String {
+        if self.branch.starts_with("orch/") {
+            self.branch.clone()
+        } else {
+            format!("orch/{}", self.id)
+        }
+    }
+
     pub fn supervised(&self, now: i64) -> bool {
         self.lease().is_some_and(|l| l.is_live(now))
     }

@@ -195,11 +195,12 @@ impl Wave {
                     "merge" => Some(crate::config::LandPolicy::Merge),
                     "none" => Some(crate::config::LandPolicy::None),
                     "pull_request" => Some(crate::config::LandPolicy::PullRequest),
+                    "direct" => Some(crate::config::LandPolicy::Direct),
                     other => {
                         err(
                             pos(l),
                             format!(
-                                "task {id}: land must be merge, pull_request or none, got {:?}",
+                                "task {id}: land must be merge, pull_request, direct or none, got {:?}",
                                 crate::text::escape(other)
                             ),
                         );

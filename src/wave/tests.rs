@@ -467,7 +467,8 @@ fn a_task_may_set_its_own_land_policy_and_a_wrong_one_is_named() {
     .unwrap_err()
     .to_string();
     assert!(
-        bad.contains("w.yaml:3:") && bad.contains("land must be merge, pull_request or none"),
+        bad.contains("w.yaml:3:")
+            && bad.contains("land must be merge, pull_request, direct or none"),
         "{bad}"
     );
 }

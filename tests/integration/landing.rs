@@ -1162,3 +1162,60 @@ fn an_operators_forced_release_stops_a_landing_before_it_moves_the_base() {
         "the base did not move"
     );
 }
+
+#[test]
+fn with_land_direct_the_worker_pushes_to_the_base_and_done_is_judged_there() {
+    let org = org(Some("{policy: direct}"));
+    let id = org.spawn("core", "core feature [three]", "t-direct");
+    let greens = org.out.join(format!("green-{id}"));
+    org.wait_until("three green pushes", Duration::from_secs(90), || {
+        std::fs::read_to_string(&greens).is_ok_and(|s| s.lines().count() == 3)
+    });
+    let w = org.worker(&id);
+    assert_eq!(
+        w.branch, "main",
+        "the worker's branch on the forge is the base branch"
+    );
+    assert_eq!(
+        w.milestone(),
+        Milestone::PushedToCi,
+        "green, not DONE without the word"
+    );
+    let last = std::fs::read_to_string(&greens).unwrap();
+    let last = last.lines().last().unwrap().to_string();
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        last,
+        "each push landed as it was made"
+    );
+    assert_eq!(
+        org.lock_of(&id).as_deref(),
+        Some("core"),
+        "the chain lock keeps others off"
+    );
+    let prompt = std::fs::read_to_string(org.state.join(&id).join("prompt.md")).unwrap();
+    assert!(
+        prompt.contains("LANDING: direct — push with `git push orch HEAD:main`"),
+        "{prompt}"
+    );
+    std::fs::write(org.out.join(format!("release-{id}")), "").unwrap();
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+    assert_eq!(w.progress.tracked_sha.as_ref().unwrap().as_str(), last);
+    assert_eq!(l.landed.as_ref().map(|s| s.as_str()), Some(last.as_str()));
+    assert_eq!(org.lock_of(&id), None);
+    // Its local branch is orch/<id>; the clone's own main is not the worker's, and gc leaves it.
+    let clone = org.clone_path("core");
+    let main_before = crate::support::git(&clone, &["rev-parse", "refs/heads/main"]);
+    assert!(
+        crate::support::git(&clone, &["rev-parse", &format!("refs/heads/orch/{id}")]).len() == 40
+    );
+    let out = org.run(&["gc"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(
+        crate::support::git(&clone, &["rev-parse", "refs/heads/main"]),
+        main_before
+    );
+}

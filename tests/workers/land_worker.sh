@@ -47,6 +47,19 @@ case "$ORCH_TASK" in
     ;;
 esac
 
+# `land: direct`: the worker's branch on the forge is the base branch itself; a plain `git push`
+# from orch/<id> would not go there.
+push_it() {
+    case "$ORCH_BRANCH" in
+    orch/*) push_head ;;
+    *)
+        git push -q "$ORCH_PUSH_REMOTE" "HEAD:$ORCH_BRANCH" 2>&1
+        SHA=$(git rev-parse HEAD)
+        echo "PUSHED_TO_CI: $ORCH_REPO commit $SHA"
+        ;;
+    esac
+}
+
 # A replacement (after a kill) finds the previous life's commit: the same content commits empty.
 # A fix leaves <repo>.txt (what the repositories above read) as it is.
 file="$ORCH_REPO.txt"
@@ -55,7 +68,7 @@ step() {
     printf '%s\n' "$1" > "$file"
     git add "$file"
     git commit -q --allow-empty -m "$1"
-    push_head
+    push_it
     if ! ci_wait "$SHA"; then
         echo "BLOCKED: CI for $SHA is not green"
         exit 1

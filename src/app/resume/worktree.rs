@@ -36,14 +36,15 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
             }
         }
         let _ = gitops::git(&repo.path, &["worktree", "prune"]);
-        let branch_exists =
-            gitops::resolve(&repo.path, &format!("refs/heads/{}", w.branch)).is_ok();
+        let local = w.local_branch();
+        let branch_exists = gitops::resolve(&repo.path, &format!("refs/heads/{local}")).is_ok();
         let result = if branch_exists {
-            gitops::git(&repo.path, &["worktree", "add", &w.worktree, &w.branch]).map(|_| ())
+            gitops::git(&repo.path, &["worktree", "add", &w.worktree, &local]).map(|_| ())
         } else {
-            gitops::create_worktree(&repo.path, &w.id, &w.branch, &w.base_sha, wt)
+            gitops::create_worktree(&repo.path, &w.id, &local, &w.base_sha, wt)
         };
-        if let Err(e) = result.and_then(|_| gitops::set_upstream(&repo.path, &w.branch, &w.remote))
+        if let Err(e) =
+            result.and_then(|_| gitops::set_upstream_to(&repo.path, &local, &w.remote, &w.branch))
         {
             tracing::error!(worker = %w.id, error = %e, "cannot recreate the worktree");
         }
@@ -81,7 +82,7 @@ pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
         stale.push(gitdir.join("index.lock"));
         stale.push(gitdir.join("HEAD.lock"));
     }
-    let branch_lock = format!("refs/heads/{}.lock", w.branch);
+    let branch_lock = format!("refs/heads/{}.lock", w.local_branch());
     if let Some(repo) = l.config.repo(&w.repo) {
         let common = repo.path.join(".git");
         let common = if common.is_dir() {

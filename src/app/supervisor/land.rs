@@ -653,6 +653,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     Vec::new(),
                 );
             }
+            (Ok(false), _) if l.policy == LandPolicy::Direct => self.land_refused(format!(
+                "land: direct, but the DONE commit {} is not on {} any more (the branch was moved after it): a person must look",
+                done.short(),
+                repo.branch
+            )),
             (Ok(false), Ok(true)) => {
                 // The base has not moved since the change was verified: its own green CI
                 // is the proof.

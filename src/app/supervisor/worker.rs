@@ -520,17 +520,11 @@ pub fn reap_orphans(leader: Option<i64>) {
     let me = std::process::id() as i32;
     let leader = leader.map(|p| p as i32);
     let my_group = rustix::process::getpgrp().as_raw_nonzero().get();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    // Only this process's own children can be its zombies: read them from its threads'
+    // `children` lists (a handful of entries) rather than every process on the host; the
+    // host-wide scan is the fallback for a kernel without those files.
+    let candidates = own_children().unwrap_or_else(every_pid);
+    for pid in candidates {
         if Some(pid) == leader {
             continue;
         }
@@ -545,6 +539,38 @@ pub fn reap_orphans(leader: Option<i64>) {
             let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
         }
     }
+}
+
+/// The children of this process, from `/proc/self/task/<tid>/children` (every thread's:
+/// an orphan reparented to a subreaper lands on one of its threads). `None` when the kernel
+/// does not provide these files.
+fn own_children() -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(text) => out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            // A thread that ended since the listing has no file any more.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && task.path().exists() => {
+                return None;
+            }
+            Err(_) => {}
+        }
+    }
+    Some(out)
+}
+
+/// Every process id on the host (the fallback of [`own_children`]).
+fn every_pid() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Blocks SIGPIPE for the calling thread (a write to a closed pipe then fails with EPIPE).

@@ -693,24 +693,12 @@ pub fn integrate(
     how: Integrate,
     message: &str,
 ) -> Result<Integration, GitError> {
-    let _ = remove_worktree(repo_path, dir);
-    let _ = std::fs::remove_dir_all(dir);
     let start = if how == Integrate::Rebase {
         change
     } else {
         onto
     };
-    let d = dir.display().to_string();
-    git(
-        repo_path,
-        &["worktree", "add", "--detach", "--force", &d, start],
-    )?;
-    let run = |args: &[&str]| {
-        let mut all: Vec<&str> = ORCH_IDENTITY.to_vec();
-        all.extend_from_slice(args);
-        git(dir, &all)
-    };
-    let built = match how {
+    in_scratch_worktree(repo_path, dir, start, |run| match how {
         Integrate::Merge => run(&["merge", "--no-ff", "--no-edit", "-m", message, change]),
         Integrate::Rebase => run(&["rebase", onto]),
         Integrate::Squash => run(&["merge", "--squash", change]).and_then(|_| {
@@ -720,24 +708,7 @@ pub fn integrate(
             }
             run(&["commit", "--no-verify", "-m", message])
         }),
-    };
-    let outcome = match built {
-        Ok(_) => Ok(Integration::Built(head(dir)?)),
-        Err(e) => {
-            let conflicted = git(dir, &["diff", "--name-only", "--diff-filter=U"])
-                .map(|o| o.lines().map(str::to_string).collect::<Vec<_>>())
-                .unwrap_or_default();
-            if conflicted.is_empty() {
-                Err(e)
-            } else {
-                Ok(Integration::Conflict(conflicted))
-            }
-        }
-    };
-    let _ = remove_worktree(repo_path, dir);
-    let _ = std::fs::remove_dir_all(dir);
-    let _ = git(repo_path, &["worktree", "prune"]);
-    outcome
+    })
 }
 
 /// Builds a revert of the change that moved a base from `before` to `landed` (a merge commit
@@ -751,28 +722,42 @@ pub fn revert(
     landed: &str,
     message: &str,
 ) -> Result<Integration, GitError> {
+    let range = format!("{before}..{landed}");
+    in_scratch_worktree(repo_path, dir, onto, |run| {
+        let parents = git(dir, &["rev-list", "--parents", "-n", "1", landed])?;
+        if parents.split_whitespace().count() > 2 {
+            run(&["revert", "--no-commit", "-m", "1", landed])
+        } else {
+            run(&["revert", "--no-commit", &range])
+        }
+        .and_then(|_| run(&["commit", "--no-verify", "-m", message]))
+    })
+}
+
+/// Runs `build` (git commands as orch's identity, through the `run` it is given) in a scratch
+/// worktree of the clone at `dir`, detached at `start` and made afresh: its HEAD is the commit
+/// built; a failure with conflicting files is a conflict. The worktree is removed after, whatever
+/// happened.
+fn in_scratch_worktree(
+    repo_path: &Path,
+    dir: &Path,
+    start: &str,
+    build: impl FnOnce(&dyn Fn(&[&str]) -> Result<String, GitError>) -> Result<String, GitError>,
+) -> Result<Integration, GitError> {
     let _ = remove_worktree(repo_path, dir);
     let _ = std::fs::remove_dir_all(dir);
     let d = dir.display().to_string();
     git(
         repo_path,
-        &["worktree", "add", "--detach", "--force", &d, onto],
+        &["worktree", "add", "--detach", "--force", &d, start],
     )?;
     let run = |args: &[&str]| {
         let mut all: Vec<&str> = ORCH_IDENTITY.to_vec();
         all.extend_from_slice(args);
         git(dir, &all)
     };
-    let parents = git(dir, &["rev-list", "--parents", "-n", "1", landed])?;
-    let range = format!("{before}..{landed}");
-    let reverted = if parents.split_whitespace().count() > 2 {
-        run(&["revert", "--no-commit", "-m", "1", landed])
-    } else {
-        run(&["revert", "--no-commit", &range])
-    }
-    .and_then(|_| run(&["commit", "--no-verify", "-m", message]));
-    let outcome = match reverted {
-        Ok(_) => Ok(Integration::Built(head(dir)?)),
+    let outcome = match build(&run) {
+        Ok(_) => head(dir).map(Integration::Built),
         Err(e) => {
             let conflicted = git(dir, &["diff", "--name-only", "--diff-filter=U"])
                 .map(|o| o.lines().map(str::to_string).collect::<Vec<_>>())

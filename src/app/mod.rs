@@ -104,6 +104,20 @@ pub fn orch_exe() -> PathBuf {
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch"))
 }
 
+/// Waits (up to 30 s) until the supervisor this process started for `id` has taken the lease
+/// over from it, so the worker is never an orphan for a moment after this process goes.
+pub(crate) fn wait_taken_over(store: &mut crate::store::Store, id: &str) {
+    let me = std::process::id() as i64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        match store.worker(id) {
+            Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => return,
+            Ok(None) | Err(_) => return,
+            _ => std::thread::sleep(std::time::Duration::from_millis(25)),
+        }
+    }
+}
+
 /// Starts `orch __supervise <id>` in its own session, so it survives the terminal closing.
 /// The caller may drop the handle (the supervisor goes on) or watch it take over.
 pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {

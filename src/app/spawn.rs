@@ -336,12 +336,18 @@ pub fn upstream_changes(store: &mut Store, config: &Config, repo: &str) -> Strin
     if deps.is_empty() {
         return String::new();
     }
-    let Ok(workers) = store.workers() else {
+    // The newest DONE workers of each dependency only, not every worker ever.
+    let Ok(workers) = store.read(|tx| {
+        let mut all = Vec::new();
+        for dep in &deps {
+            all.extend(ws::recent_done_of(tx, dep, UPSTREAM_CHANGES * 4)?);
+        }
+        Ok(all)
+    }) else {
         return String::new();
     };
     let mut landed: Vec<(i64, String)> = workers
         .iter()
-        .filter(|w| deps.contains(&w.repo))
         .filter_map(|w| {
             let l = w.progress.landing.as_ref()?;
             let sha = l.landed.as_ref().filter(|_| w.progress.change_complete())?;

@@ -177,8 +177,9 @@ fn task_state(w: Option<&WorkerRecord>) -> TaskState {
 
 /// `land: none`: a DONE change waits on its branch until a person merges it. At every tick
 /// the base branch is fetched and its history asked; a change found there is landed (its
-/// dependents may start).
-fn notice_merged_by_hand(l: &Loaded, store: &mut Store, workers: &[Option<WorkerRecord>]) {
+/// dependents may start). True when one was.
+fn notice_merged_by_hand(l: &Loaded, store: &mut Store, workers: &[Option<WorkerRecord>]) -> bool {
+    let mut found = false;
     use super::journal::{self, Entry, Writer};
     use crate::milestone::{Event, LandEvent, LandState, step};
     let mut fetched = std::collections::HashSet::new();
@@ -208,10 +209,14 @@ fn notice_merged_by_hand(l: &Loaded, store: &mut Store, workers: &[Option<Worker
         });
         let (after, effects) = step(&l.contract, &w.id, &w.progress, &event, now_ms());
         let entry = Entry::new(w, "orch wave").step(&after, &effects);
-        if let Err(e) = journal::commit(store, &l.state_dir, Writer::Operator, &entry) {
-            tracing::warn!(worker = %w.id, error = %e, "cannot record a change merged by hand");
+        match journal::commit(store, &l.state_dir, Writer::Operator, &entry) {
+            Ok(_) => found = true,
+            Err(e) => {
+                tracing::warn!(worker = %w.id, error = %e, "cannot record a change merged by hand")
+            }
         }
     }
+    found
 }
 
 /// What a task's state says: the worker's milestone, and for a DONE change not on its base
@@ -539,10 +544,10 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
     let (first, added) = record(&mut store, wave)?;
     report.first_sight = first;
     report.added = added;
-    if let Some(w) = load_recorded(l, &mut store, &wave.name)? {
-        notice_merged_by_hand(l, &mut store, &w.workers);
-    }
     let mut w = load_recorded(l, &mut store, &wave.name)?.expect("recorded above");
+    if notice_merged_by_hand(l, &mut store, &w.workers) {
+        w = load_recorded(l, &mut store, &wave.name)?.expect("recorded above");
+    }
     report.alerts = alert_stopped(l, &mut store, &w)?;
     if !report.alerts.is_empty() {
         // Delivered now rather than by whoever drains the outbox next.
@@ -609,7 +614,7 @@ fn start_ready(
                         wv::set_task_worker(tx, &name, &t.id, &rec.id, rec.created_ms)
                     })?;
                     start_detached(l, &rec.id)?;
-                    wait_taken_over(store, &rec.id);
+                    super::wait_taken_over(store, &rec.id);
                     w.state.start(i);
                     w.rows[i].worker_id = Some(rec.id.clone());
                     w.rows[i].started_ms = Some(rec.created_ms);
@@ -637,20 +642,6 @@ fn start_ready(
                     report.failed_to_start.push((t.id.clone(), e.to_string()));
                 }
             }
-        }
-    }
-}
-
-/// Waits (up to 30 s) until the started supervisor has taken the lease over from this
-/// process, so the worker is never an orphan for a moment after the tick exits.
-fn wait_taken_over(store: &mut Store, id: &str) {
-    let me = std::process::id() as i64;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        match store.worker(id) {
-            Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => return,
-            Ok(None) | Err(_) => return,
-            _ => std::thread::sleep(Duration::from_millis(25)),
         }
     }
 }

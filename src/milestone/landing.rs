@@ -21,7 +21,6 @@
 //! planned ──DONE──▶ waiting (land: none; lock released) ──seen on base──▶ landed
 //! ```
 
-use super::step::alert;
 use super::{Effect, Progress, Severity};
 use crate::ci::verdict::VerdictKind;
 use crate::config::{LandConfig, LandMethod, LandPolicy};
@@ -202,22 +201,19 @@ impl Landing {
     /// request already open): a DONE that CI must prove again lands again from the start
     /// (what already happened is found, not made twice).
     pub fn replan(&mut self) {
-        self.state = LandState::Planned;
-        self.done_sha = None;
-        self.candidate = None;
-        self.onto = None;
-        self.landed = None;
-        self.attempts = 0;
-        self.detail = None;
-        self.base_runs_before = None;
-        self.moved_ms = None;
-        self.revert = None;
-        self.reverted = None;
-        for d in &mut self.downstream {
-            d.sha = None;
-            d.verdict = None;
-            d.failed_jobs.clear();
-        }
+        let plan = LandConfig {
+            policy: self.policy,
+            method: self.method,
+            max_attempts: self.max_attempts,
+            on_conflict: crate::config::OnConflict::Block, // not kept in a landing
+        };
+        let dependents = self.downstream.iter().map(|d| d.repo.clone()).collect();
+        *self = Landing {
+            revert_on_breakage: self.revert_on_breakage,
+            pull: self.pull,
+            pull_url: self.pull_url.take(),
+            ..Landing::planned(&plan, dependents)
+        };
     }
 
     /// `landed <sha>`, `conflict: …`: one phrase for status lines.
@@ -426,7 +422,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                     l,
                     format!("the revert gave up after {} attempts: {reason}", l.attempts),
                 );
-                fx.push(alert(
+                fx.push(Effect::alert(
                     Severity::Critical,
                     "landing_refused",
                     format!(
@@ -449,7 +445,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                     l,
                     format!("gave up after {} attempts: {reason}", l.attempts),
                 );
-                fx.push(alert(
+                fx.push(Effect::alert(
                     Severity::Critical,
                     "landing_refused",
                     format!(
@@ -489,7 +485,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
         LandEvent::Refused { reason } => {
             l.state = LandState::Refused;
             note(l, reason.clone());
-            fx.push(alert(
+            fx.push(Effect::alert(
                 Severity::Critical,
                 "landing_refused",
                 format!(
@@ -500,7 +496,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
         LandEvent::Conflict { detail } => {
             l.state = LandState::Conflict;
             note(l, detail.clone());
-            fx.push(alert(
+            fx.push(Effect::alert(
                 Severity::Critical,
                 "landing_conflict",
                 format!(
@@ -551,7 +547,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                     landed.short()
                 );
                 note(l, why);
-                fx.push(alert(
+                fx.push(Effect::alert(
                     Severity::Critical,
                     "downstream_breakage",
                     format!(
@@ -573,7 +569,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                     landed.short()
                 );
                 note(l, why.clone());
-                fx.push(alert(
+                fx.push(Effect::alert(
                     Severity::Critical,
                     "downstream_breakage",
                     format!(
@@ -638,7 +634,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                                 sha.short()
                             ),
                         );
-                        fx.push(alert(
+                        fx.push(Effect::alert(
                             Severity::Warning,
                             "reverted",
                             format!(
@@ -665,7 +661,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                             }
                         );
                         note(l, why.clone());
-                        fx.push(alert(
+                        fx.push(Effect::alert(
                             Severity::Critical,
                             "landing_refused",
                             format!("worker {worker}: {why}; the chain lock is kept"),
@@ -691,7 +687,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                     }
                 );
                 note(l, why.clone());
-                fx.push(alert(
+                fx.push(Effect::alert(
                     Severity::Critical,
                     "landing_conflict",
                     format!("worker {worker}: {why}; the chain lock is kept for a person"),
@@ -729,7 +725,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                     }
                 );
                 note(l, why.clone());
-                fx.push(alert(
+                fx.push(Effect::alert(
                     Severity::Critical,
                     "landing_base_red",
                     format!("worker {worker}: {why}; the chain lock is kept for a person"),

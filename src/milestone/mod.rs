@@ -389,6 +389,17 @@ pub enum Effect {
     Checkpoint,
 }
 
+impl Effect {
+    /// An alert of `kind` (step.rs and landing.rs both raise them).
+    pub(crate) fn alert(severity: Severity, kind: &str, message: String) -> Effect {
+        Effect::Alert {
+            severity,
+            kind: kind.to_string(),
+            message,
+        }
+    }
+}
+
 mod landing;
 mod line;
 mod step;

@@ -13,12 +13,8 @@ fn violation(kind: &str, detail: String) -> Effect {
     }
 }
 
-pub(super) fn alert(severity: Severity, kind: &str, message: String) -> Effect {
-    Effect::Alert {
-        severity,
-        kind: kind.to_string(),
-        message,
-    }
+fn alert(severity: Severity, kind: &str, message: String) -> Effect {
+    Effect::alert(severity, kind, message)
 }
 
 /// Moves `p` to `to` if the contract allows it; otherwise records an illegal transition.

@@ -158,6 +158,20 @@ pub fn get_worker(tx: &Transaction, id: &str) -> rusqlite::Result<Option<WorkerR
         .optional()
 }
 
+/// The DONE workers of repository `repo`, most recently updated first, at most `limit`.
+pub fn recent_done_of(
+    tx: &Transaction,
+    repo: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<WorkerRecord>> {
+    tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers WHERE repo = ?1 AND milestone = 'DONE'
+         ORDER BY updated_ms DESC LIMIT ?2"
+    ))?
+    .query_map(params![repo, limit as i64], row_to_worker)?
+    .collect()
+}
+
 pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers ORDER BY created_ms, id"

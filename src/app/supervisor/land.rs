@@ -389,7 +389,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Ok(crate::app::spawn::Spawned::Ready(rec)) => {
                 match crate::app::start_detached(&loaded, &rec.id) {
                     Ok(_) => {
-                        self.wait_handed_over(&rec.id);
+                        crate::app::wait_taken_over(&mut self.store, &rec.id);
                         Ok(rec.id.clone())
                     }
                     Err(e) => Err(format!("worker {} recorded but not started: {e}", rec.id)),
@@ -400,34 +400,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    /// Waits (bounded) until a supervisor this process started has taken its worker's lease
-    /// over, so that the worker is never an orphan after this process goes.
-    fn wait_handed_over(&mut self, id: &str) {
-        let me = std::process::id() as i64;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::time::Instant::now() < deadline {
-            match self.store.worker(id) {
-                Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => {
-                    return;
-                }
-                Ok(None) | Err(_) => return,
-                _ => std::thread::sleep(std::time::Duration::from_millis(25)),
-            }
-        }
-    }
-
     /// The last lines of each failing job's log for `sha` in `repo`, where the forge keeps logs.
     fn failing_logs(&self, repo: &crate::config::Repo, sha: &Sha, failed: &[String]) -> String {
         const LINES: usize = 30;
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return String::new();
-        };
         let mut out = String::new();
         for job in failed {
-            let log = rt.block_on(self.follower.forge().job_log(repo, sha.as_str(), job));
+            let log = self.forge_call(self.follower.forge().job_log(repo, sha.as_str(), job));
             match log {
                 Ok(Some(text)) => {
                     let lines: Vec<&str> = text.lines().collect();
@@ -845,14 +823,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         );
         let event = match moved {
             Ok(()) => LandEvent::RevertMoved { to: revert.clone() },
-            Err(e) => LandEvent::Lost {
-                reason: format!(
-                    "{} is no longer at {} ({})",
-                    repo.branch,
-                    expect.short(),
-                    crate::text::escape(&e.to_string())
-                ),
-            },
+            Err(e) => lost_base(&repo.branch, expect, &e),
         };
         self.apply(Event::Land(event), None, Vec::new());
     }
@@ -891,15 +862,20 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 from: Some(expect.clone()),
                 runs_before,
             },
-            Err(e) => LandEvent::Lost {
-                reason: format!(
-                    "{} is no longer at {} ({})",
-                    repo.branch,
-                    expect.short(),
-                    crate::text::escape(&e.to_string())
-                ),
-            },
+            Err(e) => lost_base(&repo.branch, expect, &e),
         };
         self.apply(Event::Land(event), None, Vec::new());
+    }
+}
+
+/// A compare-and-swap push on `branch` that did not go through: the base moved from `expect`
+/// (or the push was refused); the landing tries again.
+fn lost_base(branch: &str, expect: &Sha, e: &gitops::GitError) -> LandEvent {
+    LandEvent::Lost {
+        reason: format!(
+            "{branch} is no longer at {} ({})",
+            expect.short(),
+            crate::text::escape(&e.to_string())
+        ),
     }
 }

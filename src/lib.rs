@@ -25,5 +25,6 @@ pub mod sha;
 pub mod store;
 pub mod text;
 pub mod token;
+pub mod wake;
 pub mod wave;
 pub mod yaml;

@@ -160,15 +160,16 @@ pub fn scrub_list(config: &crate::config::Config) -> Vec<String> {
     config.forge.token_env.iter().cloned().collect()
 }
 
-/// A supervisor's delivery thread: drains the outbox when poked (an alert was committed) and
-/// at least every `POLL`; its first drain tries every pending delivery.
+/// A supervisor's delivery thread: drains the outbox when poked (an alert was committed), when
+/// a retry falls due, and at least every `POLL` (alerts another process committed); its first
+/// drain tries every pending delivery.
 pub struct Deliverer {
     poke: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// How often the delivery thread looks for due deliveries without being poked.
-const POLL: Duration = Duration::from_millis(500);
+/// How often the delivery thread looks for due deliveries without being poked or a retry due.
+const POLL: Duration = Duration::from_secs(5);
 /// How long a supervisor that stops waits for its last drain.
 const LAST_DRAIN: Duration = Duration::from_secs(5);
 
@@ -233,7 +234,7 @@ fn run(state_dir: PathBuf, cfg: AlertsConfig, scrub: Vec<String>, rx: Receiver<(
             .max()
             .unwrap_or_default()
             * 4
-            + POLL
+            + Duration::from_millis(500)
     };
     let mut first = true;
     loop {
@@ -259,7 +260,15 @@ fn run(state_dir: PathBuf, cfg: AlertsConfig, scrub: Vec<String>, rx: Receiver<(
                 tracing::warn!(error = %e, "alert delivery: drain failed; tried again");
             }
         }
-        match rx.recv_timeout(POLL) {
+        // Until the next retry falls due, if that comes before the fallback look.
+        let wait = store
+            .read(sa::next_pending_ms)
+            .ok()
+            .flatten()
+            .map_or(POLL, |n| {
+                Duration::from_millis((n - now_ms()).clamp(10, POLL.as_millis() as i64) as u64)
+            });
+        match rx.recv_timeout(wait) {
             Ok(()) => while rx.try_recv().is_ok() {},
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {

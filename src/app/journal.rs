@@ -273,6 +273,15 @@ pub fn commit(
     })?;
     if written == Committed::Written {
         crate::alerts::append_jsonl(state_dir, &fresh);
+        // A lock released or a state changed: a wave waiting to start its next task looks now.
+        if entry.effects.iter().any(|e| {
+            matches!(
+                e,
+                Effect::ReleaseLock { .. } | Effect::Transition { .. } | Effect::Landing { .. }
+            )
+        }) {
+            crate::wake::ring_all(state_dir, crate::wake::Ring::Progress);
+        }
         if entry.checkpoint || entry.effects.contains(&Effect::Checkpoint) {
             write_checkpoint(store, state_dir, id);
         }

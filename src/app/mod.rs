@@ -104,18 +104,38 @@ pub fn orch_exe() -> PathBuf {
     std::env::current_exe().unwrap_or_else(|_| PathBuf::from("orch"))
 }
 
-/// Waits (up to 30 s) until the supervisor this process started for `id` has taken the lease
+/// Waits (up to 120 s) until the supervisor this process started for `id` has taken the lease
 /// over from it, so the worker is never an orphan for a moment after this process goes.
 pub(crate) fn wait_taken_over(store: &mut crate::store::Store, id: &str) {
     let me = std::process::id() as i64;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut renewed = std::time::Instant::now();
     while std::time::Instant::now() < deadline {
+        hold_lease_for_handover(store, id, &mut renewed);
         match store.worker(id) {
             Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => return,
             Ok(None) | Err(_) => return,
             _ => std::thread::sleep(std::time::Duration::from_millis(25)),
         }
     }
+}
+
+/// Renews this process's lease on `id` every few seconds while the supervisor it started has
+/// not taken over: on a loaded machine that start can outlast a lease, and a lapsed lease makes
+/// the worker look orphaned to every other orch command, which would take it over and leave
+/// the supervisor started here refused. (Renews only a lease this process still holds.)
+pub(crate) fn hold_lease_for_handover(
+    store: &mut crate::store::Store,
+    id: &str,
+    renewed: &mut std::time::Instant,
+) {
+    if renewed.elapsed() < std::time::Duration::from_millis(supervisor::RENEW_EVERY_MS as u64) {
+        return;
+    }
+    *renewed = std::time::Instant::now();
+    let me = std::process::id() as i64;
+    let until = crate::store::now_ms() + supervisor::LEASE_MS;
+    let _ = store.write(|tx| crate::store::workers::set_lease(tx, id, me, until));
 }
 
 /// Starts `orch __supervise <id>` in its own session, so it survives the terminal closing.

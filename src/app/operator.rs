@@ -36,6 +36,9 @@ pub fn ask(
         ws::add_request(tx, worker, kind).map(Some)
     })?;
     let rid = rid.ok_or_else(|| Error::Refused(format!("no worker {worker}")))?;
+    if let Some(state_dir) = store.path().parent() {
+        crate::wake::ring(state_dir, worker, crate::wake::Ring::Inbox);
+    }
     let deadline = Instant::now() + limit;
     loop {
         if let Some(r) = store.read(|tx| ws::get_request(tx, rid))?

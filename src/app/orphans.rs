@@ -137,6 +137,62 @@ pub fn kill_tree(state_dir: &Path, w: &WorkerRecord, trust_group: bool) -> usize
     found
 }
 
+/// [`kill_tree`] for many workers at once (`orch resume` after a crash): each one's cgroup
+/// and group as there, but what left a tree without a cgroup is found in one pass over the
+/// processes for all of them, and killed until none is left (bounded), not one pass each.
+pub fn kill_trees(state_dir: &Path, workers: &[WorkerRecord], trust_group: bool) {
+    let started_by = contain::now_ticks();
+    let mut scan: std::collections::HashSet<&str> = Default::default();
+    let mut groups = Vec::new();
+    for w in workers {
+        let session = session_dir(state_dir, &w.id);
+        let mut cgroup_held_it = false;
+        if let Some(cg) = Cgroup::recorded(&session) {
+            cgroup_held_it = cg.populated();
+            if cg.kill_and_remove(TREE_LIMIT) {
+                Cgroup::forget(&session);
+            }
+        }
+        if !cgroup_held_it {
+            scan.insert(w.id.as_str());
+        }
+        if let Some(pgid) = w.worker_pid.and_then(|p| i32::try_from(p).ok())
+            && group_alive(pgid)
+        {
+            groups.push((pgid, w.id.as_str()));
+        }
+    }
+    // Marks are read once for everyone, before anything is killed (a group is checked
+    // against them when not trusted).
+    let marked = contain::marked_by_worker(state_dir, &scan, started_by);
+    let procs = (!trust_group && !groups.is_empty()).then(contain::snapshot);
+    for (pgid, id) in &groups {
+        let ours = trust_group
+            || procs.as_ref().is_some_and(|procs| {
+                let pids = marked.get(*id).map(Vec::as_slice).unwrap_or(&[]);
+                procs
+                    .iter()
+                    .any(|p| p.pgrp == *pgid && !p.dead && pids.contains(&p.pid))
+            });
+        if ours {
+            let _ = signal_group(*pgid, crate::process::Signal::KILL);
+        }
+    }
+    let deadline = Instant::now() + TREE_LIMIT;
+    let mut left: Vec<i32> = marked.into_values().flatten().collect();
+    while !left.is_empty() && Instant::now() < deadline {
+        contain::kill_all(&left);
+        std::thread::sleep(Duration::from_millis(5));
+        left = contain::marked_by_worker(state_dir, &scan, started_by)
+            .into_values()
+            .flatten()
+            .collect();
+    }
+    while groups.iter().any(|(g, _)| group_alive(*g)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Whether a live member of group `pgid` carries worker `id`'s mark.
 fn group_is_workers(pgid: i32, state_dir: &Path, id: &str) -> bool {
     let marked = contain::marked_processes(state_dir, id, u64::MAX);

@@ -124,6 +124,10 @@ pub fn status(
         .enable_all()
         .build()
         .expect("runtime");
+    // The local forge's runner rings it when a job ends: no waiting out a poll interval.
+    let waiter = (wait && l.config.forge.kind == ForgeKind::Local)
+        .then(|| crate::wake::Waiter::install(&l.state_dir))
+        .flatten();
     loop {
         let (mut v, runs) = rt
             .block_on(forge.poll(&r, &sha, pushed_ms, now_ms()))
@@ -164,7 +168,8 @@ pub fn status(
             print_verdict(repo, &sha, &v, &runs, json_out, None);
             return Ok(if v.kind == VerdictKind::Green { 0 } else { 1 });
         }
-        std::thread::sleep(l.config.ci.poll_interval.min(Duration::from_secs(5)));
+        let pause = l.config.ci.poll_interval.min(Duration::from_secs(5));
+        crate::wake::wait_or_sleep(waiter.as_ref(), pause.min(deadline - Instant::now()));
     }
 }
 

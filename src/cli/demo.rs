@@ -472,6 +472,9 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant, json: bool) -> Result<Dem
         .last()
         .map(|e| e.seq)
         .unwrap_or(0);
+    // The next tick comes when a worker changes state or a lock goes (as `orch wave run`
+    // does), so the demo's time is its CI jobs', not a tick interval's.
+    let waiter = crate::wake::Waiter::install(&l.state_dir);
     loop {
         let r = crate::app::wave::tick(l, &wave).map_err(|e| e.to_string())?;
         ticks += 1;
@@ -504,7 +507,10 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant, json: bool) -> Result<Dem
                 say!(json, "{:>6.1}s  {}", started.elapsed().as_secs_f64(), line);
             }
         }
-        let Some(v) = r.view else { continue };
+        let Some(v) = r.view else {
+            crate::wake::wait_or_sleep(waiter.as_ref(), Duration::from_millis(1000));
+            continue;
+        };
         for t in &v.tasks {
             let prev = last.insert(t.id.clone(), t.state.clone());
             if prev.as_deref() == Some(t.state.as_str()) || (prev.is_none() && t.state == "PENDING")
@@ -554,6 +560,6 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant, json: bool) -> Result<Dem
                 all_done: false,
             });
         }
-        std::thread::sleep(Duration::from_millis(1000));
+        crate::wake::wait_or_sleep(waiter.as_ref(), Duration::from_millis(1000));
     }
 }

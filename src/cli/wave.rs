@@ -195,12 +195,15 @@ fn print_tick(r: &TickReport, json_out: bool) {
 fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -> Outcome {
     let t0 = Instant::now();
     let mut last: HashMap<String, String> = HashMap::new();
+    // Rung when a worker changes state or a lock goes: the next tick comes then, not a whole
+    // interval later (the interval stays the fallback).
+    let waiter = crate::wake::Waiter::install(&l.state_dir);
     loop {
         // Re-read each time, as cron would: an edited file joins (or is refused) at once.
         let w = wave::load(l, file)?;
         let r = wave::tick(l, &w)?;
         let Some(v) = r.view.clone() else {
-            std::thread::sleep(interval);
+            crate::wake::wait_or_sleep(waiter.as_ref(), interval);
             continue;
         };
         for t in &v.tasks {
@@ -236,7 +239,7 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
             }
             return Ok(if v.all_done { 0 } else { 1 });
         }
-        std::thread::sleep(interval);
+        crate::wake::wait_or_sleep(waiter.as_ref(), interval);
     }
 }
 

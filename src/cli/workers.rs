@@ -119,8 +119,8 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
         }
         return Ok(if m == Milestone::Done { 0 } else { 1 });
     }
-    start_detached(&l, &record.id)?;
-    wait_until_running(&l, &mut store, &record.id)?;
+    let mut supervisor = start_detached(&l, &record.id)?;
+    wait_until_running(&l, &mut store, &record.id, &mut supervisor)?;
     let view = SpawnView::started(&record.repo, &record.id, Milestone::Working);
     if args.json {
         print_json(&view);
@@ -130,9 +130,22 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
     Ok(0)
 }
 
-fn wait_until_running(l: &Loaded, store: &mut Store, id: &str) -> Result<(), Failure> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// How long a spawn waits for its supervisor to start the worker.
+const HANDOVER_WAIT: Duration = Duration::from_secs(120);
+
+fn wait_until_running(
+    l: &Loaded,
+    store: &mut Store,
+    id: &str,
+    supervisor: &mut std::process::Child,
+) -> Result<(), Failure> {
+    let me = std::process::id() as i64;
+    // Generous: a machine starting many workers at once is slow, not broken (the lease is
+    // held meanwhile, so nothing else takes the worker over).
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    let mut renewed = Instant::now();
     loop {
+        crate::app::hold_lease_for_handover(store, id, &mut renewed);
         if let Some(w) = store.worker(id)? {
             if w.worker_running
                 || w.exit_code.is_some()
@@ -150,9 +163,23 @@ fn wait_until_running(l: &Loaded, store: &mut Store, id: &str) -> Result<(), Fai
                 )));
             }
         }
+        // Exited without taking the worker over: nobody else will, until a resume.
+        if matches!(supervisor.try_wait(), Ok(Some(_)))
+            && store
+                .worker(id)?
+                .is_some_and(|w| w.supervisor_pid == Some(me))
+        {
+            return Err(Failure::no(format!(
+                "the supervisor of {id} exited before it took the worker over; see {}",
+                session_dir(&l.state_dir, id)
+                    .join("supervisor.log")
+                    .display()
+            )));
+        }
         if Instant::now() >= deadline {
             return Err(Failure::no(format!(
-                "worker {id} did not start within 30s; see {}",
+                "worker {id} did not start within {}s; see {}",
+                HANDOVER_WAIT.as_secs(),
                 session_dir(&l.state_dir, id)
                     .join("supervisor.log")
                     .display()

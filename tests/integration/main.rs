@@ -36,6 +36,7 @@ mod output_escape;
 mod process_group;
 mod respawn;
 mod resume;
+mod spawn_race;
 mod store_errors;
 mod supervise;
 mod supervise_forgejo;

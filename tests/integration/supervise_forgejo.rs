@@ -474,3 +474,46 @@ fn a_pull_request_the_forge_refuses_to_merge_keeps_the_lock_with_the_servers_wor
     );
     assert_eq!(org.locks_of(&id).len(), 1, "the lock is kept for a person");
 }
+
+/// A supervisor following a pending commit costs the CI requests alone per poll (two on
+/// Forgejo 16): the branch head is read when it can have moved — the push claim, the first
+/// poll — not at every poll (see docs/ci-requests.md).
+#[test]
+fn a_pending_commit_costs_two_requests_per_poll() {
+    let (_rt, fake, org) = setup("push_and_wait.sh");
+    fake.serve_git(REPO, &org.origin_path(REPO));
+    let id = org.spawn_detached(REPO, "push and wait");
+    let sha = poll_until(
+        "the push is tracked",
+        DEADLINE,
+        || org.worker(&id).progress.tracked_sha.clone(),
+        || org.diag(&id),
+    );
+    fake.add_run(
+        REPO,
+        sha.as_str(),
+        "push",
+        &[("test", "running"), ("radicle-push", "waiting")],
+    );
+    let ci_requests = |paths: &[String]| {
+        paths
+            .iter()
+            .filter(|p| p.contains("/actions/") && p.contains("runs"))
+            .count()
+    };
+    poll_until(
+        "ten polls of the pending commit",
+        DEADLINE,
+        || (ci_requests(&fake.hit_paths()) >= 20).then_some(()),
+        || format!("{:#?}\n{}", fake.hit_paths(), org.diag(&id)),
+    );
+    let paths = fake.hit_paths();
+    let branch_reads = paths.iter().filter(|p| p.contains("/branches/")).count();
+    let ci = ci_requests(&paths);
+    assert!(
+        branch_reads <= 3,
+        "{branch_reads} branch-head reads beside {ci} CI requests:\n{paths:#?}"
+    );
+    org.release(&id);
+    let _ = org.run(&["cancel", &id, "--reason", "test over"]);
+}

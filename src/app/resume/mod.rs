@@ -156,10 +156,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     // its group, what left the group — so that a replacement never runs beside its
     // predecessor, and it is gone before anything of its worktree is touched (see
     // clear_stale_git_locks).
-    for w in &claimed {
-        super::orphans::kill_tree(&l.state_dir, w, true);
-    }
-    let mut found: HashMap<String, (Sha, i64)> = HashMap::new();
+    super::orphans::kill_trees(&l.state_dir, &claimed, true);
     for w in &claimed {
         // Only a worker that will run again needs its worktree (and only WORKING can lack one:
         // the spawner died before making it); PUSHED_TO_CI workers need nothing but CI.
@@ -169,13 +166,8 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
         ) {
             worktree::ensure_worktree(l, w);
         }
-        let others = store
-            .read(|tx| ws::others_pushes(tx, &w.repo, &w.id))
-            .unwrap_or_default();
-        if let Some(push) = worktree::unreported_push(w, &others) {
-            found.insert(w.id.clone(), push);
-        }
     }
+    let mut found = worktree::unreported_pushes(&mut store, &claimed);
     let mut verdicts = poll_all(l, &claimed, &found);
     let mut out = Vec::new();
     let mut started = Vec::new();

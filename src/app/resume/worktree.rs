@@ -111,16 +111,77 @@ pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
 /// the branch head). Only new work counts (`gitops::why_not_new_work`; `others`: what the
 /// other workers of the repository pushed). (SHA, its commit time.)
 pub fn unreported_push(w: &WorkerRecord, others: &[(String, String)]) -> Option<(Sha, i64)> {
-    if !matches!(
+    if !may_have_pushed(w) {
+        return None;
+    }
+    gitops::fetch(Path::new(&w.worktree), &w.remote).ok()?;
+    unreported_push_fetched(w, others)
+}
+
+fn may_have_pushed(w: &WorkerRecord) -> bool {
+    matches!(
         w.milestone(),
         crate::milestone::Milestone::Working
             | crate::milestone::Milestone::FixingCi
             | crate::milestone::Milestone::PushedToCi
-    ) {
-        return None;
+    )
+}
+
+/// How many fetches `unreported_pushes` runs at once.
+const FETCH_CONCURRENCY: usize = 8;
+
+/// [`unreported_push`] for every claimed worker of a resume: one fetch per worktree's
+/// repository and remote (the worktrees of a clone share its remote-tracking refs; concurrent
+/// fetches into one clone would fight over its ref locks), up to `FETCH_CONCURRENCY`
+/// repositories at once, then each branch looked at locally. Worker id → (SHA, commit time).
+pub fn unreported_pushes(
+    store: &mut crate::store::Store,
+    claimed: &[WorkerRecord],
+) -> std::collections::HashMap<String, (Sha, i64)> {
+    let candidates: Vec<&WorkerRecord> = claimed.iter().filter(|w| may_have_pushed(w)).collect();
+    // One worktree per (repository, remote) to fetch through.
+    let mut fetches: std::collections::BTreeMap<(&str, &str), &Path> = Default::default();
+    for w in &candidates {
+        fetches
+            .entry((w.repo.as_str(), w.remote.as_str()))
+            .or_insert(Path::new(&w.worktree));
     }
+    let fetches: Vec<((&str, &str), &Path)> = fetches.into_iter().collect();
+    let fetched: std::collections::HashSet<(&str, &str)> = std::thread::scope(|scope| {
+        let mut ok = std::collections::HashSet::new();
+        for chunk in fetches.chunks(FETCH_CONCURRENCY) {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|(key, wt)| {
+                    let (key, wt) = (*key, *wt);
+                    scope.spawn(move || gitops::fetch(wt, key.1).is_ok().then_some(key))
+                })
+                .collect();
+            ok.extend(handles.into_iter().filter_map(|h| h.join().ok().flatten()));
+        }
+        ok
+    });
+    let mut found = std::collections::HashMap::new();
+    for w in candidates {
+        let others = store
+            .read(|tx| crate::store::workers::others_pushes(tx, &w.repo, &w.id))
+            .unwrap_or_default();
+        // A fetch that failed through another worktree is tried through the worker's own.
+        let push = if fetched.contains(&(w.repo.as_str(), w.remote.as_str())) {
+            unreported_push_fetched(w, &others)
+        } else {
+            unreported_push(w, &others)
+        };
+        if let Some(push) = push {
+            found.insert(w.id.clone(), push);
+        }
+    }
+    found
+}
+
+/// [`unreported_push`] once the worktree's remote was fetched.
+fn unreported_push_fetched(w: &WorkerRecord, others: &[(String, String)]) -> Option<(Sha, i64)> {
     let wt = Path::new(&w.worktree);
-    gitops::fetch(wt, &w.remote).ok()?;
     let head = gitops::resolve(wt, &format!("refs/remotes/{}/{}", w.remote, w.branch)).ok()?;
     if head == w.base_sha || w.progress.tracked_sha.as_ref().is_some_and(|t| *t == head) {
         return None;

@@ -113,7 +113,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     pub(super) fn let_exit(&mut self, grace: Duration) {
         let until = Instant::now() + grace;
         while let Some(w) = self.worker.as_mut() {
-            if w.try_wait().is_some() || Instant::now() >= until {
+            if w.try_wait().is_some() {
+                // Queries sent from here on are sent after the exit.
+                self.exit_seen_at.get_or_insert(self.ci.sent());
+                return;
+            }
+            if Instant::now() >= until {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));

@@ -4,6 +4,7 @@
 //! the main loop when the answer changes: `Some(reason)` (an upstream is red: pause) or
 //! `None` (all known upstreams are not red: resume).
 
+use super::bell::Bell;
 use crate::config::Config;
 use crate::forge::Forge;
 use crate::forge::follow::CiFollower;
@@ -24,6 +25,7 @@ impl CascadeLink {
         config: &Config,
         repo: &str,
         follower: Arc<CiFollower<F>>,
+        bell: Arc<Bell>,
     ) -> Option<CascadeLink> {
         let ups: Vec<crate::config::Repo> = crate::app::cascade::upstreams(config, repo)
             .into_iter()
@@ -64,6 +66,7 @@ impl CascadeLink {
                         if tx.send(now.clone()).is_err() {
                             return;
                         }
+                        bell.ring();
                         last = Some(now);
                     }
                     std::thread::sleep(interval.max(Duration::from_millis(100)));

@@ -4,6 +4,7 @@
 //! permission rule), numbered so that an answer says which query it answers; and the back-off
 //! after forge failures, a pure rule.
 
+use super::bell::Bell;
 use crate::ci::CiRun;
 use crate::ci::verdict::Verdict;
 use crate::config::Repo;
@@ -25,13 +26,15 @@ enum Query {
     },
 }
 
-/// A CI query for the CI thread: CI for `sha`, and the head of the worker's `branch`.
+/// A CI query for the CI thread: CI for `sha`, and the head of the worker's `branch` when
+/// `with_head`.
 struct CiQuery {
     n: u64,
     repo: Repo,
     sha: Sha,
     branch: String,
     pushed_ms: Option<i64>,
+    with_head: bool,
 }
 
 /// The CI thread's answer to query `n`.
@@ -41,8 +44,9 @@ pub struct CiAnswer {
     pub sha: Sha,
     pub result: Result<(Verdict, Vec<CiRun>), ForgeError>,
     /// The head of the worker's branch on the forge, read after CI (`Ok(None)`: no such
-    /// branch). What DONE is about: a claim names a commit, the forge says which one counts.
-    pub head: Result<Option<Sha>, ForgeError>,
+    /// branch), when the query asked for it. What DONE is about: a claim names a commit, the
+    /// forge says which one counts.
+    pub head: Option<Result<Option<Sha>, ForgeError>>,
 }
 
 /// Queries to, and answers from, the CI thread; one query in flight at a time.
@@ -56,7 +60,8 @@ pub struct CiLink {
 }
 
 impl CiLink {
-    pub fn start<F: Forge + 'static>(follower: Arc<CiFollower<F>>) -> CiLink {
+    /// Starts the CI thread; it rings `bell` with every answer.
+    pub fn start<F: Forge + 'static>(follower: Arc<CiFollower<F>>, bell: Arc<Bell>) -> CiLink {
         let (tx, qrx) = channel::<Query>();
         let (atx, rx) = channel::<CiAnswer>();
         std::thread::spawn(move || {
@@ -80,9 +85,10 @@ impl CiLink {
                 let result = rt.block_on(follower.poll(&q.repo, &q.sha, q.pushed_ms, now_ms()));
                 // Read after CI: a head read before would let a push land between the two
                 // unseen, and the verdict would be judged against a stale head.
-                let head = rt
-                    .block_on(follower.forge().branch_head(&q.repo, &q.branch))
-                    .map(|h| h.map(Sha::from));
+                let head = q.with_head.then(|| {
+                    rt.block_on(follower.forge().branch_head(&q.repo, &q.branch))
+                        .map(|h| h.map(Sha::from))
+                });
                 let answer = CiAnswer {
                     n: q.n,
                     sha: q.sha,
@@ -92,6 +98,7 @@ impl CiLink {
                 if atx.send(answer).is_err() {
                     return;
                 }
+                bell.ring();
             }
         });
         CiLink {
@@ -117,8 +124,16 @@ impl CiLink {
         self.in_flight.as_ref().is_some_and(|(s, _)| s == sha)
     }
 
-    /// Sends a query; false if the CI thread is gone.
-    pub fn ask(&mut self, repo: Repo, sha: Sha, branch: &str, pushed_ms: Option<i64>) -> bool {
+    /// Sends a query (CI for `sha`; then `branch`'s head when `with_head`); false if the CI
+    /// thread is gone.
+    pub fn ask(
+        &mut self,
+        repo: Repo,
+        sha: Sha,
+        branch: &str,
+        pushed_ms: Option<i64>,
+        with_head: bool,
+    ) -> bool {
         let n = self.sent + 1;
         let q = CiQuery {
             n,
@@ -126,6 +141,7 @@ impl CiLink {
             sha: sha.clone(),
             branch: branch.to_string(),
             pushed_ms,
+            with_head,
         };
         if self.tx.send(Query::Ci(q)).is_err() {
             return false;

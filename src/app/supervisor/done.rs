@@ -56,6 +56,11 @@ impl DoneClaims {
         self.take(|d| answered > d.after_query && (about_tracked || failed))
     }
 
+    /// When the first waiting claim falls due (the loop sleeps no longer than that).
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.pending.iter().map(|d| d.deadline_ms).min()
+    }
+
     /// The claims whose fresh answer did not come in time.
     pub fn take_overdue(&mut self, now: i64) -> Vec<PendingDone> {
         self.take(|d| now >= d.deadline_ms)

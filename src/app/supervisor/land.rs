@@ -43,6 +43,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         };
         if !self.lock_still_held() {
+            self.next_land_ms = now + LAND_EVERY_MS;
             return;
         }
         let every = (self.env.config.ci.poll_interval.as_millis() as i64).max(LAND_EVERY_MS);
@@ -71,7 +72,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 {
                     self.follower.forget(&repo.name, &sha);
                     let branch = self.verify_branch();
-                    self.ci.ask(repo, sha, &branch, None);
+                    self.ci.ask(repo, sha, &branch, None, false);
                 }
             }
             LandState::Reverting if l.revert.is_none() => {
@@ -100,7 +101,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 // The base branch's own run is what counts now: a verdict cached from the
                 // worker's branch must not stand for it.
                 self.follower.forget(&repo.name, &sha);
-                self.ci.ask(repo, sha, &branch, Some(now_ms()));
+                self.ci.ask(repo, sha, &branch, Some(now_ms()), false);
             }
             _ => {}
         }

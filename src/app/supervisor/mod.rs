@@ -18,6 +18,7 @@
 mod act;
 pub mod agent;
 mod agent_run;
+mod bell;
 mod branch;
 mod cascade;
 mod ci;
@@ -29,7 +30,7 @@ mod lease;
 mod worker;
 
 pub use input::{Input, Outcome};
-pub use lease::{LEASE_FROM_ENV, LEASE_MS};
+pub use lease::{LEASE_FROM_ENV, LEASE_MS, RENEW_EVERY_MS};
 pub use worker::{MAX_LINE, MAX_LOG_BYTES};
 
 use super::journal::{self, Fact};
@@ -42,6 +43,7 @@ use crate::sha::Sha;
 use crate::store::workers::{self as ws, Request, RequestKind, VerdictRow, WorkerRecord};
 use crate::store::{Store, StoreError, now_ms};
 use agent::spend::Spend;
+use bell::Bell;
 use ci::{CiAnswer, CiLink, ForgeBackoff};
 use claims::{ForgeHead, truncate, verify_push};
 use done::DoneClaims;
@@ -49,7 +51,7 @@ use lease::LeaseKeeper;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use worker::{Stop, WorkerProcess, reap_orphans};
+use worker::{Stop, WorkerProcess, reap_orphans, zombie_child};
 
 /// Paths and inputs a supervisor needs; also what it passes on to workers.
 pub struct Env<'a> {
@@ -83,23 +85,32 @@ pub fn session_dir(state_dir: &Path, worker: &str) -> PathBuf {
     state_dir.join(worker)
 }
 
-/// How often the inbox is read.
-const INBOX_EVERY_MS: i64 = 250;
+/// How often the inbox is read without a ring of the doorbell (a ring lost, an older orch
+/// that queued the request without ringing): requests are normally read when rung.
+const INBOX_EVERY_MS: i64 = 5_000;
 /// How often time passes for the state machine.
 const TICK_EVERY_MS: i64 = 1_000;
+/// A CI poll reads the branch head at least this often even when nothing suggests a push (one
+/// made from another clone): the other polls cost the CI requests alone.
+const HEAD_READ_AT_LEAST_EVERY_MS: i64 = 300_000;
 /// How often the worktree is looked at for new commits.
 const HEAD_CHECK_EVERY_MS: i64 = 5_000;
 /// How long a worker that printed DONE may take to exit by itself before it is frozen for
 /// the judgement (a worker blocked in `orch report DONE` waits for its answer instead).
 const DONE_EXIT_GRACE: Duration = Duration::from_secs(1);
-/// How long the loop waits for worker output (its pace when nothing happens).
-const LOOP_WAIT: Duration = Duration::from_millis(100);
+/// The shortest sleep of the loop on its own deadlines (rings wake it at once): something due
+/// that cannot be done yet never turns the loop into a spin.
+const MIN_WAIT_MS: i64 = 10;
 /// How long a stopping supervisor spends on one last look at the pushes a newer one replaced
 /// before CI decided them (one query each; a slow forge does not hold the stop up longer).
 const REPLACED_SETTLE: Duration = Duration::from_secs(2);
 
 struct Supervisor<'a, F: Forge> {
     env: &'a Env<'a>,
+    /// Where the loop sleeps: every source of input rings it (see `bell.rs`).
+    bell: Arc<Bell>,
+    /// Other processes ring it (a request queued, a CI job finished); gone with the process.
+    _doorbell: Option<crate::wake::Doorbell>,
     follower: Arc<CiFollower<F>>,
     ci: CiLink,
     backoff: ForgeBackoff,
@@ -132,6 +143,18 @@ struct Supervisor<'a, F: Forge> {
     /// The number of the last CI query sent before the branch head was last read directly:
     /// heads in the answers up to it were read earlier, and are stale.
     head_read_after: u64,
+    /// The worker's branch may have moved on the forge since its head was last read (see
+    /// `poll_ci`), and when a query last read it.
+    head_may_have_moved: bool,
+    head_read_ms: i64,
+    /// The last query sent before the worker ended its turn: answers up to it do not decide.
+    exit_query: u64,
+    /// The last query sent when the worker's exit was first seen, if that was before the loop
+    /// took it (a DONE line lets the worker exit before the claim's query is sent).
+    exit_seen_at: Option<u64>,
+    /// The worktree's remote-tracking ref of the branch when last looked at: a `git push`
+    /// moves it.
+    last_pushed_ref: Option<String>,
     /// The alert delivery thread (see `app::deliver`).
     deliverer: super::deliver::Deliverer,
     /// The cascade watch (none when the repository depends on nothing).
@@ -176,15 +199,20 @@ pub fn supervise_then<F: Forge + 'static>(
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let bell = Bell::new();
+    let doorbell = install_doorbell(env.state_dir, id, &bell);
     let cascade = cascade::CascadeLink::start(
         env.state_dir.to_path_buf(),
         env.config,
         &w.repo,
         follower.clone(),
+        bell.clone(),
     );
     let s = Supervisor {
         env,
-        ci: CiLink::start(follower.clone()),
+        ci: CiLink::start(follower.clone(), bell.clone()),
+        bell,
+        _doorbell: doorbell,
         backoff: ForgeBackoff::default(),
         next_poll_ms: 0,
         done_claims: DoneClaims::default(),
@@ -201,6 +229,11 @@ pub fn supervise_then<F: Forge + 'static>(
         refused_head: None,
         replaced: Vec::new(),
         head_read_after: 0,
+        head_may_have_moved: true,
+        head_read_ms: 0,
+        exit_query: 0,
+        exit_seen_at: None,
+        last_pushed_ref: None,
         health: Default::default(),
         deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
         cascade,
@@ -246,7 +279,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let mut last_tick = 0i64;
         let mut last_inbox = 0i64;
         loop {
-            for input in self.worker_output(LOOP_WAIT) {
+            // Sleeps until something rings or the next thing falls due; nothing is looked at
+            // that did not ring or fall due (an idle supervisor costs a tick a second).
+            let now = now_ms();
+            let due = self.next_due(now, last_tick, last_inbox);
+            let rang = self
+                .bell
+                .wait(Duration::from_millis((due - now).max(MIN_WAIT_MS) as u64));
+            for input in self.worker_output() {
                 self.handle(input);
             }
             if let Some(status) = self.worker.as_mut().and_then(WorkerProcess::try_wait) {
@@ -255,7 +295,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.handle(Input::WorkerExited(status.code()));
             }
             let now = now_ms();
-            if now - last_inbox >= INBOX_EVERY_MS {
+            if rang.inbox || now - last_inbox >= INBOX_EVERY_MS {
                 last_inbox = now;
                 for r in self.inbox() {
                     self.handle(Input::Request(r));
@@ -266,6 +306,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             if let Some(upstream) = self.cascade.as_ref().and_then(|c| c.latest()) {
                 self.handle(Input::Upstream(upstream));
+            }
+            if rang.ci {
+                // A CI job finished somewhere: what this worker waits for may be decided.
+                self.next_poll_ms = self.next_poll_ms.min(now);
+                self.next_land_ms = self.next_land_ms.min(now);
             }
             if self.should_poll(now) {
                 self.poll_ci(false);
@@ -324,7 +369,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);
                 if self.w.progress.turn_ended {
                     // Its turn ended after a push: DONE on a verdict and branch head read
-                    // after the exit.
+                    // after the exit — an answer to a query sent later than this.
+                    self.exit_query = self.exit_seen_at.take().unwrap_or(self.ci.sent());
                     self.poll_ci(true);
                 }
             }
@@ -398,7 +444,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn start_worker(&mut self) -> Result<(), SuperviseError> {
         let launch = self.launch();
         self.health = agent::health::RunHealth::default();
-        let process = WorkerProcess::start(self.env, &self.w, &launch)?;
+        self.exit_seen_at = None;
+        let process = WorkerProcess::start(self.env, &self.w, &launch, &self.bell)?;
         let pid = process.pid();
         self.worker = Some(process);
         self.w.worker_pid = Some(pid);
@@ -408,16 +455,32 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         Ok(())
     }
 
-    /// What the worker's readers sent (waiting up to `wait`); paces the loop when there is
-    /// no worker.
-    fn worker_output(&mut self, wait: Duration) -> Vec<Input> {
-        match self.worker.as_mut().and_then(|w| w.output(wait)) {
-            Some(inputs) => inputs,
-            None => {
-                std::thread::sleep(wait);
-                Vec::new()
-            }
+    /// What the worker's readers sent since the last look (no waiting: the bell did that).
+    fn worker_output(&mut self) -> Vec<Input> {
+        self.worker
+            .as_mut()
+            .and_then(|w| w.output(Duration::ZERO))
+            .unwrap_or_default()
+    }
+
+    /// When the loop must look again though nothing rang: the next tick, the inbox's slow
+    /// fallback, a CI poll, a DONE claim's deadline, a landing step.
+    fn next_due(&self, now: i64, last_tick: i64, last_inbox: i64) -> i64 {
+        let mut due = (last_tick + TICK_EVERY_MS).min(last_inbox + INBOX_EVERY_MS);
+        // A query in flight rings when it is answered.
+        if self.wants_poll() && self.ci.idle() {
+            due = due.min(self.next_poll_ms);
         }
+        if let Some(d) = self.done_claims.next_deadline() {
+            due = due.min(d);
+        }
+        if self.w.progress.landing_active() && self.ci.idle() {
+            due = due.min(self.next_land_ms);
+        }
+        if !self.replaced.is_empty() && self.ci.idle() {
+            due = now; // a replaced push still wants its last look
+        }
+        due
     }
 
     /// The worker exited: sweep its group (background processes it left behind must not
@@ -448,7 +511,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     fn tick(&mut self) {
         let now = now_ms();
-        reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
+        // One system call says whether there is anything to reap at all.
+        if zombie_child() {
+            reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
+        }
         self.notice_commits(now);
         self.apply(Event::Tick, None, Vec::new());
         let every = self.env.contract.deadlock.check_interval.as_millis() as i64;
@@ -480,12 +546,23 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         }
         self.last_head_check_ms = now;
-        let Ok(head) = crate::gitops::head(Path::new(&self.w.worktree)) else {
+        let worktree = Path::new(&self.w.worktree);
+        let Ok(head) = crate::gitops::head(worktree) else {
             return;
         };
+        // A `git push` moves the remote-tracking ref (even of a commit made earlier): the
+        // next CI poll reads the branch head on the forge.
+        let tracking = format!("refs/remotes/{}/{}", self.w.remote, self.w.branch);
+        let pushed = crate::gitops::resolve(worktree, &tracking).ok();
+        let first_look = self.last_head.is_none();
+        if pushed != self.last_pushed_ref {
+            self.head_may_have_moved |= !first_look;
+            self.last_pushed_ref = pushed;
+        }
         let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
         self.last_head = Some(head);
         if changed {
+            self.head_may_have_moved = true;
             self.health.did_work = true;
             self.last_commit_ms = Some(now);
             self.apply(Event::Commit, None, Vec::new());
@@ -586,6 +663,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// at a cheap look per poll (see `forge::follow`); only green (DONE) and no run (a new push
     /// is needed) end the following.
     fn should_poll(&self, now: i64) -> bool {
+        self.wants_poll() && now >= self.next_poll_ms
+    }
+
+    /// Whether CI is followed at all now (see `should_poll`), whenever the next poll is due.
+    fn wants_poll(&self) -> bool {
         use crate::ci::verdict::VerdictKind;
         let p = &self.w.progress;
         // A green head is still looked at while its worker works on (or has just ended its
@@ -598,7 +680,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             && !p.milestone.is_terminal()
             && (green_watched
                 || !matches!(p.verdict, Some(VerdictKind::Green | VerdictKind::NoRun)))
-            && now >= self.next_poll_ms
     }
 
     /// Asks the CI thread about the tracked SHA (one query at a time). `force`: a DONE claim
@@ -616,8 +697,24 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if force {
             self.follower.forget(&repo.name, &sha);
         }
-        self.ci
-            .ask(repo, sha, &self.w.branch, self.w.progress.pushed_ms);
+        // The branch head costs a request: read when it can have moved — a DONE claim or the
+        // end of a turn (what DONE is judged on: always a fresh read), a commit or push seen
+        // in the worktree, a failed read — and now and then, for a push made from elsewhere.
+        let now = now_ms();
+        let with_head = force
+            || self.head_may_have_moved
+            || now - self.head_read_ms >= HEAD_READ_AT_LEAST_EVERY_MS;
+        if with_head {
+            self.head_may_have_moved = false;
+            self.head_read_ms = now;
+        }
+        self.ci.ask(
+            repo,
+            sha,
+            &self.w.branch,
+            self.w.progress.pushed_ms,
+            with_head,
+        );
     }
 
     /// Asks once more about a push that a newer one replaced before CI decided it (the answer
@@ -627,7 +724,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         };
         if let Some(repo) = self.env.config.repo(&self.w.repo).cloned() {
-            self.ci.ask(repo, sha, &self.w.branch, None);
+            self.ci.ask(repo, sha, &self.w.branch, None, false);
         }
     }
 
@@ -665,12 +762,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         }
         // The branch head first: a push the worker made since is what CI must be about now.
-        let head: ForgeHead = a.head.as_ref().map_err(|e| e.to_string()).cloned();
+        let head: Option<ForgeHead> = a
+            .head
+            .as_ref()
+            .map(|h| h.as_ref().map_err(|e| e.to_string()).cloned());
+        if matches!(head, Some(Err(_))) {
+            self.head_may_have_moved = true; // read again with the next query
+        }
         // A head read before the last direct read (a push claim's) is stale: it would take
-        // the worker back to a commit it has already pushed past.
-        let head_fresh = a.n > self.head_read_after;
-        if head_fresh {
-            self.observe_head(&head);
+        // the worker back to a commit it has already pushed past. No head read: nothing to
+        // judge a DONE claim on.
+        let head_fresh = head.is_some() && a.n > self.head_read_after;
+        if head_fresh && let Some(head) = &head {
+            self.observe_head(head);
         }
         if self.w.progress.milestone.is_terminal() {
             return; // settled: an answer still in flight at DONE changes nothing
@@ -691,7 +795,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 // frozen, on an answer sent after it: `judge_done`) or the end of its turn
                 // (the worker is gone: nothing can push under it). So it is applied as it
                 // comes; a head that moved meanwhile was observed above.
-                if about_tracked {
+                // After the end of a turn, only a query sent after the exit may decide: one
+                // in flight at the exit read CI (and the head, if at all) before it.
+                let before_exit = self.w.progress.turn_ended && a.n <= self.exit_query;
+                if about_tracked && before_exit {
+                    self.record(vec![fact]);
+                    self.poll_ci(true);
+                } else if about_tracked {
                     let event = Event::Verdict {
                         sha: a.sha.clone(),
                         kind: v.kind,
@@ -731,7 +841,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             .done_claims
             .take_fresh(a.n, about_tracked && head_fresh, failed);
         if !fresh.is_empty() {
-            self.judge_done(fresh, Some(&head));
+            self.judge_done(fresh, head.as_ref());
         }
         if !self.done_claims.is_empty() {
             self.poll_ci(true);
@@ -760,4 +870,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // The alerts of the last transitions go out before the process does (bounded).
         self.deliverer.stop();
     }
+}
+
+/// Puts this supervisor's doorbell in place (see `crate::wake`); a ring wakes the loop. Without
+/// one (the state directory refuses a FIFO) the supervisor still works, on its fallbacks.
+fn install_doorbell(state_dir: &Path, id: &str, bell: &Arc<Bell>) -> Option<crate::wake::Doorbell> {
+    let doorbell = crate::wake::Doorbell::install(state_dir, id)
+        .inspect_err(|e| tracing::warn!(worker = id, error = %e, "no doorbell; polling only"))
+        .ok()?;
+    let bell = bell.clone();
+    doorbell
+        .listen(move |ring| match ring {
+            crate::wake::Ring::Inbox => bell.ring_inbox(),
+            crate::wake::Ring::Ci => bell.ring_ci(),
+            crate::wake::Ring::Progress => {}
+        })
+        .ok()?;
+    Some(doorbell)
 }

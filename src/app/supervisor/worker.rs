@@ -10,6 +10,7 @@
 
 use super::agent::line::LineFilter;
 use super::agent::{self, StreamParser};
+use super::bell::Bell;
 use super::input::Input;
 use super::{Env, SuperviseError, session_dir};
 use crate::config::agent::{ArgvValues, expand};
@@ -73,6 +74,7 @@ impl WorkerProcess {
         env: &Env,
         w: &WorkerRecord,
         launch: &Launch,
+        bell: &Arc<Bell>,
     ) -> Result<WorkerProcess, SuperviseError> {
         let dir = session_dir(env.state_dir, &w.id);
         let _ = std::fs::create_dir_all(&dir);
@@ -177,12 +179,14 @@ impl WorkerProcess {
         }
         let (out_parser, err_parser) = agent::parsers(agent_kind, filter);
         if let Some(out) = c.stdout.take() {
-            let (tx, log) = (tx.clone(), log.clone());
-            std::thread::spawn(move || pump(out, tx, log, out_parser));
+            let (tx, log, bell) = (tx.clone(), log.clone(), bell.clone());
+            std::thread::spawn(move || pump(out, tx, log, out_parser, bell));
         }
         if let Some(err) = c.stderr.take() {
-            std::thread::spawn(move || pump(err, tx, log, err_parser));
+            let bell = bell.clone();
+            std::thread::spawn(move || pump(err, tx, log, err_parser, bell));
         }
+        watch_exit(child.pid() as i32, bell.clone());
         Ok(WorkerProcess {
             child,
             output: Some(rx),
@@ -433,7 +437,16 @@ fn pump(
     tx: SyncSender<Input>,
     log: Arc<Mutex<LogSink>>,
     mut parser: Box<dyn StreamParser>,
+    bell: Arc<Bell>,
 ) {
+    // Whatever ends the pump (end of file, a gone supervisor), the loop hears of it.
+    struct RingOnEnd(Arc<Bell>);
+    impl Drop for RingOnEnd {
+        fn drop(&mut self) {
+            self.0.ring();
+        }
+    }
+    let _ring = RingOnEnd(bell.clone());
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::with_capacity(1024);
     let mut last_activity = std::time::Instant::now() - Duration::from_secs(10);
@@ -457,6 +470,7 @@ fn pump(
                     if tx.send(input).is_err() {
                         return;
                     }
+                    bell.ring();
                 }
             } else if line.len() < MAX_LINE {
                 line.push(b);
@@ -464,7 +478,9 @@ fn pump(
         }
         if progress && last_activity.elapsed() >= Duration::from_secs(1) {
             last_activity = std::time::Instant::now();
-            let _ = tx.try_send(Input::Activity);
+            if tx.try_send(Input::Activity).is_ok() {
+                bell.ring();
+            }
         }
     }
     if !line.is_empty() {
@@ -512,6 +528,48 @@ fn argv_for(env: &Env, w: &WorkerRecord, launch: &Launch) -> Vec<String> {
         worker_id: &w.id,
     };
     expand(env.config.worker.agent, argv, &values)
+}
+
+/// Rings `bell` once the worker's group leader `pid` has exited (a worker whose leftovers keep
+/// its pipes open must still be noticed at once). Waits without reaping (`WNOWAIT`): the
+/// leader's status stays for `GroupChild` to collect.
+fn watch_exit(pid: i32, bell: Arc<Bell>) {
+    let _ = std::thread::Builder::new()
+        .name("worker-exit".into())
+        .spawn(move || {
+            loop {
+                // SAFETY: waitid on a zeroed siginfo_t it fills in; no reaping (WNOWAIT).
+                let rc = unsafe {
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    libc::waitid(
+                        libc::P_PID,
+                        pid as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    )
+                };
+                if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break; // exited, or already reaped (ECHILD)
+                }
+            }
+            bell.ring();
+        });
+}
+
+/// Whether this process has a child that exited and waits to be reaped (one system call,
+/// nothing reaped): the tick looks for orphans only then.
+pub fn zombie_child() -> bool {
+    // SAFETY: waitid on a zeroed siginfo_t it fills in; WNOHANG | WNOWAIT: no wait, no reaping.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        rc == 0 && info.si_pid() != 0
+    }
 }
 
 /// Reaps zombie children other than the worker leader `leader` (whose status `GroupChild`

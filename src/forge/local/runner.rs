@@ -84,6 +84,8 @@ pub(super) fn run(
         let _ = store.write(|tx| db::finish_unfinished_jobs(tx, run_id, JobStatus::Failure, &note));
     }
     let _ = std::fs::remove_dir_all(layout.work_dir(run_id));
+    // However it ended, the run is decided: whoever waits for it looks now.
+    crate::wake::ring_all(state_dir, crate::wake::Ring::Ci);
     result
 }
 
@@ -119,6 +121,8 @@ fn execute(
     while let Some(job) = next_job(store, run.id)? {
         say(format_args!("run {}: job {} starts", run.id, job.name));
         let status = run_job(layout, store, run, &work, &job)?;
+        // A failed job may decide the run before it ends (a required job red).
+        crate::wake::ring_all(&layout.state_dir, crate::wake::Ring::Ci);
         say(format_args!(
             "run {}: job {} ended {status}",
             run.id, job.name

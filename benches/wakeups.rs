@@ -1,0 +1,214 @@
+//! What waiting costs, and how long it takes to notice (`cargo bench --bench wakeups -- MODE`):
+//!
+//! - `idle [N]` (default 50): N workers at work on N independent repositories that say nothing
+//!   (`tests/workers/idle.sh`: one WORKING line, then `sleep`). Once all are supervised, the
+//!   CPU time of every `orch __supervise` process (all its threads, from
+//!   `/proc/<pid>/task/*/schedstat`, nanoseconds) is read, again after `ORCH_BENCH_WINDOW`
+//!   seconds (default 20), and the difference is printed as a share of one core.
+//!   `ORCH_BENCH_PROCS=1000` starts that many idle unrelated processes first (`sleep`), to show
+//!   whether a supervisor's cost grows with the host.
+//! - `latency [K]` (default 10): K workers, one after another, each commits, pushes and ends
+//!   its turn (`tests/workers/push_and_end.sh`); `land: {policy: none}` so the chain lock goes
+//!   at DONE. For each: from the local forge run's `finished_ms` (CI green) to the worker's
+//!   DONE event and to its lock's release in `lock_history`. Prints min / median / max.
+//!
+//! Settings: release binary (the bench profile), local forge, `ci.poll_interval` as given by
+//! `ORCH_BENCH_POLL` (default `10s`, orch's default: a fallback when wakeups work).
+
+#[path = "../tests/support/org.rs"]
+mod org;
+
+use org::{Org, RepoSpec, Spec};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let mode = args.first().map(String::as_str).unwrap_or("idle");
+    let n: Option<usize> = args.get(1).and_then(|a| a.parse().ok());
+    match mode {
+        "idle" => idle(n.unwrap_or(50)),
+        "latency" => latency(n.unwrap_or(10)),
+        other => panic!("unknown mode {other:?}: idle [N] | latency [K]"),
+    }
+}
+
+fn poll_setting() -> String {
+    std::env::var("ORCH_BENCH_POLL").unwrap_or_else(|_| "10s".into())
+}
+
+/// CPU time of every thread of `pid`, in nanoseconds.
+fn cpu_ns(pid: i32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        total += text
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(total)
+}
+
+/// Idle unrelated processes, killed when dropped.
+struct Crowd(Vec<std::process::Child>);
+
+impl Crowd {
+    fn start(n: usize) -> Crowd {
+        Crowd(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("sleep")
+                        .arg("900")
+                        .spawn()
+                        .expect("sleep starts")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Crowd {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn idle(n: usize) {
+    let window: u64 = std::env::var("ORCH_BENCH_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let procs: usize = std::env::var("ORCH_BENCH_PROCS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let _crowd = Crowd::start(procs);
+    let mut spec = Spec::local("idle.sh");
+    spec.max_parallel = n;
+    spec.poll_interval = poll_setting();
+    for i in 0..n {
+        spec = spec.repo(RepoSpec::new(&format!("r{i:02}")).standard_ci("true"));
+    }
+    let org = Org::new(spec);
+    let ids: Vec<String> = (0..n)
+        .map(|i| org.spawn_detached(&format!("r{i:02}"), "idle task"))
+        .collect();
+    let pids: Vec<i32> = ids
+        .iter()
+        .map(|id| org.worker(id).supervisor_pid.expect("supervisor") as i32)
+        .collect();
+    // Settle: start-up work (the first checkpoint, the worker's start) is not idling.
+    std::thread::sleep(Duration::from_secs(3));
+    let before: Vec<u64> = pids.iter().map(|&p| cpu_ns(p).unwrap_or(0)).collect();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(window));
+    let after: Vec<u64> = pids.iter().map(|&p| cpu_ns(p).unwrap_or(0)).collect();
+    let elapsed = t0.elapsed().as_secs_f64();
+    let alive = pids
+        .iter()
+        .filter(|&&p| orch::process::process_alive(p, None))
+        .count();
+    let used: Vec<f64> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| a.saturating_sub(*b) as f64 / 1e9)
+        .collect();
+    let total: f64 = used.iter().sum();
+    let max = used.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "wakeups idle: {n} idle supervisors, {procs} unrelated idle processes, poll {}, window {elapsed:.1} s",
+        poll_setting()
+    );
+    println!(
+        "  all {n} supervisors together: {:.2} % of one core ({:.1} ms CPU); per supervisor avg {:.3} ms/s, max {:.3} ms/s; {alive} of {n} alive",
+        100.0 * total / elapsed,
+        total * 1000.0,
+        1000.0 * total / n as f64 / elapsed,
+        1000.0 * max / elapsed,
+    );
+    for id in &ids {
+        let _ = org.run(&["cancel", id, "--reason", "bench over"]);
+    }
+    org::poll(Duration::from_secs(60), || {
+        pids.iter()
+            .all(|&p| !orch::process::process_alive(p, None))
+            .then_some(())
+    });
+    assert_eq!(alive, n, "every supervisor must stay up while idle");
+}
+
+fn latency(k: usize) {
+    let mut spec = Spec::local("push_and_end.sh");
+    spec.poll_interval = poll_setting();
+    spec = spec
+        .land("{policy: none}")
+        .repo(RepoSpec::new("r00").standard_ci("test -f feature.txt"));
+    let org = Org::new(spec);
+    let db = rusqlite::Connection::open(org.state.join("orch.db")).expect("orch.db opens");
+    let (mut to_done, mut to_free) = (Vec::new(), Vec::new());
+    for round in 0..k {
+        let id = org.spawn_detached("r00", &format!("round {round}"));
+        let found = org::poll(Duration::from_secs(120), || {
+            let done: Option<i64> = db
+                .query_row(
+                    "SELECT at_ms FROM worker_events WHERE worker_id = ?1 AND milestone = 'DONE' ORDER BY seq LIMIT 1",
+                    [&id],
+                    |r| r.get(0),
+                )
+                .ok();
+            let free: Option<i64> = db
+                .query_row(
+                    "SELECT at_ms FROM lock_history WHERE holder = ?1 AND action = 'release'",
+                    [&id],
+                    |r| r.get(0),
+                )
+                .ok();
+            let sha: Option<String> = db
+                .query_row(
+                    "SELECT sha FROM pushes WHERE worker_id = ?1 ORDER BY rowid DESC LIMIT 1",
+                    [&id],
+                    |r| r.get(0),
+                )
+                .ok();
+            let green: Option<i64> = sha.and_then(|sha| {
+                db.query_row(
+                    "SELECT MAX(finished_ms) FROM local_runs WHERE sha = ?1",
+                    [&sha],
+                    |r| r.get(0),
+                )
+                .ok()
+                .flatten()
+            });
+            Some((green?, done?, free?))
+        });
+        let (green, done, free) =
+            found.unwrap_or_else(|| panic!("worker {id} did not reach DONE within 120 s"));
+        to_done.push((done - green) as f64);
+        to_free.push((free - green) as f64);
+    }
+    let stats = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        format!(
+            "min {:.0} / median {:.0} / max {:.0} ms",
+            v[0],
+            v[v.len() / 2],
+            v[v.len() - 1]
+        )
+    };
+    println!(
+        "wakeups latency: {k} workers one after another, local forge, poll {}",
+        poll_setting()
+    );
+    println!("  CI green -> DONE: {}", stats(&mut to_done));
+    println!("  CI green -> lock free: {}", stats(&mut to_free));
+}

@@ -491,6 +491,23 @@ pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
     Ok(files)
 }
 
+/// A worktree opened once and looked at often (a supervisor's look for new commits and
+/// pushes every few seconds): each look re-reads the refs from disk, without opening the
+/// repository again (which reads its configuration and canonicalises paths each time).
+pub struct Watched(Repository);
+
+impl Watched {
+    pub fn open(dir: &Path) -> Result<Watched, GitError> {
+        open(dir).map(Watched)
+    }
+
+    /// The commit `spec` (a ref such as HEAD) points at now.
+    pub fn resolve(&self, spec: &str) -> Option<String> {
+        let obj = self.0.revparse_single(spec).ok()?;
+        obj.peel_to_commit().ok().map(|c| c.id().to_string())
+    }
+}
+
 /// The commit HEAD points at in `dir`.
 pub fn head(dir: &Path) -> Result<String, GitError> {
     resolve(dir, "HEAD")

@@ -108,10 +108,8 @@ pub fn orch_exe() -> PathBuf {
 /// over from it, so the worker is never an orphan for a moment after this process goes.
 pub(crate) fn wait_taken_over(store: &mut crate::store::Store, id: &str) {
     let me = std::process::id() as i64;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut renewed = std::time::Instant::now();
+    let deadline = std::time::Instant::now() + HANDOVER_WAIT;
     while std::time::Instant::now() < deadline {
-        hold_lease_for_handover(store, id, &mut renewed);
         match store.worker(id) {
             Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => return,
             Ok(None) | Err(_) => return,
@@ -120,22 +118,38 @@ pub(crate) fn wait_taken_over(store: &mut crate::store::Store, id: &str) {
     }
 }
 
-/// Renews this process's lease on `id` every few seconds while the supervisor it started has
-/// not taken over: on a loaded machine that start can outlast a lease, and a lapsed lease makes
-/// the worker look orphaned to every other orch command, which would take it over and leave
-/// the supervisor started here refused. (Renews only a lease this process still holds.)
-pub(crate) fn hold_lease_for_handover(
-    store: &mut crate::store::Store,
-    id: &str,
-    renewed: &mut std::time::Instant,
-) {
-    if renewed.elapsed() < std::time::Duration::from_millis(supervisor::RENEW_EVERY_MS as u64) {
-        return;
-    }
-    *renewed = std::time::Instant::now();
-    let me = std::process::id() as i64;
-    let until = crate::store::now_ms() + supervisor::LEASE_MS;
-    let _ = store.write(|tx| crate::store::workers::set_lease(tx, id, me, until));
+/// How long a process that created a worker keeps its lease alive for the supervisor it
+/// starts (after that, a worker nobody took over is an orphan for `orch resume`).
+pub const HANDOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Keeps this process's lease on the worker it just created alive (a thread renewing it every
+/// few seconds) until the supervisor it starts takes it over, this process exits, or
+/// [`HANDOVER_WAIT`] passes. On a loaded machine (hundreds of spawns at once) making the
+/// worktree and starting the supervisor can outlast a lease; a lapsed lease makes the worker
+/// look orphaned to every other orch command, whose resume pass would take it over beside the
+/// spawn still setting it up.
+pub(crate) fn hold_lease_until_handover(state_dir: &Path, id: &str) {
+    let (state_dir, id) = (state_dir.to_path_buf(), id.to_string());
+    let _ = std::thread::Builder::new()
+        .name("lease-hold".into())
+        .spawn(move || {
+            let Ok(mut store) = crate::store::Store::open(&state_dir) else {
+                return;
+            };
+            let me = std::process::id() as i64;
+            let every = std::time::Duration::from_millis(supervisor::RENEW_EVERY_MS as u64);
+            let deadline = std::time::Instant::now() + HANDOVER_WAIT;
+            while std::time::Instant::now() < deadline {
+                std::thread::sleep(every);
+                let until = crate::store::now_ms() + supervisor::LEASE_MS;
+                // False once another process holds it: the hand-over happened.
+                match store.write(|tx| crate::store::workers::set_lease(tx, &id, me, until)) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => tracing::warn!(worker = %id, error = %e, "cannot renew the lease"),
+                }
+            }
+        });
 }
 
 /// Starts `orch __supervise <id>` in its own session, so it survives the terminal closing.

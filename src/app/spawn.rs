@@ -274,6 +274,7 @@ pub fn prepare(
     let Spawned::Ready(record) = outcome else {
         return Ok(outcome);
     };
+    super::hold_lease_until_handover(state_dir, &record.id);
 
     let upstream = upstream_changes(store, config, &repo.name);
     let handoff = req.handoff.clone().unwrap_or_default();

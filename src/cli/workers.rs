@@ -12,7 +12,7 @@ use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
-use crate::app::{Loaded, orch_exe, start_detached};
+use crate::app::{HANDOVER_WAIT, Loaded, orch_exe, start_detached};
 use crate::milestone::Milestone;
 use crate::store::usage::Usage;
 use crate::store::workers::{self as ws, RequestKind};
@@ -130,9 +130,6 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
     Ok(0)
 }
 
-/// How long a spawn waits for its supervisor to start the worker.
-const HANDOVER_WAIT: Duration = Duration::from_secs(120);
-
 fn wait_until_running(
     l: &Loaded,
     store: &mut Store,
@@ -143,9 +140,7 @@ fn wait_until_running(
     // Generous: a machine starting many workers at once is slow, not broken (the lease is
     // held meanwhile, so nothing else takes the worker over).
     let deadline = Instant::now() + HANDOVER_WAIT;
-    let mut renewed = Instant::now();
     loop {
-        crate::app::hold_lease_for_handover(store, id, &mut renewed);
         if let Some(w) = store.worker(id)? {
             if w.worker_running
                 || w.exit_code.is_some()

@@ -296,7 +296,9 @@ pub fn dead_pid() -> (i64, i64) {
 
 /// `orch` with no `ORCH_*` variable inherited from whoever runs the tests, and no stdin.
 pub fn orch_cmd() -> Command {
-    let mut c = Command::new(ORCH);
+    // `ORCH_UNDER_TEST=<binary>` runs a test against another build (an older commit's, to show
+    // that a test fails without the change it comes with).
+    let mut c = Command::new(std::env::var_os("ORCH_UNDER_TEST").unwrap_or_else(|| ORCH.into()));
     for (k, _) in std::env::vars_os() {
         if k.to_str().is_some_and(|k| k.starts_with("ORCH_")) {
             c.env_remove(k);

@@ -12,7 +12,7 @@ pub const LEASE_FROM_ENV: &str = "ORCH_LEASE_FROM";
 /// A supervisor that has not renewed its lease for this long is considered gone.
 pub const LEASE_MS: i64 = 15_000;
 /// How often a holder renews.
-pub const RENEW_EVERY_MS: i64 = 3_000;
+pub const RENEW_EVERY_MS: i64 = 5_000;
 
 /// This process's pid, as leases record it.
 pub fn me() -> i64 {

@@ -129,6 +129,8 @@ struct Supervisor<'a, F: Forge> {
     dirty: bool,
     /// The worktree's HEAD when last looked at: a new commit is progress.
     last_head: Option<String>,
+    /// The worktree, opened at the first look.
+    watched: Option<crate::gitops::Watched>,
     last_head_check_ms: i64,
     /// The worker's group is stopped (SIGSTOP) while a DONE claim is judged: no push can
     /// land between the read of its branch head and the DONE that read allows.
@@ -224,6 +226,7 @@ pub fn supervise_then<F: Forge + 'static>(
         last_checkpoint_ms: now_ms(),
         dirty: false,
         last_head: None,
+        watched: None,
         last_head_check_ms: 0,
         frozen: false,
         refused_head: None,
@@ -546,14 +549,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return;
         }
         self.last_head_check_ms = now;
-        let worktree = Path::new(&self.w.worktree);
-        let Ok(head) = crate::gitops::head(worktree) else {
+        if self.watched.is_none() {
+            self.watched = crate::gitops::Watched::open(Path::new(&self.w.worktree)).ok();
+        }
+        let Some(watched) = &self.watched else {
+            return;
+        };
+        let Some(head) = watched.resolve("HEAD") else {
             return;
         };
         // A `git push` moves the remote-tracking ref (even of a commit made earlier): the
         // next CI poll reads the branch head on the forge.
         let tracking = format!("refs/remotes/{}/{}", self.w.remote, self.w.branch);
-        let pushed = crate::gitops::resolve(worktree, &tracking).ok();
+        let pushed = watched.resolve(&tracking);
         let first_look = self.last_head.is_none();
         if pushed != self.last_pushed_ref {
             self.head_may_have_moved |= !first_look;

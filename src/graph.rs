@@ -17,9 +17,10 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct RepoGraph {
     graph: DiGraph<String, ()>,
-    /// foldhash, not SipHash: a chain check hashes one name per active lock, and SipHash's
-    /// ~20 ns per short name was most of a check. The names are the operator's configuration,
-    /// not input an attacker chooses, so flooding resistance buys nothing here.
+    /// foldhash, not SipHash: a chain check hashes one name per active lock, the rest of it
+    /// is one bit test. A look-up of a short name among 10,000 took 15–20 ns with SipHash and
+    /// 7–8 ns with foldhash (2 cores, 2026-11-26). The names are the operator's
+    /// configuration, not input an attacker chooses: flooding resistance buys nothing here.
     index: HashMap<String, NodeIndex, foldhash::fast::RandomState>,
     /// Sorted, for stable output.
     names: Vec<String>,

@@ -191,6 +191,34 @@ fn bench_lock_cycle(c: &mut Criterion) {
                 .unwrap();
         })
     });
+    // The floor for a lock's shape: the same two transactions writing one row to each of two
+    // tables (two pages, as a lock and its history row), no read, no graph.
+    store
+        .conn()
+        .execute_batch(
+            "CREATE TABLE IF NOT EXISTS bare_log (seq INTEGER PRIMARY KEY, repo TEXT NOT NULL)",
+        )
+        .unwrap();
+    group.bench_function("bare insert+delete, plus a log row each", |b| {
+        b.iter(|| {
+            store
+                .write(|tx| {
+                    tx.prepare_cached("INSERT INTO bare (repo) VALUES ('vm')")?
+                        .execute([])?;
+                    tx.prepare_cached("INSERT INTO bare_log (repo) VALUES ('vm')")?
+                        .execute([])
+                })
+                .unwrap();
+            store
+                .write(|tx| {
+                    tx.prepare_cached("DELETE FROM bare WHERE repo = 'vm'")?
+                        .execute([])?;
+                    tx.prepare_cached("INSERT INTO bare_log (repo) VALUES ('vm')")?
+                        .execute([])
+                })
+                .unwrap();
+        })
+    });
     for k in 0..100 {
         let got = store
             .try_lock(

@@ -36,10 +36,12 @@ pub struct RepoGraph {
 /// strongly connected components (a dependency's comes first).
 ///
 /// n² bits: 10,000 repositories take 12.5 MB (100 take 1.3 kB; twice that for a moment while
-/// it is built), built in a few milliseconds: one pass over the components dependencies first
-/// for the dependencies, one the other way for the dependents, each row the union of its
-/// direct neighbours' rows. Against that, walking the graph per question visited a median of
-/// 3,311 of 10,000 nodes and zeroed a 10 kB mark vector every time.
+/// it is built), built in 13–31 ms on 2 loaded cores (BENCHMARKS.md; microseconds for a
+/// hundred): one pass over the components dependencies first for the dependencies, one the
+/// other way for the dependents, each row the union of its direct neighbours' rows. Walking the
+/// graph per question instead visited a median of 3,311 of 10,000 nodes and zeroed a 10 kB mark
+/// vector every time (24–80 µs): the build is worth some hundreds of walks, so a process that
+/// asks only a few questions of a huge graph pays more than it did.
 #[derive(Clone)]
 struct Reach {
     /// u64 words per row.

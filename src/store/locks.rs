@@ -146,7 +146,8 @@ fn insert_lock(
 /// it (`orch resume --from-checkpoints` rebuilds every worker's): each acquire is checked
 /// against this list, which it keeps current, instead of reading the table again — reading it
 /// per acquire made n rebuilt locks cost n²/2 rows read. It borrows the transaction, so it
-/// cannot outlive the write lock that keeps it true.
+/// cannot outlive the write lock that keeps it true; every other change to `locks` in that
+/// transaction must go through it too (a pass only acquires).
 pub struct ActiveLocks<'t> {
     tx: &'t Transaction<'t>,
     locks: Vec<ChainLock>,
@@ -186,10 +187,12 @@ pub fn release_in(
     reason: Option<&str>,
     by: Option<&str>,
 ) -> rusqlite::Result<Option<ChainLock>> {
-    // One statement finds and deletes the lock.
+    // One statement finds and deletes the lock: one lock, as before, though a hold's name can
+    // hold several (`hold:orch-resume`); each release needs its own history row.
     let lock = tx
         .prepare_cached(
-            "DELETE FROM locks WHERE holder = ?1 RETURNING id, repo, holder, kind, reason, by, acquired_ms",
+            "DELETE FROM locks WHERE repo = (SELECT repo FROM locks WHERE holder = ?1 LIMIT 1)
+             RETURNING id, repo, holder, kind, reason, by, acquired_ms",
         )?
         .query_row([holder], row_to_lock)
         .optional()?;
@@ -406,6 +409,31 @@ mod tests {
         ));
         let h = s.lock_history().unwrap();
         assert_eq!(h.len(), 5);
+        assert!(first_conflict(&g, &h).is_none());
+    }
+
+    /// A hold's name may hold several chains: each release frees one, with its own history row.
+    #[test]
+    fn a_holder_of_several_locks_releases_them_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let g = graph();
+        for repo in ["vm", "os"] {
+            let got = s.try_lock(&g, repo, "hold:x", HolderKind::Hold, None, None);
+            assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
+        }
+        let first = s.release("hold:x", None, None).unwrap().unwrap();
+        assert_eq!(s.locks().unwrap().len(), 1);
+        let second = s.release("hold:x", None, None).unwrap().unwrap();
+        assert_ne!(first.repo, second.repo);
+        assert!(s.release("hold:x", None, None).unwrap().is_none());
+        let h = s.lock_history().unwrap();
+        let released: Vec<&str> = h
+            .iter()
+            .filter(|e| e.action == "release")
+            .map(|e| e.repo.as_str())
+            .collect();
+        assert_eq!(released, [first.repo.as_str(), second.repo.as_str()]);
         assert!(first_conflict(&g, &h).is_none());
     }
 

@@ -74,28 +74,40 @@ impl Blocker {
     }
 }
 
-/// The active locks that block a new lock on `repo`, sorted by repository name.
+/// The active locks that block a new lock on `repo`, sorted by repository name. Each lock
+/// costs one O(1) look-up in the graph's reachability index.
 pub fn blockers(graph: &RepoGraph, repo: &str, active: &[ChainLock]) -> Vec<Blocker> {
     if active.is_empty() {
         return Vec::new();
     }
     // A lock on a repository that is no longer in repos.yaml still blocks that exact name
-    // (relations_to reports it as itself), so editing the file never silently frees a holder.
-    let relations = graph.relations_to(repo, active.iter().map(|l| l.repo.as_str()));
+    // (`ChainOf::relation` reports it as itself), so editing the file never silently frees a
+    // holder.
+    let chain = graph.chain_of(repo);
     let mut out: Vec<Blocker> = active
         .iter()
-        .zip(relations)
-        .filter_map(|(l, relation)| {
+        .filter_map(|l| {
             Some(Blocker {
+                relation: chain.relation(&l.repo)?,
                 repo: l.repo.clone(),
                 holder: l.holder.clone(),
                 kind: l.kind,
-                relation: relation?,
             })
         })
         .collect();
     out.sort_by(|a, b| a.repo.cmp(&b.repo));
     out
+}
+
+/// Whether any active lock blocks a new lock on `repo` (`!blockers(..).is_empty()` without
+/// building the list: stops at the first blocker, allocates nothing).
+pub fn is_blocked<'a>(
+    graph: &RepoGraph,
+    repo: &str,
+    active_repos: impl IntoIterator<Item = &'a str>,
+) -> bool {
+    let chain = graph.chain_of(repo);
+    active_repos.into_iter().any(|r| chain.contains(r))
 }
 
 #[cfg(test)]
@@ -122,7 +134,9 @@ mod tests {
 
     fn can_spawn(g: &RepoGraph, repo: &str, active: &[&str]) -> bool {
         let locks: Vec<ChainLock> = active.iter().map(|r| held(r)).collect();
-        blockers(g, repo, &locks).is_empty()
+        let free = blockers(g, repo, &locks).is_empty();
+        assert_eq!(free, !is_blocked(g, repo, active.iter().copied()));
+        free
     }
 
     /// Contract, "SPAWN BLOCKING EXAMPLE": alphavm is active.
@@ -249,6 +263,7 @@ mod tests {
             let holders: Vec<usize> = holders.into_iter().collect::<HashSet<_>>().into_iter().collect();
             let locks: Vec<ChainLock> = holders.iter().map(|h| held(&name(*h))).collect();
             let fast = blockers(&g, &name(repo), &locks).is_empty();
+            prop_assert_eq!(fast, !is_blocked(&g, &name(repo), locks.iter().map(|l| l.repo.as_str())));
             let brute = !holders.iter().any(|&h| {
                 h == repo || brute_reach(n, &edges, repo, h) || brute_reach(n, &edges, h, repo)
             });

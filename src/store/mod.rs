@@ -13,8 +13,8 @@ pub mod waves;
 pub mod workers;
 
 pub use locks::{
-    LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock, release_in,
-    try_lock_in, worker_lock_count,
+    ActiveLocks, LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock,
+    release_in, try_lock_in, worker_lock_count,
 };
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -146,6 +146,10 @@ impl Store {
         self.conn
             .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
             .map_err(|e| self.classify(e))?;
+        // rusqlite keeps 16 prepared statements by default; one spawn's transaction alone
+        // (lock, worker, event) plus a supervisor's loop use more, and an evicted statement is
+        // parsed again on its next use.
+        self.conn.set_prepared_statement_cache_capacity(64);
         Ok(())
     }
 

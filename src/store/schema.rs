@@ -245,6 +245,45 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE wave_tasks ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
     "#,
+    // 10: a lock acquire or release writes two pages (the lock's, the history row's), not
+    // five. `locks` is keyed by its repository (one b-tree, still one lock per repository),
+    // and a lock's id is now the `seq` of its acquire row (store/locks.rs), so neither table
+    // needs AUTOINCREMENT's `sqlite_sequence` page. `seq` stays strictly increasing without
+    // it: an INTEGER PRIMARY KEY takes the largest rowid + 1 and history rows are never
+    // deleted. The ids of locks taken before stay theirs and cannot meet a new one: each
+    // was counted once per acquire row, so none exceeds the largest `seq` so far. The index
+    // on `lock_id` goes: nothing looks history up by lock (replay reads it all, by `seq`).
+    r#"
+    CREATE TABLE lock_history_10 (
+        seq     INTEGER PRIMARY KEY,
+        lock_id INTEGER NOT NULL,
+        action  TEXT NOT NULL CHECK (action IN ('acquire', 'release')),
+        repo    TEXT NOT NULL,
+        holder  TEXT NOT NULL,
+        kind    TEXT NOT NULL,
+        reason  TEXT,
+        by      TEXT,
+        pid     INTEGER NOT NULL,
+        at_ms   INTEGER NOT NULL
+    );
+    INSERT INTO lock_history_10 (seq, lock_id, action, repo, holder, kind, reason, by, pid, at_ms)
+        SELECT seq, lock_id, action, repo, holder, kind, reason, by, pid, at_ms FROM lock_history;
+    DROP TABLE lock_history;
+    ALTER TABLE lock_history_10 RENAME TO lock_history;
+    CREATE TABLE locks_10 (
+        repo        TEXT PRIMARY KEY,
+        id          INTEGER NOT NULL,
+        holder      TEXT NOT NULL,
+        kind        TEXT NOT NULL CHECK (kind IN ('hold', 'worker')),
+        reason      TEXT,
+        by          TEXT,
+        acquired_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO locks_10 (repo, id, holder, kind, reason, by, acquired_ms)
+        SELECT repo, id, holder, kind, reason, by, acquired_ms FROM locks;
+    DROP TABLE locks;
+    ALTER TABLE locks_10 RENAME TO locks;
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
@@ -273,4 +312,85 @@ pub(super) fn migrate(store: &mut Store) -> Result<(), StoreError> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::RepoGraph;
+    use crate::lock::HolderKind;
+    use crate::store::{LockAttempt, first_conflict};
+
+    /// A database at schema 9 with locks taken and released the old way (AUTOINCREMENT ids)
+    /// keeps them through migration 10, and new locks continue the history in order with ids
+    /// no old lock had.
+    #[test]
+    fn migration_10_keeps_lock_history_and_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = rusqlite::Connection::open(dir.path().join(super::super::DB_FILE)).unwrap();
+            for m in &MIGRATIONS[..9] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.execute_batch(
+                "PRAGMA user_version = 9;
+                 INSERT INTO locks (repo, holder, kind, acquired_ms) VALUES ('vm', 'w1', 'worker', 1);
+                 INSERT INTO lock_history (lock_id, action, repo, holder, kind, pid, at_ms)
+                     VALUES (1, 'acquire', 'vm', 'w1', 'worker', 7, 1);
+                 DELETE FROM locks WHERE id = 1;
+                 INSERT INTO lock_history (lock_id, action, repo, holder, kind, pid, at_ms)
+                     VALUES (1, 'release', 'vm', 'w1', 'worker', 7, 2);
+                 INSERT INTO locks (repo, holder, kind, reason, by, acquired_ms)
+                     VALUES ('os', 'hold:x', 'hold', 'why', 'me', 3);
+                 INSERT INTO lock_history (lock_id, action, repo, holder, kind, reason, by, pid, at_ms)
+                     VALUES (2, 'acquire', 'os', 'hold:x', 'hold', 'why', 'me', 7, 3);",
+            )
+            .unwrap();
+        }
+        let mut s = Store::open(dir.path()).unwrap();
+        let version: i64 = s
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, LATEST);
+        let locks = s.locks().unwrap();
+        assert_eq!(locks.len(), 1);
+        assert_eq!(
+            (
+                locks[0].id,
+                locks[0].repo.as_str(),
+                locks[0].reason.as_deref()
+            ),
+            (2, "os", Some("why"))
+        );
+        let g = RepoGraph::new([
+            ("core".to_string(), vec![]),
+            ("vm".to_string(), vec!["core".to_string()]),
+            ("os".to_string(), vec!["core".to_string()]),
+        ]);
+        let LockAttempt::Acquired(vm) = s
+            .try_lock(&g, "vm", "w2", HolderKind::Worker, None, None)
+            .unwrap()
+        else {
+            panic!("vm is free")
+        };
+        assert!(vm.id > 2, "a new lock id is no old one's: {}", vm.id);
+        s.release("w2", Some("done"), None).unwrap();
+        assert_eq!(s.unhold("os", None).unwrap().unwrap().id, 2);
+        let h = s.lock_history().unwrap();
+        let seqs: Vec<i64> = h.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+        let ids: Vec<i64> = h.iter().map(|e| e.lock_id).collect();
+        assert_eq!(ids, [1, 1, 2, 4, 4, 2]);
+        assert!(first_conflict(&g, &h).is_none());
+        let leftover: i64 = s
+            .conn()
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_sequence WHERE name IN ('locks', 'lock_history')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(leftover, 0, "no AUTOINCREMENT counter is left behind");
+    }
 }

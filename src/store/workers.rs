@@ -121,9 +121,11 @@ fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
 }
 
 pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
-    tx.execute(
+    // Cached: spawn's lock transaction runs it, and a rebuild once per worker.
+    tx.prepare_cached(
         &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"),
-        params![
+    )?
+    .execute(params![
             w.id,
             w.repo,
             w.task,
@@ -147,8 +149,7 @@ pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()>
             w.created_ms,
             w.updated_ms,
             w.progress.milestone.as_str()
-        ],
-    )?;
+        ])?;
     Ok(())
 }
 

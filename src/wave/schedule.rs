@@ -9,7 +9,7 @@
 
 use super::dag::Dag;
 use crate::graph::RepoGraph;
-use crate::lock::{ChainLock, HolderKind, blockers};
+use crate::lock::{ChainLock, is_blocked};
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
@@ -147,26 +147,16 @@ pub fn decide(
     }
     // The locks the chosen tasks will take count too (inside one wave they never conflict —
     // see dag.rs — but the rule should not depend on that).
-    let mut held: Vec<ChainLock> = locks.to_vec();
+    let mut held: Vec<&str> = locks.iter().map(|l| l.repo.as_str()).collect();
     for i in state.ready() {
-        if !held.is_empty() && !blockers(graph, &dag.repos[i], &held).is_empty() {
+        if is_blocked(graph, &dag.repos[i], held.iter().copied()) {
             continue;
         }
         out.push(i);
         if out.len() == free {
             break;
         }
-        if !locks.is_empty() {
-            held.push(ChainLock {
-                id: 0,
-                repo: dag.repos[i].clone(),
-                holder: String::new(),
-                kind: HolderKind::Worker,
-                reason: None,
-                by: None,
-                acquired_ms: 0,
-            });
-        }
+        held.push(&dag.repos[i]);
     }
     out
 }

@@ -16,7 +16,7 @@ use crate::ci::verdict::VerdictKind;
 use crate::lock::HolderKind;
 use crate::milestone::{Milestone, Progress};
 use crate::store::workers::{self as ws, VerdictRow, WorkerRecord};
-use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in};
+use crate::store::{ActiveLocks, LockAttempt, Store, StoreError, now_ms};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -216,28 +216,35 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         Lock::IfFree => 2,
     });
 
-    let mut problems = Vec::new();
-    let mut workers = 0;
-    let mut locks = 0;
-    for (cp, rec, lock, proof) in plan {
-        // Only an unproven DONE wishes for a lock only if free.
-        let note = if lock == Lock::IfFree {
-            "rebuilt from its checkpoint file; it said DONE, which CI did not prove again"
-        } else {
-            "rebuilt from its checkpoint file"
-        };
-        match insert(l, &mut store, &cp, &rec, lock, proof.as_ref(), note)? {
-            Inserted::Yes { held, problem } => {
-                workers += 1;
-                locks += held as usize;
-                problems.extend(problem);
+    // One transaction for the whole rebuild: the active locks are read once (`ActiveLocks`),
+    // not once per worker, and a rebuild that fails half-way leaves no half-filled database
+    // behind (which --from-checkpoints would then refuse to rebuild).
+    let (problems, workers, locks) = store.write(|tx| {
+        let mut held = ActiveLocks::read(tx)?;
+        let mut problems = Vec::new();
+        let mut workers = 0;
+        let mut locks = 0;
+        for (cp, rec, lock, proof) in &plan {
+            // Only an unproven DONE wishes for a lock only if free.
+            let note = if *lock == Lock::IfFree {
+                "rebuilt from its checkpoint file; it said DONE, which CI did not prove again"
+            } else {
+                "rebuilt from its checkpoint file"
+            };
+            match insert(l, tx, &mut held, cp, rec, *lock, proof.as_ref(), note)? {
+                Inserted::Yes { held, problem } => {
+                    workers += 1;
+                    locks += held as usize;
+                    problems.extend(problem);
+                }
+                Inserted::No(p) => problems.push(p),
             }
-            Inserted::No(p) => problems.push(p),
         }
-    }
-    for r in &mut refused {
-        hold_for(l, &mut store, r)?;
-    }
+        for r in &mut refused {
+            hold_for(l, &mut held, r)?;
+        }
+        Ok((problems, workers, locks))
+    })?;
     Ok(Rebuilt {
         moved_aside,
         workers,
@@ -303,95 +310,92 @@ enum Inserted {
     No(String),
 }
 
-/// Inserts one worker with its pushes (and CI's fresh proof, if any) and its lock, in one
-/// transaction.
+/// Inserts one worker with its pushes (and CI's fresh proof, if any) and its lock.
+#[allow(clippy::too_many_arguments)]
 fn insert(
     l: &Loaded,
-    store: &mut Store,
+    tx: &rusqlite::Transaction,
+    held: &mut ActiveLocks,
     cp: &Checkpoint,
     rec: &WorkerRecord,
     lock: Lock,
     proof: Option<&super::Polled>,
     note: &str,
-) -> Result<Inserted> {
+) -> rusqlite::Result<Inserted> {
     let graph = &l.config.graph;
-    let outcome = store.write(|tx| {
-        if ws::get_worker(tx, &rec.id)?.is_some() {
-            return Ok(Inserted::No(format!(
-                "{}: already in the database; skipped",
-                rec.id
-            )));
+    if ws::get_worker(tx, &rec.id)?.is_some() {
+        return Ok(Inserted::No(format!(
+            "{}: already in the database; skipped",
+            rec.id
+        )));
+    }
+    ws::insert_worker(tx, rec)?;
+    ws::add_event(tx, &rec.id, "rebuilt", rec.progress.milestone, note)?;
+    for ci in &cp.ci_runs {
+        let pushed = jiff::Timestamp::strptime("%Y-%m-%dT%H:%M:%S%.fZ", &ci.pushed_at)
+            .map(|t| t.as_millisecond())
+            .unwrap_or(rec.created_ms);
+        ws::record_push(tx, &rec.id, &ci.sha, pushed)?;
+        let kind = ci.verdict.as_deref().and_then(VerdictKind::parse);
+        if let Some(kind) = kind.filter(|k| *k != VerdictKind::Green) {
+            let row = VerdictRow {
+                kind,
+                detail: ci.detail.as_deref().unwrap_or(""),
+                failed_jobs: &ci.jobs_failed,
+                runs: None,
+            };
+            ws::record_verdict(tx, &rec.id, &ci.sha, row)?;
         }
-        ws::insert_worker(tx, rec)?;
-        ws::add_event(tx, &rec.id, "rebuilt", rec.progress.milestone, note)?;
-        for ci in &cp.ci_runs {
-            let pushed = jiff::Timestamp::strptime("%Y-%m-%dT%H:%M:%S%.fZ", &ci.pushed_at)
-                .map(|t| t.as_millisecond())
-                .unwrap_or(rec.created_ms);
-            ws::record_push(tx, &rec.id, &ci.sha, pushed)?;
-            let kind = ci.verdict.as_deref().and_then(VerdictKind::parse);
-            if let Some(kind) = kind.filter(|k| *k != VerdictKind::Green) {
-                let row = VerdictRow {
-                    kind,
-                    detail: ci.detail.as_deref().unwrap_or(""),
-                    failed_jobs: &ci.jobs_failed,
-                    runs: None,
-                };
-                ws::record_verdict(tx, &rec.id, &ci.sha, row)?;
-            }
-        }
-        if let Some((sha, Ok((v, runs)))) = proof {
-            let pushed = rec.progress.pushed_ms.unwrap_or(rec.created_ms);
-            ws::record_push(tx, &rec.id, sha, pushed)?;
-            ws::record_verdict(tx, &rec.id, sha, VerdictRow::of(v, runs))?;
-        }
-        if lock == Lock::None {
-            return Ok(Inserted::Yes {
+    }
+    if let Some((sha, Ok((v, runs)))) = proof {
+        let pushed = rec.progress.pushed_ms.unwrap_or(rec.created_ms);
+        ws::record_push(tx, &rec.id, sha, pushed)?;
+        ws::record_verdict(tx, &rec.id, sha, VerdictRow::of(v, runs))?;
+    }
+    if lock == Lock::None {
+        return Ok(Inserted::Yes {
+            held: false,
+            problem: None,
+        });
+    }
+    match held.try_lock(
+        graph,
+        &rec.repo,
+        &rec.id,
+        HolderKind::Worker,
+        Some(&rec.task),
+        Some("orch resume"),
+    )? {
+        LockAttempt::Acquired(_) => Ok(Inserted::Yes {
+            held: true,
+            problem: None,
+        }),
+        LockAttempt::Blocked(b) => {
+            let names: Vec<String> = b.iter().map(|x| x.describe(&rec.repo)).collect();
+            let problem = match lock {
+                Lock::IfFree => format!(
+                    "{}: its chain is already locked ({}); it is verified without a lock",
+                    rec.id,
+                    names.join("; ")
+                ),
+                _ => format!(
+                    "{}: its lock conflicts with {}; left without a lock",
+                    rec.id,
+                    names.join("; ")
+                ),
+            };
+            Ok(Inserted::Yes {
                 held: false,
-                problem: None,
-            });
+                problem: Some(problem),
+            })
         }
-        match try_lock_in(
-            tx,
-            graph,
-            &rec.repo,
-            &rec.id,
-            HolderKind::Worker,
-            Some(&rec.task),
-            Some("orch resume"),
-        )? {
-            LockAttempt::Acquired(_) => Ok(Inserted::Yes {
-                held: true,
-                problem: None,
-            }),
-            LockAttempt::Blocked(b) => {
-                let names: Vec<String> = b.iter().map(|x| x.describe(&rec.repo)).collect();
-                let problem = match lock {
-                    Lock::IfFree => format!(
-                        "{}: its chain is already locked ({}); it is verified without a lock",
-                        rec.id,
-                        names.join("; ")
-                    ),
-                    _ => format!(
-                        "{}: its lock conflicts with {}; left without a lock",
-                        rec.id,
-                        names.join("; ")
-                    ),
-                };
-                Ok(Inserted::Yes {
-                    held: false,
-                    problem: Some(problem),
-                })
-            }
-        }
-    })?;
-    Ok(outcome)
+    }
 }
 
 /// Holds the chain of a refused checkpoint's repository (known from its worker id) for an
 /// operator, unless another lock already covers it (then that worker could not have held
 /// one either: chain locks never overlap).
-fn hold_for(l: &Loaded, store: &mut Store, r: &mut RefusedCheckpoint) -> Result<()> {
+fn hold_for(l: &Loaded, held: &mut ActiveLocks, r: &mut RefusedCheckpoint) -> rusqlite::Result<()> {
     let Some(id) = &r.worker_id else {
         return Ok(());
     };
@@ -402,18 +406,14 @@ fn hold_for(l: &Loaded, store: &mut Store, r: &mut RefusedCheckpoint) -> Result<
         "the checkpoint of {id} could not be trusted ({}); see orch resume's report",
         r.why
     );
-    let graph = &l.config.graph;
-    let attempt = store.write(|tx| {
-        try_lock_in(
-            tx,
-            graph,
-            repo,
-            HOLDER,
-            HolderKind::Hold,
-            Some(&reason),
-            Some("orch resume"),
-        )
-    })?;
+    let attempt = held.try_lock(
+        &l.config.graph,
+        repo,
+        HOLDER,
+        HolderKind::Hold,
+        Some(&reason),
+        Some("orch resume"),
+    )?;
     match attempt {
         LockAttempt::Acquired(_) => r.held = Some(repo.to_string()),
         LockAttempt::Blocked(b) => {
@@ -426,6 +426,7 @@ fn hold_for(l: &Loaded, store: &mut Store, r: &mut RefusedCheckpoint) -> Result<
     }
     Ok(())
 }
+
 /// Renames an unreadable database (and its WAL/SHM files) out of the way.
 fn move_aside(db: &Path, why: &str) -> Result<PathBuf> {
     let stamp = jiff::Timestamp::now()

@@ -207,12 +207,13 @@ pub fn live_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
 /// The workers whose tree may have been left running by a dead supervisor
 /// (`app::orphans::sweep`): live ones that had a worker process, and ended ones whose
 /// worker's exit was never recorded (an ended worker's exit, once recorded, came after its
-/// tree was swept by whoever recorded it).
+/// tree was swept by whoever recorded it). (`+ended_ms`: the second half is read through the
+/// small `workers_running` index, not by walking every ended worker's.)
 pub fn sweep_candidates(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE ended_ms IS NULL AND worker_pid IS NOT NULL
          UNION ALL
-         SELECT {COLUMNS} FROM workers WHERE worker_running = 1 AND ended_ms IS NOT NULL"
+         SELECT {COLUMNS} FROM workers WHERE worker_running = 1 AND +ended_ms IS NOT NULL"
     ))?;
     stmt.query_map([], row_to_worker)?.collect()
 }

@@ -84,6 +84,7 @@ fn seed(state: &Path, config: &orch::config::Config, contract: &Contract, n: usi
                     resume_note: None,
                     created_ms: now - 60_000,
                     updated_ms: now - 30_000,
+                    ended_ms: None,
                 };
                 let LockAttempt::Acquired(_) = try_lock_in(
                     tx,

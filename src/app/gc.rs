@@ -3,6 +3,9 @@
 //! clone where nothing of orch's remains. Unpushed work is never removed: a worktree with
 //! uncommitted changes or a branch with a commit the remote does not have is kept, with why.
 //! A worker whose supervisor is alive is never touched.
+//!
+//! Then the history's retention: ended workers older than `history.keep` lose their records
+//! (`prune`, with `store::history`), unless something still needs them.
 
 use super::Loaded;
 use crate::config::{ForgeKind, Repo};
@@ -64,6 +67,8 @@ pub struct GcReport {
     /// A remote could not be fetched (its work could not be checked, so it was kept): the
     /// command's answer is "unavailable", a retry may do more.
     pub unreachable: Vec<String>,
+    /// The history pruned after `history.keep`.
+    pub history: HistoryGc,
 }
 
 impl GcReport {
@@ -78,34 +83,53 @@ impl GcReport {
 const BRANCH_PREFIX: &str = "orch/";
 
 /// Cleans up (or with `dry_run` only lists) the leftovers of finished workers in `loaded`'s
-/// clones. `store` is `None` where orch has no state yet (nothing to clean).
+/// clones, then prunes the history older than `history.keep`. `store` is `None` where orch
+/// has no state yet (nothing to clean).
+///
+/// Only ended workers not yet found clean are looked at (`cleaned_ms`, set when nothing of a
+/// worker is left in its clone), so a run's cost follows the workers that ended since the last
+/// one, not the whole history.
 pub fn run(loaded: &Loaded, store: Option<&mut Store>, dry_run: bool) -> super::Result<GcReport> {
     let mut report = GcReport {
         dry_run,
         workers: Vec::new(),
         remotes: Vec::new(),
         unreachable: Vec::new(),
+        history: HistoryGc::new(loaded.config.history.keep, now_ms()),
     };
     let Some(store) = store else {
         return Ok(report);
     };
-    let workers = store.workers()?;
+    let (workers, live) = store.read(|tx| {
+        Ok((
+            crate::store::history::uncleaned(tx)?,
+            crate::store::workers::live_workers(tx)?,
+        ))
+    })?;
     let now = now_ms();
+    // Workers nothing of which is (or, after this run, will be) left in their clone.
+    let mut clean: Vec<String> = Vec::new();
     // One fetch per clone and remote: Err(why) when it could not be fetched.
     let mut fetched: BTreeMap<(PathBuf, String), Result<(), String>> = BTreeMap::new();
     // Branches gc removes (or would remove) per clone, for the remote decision below.
     let mut removed_branches: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     for w in &workers {
-        if !matches!(w.milestone(), Milestone::Done | Milestone::Cancelled) {
-            continue;
-        }
+        let removable = matches!(w.milestone(), Milestone::Done | Milestone::Cancelled);
         let Some(repo) = loaded.config.repo(&w.repo) else {
-            report.workers.extend(unconfigured(w, now));
+            match unconfigured(w, now) {
+                Some(item) if removable => report.workers.push(item),
+                Some(_) => {}
+                None => clean.push(w.id.clone()),
+            }
             continue;
         };
         let Some(mut item) = inspect(w, repo) else {
+            clean.push(w.id.clone());
             continue;
         };
+        if !removable {
+            continue; // FAILED: its worktree is left for a person to look at
+        }
         if w.supervised(now) {
             item.action = Action::Keep;
             item.reason = Some("its supervisor is still running".into());
@@ -146,6 +170,7 @@ pub fn run(loaded: &Loaded, store: Option<&mut Store>, dry_run: bool) -> super::
                     item.reason = Some(why);
                 }
                 if item.action == Action::Remove {
+                    clean.push(w.id.clone());
                     removed_branches
                         .entry(repo.path.clone())
                         .or_default()
@@ -155,10 +180,216 @@ pub fn run(loaded: &Loaded, store: Option<&mut Store>, dry_run: bool) -> super::
         }
         report.workers.push(item);
     }
-    if loaded.config.forge.kind == ForgeKind::Local {
-        report.remotes = remotes(loaded, &workers, &removed_branches, dry_run);
+    if !dry_run && !clean.is_empty() {
+        store.write(|tx| {
+            for id in &clean {
+                crate::store::history::mark_cleaned(tx, id, now)?;
+            }
+            Ok(())
+        })?;
     }
+    if loaded.config.forge.kind == ForgeKind::Local {
+        report.remotes = remotes(loaded, &live, &removed_branches, dry_run);
+    }
+    report.history = prune(loaded, store, &clean, dry_run)?;
     Ok(report)
+}
+
+/// What pruning the history did (or, with `dry_run`, would do).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct HistoryGc {
+    /// `history.keep`, in seconds.
+    pub keep_s: u64,
+    /// Workers that ended before this may be pruned.
+    #[schemars(extend("format" = "date-time"))]
+    pub cutoff: String,
+    /// Ended workers whose records went (or would go): database rows and session directory.
+    pub pruned: Vec<PrunedWorker>,
+    /// Workers old enough that were kept, and why.
+    pub kept: Vec<KeptWorker>,
+    /// Finished or cancelled waves pruned with their workers.
+    pub waves: Vec<String>,
+    /// Alerts whose delivery was over (every sink delivered) pruned with their workers or
+    /// for their age, and their delivered outbox rows.
+    pub alerts: usize,
+    pub deliveries: usize,
+}
+
+impl HistoryGc {
+    fn new(keep: std::time::Duration, now: i64) -> Self {
+        HistoryGc {
+            keep_s: keep.as_secs(),
+            cutoff: crate::store::fmt_ms(now - keep.as_millis() as i64),
+            pruned: Vec::new(),
+            kept: Vec::new(),
+            waves: Vec::new(),
+            alerts: 0,
+            deliveries: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct PrunedWorker {
+    pub worker_id: String,
+    pub repo: String,
+    pub milestone: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub ended_at: String,
+    /// Its session directory (removed with it).
+    pub session: String,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct KeptWorker {
+    pub worker_id: String,
+    pub repo: String,
+    pub milestone: String,
+    pub reason: String,
+}
+
+/// Prunes the records of workers that ended before `history.keep` ago: never one holding a
+/// chain lock, one with anything left in its clone (its worktree may hold work), or one a wave
+/// not finished (or finished within `keep`) names — a wave goes whole, with its workers.
+/// Alerts whose delivery is not over stay (their delivery reads only their own rows). The
+/// files go first (the checkpoint, which `resume --from-checkpoints` would rebuild the worker
+/// from, and the session directory), then the rows in one transaction: a crash in between
+/// leaves rows the next run prunes, never files without a row the database knows.
+fn prune(
+    loaded: &Loaded,
+    store: &mut Store,
+    clean_now: &[String],
+    dry_run: bool,
+) -> super::Result<HistoryGc> {
+    use crate::store::history as h;
+    let now = now_ms();
+    let keep = loaded.config.history.keep;
+    let mut out = HistoryGc::new(keep, now);
+    let cutoff = now - keep.as_millis().min(i64::MAX as u128) as i64;
+    let candidates = store.read(|tx| h::candidates(tx, cutoff))?;
+    let mut why_kept: BTreeMap<String, String> = BTreeMap::new();
+    for c in &candidates {
+        let id = &c.worker.id;
+        if c.holds_lock {
+            why_kept.insert(
+                id.clone(),
+                "it holds a chain lock (orch release --force)".into(),
+            );
+        } else if !c.cleaned && !clean_now.contains(id) {
+            why_kept.insert(
+                id.clone(),
+                "its worktree or branch is still in its clone (orch gc removes a DONE or CANCELLED worker's once its commits are on the remote; a FAILED one's is left to you)".into(),
+            );
+        }
+    }
+    // A wave goes whole: when it finished or was cancelled before the cutoff and every worker
+    // it names may go.
+    let by_id: BTreeMap<&str, &h::Candidate> = candidates
+        .iter()
+        .map(|c| (c.worker.id.as_str(), c))
+        .collect();
+    let mut waves: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
+    for c in &candidates {
+        for wave in &c.waves {
+            if !waves.contains_key(wave) {
+                let members = store.read(|tx| h::wave_done_before(tx, wave, cutoff))?;
+                waves.insert(wave.clone(), members);
+            }
+        }
+    }
+    let mut waves_pruned = Vec::new();
+    for (wave, members) in &waves {
+        let whole = members.as_ref().is_some_and(|m| {
+            m.iter().all(|id| {
+                by_id
+                    .get(id.as_str())
+                    .is_some_and(|_| !why_kept.contains_key(id))
+            })
+        });
+        if whole {
+            waves_pruned.push(wave.clone());
+            continue;
+        }
+        let reason = match members {
+            None => format!("wave {wave} is in progress or ended within history.keep"),
+            Some(_) => format!("wave {wave} has a worker that is kept"),
+        };
+        for id in members.iter().flatten() {
+            why_kept.entry(id.clone()).or_insert_with(|| reason.clone());
+        }
+        for c in candidates.iter().filter(|c| c.waves.contains(wave)) {
+            why_kept
+                .entry(c.worker.id.clone())
+                .or_insert_with(|| reason.clone());
+        }
+    }
+    let mut going = Vec::new();
+    for c in &candidates {
+        let w = &c.worker;
+        match why_kept.get(&w.id) {
+            Some(reason) => out.kept.push(KeptWorker {
+                worker_id: w.id.clone(),
+                repo: w.repo.clone(),
+                milestone: w.milestone().as_str().to_string(),
+                reason: reason.clone(),
+            }),
+            None => {
+                out.pruned.push(PrunedWorker {
+                    worker_id: w.id.clone(),
+                    repo: w.repo.clone(),
+                    milestone: w.milestone().as_str().to_string(),
+                    ended_at: crate::store::fmt_ms(w.ended_ms.unwrap_or(w.updated_ms)),
+                    session: super::supervisor::session_dir(&loaded.state_dir, &w.id)
+                        .display()
+                        .to_string(),
+                });
+                going.push(w);
+            }
+        }
+    }
+    out.waves = waves_pruned.clone();
+    let delete = |tx: &rusqlite::Transaction| {
+        let mut d = h::Deleted::default();
+        let mut kept = Vec::new();
+        for w in &going {
+            if !h::delete_worker(tx, &w.id, &mut d)? {
+                kept.push(w.id.clone());
+            }
+        }
+        for wave in &waves_pruned {
+            h::delete_wave(tx, wave)?;
+        }
+        let (a, dl) = h::delete_old_repo_alerts(tx, cutoff)?;
+        d.alerts += a;
+        d.deliveries += dl;
+        Ok((d, kept))
+    };
+    if dry_run {
+        // The same deletions in a transaction that is never committed (`read` rolls back):
+        // the counts are exactly what a run would delete.
+        let (d, _) = store.read(delete)?;
+        out.alerts = d.alerts;
+        out.deliveries = d.deliveries;
+        return Ok(out);
+    }
+    for w in &going {
+        let _ = std::fs::remove_file(crate::checkpoint::path_for(&loaded.state_dir, w));
+        let session = super::supervisor::session_dir(&loaded.state_dir, &w.id);
+        if let Err(e) = std::fs::remove_dir_all(&session)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(worker = %w.id, error = %e, "could not remove its session directory");
+        }
+    }
+    let deleted = store.write(delete)?;
+    let (d, changed) = deleted;
+    out.pruned.retain(|p| !changed.contains(&p.worker_id));
+    out.alerts = d.alerts;
+    out.deliveries = d.deliveries;
+    Ok(out)
 }
 
 /// What is left of `w` in its clone; `None` when nothing is (already cleaned up).
@@ -334,7 +565,7 @@ fn remove(w: &WorkerRecord, clone: &Path, item: &WorkerGc) -> Result<(), String>
 /// that points at this state directory's local forge is orch's.
 fn remotes(
     loaded: &Loaded,
-    workers: &[WorkerRecord],
+    live: &[WorkerRecord],
     removed: &BTreeMap<PathBuf, Vec<String>>,
     dry_run: bool,
 ) -> Vec<RemoteGc> {
@@ -342,11 +573,9 @@ fn remotes(
     let remote = super::spawn::LOCAL_REMOTE;
     let mut out = Vec::new();
     for repo in loaded.config.repos.iter() {
-        // A worker still going (a spawn half-way included) may need the remote any moment.
-        if workers
-            .iter()
-            .any(|w| w.repo == repo.name && !w.milestone().is_terminal())
-        {
+        // A worker still going (a spawn half-way included, a change still landing) may need
+        // the remote any moment. `live` holds only those.
+        if live.iter().any(|w| w.repo == repo.name) {
             continue;
         }
         let Ok(Some(url)) = gitops::remote_url(&repo.path, remote) else {

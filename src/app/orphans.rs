@@ -57,7 +57,9 @@ fn swept_key(w: &WorkerRecord) -> String {
 }
 
 /// Kills every orphaned worker tree of the state directory; how many trees had something
-/// left to kill. Cheap when there is none: one read of the worker rows, and per worker whose
+/// left to kill. Cheap when there is none: one read of the live worker rows (and of ended ones
+/// whose worker's exit was never recorded; an ended worker's recorded exit came after its tree
+/// was swept), and per worker whose
 /// supervisor is gone a `kill(-pgid, 0)` and a file lookup or two; the `/proc` scans run only
 /// for a worker whose supervisor died while it ran, once. Does nothing for a state directory without a database
 /// (it creates nothing).
@@ -68,7 +70,8 @@ pub fn sweep(state_dir: &Path) -> usize {
     let Ok(mut store) = Store::open(state_dir) else {
         return 0;
     };
-    let Ok(workers) = store.workers() else {
+    // Live workers and ended ones whose exit was never recorded: never the whole history.
+    let Ok(workers) = store.read(crate::store::workers::sweep_candidates) else {
         return 0;
     };
     let mut killed = 0;

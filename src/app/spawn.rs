@@ -221,6 +221,7 @@ pub fn prepare(
         resume_note: None,
         created_ms: now,
         updated_ms: now,
+        ended_ms: None,
     };
 
     // The lock and the record commit together: a worker exists iff it holds its chain.

@@ -213,6 +213,9 @@ fn fish(mut base: String, slots: &[Slot]) -> String {
     base
 }
 
+/// How many ended workers (the most recent) a completion offers.
+const COMPLETED_ENDED: usize = 200;
+
 /// `orch __complete KIND`: the values, one per line; nothing (and exit 0) where there are none or
 /// the organisation cannot be read — a completion never prints an error or creates state.
 pub fn values(ctx: &super::Ctx, kind: Kind) -> i32 {
@@ -222,8 +225,19 @@ pub fn values(ctx: &super::Ctx, kind: Kind) -> i32 {
     let out: Vec<String> = match kind {
         Kind::Repos => config.repos.iter().map(|r| r.name.clone()).collect(),
         Kind::Workers => match ctx.existing_store(&config) {
+            // Live workers and the most recently ended: a completion never reads the history.
             Ok(Some(mut store)) => store
-                .workers()
+                .read(|tx| {
+                    use crate::store::workers as ws;
+                    let mut all = ws::live_workers(tx)?;
+                    all.extend(ws::ended_workers(
+                        tx,
+                        &ws::HistoryFilter::default(),
+                        None,
+                        Some(COMPLETED_ENDED),
+                    )?);
+                    Ok(all)
+                })
                 .map(|ws| ws.into_iter().map(|w| w.id).collect())
                 .unwrap_or_default(),
             _ => Vec::new(),

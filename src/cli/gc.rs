@@ -25,8 +25,18 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Outcome {
 }
 
 fn print_human(r: &GcReport) {
-    if r.workers.is_empty() && r.remotes.is_empty() {
-        println!("nothing to clean up");
+    let h = &r.history;
+    if r.workers.is_empty()
+        && r.remotes.is_empty()
+        && h.pruned.is_empty()
+        && h.kept.is_empty()
+        && h.alerts == 0
+    {
+        println!(
+            "nothing to clean up (history.keep {}: nothing ended before {})",
+            crate::duration::format(std::time::Duration::from_secs(h.keep_s)),
+            h.cutoff
+        );
         return;
     }
     let removed = if r.dry_run { "would remove" } else { "removed" };
@@ -72,5 +82,47 @@ fn print_human(r: &GcReport) {
             line.push_str(&format!(" — {why}"));
         }
         println!("{}", escape(&line));
+    }
+    print_history(r);
+}
+
+fn print_history(r: &GcReport) {
+    let h = &r.history;
+    let pruned = if r.dry_run { "would prune" } else { "pruned" };
+    for p in &h.pruned {
+        println!(
+            "{}",
+            escape(&format!(
+                "{pruned} {} ({}, {}, ended {}): its records and {}",
+                p.worker_id, p.milestone, p.repo, p.ended_at, p.session
+            ))
+        );
+    }
+    for k in &h.kept {
+        println!(
+            "{}",
+            escape(&format!(
+                "kept the history of {} ({}, {}) — {}",
+                k.worker_id, k.milestone, k.repo, k.reason
+            ))
+        );
+    }
+    for w in &h.waves {
+        println!("{}", escape(&format!("{pruned} wave {w}")));
+    }
+    if !h.pruned.is_empty() || !h.kept.is_empty() || h.alerts > 0 {
+        let alerts = format!(
+            "{} ({} delivered outbox rows)",
+            super::plural(h.alerts, "delivered alert", "delivered alerts"),
+            h.deliveries
+        );
+        println!(
+            "history.keep {}: {} {} that ended before {}, and {alerts}; kept {}",
+            crate::duration::format(std::time::Duration::from_secs(h.keep_s)),
+            pruned,
+            super::plural(h.pruned.len(), "worker", "workers"),
+            h.cutoff,
+            h.kept.len()
+        );
     }
 }

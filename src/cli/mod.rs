@@ -142,13 +142,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Workers with milestone, age, last SHA and its verdict; locks and holds.
+    /// Live workers and the last ended ones, with milestone, age, last SHA and its verdict;
+    /// locks and holds.
     Status {
         #[arg(long)]
         json: bool,
         /// Refresh every 2 seconds.
         #[arg(long)]
         watch: bool,
+        #[command(flatten)]
+        history: HistoryArgs,
     },
     /// Worker sessions: list, or show one with its events.
     Sessions {
@@ -277,11 +280,61 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+/// Which workers `status` and `sessions list` show: every live one, and ended ones newest
+/// first — the last `DEFAULT_ENDED` unless told otherwise.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct HistoryArgs {
+    /// Every ended worker, not only the last 20.
+    #[arg(long, conflicts_with = "limit")]
+    pub all: bool,
+    /// Only ended workers that ended since then: a duration back from now (2d, 12h) or a date
+    /// (2025-01-31, local midnight; or RFC 3339, 2025-01-31T12:00:00Z). Lifts the default limit.
+    #[arg(long, value_parser = parse_since)]
+    pub since: Option<i64>,
+    /// Only workers a wave started (its tasks, every attempt).
+    #[arg(long)]
+    pub wave: Option<String>,
+    /// Only workers of this repository.
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// Ended workers per page [default: 20].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+    /// The next page: the `next` of the previous --json answer (ended workers only).
+    #[arg(long)]
+    pub after: Option<String>,
+}
+
+/// How many ended workers `status` and `sessions list` show by default.
+pub const DEFAULT_ENDED: usize = 20;
+
+/// `--since`: a duration back from now, a date (local midnight) or an RFC 3339 time, as
+/// milliseconds since the epoch.
+pub fn parse_since(s: &str) -> Result<i64, String> {
+    if let Ok(d) = parse_duration(s) {
+        return Ok(crate::store::now_ms().saturating_sub(d.as_millis() as i64));
+    }
+    if let Ok(t) = s.trim().parse::<jiff::Timestamp>() {
+        return Ok(t.as_millisecond());
+    }
+    if let Ok(d) = s.trim().parse::<jiff::civil::Date>()
+        && let Ok(z) = d.to_zoned(jiff::tz::TimeZone::system())
+    {
+        return Ok(z.timestamp().as_millisecond());
+    }
+    Err(format!(
+        "\"{s}\" is neither a duration (2d, 12h, 30m) nor a date (2025-01-31, or 2025-01-31T12:00:00Z)"
+    ))
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
+    /// Live workers and the last ended ones (filters as for `orch status`).
     List {
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        history: HistoryArgs,
     },
     Show {
         id: String,
@@ -603,7 +656,11 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             json,
         } => locks::hold(ctx, &repo, &reason, by, json),
         Command::Unhold { repo, json } => locks::unhold(ctx, &repo, json),
-        Command::Status { json, watch } => workers::status(ctx, json, watch),
+        Command::Status {
+            json,
+            watch,
+            history,
+        } => workers::status(ctx, json, watch, &history),
         Command::Spawn {
             repo,
             task,
@@ -639,7 +696,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             json,
         } => workers::report(ctx, &milestone, sha, job, note, json),
         Command::Sessions { command } => match command {
-            SessionsCommand::List { json } => workers::sessions_list(ctx, json),
+            SessionsCommand::List { json, history } => workers::sessions_list(ctx, json, &history),
             SessionsCommand::Show { id, json } => workers::sessions_show(ctx, &id, json),
         },
         Command::Cancel {

@@ -8,7 +8,7 @@ use super::view::workers::{
     ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView, SessionView, SessionsView,
     SpawnView, StatusView, WorkerView, usage_text,
 };
-use super::{Ctx, Failure, Outcome, operator_name};
+use super::{Ctx, Failure, HistoryArgs, Outcome, operator_name};
 use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
@@ -18,6 +18,7 @@ use crate::store::usage::Usage;
 use crate::store::workers::{self as ws, RequestKind};
 use crate::store::{Store, fmt_ms, now_ms};
 use crate::text::escape as esc;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub struct SpawnArgs {
@@ -292,18 +293,109 @@ pub fn report(
     Ok(code)
 }
 
-/// Every worker's spending (`worker_usage`), by worker id.
-fn all_usage(
-    tx: &rusqlite::Transaction,
-) -> rusqlite::Result<std::collections::HashMap<String, Usage>> {
-    let ids: Vec<String> = ws::list_workers(tx)?.into_iter().map(|w| w.id).collect();
-    let mut out = std::collections::HashMap::new();
-    for id in ids {
-        if let Some(u) = crate::store::usage::get_usage(tx, &id)? {
-            out.insert(id, u);
+/// One page of `status` / `sessions list`: the live workers (first page only) and ended ones
+/// newest first, with what each spent and the wave task that started it — each read by its
+/// worker's key, so the cost follows what is shown, not the history.
+struct Page {
+    workers: Vec<ws::WorkerRecord>,
+    usage: HashMap<String, Usage>,
+    waves: HashMap<String, String>,
+    /// Ended workers selected but not shown.
+    more_ended: usize,
+    /// The `--after` of the next page, when there is one.
+    next: Option<String>,
+}
+
+/// What `args` select, checked: an unknown repository or wave, or a cursor that is not one, is
+/// bad input.
+struct Selection {
+    filter: ws::HistoryFilter,
+    after: Option<ws::Cursor>,
+    limit: Option<usize>,
+}
+
+fn selection(l: &Loaded, store: &mut Store, args: &HistoryArgs) -> Result<Selection, Failure> {
+    let after = match &args.after {
+        None => None,
+        Some(a) => Some(ws::Cursor::parse(a).ok_or_else(|| {
+            Failure::bad_input(format!(
+                "--after {}: not a cursor (pass the `next` of a previous --json answer)",
+                esc(a)
+            ))
+        })?),
+    };
+    if let Some(repo) = &args.repo
+        && l.config.repo(repo).is_none()
+        && !store.read(|tx| ws::any_worker_of(tx, repo))?
+    {
+        return Err(Failure::bad_input(format!(
+            "--repo {}: no such repository in {} and no worker of it in the history",
+            esc(repo),
+            l.config.file.display()
+        )));
+    }
+    if let Some(wave) = &args.wave
+        && !store.read(|tx| crate::store::waves::wave_exists(tx, wave))?
+    {
+        return Err(Failure::bad_input(format!(
+            "--wave {}: no wave of that name has run here (orch wave status lists a wave by its file)",
+            esc(wave)
+        )));
+    }
+    let limit = match (args.all, args.limit) {
+        (true, _) => None,
+        (false, Some(n)) => Some(n as usize),
+        (false, None) if args.since.is_some() => None,
+        (false, None) => Some(super::DEFAULT_ENDED),
+    };
+    Ok(Selection {
+        filter: ws::HistoryFilter {
+            repo: args.repo.clone(),
+            wave: args.wave.clone(),
+            ended_since_ms: args.since,
+        },
+        after,
+        limit,
+    })
+}
+
+fn page(tx: &rusqlite::Transaction, sel: &Selection) -> rusqlite::Result<Page> {
+    // Pages after the first carry ended workers only: the live ones were on the first.
+    let mut workers = if sel.after.is_none() {
+        ws::live_workers_where(tx, &sel.filter)?
+    } else {
+        Vec::new()
+    };
+    let ended = ws::ended_workers(tx, &sel.filter, sel.after.as_ref(), sel.limit)?;
+    let more_ended = match sel.limit {
+        Some(n) if ended.len() == n => {
+            ws::count_ended(tx, &sel.filter, sel.after.as_ref())?.saturating_sub(n)
+        }
+        _ => 0,
+    };
+    let next = (more_ended > 0)
+        .then(|| ended.last().and_then(ws::Cursor::of))
+        .flatten()
+        .map(|c| c.encode());
+    workers.extend(ended);
+    let mut usage = HashMap::new();
+    let mut waves = HashMap::new();
+    for w in &workers {
+        if let Some(u) = crate::store::usage::get_usage(tx, &w.id)? {
+            usage.insert(w.id.clone(), u);
+        }
+        // The wave (and task) a worker runs for, as `<wave>:<task>`.
+        if let Some((wave, task)) = crate::store::waves::wave_task_of(tx, &w.id)? {
+            waves.insert(w.id.clone(), format!("{wave}:{task}"));
         }
     }
-    Ok(out)
+    Ok(Page {
+        workers,
+        usage,
+        waves,
+        more_ended,
+        next,
+    })
 }
 
 /// What read-only commands say where orch has not run yet (they never create state).
@@ -314,40 +406,42 @@ fn no_state(l: &Loaded) -> String {
     )
 }
 
-pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
+pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Outcome {
     let l = ctx.load()?;
     let Some(mut store) = l.existing_store()? else {
         if json_out {
             print_json(&StatusView {
                 workers: Vec::new(),
                 locks: Vec::new(),
+                more_ended: 0,
+                next: None,
             });
         } else {
             println!("{}", no_state(&l));
         }
         return Ok(0);
     };
+    let sel = selection(&l, &mut store, args)?;
     loop {
-        let (workers, locks, in_waves, usage) = store.read(|tx| {
-            Ok((
-                ws::list_workers(tx)?,
-                crate::store::active_locks(tx)?,
-                crate::store::waves::workers_in_waves(tx)?,
-                all_usage(tx)?,
-            ))
-        })?;
-        // The wave (and task) each worker runs for, as `<wave>:<task>`.
-        let wave_of: std::collections::HashMap<String, String> = in_waves
-            .into_iter()
-            .map(|(w, wave, task)| (w, format!("{wave}:{task}")))
-            .collect();
+        let (page, locks) =
+            store.read(|tx| Ok((page(tx, &sel)?, crate::store::active_locks(tx)?)))?;
         let now = now_ms();
         let view = StatusView {
-            workers: workers
+            workers: page
+                .workers
                 .iter()
-                .map(|w| WorkerView::of(w, usage.get(&w.id), wave_of.get(&w.id).cloned(), now))
+                .map(|w| {
+                    WorkerView::of(
+                        w,
+                        page.usage.get(&w.id),
+                        page.waves.get(&w.id).cloned(),
+                        now,
+                    )
+                })
                 .collect(),
             locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
+            more_ended: page.more_ended,
+            next: page.next.clone(),
         };
         if json_out {
             print_json(&view);
@@ -363,7 +457,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
                     println!();
                 }
             }
-            print!("{}", view.human(|id| usage_text(usage.get(id))));
+            print!("{}", view.human(|id| usage_text(page.usage.get(id))));
         }
         if !watch {
             return Ok(0);
@@ -372,25 +466,31 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool) -> Outcome {
     }
 }
 
-pub fn sessions_list(ctx: &Ctx, json_out: bool) -> Outcome {
+pub fn sessions_list(ctx: &Ctx, json_out: bool, args: &HistoryArgs) -> Outcome {
     let l = ctx.load()?;
     let Some(mut store) = l.existing_store()? else {
         if json_out {
             print_json(&SessionsView {
                 sessions: Vec::new(),
+                more_ended: 0,
+                next: None,
             });
         } else {
             println!("{}", no_state(&l));
         }
         return Ok(0);
     };
-    let (workers, usage) = store.read(|tx| Ok((ws::list_workers(tx)?, all_usage(tx)?)))?;
+    let sel = selection(&l, &mut store, args)?;
+    let page = store.read(|tx| page(tx, &sel))?;
     let now = now_ms();
     let view = SessionsView {
-        sessions: workers
+        sessions: page
+            .workers
             .iter()
-            .map(|w| WorkerView::of(w, usage.get(&w.id), None, now))
+            .map(|w| WorkerView::of(w, page.usage.get(&w.id), None, now))
             .collect(),
+        more_ended: page.more_ended,
+        next: page.next,
     };
     if json_out {
         print_json(&view);

@@ -309,6 +309,23 @@ impl LandMethod {
     }
 }
 
+/// `history:`: how long the records of ended workers are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryConfig {
+    /// An ended worker's records (its database rows, its session directory) are pruned by
+    /// `orch gc` this long after it ended.
+    pub keep: std::time::Duration,
+}
+
+/// `history.keep` when repos.yaml does not say.
+pub const HISTORY_KEEP: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig { keep: HISTORY_KEEP }
+    }
+}
+
 /// `downstream:`: after a change lands on X, X's dependents' CI is run on their base heads
 /// with the new X (up to `depth` levels up the graph; 0: no check).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -416,6 +433,8 @@ pub struct Config {
     pub alerts: AlertsConfig,
     /// What orch checks after a change lands.
     pub downstream: DownstreamConfig,
+    /// How long ended workers' records are kept (`orch gc` prunes them after).
+    pub history: HistoryConfig,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

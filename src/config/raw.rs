@@ -22,6 +22,8 @@ pub(super) struct RawConfig {
     pub(super) land: Option<RawLand>,
     #[serde(default)]
     pub(super) downstream: Option<RawDownstream>,
+    #[serde(default)]
+    pub(super) history: Option<RawHistory>,
     /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
     #[serde(default)]
     pub(super) repos: Option<Spanned<RepoEntries>>,
@@ -81,6 +83,13 @@ pub(super) struct RawDownstream {
     pub(super) depth: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) on_breakage: Option<Spanned<String>>,
+}
+
+/// `history:`: how long ended workers' records are kept.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawHistory {
+    #[serde(default)]
+    pub(super) keep: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -428,9 +437,11 @@ pub(super) const TOP: &[&str] = &[
     "alerts",
     "land",
     "downstream",
+    "history",
     "repos",
 ];
 pub(super) const DOWNSTREAM: &[&str] = &["depth", "on_breakage"];
+pub(super) const HISTORY: &[&str] = &["keep"];
 pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
@@ -480,6 +491,7 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
             ("", "worker") => walk_map(value, "worker", WORKER, out, &|_, _, _, _| {}),
             ("", "land") => walk_map(value, "land", LAND, out, &|_, _, _, _| {}),
             ("", "downstream") => walk_map(value, "downstream", DOWNSTREAM, out, &|_, _, _, _| {}),
+            ("", "history") => walk_map(value, "history", HISTORY, out, &|_, _, _, _| {}),
             ("", "alerts") => match &value.value {
                 Node::Seq(items) => walk_sinks(items, "alerts", out),
                 _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {

@@ -104,6 +104,7 @@ pub(super) const DOWNSTREAM: &[Field] = &[
     ("depth", Shape::Int, Optional),
     ("on_breakage", Shape::Text, Optional),
 ];
+pub(super) const HISTORY: &[Field] = &[("keep", Shape::Text, Optional)];
 pub(super) const REPO_CI: &[Field] = &[("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty)];
 pub(super) const REPO: &[Field] = &[
     ("path", Shape::Text, Optional),
@@ -119,6 +120,7 @@ pub(super) const TOP: &[Field] = &[
     ("alerts", Shape::Alerts, Optional),
     ("land", Shape::Map(LAND), Optional),
     ("downstream", Shape::Map(DOWNSTREAM), Optional),
+    ("history", Shape::Map(HISTORY), Optional),
     ("repos", Shape::Repos, Required),
 ];
 

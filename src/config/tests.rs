@@ -478,3 +478,22 @@ fn a_sinks_wrong_typed_kind_is_not_also_called_left_out() {
         "{err}"
     );
 }
+
+#[test]
+fn history_keep_defaults_to_30_days_and_a_wrong_value_is_named_where_it_is() {
+    let c = load("repos:\n  a: {}\n").unwrap();
+    assert_eq!(c.history.keep, std::time::Duration::from_secs(30 * 86_400));
+    let c = load("history:\n  keep: 7d\nrepos:\n  a: {}\n").unwrap();
+    assert_eq!(c.history.keep, std::time::Duration::from_secs(7 * 86_400));
+    let err = load("history:\n  keep: soon\n  forever: true\nrepos:\n  a: {}\n").unwrap_err();
+    let got = listed(&err);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got[0].0, got[0].1), (2, 9), "{got:?}");
+    assert!(got[0].2.starts_with("history.keep: "), "{got:?}");
+    assert_eq!(got[1].0, 3, "{got:?}");
+    assert!(got[1].2.contains("forever"), "{got:?}");
+    let err = load("history:\n  keep: 0s\nrepos:\n  a: {}\n").unwrap_err();
+    assert!(err.to_string().contains("history.keep"), "{err}");
+    let err = load("history: 30d\nrepos:\n  a: {}\n").unwrap_err();
+    assert!(err.to_string().contains("history"), "{err}");
+}

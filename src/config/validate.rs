@@ -5,8 +5,8 @@ use super::raw::{
 };
 use super::{
     Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, DownstreamConfig, ForgeConfig,
-    ForgeKind, GIVE_UP_AFTER, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod, LandPolicy,
-    OnBreakage, OnConflict, Repo, SinkKind, WorkerConfig,
+    ForgeKind, GIVE_UP_AFTER, HistoryConfig, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod,
+    LandPolicy, OnBreakage, OnConflict, Repo, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -199,6 +199,13 @@ pub(super) fn validate(
     );
 
     let downstream = validate_downstream(&mut c, &raw.downstream.unwrap_or_default());
+    let history = HistoryConfig {
+        keep: c.duration(
+            "history.keep",
+            &raw.history.unwrap_or_default().keep,
+            crate::config::HISTORY_KEEP,
+        ),
+    };
 
     // worker
     let w = raw.worker.unwrap_or(RawWorker {
@@ -457,6 +464,7 @@ pub(super) fn validate(
             worker,
             alerts,
             downstream,
+            history,
             repos,
             graph,
         })

@@ -5,6 +5,7 @@
 //! can never both pass a check-then-write (the chain lock depends on this).
 
 pub mod alerts;
+pub mod history;
 mod locks;
 mod schema;
 pub mod upstream;
@@ -71,6 +72,23 @@ pub enum StoreError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+}
+
+/// A value of `store_meta` (small watermarks), if set.
+pub fn meta(tx: &rusqlite::Transaction, key: &str) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    tx.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()
+}
+
+pub fn set_meta(tx: &rusqlite::Transaction, key: &str, value: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO store_meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )?
+    .execute(rusqlite::params![key, value])?;
+    Ok(())
 }
 
 pub struct Store {

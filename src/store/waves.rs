@@ -221,12 +221,17 @@ pub fn others_waiting(tx: &Transaction, wave: &str, since_ms: i64) -> rusqlite::
     Ok(n as usize)
 }
 
-/// (worker id → (wave, task id)) for every worker a wave started.
-pub fn workers_in_waves(tx: &Transaction) -> rusqlite::Result<Vec<(String, String, String)>> {
-    let mut stmt = tx
-        .prepare_cached("SELECT worker_id, wave, id FROM wave_tasks WHERE worker_id IS NOT NULL")?;
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect()
+/// The wave and task id that started `worker`, if a wave did (on the `wave_tasks_worker` index).
+pub fn wave_task_of(tx: &Transaction, worker: &str) -> rusqlite::Result<Option<(String, String)>> {
+    tx.prepare_cached("SELECT wave, id FROM wave_tasks WHERE worker_id = ?1 LIMIT 1")?
+        .query_row([worker], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
+/// Whether a wave of that name was ever recorded.
+pub fn wave_exists(tx: &Transaction, name: &str) -> rusqlite::Result<bool> {
+    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM waves WHERE name = ?1)")?
+        .query_row([name], |r| r.get(0))
 }
 
 /// (repo, milliseconds from start to DONE) of every DONE worker: the planner's history.

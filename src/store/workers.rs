@@ -35,6 +35,17 @@ pub struct WorkerRecord {
     pub resume_note: Option<String>,
     pub created_ms: i64,
     pub updated_ms: i64,
+    /// When it ended for good ([`ended`]), as stored; `None` while it is live. Written with its
+    /// progress (the value given to [`insert_worker`] is not read).
+    pub ended_ms: Option<i64>,
+}
+
+/// Whether a worker whose state is `p` has ended for good: terminal, and no change of it still
+/// on its way to the base branch (a DONE worker whose change is landing is live: its
+/// supervisor still works and its lock is held). Nothing happens to an ended worker any more,
+/// so commands that load the organisation skip it (`ended_ms`, indexed).
+pub fn ended(p: &Progress) -> bool {
+    p.milestone.is_terminal() && !p.landing_active()
 }
 
 impl WorkerRecord {
@@ -85,11 +96,11 @@ impl Lease {
     }
 }
 
-const COLUMNS: &str = "id, repo, task, task_id, component, plan, progress, branch, base_sha, worktree, remote, day, \
+pub(super) const COLUMNS: &str = "id, repo, task, task_id, component, plan, progress, branch, base_sha, worktree, remote, day, \
     supervisor_pid, supervisor_start, lease_until_ms, worker_pid, worker_running, exit_code, respawns, resume_note, \
-    created_ms, updated_ms";
+    created_ms, updated_ms, ended_ms";
 
-fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
+pub(super) fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
     let progress: String = r.get(6)?;
     let progress: Progress = serde_json::from_str(&progress).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, Box::new(e))
@@ -117,13 +128,14 @@ fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
         resume_note: r.get(19)?,
         created_ms: r.get(20)?,
         updated_ms: r.get(21)?,
+        ended_ms: r.get(22)?,
     })
 }
 
 pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
     // Cached: spawn's lock transaction runs it, and a rebuild once per worker.
     tx.prepare_cached(
-        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"),
+        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"),
     )?
     .execute(params![
             w.id,
@@ -148,6 +160,7 @@ pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()>
             w.resume_note,
             w.created_ms,
             w.updated_ms,
+            ended(&w.progress).then_some(w.updated_ms),
             w.progress.milestone.as_str()
         ])?;
     Ok(())
@@ -173,11 +186,181 @@ pub fn recent_done_of(
     .collect()
 }
 
+/// Every worker ever recorded (and not pruned), oldest first. The whole history: for tests,
+/// rebuilds and measurements, never a command's hot path (see [`live_workers`]).
 pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers ORDER BY created_ms, id"
     ))?;
     stmt.query_map([], row_to_worker)?.collect()
+}
+
+/// The workers that have not ended ([`ended`]), oldest first: what resume, the orphan sweep
+/// and every view of the organisation start from. Read through the partial index
+/// `workers_live`, so its cost does not grow with the history.
+pub fn live_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers WHERE ended_ms IS NULL ORDER BY created_ms, id"
+    ))?;
+    stmt.query_map([], row_to_worker)?.collect()
+}
+
+/// The workers whose tree may have been left running by a dead supervisor
+/// (`app::orphans::sweep`): live ones that had a worker process, and ended ones whose
+/// worker's exit was never recorded (an ended worker's exit, once recorded, came after its
+/// tree was swept by whoever recorded it). (`+ended_ms`: the second half is read through the
+/// small `workers_running` index, not by walking every ended worker's.)
+pub fn sweep_candidates(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers WHERE ended_ms IS NULL AND worker_pid IS NOT NULL
+         UNION ALL
+         SELECT {COLUMNS} FROM workers WHERE worker_running = 1 AND +ended_ms IS NOT NULL"
+    ))?;
+    stmt.query_map([], row_to_worker)?.collect()
+}
+
+/// Ended workers updated at or after `since_ms` (resume refreshes their checkpoints).
+pub fn ended_updated_since(tx: &Transaction, since_ms: i64) -> rusqlite::Result<Vec<WorkerRecord>> {
+    let mut stmt = tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers WHERE updated_ms >= ?1 AND ended_ms IS NOT NULL"
+    ))?;
+    stmt.query_map([since_ms], row_to_worker)?.collect()
+}
+
+/// Whether any worker of `repo` is in the history (on the `workers_repo` index).
+pub fn any_worker_of(tx: &Transaction, repo: &str) -> rusqlite::Result<bool> {
+    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM workers WHERE repo = ?1)")?
+        .query_row([repo], |r| r.get(0))
+}
+
+/// Which workers a history listing (`orch status`, `orch sessions list`) shows.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryFilter {
+    pub repo: Option<String>,
+    /// Workers a wave started: its tasks' workers and every attempt (task id `<wave>:…`).
+    pub wave: Option<String>,
+    /// Ended workers only if they ended at or after this (live ones are always shown).
+    pub ended_since_ms: Option<i64>,
+}
+
+/// Where a page of ended workers (newest ended first) stops: the last one shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub ended_ms: i64,
+    pub id: String,
+}
+
+impl Cursor {
+    /// `<ended_ms>:<worker id>`, what `--after` takes back.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.ended_ms, self.id)
+    }
+
+    pub fn parse(s: &str) -> Option<Cursor> {
+        let (ms, id) = s.split_once(':')?;
+        let ended_ms = ms.parse().ok()?;
+        (!id.is_empty()).then(|| Cursor {
+            ended_ms,
+            id: id.to_string(),
+        })
+    }
+
+    pub fn of(w: &WorkerRecord) -> Option<Cursor> {
+        w.ended_ms.map(|ended_ms| Cursor {
+            ended_ms,
+            id: w.id.clone(),
+        })
+    }
+}
+
+/// The WHERE clause (after `live`) and its parameters for `f`.
+fn filter_sql(f: &HistoryFilter, live: bool) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value;
+    let mut sql = String::from(if live {
+        "ended_ms IS NULL"
+    } else {
+        "ended_ms IS NOT NULL"
+    });
+    let mut params: Vec<Value> = Vec::new();
+    if let Some(repo) = &f.repo {
+        params.push(Value::Text(repo.clone()));
+        sql.push_str(&format!(" AND repo = ?{}", params.len()));
+    }
+    if let Some(wave) = &f.wave {
+        // `<wave>:` up to (not including) `<wave>;` — every task id of the wave, on the index.
+        params.push(Value::Text(format!("{wave}:")));
+        params.push(Value::Text(format!("{wave};")));
+        params.push(Value::Text(wave.clone()));
+        let n = params.len();
+        sql.push_str(&format!(
+            " AND ((task_id >= ?{} AND task_id < ?{}) OR id IN (SELECT worker_id FROM wave_tasks WHERE wave = ?{n}))",
+            n - 2,
+            n - 1
+        ));
+    }
+    if let (Some(since), false) = (f.ended_since_ms, live) {
+        params.push(Value::Integer(since));
+        sql.push_str(&format!(" AND ended_ms >= ?{}", params.len()));
+    }
+    (sql, params)
+}
+
+/// The live workers `f` selects, oldest first.
+pub fn live_workers_where(
+    tx: &Transaction,
+    f: &HistoryFilter,
+) -> rusqlite::Result<Vec<WorkerRecord>> {
+    let (filter, params) = filter_sql(f, true);
+    tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers WHERE {filter} ORDER BY created_ms, id"
+    ))?
+    .query_map(rusqlite::params_from_iter(params), row_to_worker)?
+    .collect()
+}
+
+/// The ended workers `f` selects, newest ended first, after `after` (a previous page's last),
+/// at most `limit`.
+pub fn ended_workers(
+    tx: &Transaction,
+    f: &HistoryFilter,
+    after: Option<&Cursor>,
+    limit: Option<usize>,
+) -> rusqlite::Result<Vec<WorkerRecord>> {
+    let (mut filter, mut params) = filter_sql(f, false);
+    if let Some(c) = after {
+        params.push(rusqlite::types::Value::Integer(c.ended_ms));
+        params.push(rusqlite::types::Value::Text(c.id.clone()));
+        let n = params.len();
+        filter.push_str(&format!(" AND (ended_ms, id) < (?{}, ?{n})", n - 1));
+    }
+    params.push(rusqlite::types::Value::Integer(
+        limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64),
+    ));
+    tx.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM workers WHERE {filter} ORDER BY ended_ms DESC, id DESC LIMIT ?{}",
+        params.len()
+    ))?
+    .query_map(rusqlite::params_from_iter(params), row_to_worker)?
+    .collect()
+}
+
+/// How many ended workers `f` selects after `after` (counted on the index, no row read).
+pub fn count_ended(
+    tx: &Transaction,
+    f: &HistoryFilter,
+    after: Option<&Cursor>,
+) -> rusqlite::Result<usize> {
+    let (mut filter, mut params) = filter_sql(f, false);
+    if let Some(c) = after {
+        params.push(rusqlite::types::Value::Integer(c.ended_ms));
+        params.push(rusqlite::types::Value::Text(c.id.clone()));
+        let n = params.len();
+        filter.push_str(&format!(" AND (ended_ms, id) < (?{}, ?{n})", n - 1));
+    }
+    let n: i64 = tx
+        .prepare_cached(&format!("SELECT COUNT(*) FROM workers WHERE {filter}"))?
+        .query_row(rusqlite::params_from_iter(params), |r| r.get(0))?;
+    Ok(n as usize)
 }
 
 /// Makes process `pid` (started at `start` ticks) the worker's supervisor with a lease until
@@ -217,7 +400,8 @@ pub fn save_progress_as(
 ) -> rusqlite::Result<bool> {
     let n = tx
         .prepare_cached(
-            "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4
+            "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4,
+               ended_ms = CASE WHEN ?6 THEN COALESCE(ended_ms, ?4) ELSE NULL END
              WHERE id = ?1 AND supervisor_pid = ?5",
         )?
         .execute(params![
@@ -225,7 +409,8 @@ pub fn save_progress_as(
             serde_json::to_string(p).expect("progress serialises"),
             p.milestone.as_str(),
             now_ms(),
-            pid
+            pid,
+            ended(p)
         ])?;
     Ok(n == 1)
 }
@@ -234,13 +419,15 @@ pub fn save_progress_as(
 /// that has no live supervisor).
 pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Result<()> {
     tx.prepare_cached(
-        "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4 WHERE id = ?1",
+        "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4,
+           ended_ms = CASE WHEN ?5 THEN COALESCE(ended_ms, ?4) ELSE NULL END WHERE id = ?1",
     )?
     .execute(params![
         id,
         serde_json::to_string(p).expect("progress serialises"),
         p.milestone.as_str(),
-        now_ms()
+        now_ms(),
+        ended(p)
     ])?;
     Ok(())
 }
@@ -684,7 +871,13 @@ impl Store {
         self.read(|tx| get_worker(tx, id))
     }
 
+    /// Every worker of the history (see [`list_workers`]).
     pub fn workers(&mut self) -> Result<Vec<WorkerRecord>, StoreError> {
         self.read(list_workers)
+    }
+
+    /// The workers that have not ended (see [`live_workers`]).
+    pub fn live_workers(&mut self) -> Result<Vec<WorkerRecord>, StoreError> {
+        self.read(live_workers)
     }
 }

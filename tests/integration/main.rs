@@ -25,6 +25,7 @@ mod forge_unreachable;
 mod forgejo_contract;
 mod gc;
 mod graph_output;
+mod history;
 mod json_views;
 mod landing;
 mod local_forge;

@@ -330,6 +330,7 @@ fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
         resume_note: None,
         created_ms: now,
         updated_ms: now,
+        ended_ms: None,
     };
     store
         .write(|tx| {

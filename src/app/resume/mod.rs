@@ -106,7 +106,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     let mut store = l.store()?;
     let me = std::process::id() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
-    let workers = store.workers()?;
+    let workers = store.live_workers()?;
     refresh_stale_checkpoints(l, &mut store, &workers);
     // While the agent's API is rate-limited, a worker that needs a new agent run waits for
     // the reset (one following CI is still followed).
@@ -273,8 +273,28 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
 /// supervisor right after committing DONE) leaves a file older than its database row, and
 /// nobody would write it again for a worker that is not resumed. Rewrites those of workers
 /// no live supervisor writes (orphans get theirs when reconciled).
-fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, workers: &[WorkerRecord]) {
-    for w in workers {
+/// The `store_meta` key of the last refresh of ended workers' checkpoints.
+const CHECKPOINTS_CHECKED: &str = "checkpoints_checked_ms";
+
+/// How far before the last refresh the next one looks again: a transaction that stamped its
+/// `updated_ms` just before a refresh may commit just after it read.
+const CHECKPOINT_MARGIN_MS: i64 = 60_000;
+
+/// Rewrites the checkpoint of each worker nobody supervises whose file is older than its row
+/// (a process that died between a commit and its view): the live workers given, and the ended
+/// ones updated since the last refresh (minus a margin) — an ended worker is never updated
+/// again, so the history is looked at once, not at every resume.
+fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, live: &[WorkerRecord]) {
+    let started = now_ms();
+    let last = store
+        .read(|tx| crate::store::meta(tx, CHECKPOINTS_CHECKED))
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    let ended = store
+        .read(|tx| ws::ended_updated_since(tx, last - CHECKPOINT_MARGIN_MS))
+        .unwrap_or_default();
+    for w in live.iter().chain(&ended) {
         if orphaned(w, now_ms()) || w.supervised(now_ms()) {
             continue;
         }
@@ -286,6 +306,10 @@ fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, workers: &[WorkerRec
         if written_ms.is_none_or(|t| t < w.updated_ms) {
             journal::write_checkpoint(store, &l.state_dir, &w.id);
         }
+    }
+    // One small write, and only when the mark moves by more than the margin.
+    if started - last > CHECKPOINT_MARGIN_MS {
+        let _ = store.write(|tx| crate::store::set_meta(tx, CHECKPOINTS_CHECKED, started));
     }
 }
 

@@ -300,6 +300,7 @@ fn record(cp: &Checkpoint, progress: Progress, day: String) -> WorkerRecord {
         resume_note: None,
         created_ms: cp.created_ms,
         updated_ms: cp.updated_ms,
+        ended_ms: None,
     }
 }
 

@@ -230,8 +230,25 @@ impl WorkerView {
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct StatusView {
+    /// Every live worker (oldest first; on the first page only), then ended ones, newest
+    /// ended first: the last 20 unless `--all`, `--since` or `--limit` say otherwise.
     pub workers: Vec<WorkerView>,
     pub locks: Vec<LockView>,
+    /// Ended workers the filters select that this answer leaves out.
+    pub more_ended: usize,
+    /// Pass to `--after` for the next page (null: this was the last).
+    pub next: Option<String>,
+}
+
+/// The line under a listing that left ended workers out.
+fn more_line(more: usize) -> String {
+    if more == 0 {
+        return String::new();
+    }
+    format!(
+        "… {more} more ended; --all (or --since, --limit) shows {}\n",
+        if more == 1 { "it" } else { "them" }
+    )
 }
 
 impl View for StatusView {
@@ -239,15 +256,11 @@ impl View for StatusView {
 }
 
 impl StatusView {
-    /// The human tables: workers still running or ended within the hour, then the locks.
+    /// The human tables: the workers selected (live ones, the last ended), then the locks.
     /// `spent` gives each worker's spending text.
     pub fn human(&self, spent: impl Fn(&str) -> String) -> String {
         let mut out = String::new();
-        let active: Vec<&WorkerView> = self
-            .workers
-            .iter()
-            .filter(|w| !w.milestone.is_terminal() || w.age_s < 3600)
-            .collect();
+        let active: Vec<&WorkerView> = self.workers.iter().collect();
         if active.is_empty() {
             out.push_str("no workers\n");
         } else {
@@ -287,6 +300,7 @@ impl StatusView {
             t.right(3);
             out.push_str(&t.render());
         }
+        out.push_str(&more_line(self.more_ended));
         out.push('\n');
         if self.locks.is_empty() {
             out.push_str("no locks held\n");
@@ -312,7 +326,12 @@ impl StatusView {
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct SessionsView {
+    /// As `status`'s workers: live ones, then ended ones newest ended first.
     pub sessions: Vec<WorkerView>,
+    /// Ended workers the filters select that this answer leaves out.
+    pub more_ended: usize,
+    /// Pass to `--after` for the next page (null: this was the last).
+    pub next: Option<String>,
 }
 
 impl View for SessionsView {
@@ -322,7 +341,7 @@ impl View for SessionsView {
 impl SessionsView {
     pub fn human(&self) -> String {
         if self.sessions.is_empty() {
-            return "no sessions\n".into();
+            return format!("no sessions\n{}", more_line(self.more_ended));
         }
         let mut t = Table::new(["WORKER", "REPO", "MILESTONE", "CREATED", "TASK", "ENDED"]);
         for w in &self.sessions {
@@ -338,7 +357,7 @@ impl SessionsView {
                     .unwrap_or_else(|| "-".into()),
             ]);
         }
-        t.render()
+        t.render() + &more_line(self.more_ended)
     }
 }
 

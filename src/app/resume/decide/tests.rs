@@ -290,6 +290,7 @@ fn record(p: Progress) -> WorkerRecord {
         resume_note: None,
         created_ms: T0,
         updated_ms: T0,
+        ended_ms: None,
     }
 }
 

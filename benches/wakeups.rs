@@ -154,10 +154,11 @@ fn latency(k: usize) {
         .land("{policy: none}")
         .repo(RepoSpec::new("r00").standard_ci("test -f feature.txt"));
     let org = Org::new(spec);
-    let db = rusqlite::Connection::open(org.state.join("orch.db")).expect("orch.db opens");
     let (mut to_done, mut to_free) = (Vec::new(), Vec::new());
     for round in 0..k {
         let id = org.spawn_detached("r00", &format!("round {round}"));
+        // Opened after the first spawn made the state directory.
+        let db = rusqlite::Connection::open(org.state.join("orch.db")).expect("orch.db opens");
         let found = org::poll(Duration::from_secs(120), || {
             let done: Option<i64> = db
                 .query_row(

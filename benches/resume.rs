@@ -61,6 +61,9 @@ fn seed(state: &Path, config: &orch::config::Config, contract: &Contract, n: usi
                 progress.milestone = Milestone::PushedToCi;
                 progress.tracked_sha = Some(sha(i).into());
                 progress.pushed_ms = Some(now - 30_000);
+                // The worker ended its turn after its push (its word that the work is done):
+                // what is left is CI's. (One that died mid-turn gets a replacement instead.)
+                progress.turn_ended = true;
                 let w = WorkerRecord {
                     id: id.clone(),
                     repo: repo(i),
@@ -201,7 +204,12 @@ fn main() {
             );
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             let resumed = v["resumed"].as_array().unwrap();
-            assert_eq!(resumed.len(), n);
+            assert_eq!(
+                resumed.len(),
+                n,
+                "{v}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert!(
                 resumed.iter().all(|r| r["action"] == "done"),
                 "{}",

@@ -127,25 +127,32 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
         })
         .map(|w| w.id)
         .collect();
+    // Claimed in transactions of up to CLAIM_BATCH workers (not one each: a thousand orphans
+    // after a host crash), each re-checking under the write lock that its workers are still
+    // orphaned, so that exactly one resumer wins each.
     let mut claimed: Vec<WorkerRecord> = Vec::new();
-    for id in candidates {
+    for batch in candidates.chunks(CLAIM_BATCH) {
         let won = store.write(|tx| {
-            let Some(w) = ws::get_worker(tx, &id)? else {
-                return Ok(None);
-            };
-            if !orphaned(&w, now_ms()) {
-                return Ok(None); // another resumer (or a new supervisor) got there first
+            let mut won = Vec::new();
+            for id in batch {
+                let Some(w) = ws::get_worker(tx, id)? else {
+                    continue;
+                };
+                if !orphaned(&w, now_ms()) {
+                    continue; // another resumer (or a new supervisor) got there first
+                }
+                ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
+                ws::add_event(
+                    tx,
+                    id,
+                    "resume_claimed",
+                    w.milestone(),
+                    &format!("claimed by orch resume (pid {me})"),
+                )?;
+                // The record as the dead supervisor left it: it says why the worker stopped.
+                won.push(w);
             }
-            ws::claim_lease(tx, &id, me, my_start, now_ms() + LEASE_MS)?;
-            ws::add_event(
-                tx,
-                &id,
-                "resume_claimed",
-                w.milestone(),
-                &format!("claimed by orch resume (pid {me})"),
-            )?;
-            // The record as the dead supervisor left it: it says why the worker stopped.
-            Ok(Some(w))
+            Ok(won)
         })?;
         claimed.extend(won);
     }
@@ -312,6 +319,10 @@ fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, live: &[WorkerRecord
         let _ = store.write(|tx| crate::store::set_meta(tx, CHECKPOINTS_CHECKED, started));
     }
 }
+
+/// How many orphans one claim transaction takes (short enough not to hold the write lock
+/// against supervisors for long).
+const CLAIM_BATCH: usize = 100;
 
 /// How long a resumer keeps its claims while a supervisor it started, still running, has not
 /// taken over yet (a machine so loaded that this passes is one to hear about).

@@ -138,7 +138,12 @@ pub fn unreported_pushes(
     store: &mut crate::store::Store,
     claimed: &[WorkerRecord],
 ) -> std::collections::HashMap<String, (Sha, i64)> {
-    let candidates: Vec<&WorkerRecord> = claimed.iter().filter(|w| may_have_pushed(w)).collect();
+    // A worker without a worktree on disk has nothing to fetch into (nor anything of its own
+    // to have pushed from).
+    let candidates: Vec<&WorkerRecord> = claimed
+        .iter()
+        .filter(|w| may_have_pushed(w) && Path::new(&w.worktree).is_dir())
+        .collect();
     // One worktree per (repository, remote) to fetch through.
     let mut fetches: std::collections::BTreeMap<(&str, &str), &Path> = Default::default();
     for w in &candidates {
@@ -167,10 +172,16 @@ pub fn unreported_pushes(
             .read(|tx| crate::store::workers::others_pushes(tx, &w.repo, &w.id))
             .unwrap_or_default();
         // A fetch that failed through another worktree is tried through the worker's own.
-        let push = if fetched.contains(&(w.repo.as_str(), w.remote.as_str())) {
+        let key = (w.repo.as_str(), w.remote.as_str());
+        let push = if fetched.contains(&key) {
             unreported_push_fetched(w, &others)
-        } else {
+        } else if fetches
+            .iter()
+            .any(|(k, wt)| *k == key && *wt != Path::new(&w.worktree))
+        {
             unreported_push(w, &others)
+        } else {
+            None
         };
         if let Some(push) = push {
             found.insert(w.id.clone(), push);

@@ -12,6 +12,14 @@
 //!   at DONE. For each: from the local forge run's `finished_ms` (CI green) to the worker's
 //!   DONE event and to its lock's release in `lock_history`. Prints min / median / max.
 //!
+//! - `tasks [N]` (default 200): N trivial tasks end to end, all at once: N `orch spawn`
+//!   processes on N independent repositories, each worker commits, pushes and ends its turn
+//!   (`push_and_end.sh`), CI (one trivial job and the sync job) on the local forge
+//!   (`max_concurrent_runs: 4`), `land: {policy: none}`. Wall time from the first spawn to the
+//!   last DONE with every lock free, and the whole machine's busy CPU time over it (from
+//!   `/proc/stat`: supervisors and runners are detached, not this bench's children; run it on an
+//!   otherwise idle machine).
+//!
 //! Settings: release binary (the bench profile), local forge, `ci.poll_interval` as given by
 //! `ORCH_BENCH_POLL` (default `10s`, orch's default: a fallback when wakeups work).
 
@@ -31,6 +39,7 @@ fn main() {
     match mode {
         "idle" => idle(n.unwrap_or(50)),
         "latency" => latency(n.unwrap_or(10)),
+        "tasks" => tasks(n.unwrap_or(200)),
         other => panic!("unknown mode {other:?}: idle [N] | latency [K]"),
     }
 }
@@ -212,4 +221,83 @@ fn latency(k: usize) {
     );
     println!("  CI green -> DONE: {}", stats(&mut to_done));
     println!("  CI green -> lock free: {}", stats(&mut to_free));
+}
+
+/// Busy CPU time of the whole machine so far (user + nice + system + irq + softirq), seconds.
+fn machine_cpu_s() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let busy = [0usize, 1, 2, 5, 6]
+        .iter()
+        .map(|&i| f.get(i).copied().unwrap_or(0))
+        .sum::<u64>();
+    busy as f64 / ticks_per_second()
+}
+
+fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+fn tasks(n: usize) {
+    let mut spec = Spec::local("push_and_end.sh");
+    spec.forge = org::ForgeSpec::Local(4);
+    spec.max_parallel = n;
+    spec.poll_interval = poll_setting();
+    spec = spec.land("{policy: none}");
+    for i in 0..n {
+        spec = spec.repo(RepoSpec::new(&format!("r{i:03}")).standard_ci("test -f feature.txt"));
+    }
+    let org = Org::new(spec);
+    let cpu0 = machine_cpu_s();
+    let t0 = Instant::now();
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            org.cmd(&[
+                "spawn",
+                "--repo",
+                &format!("r{i:03}"),
+                "--task",
+                "trivial",
+                "--json",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("orch spawn starts")
+        })
+        .collect();
+    for mut c in children {
+        let _ = c.wait();
+    }
+    let spawned = t0.elapsed().as_secs_f64();
+    let all_done = org::poll(Duration::from_secs(900), || {
+        let mut store = org.store();
+        let workers = store.workers().ok()?;
+        (workers.len() == n
+            && workers
+                .iter()
+                .all(|w| w.progress.milestone == orch::milestone::Milestone::Done)
+            && store.locks().ok()?.is_empty())
+        .then_some(())
+    });
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = machine_cpu_s() - cpu0;
+    println!(
+        "wakeups tasks: {n} trivial tasks at once (local forge, 4 run slots, poll {})",
+        poll_setting()
+    );
+    println!(
+        "  all DONE, locks free: {}; wall {wall:.1} s (spawns answered after {spawned:.1} s); machine CPU over the run {cpu:.1} s",
+        all_done.is_some()
+    );
+    assert!(all_done.is_some(), "every task must end DONE");
 }

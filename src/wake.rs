@@ -4,11 +4,14 @@
 //!
 //! A doorbell is a FIFO `<state dir>/wake/<worker id>`. Its supervisor makes it under a
 //! temporary name, opens it, and only then renames it into place: a name in the directory is
-//! always held open by its supervisor, until that process dies. Ringing writes one byte without
-//! blocking; a bell that nobody holds any more (`ENXIO`) is stale and removed by the ringer. A
-//! full FIFO means the bell has rung already. A ring carries no data a supervisor trusts — it
-//! only says "look now" — so a lost ring costs latency, never correctness: supervisors still
-//! look on their own, slowly.
+//! always held open by its supervisor, until that process dies. Ringing writes one short line
+//! without blocking (atomic: well under `PIPE_BUF`); a bell that nobody holds any more
+//! (`ENXIO`) is stale and removed by the ringer. A full FIFO means the bell has rung already. A
+//! ring carries nothing a supervisor trusts — it only says "look now", at most naming the
+//! repository whose CI changed, so that supervisors of other repositories need not look — so a
+//! lost ring costs latency, never correctness: supervisors still look on their own, slowly.
+//! Processes that wait on their own (`Waiter`, `~wait.<pid>`) hear every ring; a `Progress`
+//! ring goes to them alone.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
@@ -16,35 +19,38 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// What a ring asks the supervisor to look at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ring {
     /// A request was queued in its inbox.
     Inbox,
-    /// CI changed somewhere (a job of the local forge finished).
-    Ci,
+    /// CI changed for this repository (a job of the local forge finished).
+    Ci(String),
     /// A worker changed state or a chain lock was released: what a wave's next tick acts on
-    /// (supervisors ignore it; `orch wave run` and the demo wait for it).
+    /// (rung to waiters only: `orch wave run`, the demo).
     Progress,
 }
 
 impl Ring {
-    fn byte(self) -> u8 {
+    fn line(&self) -> String {
         match self {
-            Ring::Inbox => b'i',
-            Ring::Ci => b'c',
-            Ring::Progress => b'p',
+            Ring::Inbox => "i\n".into(),
+            Ring::Ci(repo) => format!("c {repo}\n"),
+            Ring::Progress => "p\n".into(),
         }
     }
 
-    fn of(b: u8) -> Option<Ring> {
-        match b {
-            b'i' => Some(Ring::Inbox),
-            b'c' => Some(Ring::Ci),
-            b'p' => Some(Ring::Progress),
+    fn of(line: &str) -> Option<Ring> {
+        match line.split_once(' ') {
+            Some(("c", repo)) => Some(Ring::Ci(repo.to_string())),
+            None if line == "i" => Some(Ring::Inbox),
+            None if line == "p" => Some(Ring::Progress),
             _ => None,
         }
     }
 }
+
+/// The prefix of a waiter's bell (a `~` is in no worker id: not a git ref component).
+const WAITER: &str = "~wait.";
 
 /// The directory of doorbells.
 pub fn dir(state_dir: &Path) -> PathBuf {
@@ -53,23 +59,28 @@ pub fn dir(state_dir: &Path) -> PathBuf {
 
 /// Rings the doorbell of `worker`'s supervisor, if it has one.
 pub fn ring(state_dir: &Path, worker: &str, what: Ring) {
-    ring_path(&dir(state_dir).join(worker), what);
+    ring_path(&dir(state_dir).join(worker), &what);
 }
 
-/// Rings every live supervisor's doorbell (a CI result may concern any of them: the worker's
-/// push, a landing's base branch, a downstream check in another repository).
+/// Rings every live supervisor's doorbell and every waiter's (a CI result may concern any
+/// supervisor: the worker's push, a landing's base branch, a downstream check in another
+/// repository; the ring names the repository), or, for `Progress`, the waiters' alone.
 pub fn ring_all(state_dir: &Path, what: Ring) {
     let Ok(entries) = std::fs::read_dir(dir(state_dir)) else {
         return;
     };
+    let waiters_only = what == Ring::Progress;
     for e in entries.flatten() {
-        if !e.file_name().to_string_lossy().starts_with('.') {
-            ring_path(&e.path(), what);
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || (waiters_only && !name.starts_with(WAITER)) {
+            continue;
         }
+        ring_path(&e.path(), &what);
     }
 }
 
-fn ring_path(path: &Path, what: Ring) {
+fn ring_path(path: &Path, what: &Ring) {
     let Ok(before) = std::fs::symlink_metadata(path) else {
         return;
     };
@@ -83,7 +94,7 @@ fn ring_path(path: &Path, what: Ring) {
     {
         // A full FIFO (EAGAIN) has rung already.
         Ok(mut f) => {
-            let _ = f.write(&[what.byte()]);
+            let _ = f.write(what.line().as_bytes());
         }
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
             // Nobody holds it: its supervisor died. Removed unless a new supervisor put its
@@ -135,14 +146,26 @@ impl Doorbell {
         std::thread::Builder::new()
             .name("doorbell".into())
             .spawn(move || {
-                let mut buf = [0u8; 64];
+                let mut buf = [0u8; 4096];
+                // A line cut by a full FIFO (a write that did not fit) is dropped, not joined
+                // with the next one: ringers never block, so a partial write is possible.
+                let mut partial: Vec<u8> = Vec::new();
                 loop {
                     match file.read(&mut buf) {
                         Ok(0) => return,
                         Ok(n) => {
-                            // A burst of rings is handed over once per kind.
-                            let mut rung = Vec::with_capacity(3);
-                            for r in buf[..n].iter().filter_map(|&b| Ring::of(b)) {
+                            partial.extend_from_slice(&buf[..n]);
+                            let Some(end) = partial.iter().rposition(|&b| b == b'\n') else {
+                                partial.truncate(256);
+                                continue;
+                            };
+                            let complete: Vec<u8> = partial.drain(..=end).collect();
+                            // A burst of rings is handed over once per kind (and repository).
+                            let mut rung: Vec<Ring> = Vec::new();
+                            for r in String::from_utf8_lossy(&complete)
+                                .lines()
+                                .filter_map(Ring::of)
+                            {
                                 if !rung.contains(&r) {
                                     rung.push(r);
                                 }
@@ -171,7 +194,7 @@ impl Waiter {
     /// `None` when no doorbell can be made (the caller then just sleeps).
     pub fn install(state_dir: &Path) -> Option<Waiter> {
         // `~` is not allowed in a worker id (a git ref component): no bell of a worker's.
-        let bell = Doorbell::install(state_dir, &format!("~wait.{}", std::process::id())).ok()?;
+        let bell = Doorbell::install(state_dir, &format!("{WAITER}{}", std::process::id())).ok()?;
         let (tx, rx) = std::sync::mpsc::channel();
         bell.listen(move |r| {
             let _ = tx.send(r);
@@ -222,17 +245,32 @@ mod tests {
         .unwrap();
         ring(dir.path(), "w1", Ring::Inbox);
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ring::Inbox));
-        ring_all(dir.path(), Ring::Ci);
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ring::Ci));
+        ring_all(dir.path(), Ring::Ci("vm".into()));
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(Ring::Ci("vm".into()))
+        );
+        // Progress goes to waiters only.
+        ring_all(dir.path(), Ring::Progress);
+        let waiter = Waiter::install(dir.path()).unwrap();
+        ring_all(dir.path(), Ring::Progress);
+        waiter.wait(Duration::from_secs(10));
+        assert!(
+            rx.try_recv().is_err(),
+            "a supervisor's bell is not rung for progress"
+        );
         // Nobody's bell: ringing it is harmless.
         ring(dir.path(), "nobody", Ring::Inbox);
         // A bell whose holder is gone: a FIFO nobody has open.
         let stale = super::dir(dir.path()).join("w2");
         let c = std::ffi::CString::new(stale.as_os_str().as_encoded_bytes()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        ring_all(dir.path(), Ring::Ci);
+        ring_all(dir.path(), Ring::Ci("os".into()));
         assert!(!stale.exists(), "a stale bell is removed by its ringer");
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ring::Ci));
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(Ring::Ci("os".into()))
+        );
         // A replacement's bell is not removed by the one it replaced.
         let newer = Doorbell::install(dir.path(), "w1").unwrap();
         drop(bell);

@@ -7,14 +7,20 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// What rang since the loop last looked.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Rings {
     /// Input on one of the channels (output, exit, a CI answer, the cascade).
     pub input: bool,
     /// Another process queued a request in the inbox.
     pub inbox: bool,
-    /// CI changed somewhere: what the supervisor waits for may be decided.
-    pub ci: bool,
+    /// The repositories whose CI changed: what the supervisor waits for may be decided.
+    pub ci: Vec<String>,
+}
+
+impl Rings {
+    fn any(&self) -> bool {
+        self.input || self.inbox || !self.ci.is_empty()
+    }
 }
 
 #[derive(Default)]
@@ -43,8 +49,12 @@ impl Bell {
         self.set(|r| r.inbox = true);
     }
 
-    pub fn ring_ci(&self) {
-        self.set(|r| r.ci = true);
+    pub fn ring_ci(&self, repo: String) {
+        self.set(|r| {
+            if !r.ci.contains(&repo) {
+                r.ci.push(repo);
+            }
+        });
     }
 
     /// Waits until something rings or `timeout` passes; returns (and clears) what rang.
@@ -52,7 +62,7 @@ impl Bell {
         let guard = self.rung.lock().unwrap_or_else(|e| e.into_inner());
         let (mut guard, _) = self
             .cv
-            .wait_timeout_while(guard, timeout, |r| *r == Rings::default())
+            .wait_timeout_while(guard, timeout, |r| !r.any())
             .unwrap_or_else(|e| e.into_inner());
         std::mem::take(&mut *guard)
     }
@@ -65,9 +75,10 @@ mod tests {
     #[test]
     fn a_ring_before_the_wait_is_not_lost_and_is_cleared_by_it() {
         let bell = Bell::new();
-        bell.ring_ci();
+        bell.ring_ci("vm".into());
+        bell.ring_ci("vm".into());
         let r = bell.wait(Duration::from_secs(30));
-        assert!(r.ci && !r.inbox && !r.input);
+        assert!(r.ci == ["vm"] && !r.inbox && !r.input);
         assert_eq!(bell.wait(Duration::ZERO), Rings::default());
         let b = bell.clone();
         let t = std::thread::spawn(move || b.ring());

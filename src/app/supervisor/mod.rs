@@ -310,8 +310,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if let Some(upstream) = self.cascade.as_ref().and_then(|c| c.latest()) {
                 self.handle(Input::Upstream(upstream));
             }
-            if rang.ci {
-                // A CI job finished somewhere: what this worker waits for may be decided.
+            if rang.ci.iter().any(|repo| self.waits_for_ci_of(repo)) {
+                // A CI job finished where this worker waits: what it waits for may be decided.
                 self.next_poll_ms = self.next_poll_ms.min(now);
                 self.next_land_ms = self.next_land_ms.min(now);
             }
@@ -464,6 +464,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             .as_mut()
             .and_then(|w| w.output(Duration::ZERO))
             .unwrap_or_default()
+    }
+
+    /// Whether CI of `repo` can decide something this supervisor waits for: its own
+    /// repository's (the worker's pushes, the landing and the base branch), or a dependent's
+    /// that its landing checks downstream.
+    fn waits_for_ci_of(&self, repo: &str) -> bool {
+        repo == self.w.repo
+            || self
+                .w
+                .progress
+                .landing
+                .as_ref()
+                .is_some_and(|l| l.downstream.iter().any(|d| d.repo == repo))
     }
 
     /// When the loop must look again though nothing rang: the next tick, the inbox's slow
@@ -890,7 +903,7 @@ fn install_doorbell(state_dir: &Path, id: &str, bell: &Arc<Bell>) -> Option<crat
     doorbell
         .listen(move |ring| match ring {
             crate::wake::Ring::Inbox => bell.ring_inbox(),
-            crate::wake::Ring::Ci => bell.ring_ci(),
+            crate::wake::Ring::Ci(repo) => bell.ring_ci(repo),
             crate::wake::Ring::Progress => {}
         })
         .ok()?;

@@ -85,7 +85,7 @@ pub(super) fn run(
     }
     let _ = std::fs::remove_dir_all(layout.work_dir(run_id));
     // However it ended, the run is decided: whoever waits for it looks now.
-    crate::wake::ring_all(state_dir, crate::wake::Ring::Ci);
+    crate::wake::ring_all(state_dir, crate::wake::Ring::Ci(run.repo.clone()));
     result
 }
 
@@ -122,7 +122,7 @@ fn execute(
         say(format_args!("run {}: job {} starts", run.id, job.name));
         let status = run_job(layout, store, run, &work, &job)?;
         // A failed job may decide the run before it ends (a required job red).
-        crate::wake::ring_all(&layout.state_dir, crate::wake::Ring::Ci);
+        crate::wake::ring_all(&layout.state_dir, crate::wake::Ring::Ci(run.repo.clone()));
         say(format_args!(
             "run {}: job {} ended {status}",
             run.id, job.name

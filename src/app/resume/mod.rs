@@ -175,18 +175,42 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
         }
     }
     let mut found = worktree::unreported_pushes(&mut store, &claimed);
-    let mut verdicts = poll_all(l, &claimed, &found);
+    // CI is asked on a thread while the answers already in are reconciled here: the pass
+    // takes about as long as the slower of the two, not their sum.
+    let jobs = ci_jobs(l, &claimed, &found);
+    let polled_ids: std::collections::HashSet<String> =
+        jobs.iter().map(|j| j.0.clone()).collect();
+    let mut waiting: HashMap<String, WorkerRecord> = HashMap::new();
     let mut out = Vec::new();
     let mut started = Vec::new();
-    for w in claimed {
-        let push = found.remove(&w.id);
-        let polled = verdicts.remove(&w.id);
-        let supervisors = start_supervisors.then_some(&mut started);
-        match reconcile(l, &mut store, w, push, polled, supervisors) {
-            Ok(r) => out.push(r),
-            Err(e) => tracing::error!(error = %e, "resume could not reconcile a worker"),
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        scope.spawn(move || poll_all(l, jobs, tx));
+        let mut settle = |w: WorkerRecord, polled: Option<Polled>| {
+            let push = found.remove(&w.id);
+            let supervisors = start_supervisors.then_some(&mut started);
+            match reconcile(l, &mut store, w, push, polled, supervisors) {
+                Ok(r) => out.push(r),
+                Err(e) => tracing::error!(error = %e, "resume could not reconcile a worker"),
+            }
+        };
+        for w in claimed {
+            if polled_ids.contains(&w.id) {
+                waiting.insert(w.id.clone(), w);
+            } else {
+                settle(w, None);
+            }
         }
-    }
+        for (id, polled) in rx {
+            if let Some(w) = waiting.remove(&id) {
+                settle(w, Some(polled));
+            }
+        }
+        // A poll that never answered (its task panicked): judged on what is known.
+        for (_, w) in waiting.drain() {
+            settle(w, None);
+        }
+    });
     await_handover(&mut store, started, me);
     Ok(out)
 }
@@ -365,12 +389,15 @@ fn await_handover(store: &mut Store, mut started: Vec<(String, std::process::Chi
 
 type Polled = (Sha, Result<(Verdict, Vec<CiRun>), ForgeError>);
 
-/// The verdict of each worker's (possibly newly found) tracked SHA, CI_CONCURRENCY at a time.
-fn poll_all(
+/// A CI query of a resume: worker, repository, SHA, when it was pushed.
+type CiJob = (String, crate::config::Repo, Sha, Option<i64>);
+
+/// What a resume asks CI about: each claimed worker's (possibly newly found) tracked SHA.
+fn ci_jobs(
     l: &Loaded,
     workers: &[WorkerRecord],
     found: &HashMap<String, (Sha, i64)>,
-) -> HashMap<String, Polled> {
+) -> Vec<CiJob> {
     let mut jobs = Vec::new();
     for w in workers {
         if w.milestone().is_terminal() {
@@ -387,9 +414,24 @@ fn poll_all(
             jobs.push((w.id.clone(), repo.clone(), sha, pushed_ms));
         }
     }
-    let mut out = HashMap::new();
+    jobs
+}
+
+/// [`poll_all`] for every worker at once, the answers collected.
+fn poll_collected(
+    l: &Loaded,
+    workers: &[WorkerRecord],
+    found: &HashMap<String, (Sha, i64)>,
+) -> HashMap<String, Polled> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    poll_all(l, ci_jobs(l, workers, found), tx);
+    rx.into_iter().collect()
+}
+
+/// Polls CI for each job, CI_CONCURRENCY at a time, sending each answer on `out` as it comes.
+fn poll_all(l: &Loaded, jobs: Vec<CiJob>, out: std::sync::mpsc::Sender<(String, Polled)>) {
     if jobs.is_empty() {
-        return out;
+        return;
     }
     let forge = match AnyForge::from_config(&l.config, &l.contract, &l.state_dir) {
         Ok(f) => f,
@@ -399,9 +441,9 @@ fn poll_all(
                     kind: crate::forge::BlockingKind::Other,
                     message: e.clone(),
                 };
-                out.insert(id, (sha, Err(err)));
+                let _ = out.send((id, (sha, Err(err))));
             }
-            return out;
+            return;
         }
     };
     let follower = Arc::new(CiFollower::new(forge, CiPolicy::from(&l.config.ci)));
@@ -424,11 +466,10 @@ fn poll_all(
         }
         while let Some(done) = set.join_next().await {
             if let Ok((id, sha, r)) = done {
-                out.insert(id, (sha, r));
+                let _ = out.send((id, (sha, r)));
             }
         }
     });
-    out
 }
 
 /// Decides one claimed orphan's fate, commits it through the journal, and starts what

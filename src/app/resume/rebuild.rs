@@ -173,7 +173,7 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         .filter(|(_, r)| r.milestone() == Milestone::Done)
         .map(|(_, r)| r.clone())
         .collect();
-    let mut proofs = super::poll_all(l, &done, &HashMap::new());
+    let mut proofs = super::poll_collected(l, &done, &HashMap::new());
     let mut unproven_done = Vec::new();
     let mut plan: Vec<(Checkpoint, WorkerRecord, Lock, Option<super::Polled>)> = Vec::new();
     for (cp, mut rec) in trusted {

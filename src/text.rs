@@ -83,6 +83,22 @@ pub fn utf8(bytes: &[u8]) -> Result<&str, BadUtf8> {
     })
 }
 
+/// The largest task text orch accepts, in bytes. A task reaches its worker in the environment
+/// (`ORCH_TASK`) and in the prompt; the kernel refuses one environment string over 128 KiB
+/// (`E2BIG` at the worker's start, long after the spawn said yes), and a task this long is a
+/// document: it belongs in a file of the repository or the plan, which the task can name.
+pub const MAX_TASK_BYTES: usize = 32 * 1024;
+
+/// Why `task` is refused for its size, if it is.
+pub fn task_too_long(task: &str) -> Option<String> {
+    (task.len() > MAX_TASK_BYTES).then(|| {
+        format!(
+            "the task text is {} bytes; at most {MAX_TASK_BYTES} are accepted (it reaches the worker in its environment): put the details in a file (the plan, or one in the repository) and name it in the task",
+            task.len()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +134,15 @@ mod tests {
         assert_eq!((e.line, e.column, e.offset), (1, 1, 0));
         assert!(e.describe(b"\xff\xfer\x00").contains("UTF-16"));
         assert!(e.describe(b"\xff\xfer\x00").contains("0xff"));
+    }
+
+    #[test]
+    fn a_task_over_the_limit_is_refused_with_its_size() {
+        assert_eq!(task_too_long(&"x".repeat(MAX_TASK_BYTES)), None);
+        let why = task_too_long(&"x".repeat(MAX_TASK_BYTES + 1)).unwrap();
+        assert!(
+            why.contains(&format!("{} bytes", MAX_TASK_BYTES + 1)),
+            "{why}"
+        );
     }
 }

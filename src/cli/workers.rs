@@ -35,6 +35,9 @@ pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
     if args.request.task.trim().is_empty() {
         return Err(Failure::bad_input("--task must describe the work"));
     }
+    if let Some(why) = crate::text::task_too_long(&args.request.task) {
+        return Err(Failure::bad_input(format!("--task: {why}")));
+    }
     // A forge that cannot be reached with the configured credentials is refused before
     // anything is locked or started.
     l.forge()?;

@@ -179,6 +179,9 @@ impl Wave {
                     format!("task {id}: `task` must describe the work"),
                 );
             }
+            if let Some(why) = crate::text::task_too_long(&r.task.value) {
+                err(pos(&r.task), format!("task {id}: {why}"));
+            }
             let estimate = match &r.estimate {
                 None => None,
                 Some(e) => match crate::duration::parse(&e.value) {

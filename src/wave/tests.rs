@@ -472,3 +472,20 @@ fn a_task_may_set_its_own_land_policy_and_a_wrong_one_is_named() {
         "{bad}"
     );
 }
+
+#[test]
+fn a_task_text_over_the_limit_is_refused_at_its_position() {
+    let long = "x".repeat(crate::text::MAX_TASK_BYTES + 1);
+    let e = errors(&format!(
+        "name: w\ntasks:\n  - id: big\n    repo: sdk\n    task: {long}\n"
+    ));
+    let all = e.join("\n");
+    assert!(
+        all.contains(&format!(
+            "/w/wave.yaml:5:11: task big: the task text is {} bytes",
+            crate::text::MAX_TASK_BYTES + 1
+        )),
+        "{}",
+        crate::text::escape(&all[..all.len().min(300)])
+    );
+}

@@ -666,3 +666,20 @@ fn a_worker_that_closes_its_output_does_not_make_the_supervisor_spin() {
     assert_eq!(org.worker(&id).exit_code, Some(0));
     assert_clean(Some(pg));
 }
+
+/// A task text too long to reach a worker (it travels in the worker's environment) is refused
+/// at the spawn, naming the limit — not accepted and then failed at the worker's start.
+#[test]
+fn a_task_text_over_the_limit_is_refused_at_spawn() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("core")));
+    let long = "x".repeat(orch::text::MAX_TASK_BYTES + 1);
+    let out = org.run(&["spawn", "--repo", "core", "--task", &long]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--task") && stderr.contains(&format!("{} bytes", long.len())),
+        "{stderr}"
+    );
+    assert!(org.store().workers().unwrap().is_empty());
+    assert!(org.store().locks().unwrap().is_empty());
+}

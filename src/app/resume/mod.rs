@@ -178,8 +178,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     // CI is asked on a thread while the answers already in are reconciled here: the pass
     // takes about as long as the slower of the two, not their sum.
     let jobs = ci_jobs(l, &claimed, &found);
-    let polled_ids: std::collections::HashSet<String> =
-        jobs.iter().map(|j| j.0.clone()).collect();
+    let polled_ids: std::collections::HashSet<String> = jobs.iter().map(|j| j.0.clone()).collect();
     let mut waiting: HashMap<String, WorkerRecord> = HashMap::new();
     let mut out = Vec::new();
     let mut started = Vec::new();

@@ -3,7 +3,9 @@
 //! A worker runs as the same user as orch and can read `/proc/<pid>/environ` of every orch
 //! process (its supervisor, an `orch spawn` beside it). So the token is never in an orch
 //! process's environment for longer than it takes to read it:
-//! - an orch process started by the user reads the variable named by `forge.token_env`, then
+//! - with `forge.token_file`, an orch process started by the user reads the file (mode 0600 or
+//!   stricter): the token is in no environment at any time;
+//! - with `forge.token_env`, an orch process started by the user reads the variable, then
 //!   wipes it — the value's bytes in the process's original environment block too, which is
 //!   what the kernel shows in `/proc/<pid>/environ` — and removes the variable;
 //! - an orch process started by another (a supervisor) gets the token through an inherited
@@ -25,16 +27,39 @@ use std::sync::{Mutex, OnceLock};
 /// Names the inherited descriptor a parent orch process wrote the token to.
 pub const TOKEN_FD_ENV: &str = "ORCH_TOKEN_FD";
 
-/// What this process knows of the token, once read (None: it had none).
-static TOKEN: OnceLock<Mutex<Option<Secret>>> = OnceLock::new();
+/// What this process knows of the token, once read (`Ok(None)`: it had none; `Err`: why the
+/// token file cannot be used).
+static TOKEN: OnceLock<Mutex<Result<Option<Secret>, String>>> = OnceLock::new();
 
 /// Reads the token where this process was given it, once, and wipes it from the environment.
-/// Call it early (before starting any process) with the configured variable name.
-pub fn capture(var: Option<&str>) {
-    TOKEN.get_or_init(|| Mutex::new(read_token(var)));
+/// Call it early (before starting any process) with the configured variable name and file.
+pub fn capture(var: Option<&str>, file: Option<&std::path::Path>) {
+    TOKEN.get_or_init(|| Mutex::new(read_token(var, file)));
 }
 
-fn read_token(var: Option<&str>) -> Option<Secret> {
+/// The token in `path`: the file must be a regular file no other user can read (a token file
+/// others can read is refused, as ssh refuses such a key).
+fn read_file(path: &std::path::Path) -> Result<Option<Secret>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "can be read by other users (mode {:o}): chmod 600 it",
+            meta.mode() & 0o777
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err("is empty".into());
+    }
+    Ok(Some(Secret::new(token.to_string())))
+}
+
+fn read_token(var: Option<&str>, file: Option<&std::path::Path>) -> Result<Option<Secret>, String> {
     if let Some(fd) = std::env::var(TOKEN_FD_ENV)
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
@@ -49,33 +74,54 @@ fn read_token(var: Option<&str>) -> Option<Secret> {
         if let Some(v) = var {
             wipe_env(v);
         }
-        return read
+        return Ok(read
             .ok()
             .filter(|_| !text.is_empty())
-            .map(|_| Secret::new(text));
+            .map(|_| Secret::new(text)));
     }
-    let var = var?;
+    if let Some(path) = file {
+        return read_file(path);
+    }
+    let Some(var) = var else {
+        return Ok(None);
+    };
     let value = std::env::var(var).ok();
     wipe_env(var);
-    value
+    Ok(value
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
-        .map(Secret::new)
+        .map(Secret::new))
 }
 
 /// The forge token for `config`: `None` for the local forge (it needs none).
 pub fn forge_token(config: &Config) -> Result<Option<Secret>, MissingToken> {
-    let (ForgeKind::Forgejo, Some(var)) = (config.forge.kind, &config.forge.token_env) else {
+    let f = &config.forge;
+    if f.kind != ForgeKind::Forgejo || (f.token_env.is_none() && f.token_file.is_none()) {
         return Ok(None);
-    };
-    capture(Some(var));
+    }
+    capture(f.token_env.as_deref(), f.token_file.as_deref());
     let held = TOKEN
         .get()
-        .and_then(|m| m.lock().ok().and_then(|t| t.clone()));
-    held.map(Some).ok_or_else(|| MissingToken {
-        var: var.clone(),
-        file: config.file.clone(),
-    })
+        .and_then(|m| m.lock().ok().map(|t| t.clone()))
+        .unwrap_or(Ok(None));
+    match (held, &f.token_file, &f.token_env) {
+        (Ok(Some(token)), _, _) => Ok(Some(token)),
+        (Err(why), Some(path), _) => Err(MissingToken::File {
+            path: path.clone(),
+            file: config.file.clone(),
+            why,
+        }),
+        (_, _, Some(var)) => Err(MissingToken::Unset {
+            var: var.clone(),
+            file: config.file.clone(),
+        }),
+        (_, Some(path), None) => Err(MissingToken::File {
+            path: path.clone(),
+            file: config.file.clone(),
+            why: "holds no token".into(),
+        }),
+        (_, None, None) => Ok(None),
+    }
 }
 
 /// Gives the token (if this process holds one) to the orch process `cmd` will start, through a

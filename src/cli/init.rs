@@ -308,7 +308,7 @@ fn repos_yaml(found: &[Found]) -> String {
          \x20 # kind: forgejo\n\
          \x20 # url: https://forgejo.example.org\n\
          \x20 # owner: my-org\n\
-         \x20 # token_env: FORGEJO_TOKEN   # the NAME of the variable holding the token\n\
+         \x20 # token_file: forge-token   # a file holding the token (chmod 600), beside this file\n\
          ci:\n\
          \x20 sync_job: radicle-push\n\
          worker:\n\

@@ -565,7 +565,10 @@ impl Ctx {
     pub fn load(&self) -> Result<crate::app::Loaded, Failure> {
         let config = self.config()?;
         // The token leaves the environment before anything else happens (see token.rs).
-        crate::token::capture(config.forge.token_env.as_deref());
+        crate::token::capture(
+            config.forge.token_env.as_deref(),
+            config.forge.token_file.as_deref(),
+        );
         let contract = self.contract(&config)?;
         let state_dir = self.state_dir(&config);
         let contract_path = contract.file.clone();

@@ -118,6 +118,11 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
         {
             view.problems.push(Problem::at(file, format!("forge: {e}")));
         }
+        if config.forge.kind == ForgeKind::Forgejo && config.forge.token_env.is_some() {
+            view.warnings.push(
+                "forge.token_env: the token is in the environment of each orch command you start until it reads and wipes it, where a process of the same user can read it; forge.token_file (mode 0600) keeps it out of every environment".into(),
+            );
+        }
         for r in &config.repos {
             if !r.path.exists() {
                 continue; // no clone yet: warned below

@@ -110,6 +110,9 @@ pub struct ForgeConfig {
     pub owner: Option<String>,
     /// The NAME of the environment variable holding the token, never the token.
     pub token_env: Option<String>,
+    /// A file holding the token (mode 0600 or stricter), resolved against repos.yaml's
+    /// directory: the token then never passes through any process's environment.
+    pub token_file: Option<PathBuf>,
     pub request_timeout: Duration,
     /// How long a command someone waits on (`ci status`, `ci logs`) keeps retrying a forge
     /// that does not answer before it gives up (exit 3). Supervisors and `resume` follow the
@@ -583,12 +586,17 @@ pub struct UnknownRepo {
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "the forge token variable {var} is not set (named by forge.token_env in {file}); export it with a token that has read:repository"
-)]
-pub struct MissingToken {
-    pub var: String,
-    pub file: PathBuf,
+pub enum MissingToken {
+    #[error(
+        "the forge token variable {var} is not set (named by forge.token_env in {file}); export it with a token that has read:repository"
+    )]
+    Unset { var: String, file: PathBuf },
+    #[error("the forge token file {path} (forge.token_file in {file}) {why}")]
+    File {
+        path: PathBuf,
+        file: PathBuf,
+        why: String,
+    },
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub(super) struct RawForge {
     #[serde(default)]
     pub(super) token_env: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) token_file: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) request_timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) give_up_after: Option<Spanned<String>>,
@@ -447,6 +449,7 @@ pub(super) const FORGE: &[&str] = &[
     "url",
     "owner",
     "token_env",
+    "token_file",
     "request_timeout",
     "give_up_after",
     "max_concurrent_runs",

@@ -54,6 +54,7 @@ pub(super) const FORGE: &[Field] = &[
     ("url", Shape::Text, Optional),
     ("owner", Shape::Text, Optional),
     ("token_env", Shape::Text, Optional),
+    ("token_file", Shape::Text, Optional),
     ("request_timeout", Shape::Text, Optional),
     ("give_up_after", Shape::Text, Optional),
     ("max_concurrent_runs", Shape::Int, Optional),

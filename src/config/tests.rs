@@ -497,3 +497,32 @@ fn history_keep_defaults_to_30_days_and_a_wrong_value_is_named_where_it_is() {
     let err = load("history: 30d\nrepos:\n  a: {}\n").unwrap_err();
     assert!(err.to_string().contains("history"), "{err}");
 }
+
+#[test]
+fn a_token_file_is_resolved_beside_repos_yaml_and_one_token_source_is_required() {
+    let c = load(
+        "forge: {kind: forgejo, url: 'https://f', owner: o, token_file: secrets/forge-token}\nrepos: {a: {}}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.forge.token_file.as_deref(),
+        Some(Path::new("/tmp/secrets/forge-token"))
+    );
+    assert_eq!(c.forge.token_env, None);
+    let both = load(
+        "forge: {kind: forgejo, url: 'https://f', owner: o, token_env: T, token_file: t}\nrepos: {a: {}}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        both.contains("/tmp/repos.yaml:1:") && both.contains("are both set"),
+        "{both}"
+    );
+    let neither = load("forge: {kind: forgejo, url: 'https://f', owner: o}\nrepos: {a: {}}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        neither.contains("neither forge.token_file nor forge.token_env"),
+        "{neither}"
+    );
+}

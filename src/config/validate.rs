@@ -79,6 +79,7 @@ pub(super) fn validate(
             url: None,
             owner: None,
             token_env: None,
+            token_file: None,
             request_timeout: Duration::from_secs(30),
             give_up_after: GIVE_UP_AFTER,
             max_concurrent_runs: 4,
@@ -103,17 +104,27 @@ pub(super) fn validate(
             if kind == ForgeKind::Forgejo
                 && let Some(kind_key) = &f.kind
             {
-                for (key, v) in [
-                    ("url", &f.url),
-                    ("owner", &f.owner),
-                    ("token_env", &f.token_env),
-                ] {
+                for (key, v) in [("url", &f.url), ("owner", &f.owner)] {
                     if v.as_ref().is_none_or(|s| s.value.trim().is_empty()) {
                         c.err(
                             pos(kind_key),
                             format!("forge.kind is forgejo but forge.{key} is missing"),
                         );
                     }
+                }
+                let given = |v: &Option<Spanned<String>>| {
+                    v.as_ref().is_some_and(|s| !s.value.trim().is_empty())
+                };
+                match (given(&f.token_env), given(&f.token_file)) {
+                    (false, false) => c.err(
+                        pos(kind_key),
+                        "forge.kind is forgejo but neither forge.token_file nor forge.token_env is set",
+                    ),
+                    (true, true) => c.err(
+                        f.token_file.as_ref().and_then(pos),
+                        "forge.token_file and forge.token_env are both set: keep one (token_file keeps the token out of every environment)",
+                    ),
+                    _ => {}
                 }
                 if let Some(u) = &f.url
                     && !(u.value.starts_with("http://") || u.value.starts_with("https://"))
@@ -153,6 +164,10 @@ pub(super) fn validate(
                 url: f.url.map(|s| s.value.trim_end_matches('/').to_string()),
                 owner: f.owner.map(|s| s.value),
                 token_env: f.token_env.map(|s| s.value).filter(|_| token_env_ok),
+                token_file: f
+                    .token_file
+                    .map(|s| root.join(s.value.trim()))
+                    .filter(|p| !p.as_os_str().is_empty()),
                 request_timeout,
                 give_up_after,
                 max_concurrent_runs,

@@ -517,3 +517,72 @@ fn a_pending_commit_costs_two_requests_per_poll() {
     org.release(&id);
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);
 }
+
+/// `forge.token_file`: the token is read from a file (mode 0600) and passed to supervisors
+/// through a pipe, so no process's environment holds it at any moment — sampled from
+/// `/proc/*/environ` all through a run — and a token file other users can read is refused.
+#[test]
+fn with_a_token_file_no_environment_ever_holds_the_token() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(FakeForgejo::start(V16));
+    fake.require_token(Some(TOKEN));
+    let mut spec = Spec::local("happy.sh").repo(RepoSpec::new(REPO));
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: String::new(), // a token file
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut samples = 0;
+            while !stop.load(Ordering::SeqCst) {
+                for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                    if let Ok(env) = std::fs::read(e.path().join("environ"))
+                        && env.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes())
+                    {
+                        seen.push(e.file_name().to_string_lossy().to_string());
+                    }
+                }
+                samples += 1;
+            }
+            (samples, seen)
+        })
+    };
+    let (out, id) = org.spawn_foreground(REPO, "add a feature");
+    stop.store(true, Ordering::SeqCst);
+    let (samples, seen) = sampler.join().unwrap();
+    assert!(out.status.success(), "{}", org.diag(&id));
+    assert_eq!(org.worker(&id).progress.milestone, Milestone::Done);
+    assert_token_kept_secret(&org, &fake, &id, &out);
+    assert!(samples > 0);
+    assert!(
+        seen.is_empty(),
+        "the token was in the environment of processes {seen:?} ({samples} samples)"
+    );
+
+    // Readable by others: refused, naming the file and the fix.
+    let file = org.root.join("forge-token");
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let check = org.run(&["check"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_ne!(check.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("forge-token") && text.contains("chmod 600"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+}

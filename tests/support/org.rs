@@ -424,7 +424,8 @@ impl RepoSpec {
 pub enum ForgeSpec {
     /// The embedded forge; `max_concurrent_runs`.
     Local(usize),
-    /// A Forgejo at `url`; each repository's clone gets a local bare `origin`.
+    /// A Forgejo at `url`; each repository's clone gets a local bare `origin`. An empty
+    /// `token_env` puts the token in a file instead (`forge.token_file: forge-token`, mode 0600).
     Forgejo {
         url: String,
         owner: String,
@@ -673,11 +674,23 @@ impl Org {
                 token_env,
                 token,
             } => {
+                let source = if token_env.is_empty() {
+                    let file = root.join("forge-token");
+                    std::fs::write(&file, format!("{token}\n")).unwrap();
+                    std::fs::set_permissions(
+                        &file,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                    )
+                    .unwrap();
+                    "token_file: forge-token".to_string()
+                } else {
+                    env.push((token_env.clone(), token.clone()));
+                    format!("token_env: {token_env}")
+                };
                 yaml.push_str(&format!(
-                    "forge: {{kind: forgejo, url: {}, owner: {owner}, token_env: {token_env}, request_timeout: 5s}}\n",
+                    "forge: {{kind: forgejo, url: {}, owner: {owner}, {source}, request_timeout: 5s}}\n",
                     yaml_str(url)
                 ));
-                env.push((token_env.clone(), token.clone()));
             }
         }
         yaml.push_str(&format!(

@@ -220,13 +220,13 @@ impl ForgejoForge {
         let (kind, message) = match status {
             401 if self.token.is_some() => (
                 BlockingKind::BadToken,
-                "Forgejo rejected the token (401): check the variable named by forge.token_env"
+                "Forgejo rejected the token (401): check forge.token_file or the variable named by forge.token_env"
                     .to_string(),
             ),
             401 => (
                 BlockingKind::BadToken,
                 format!(
-                    "Forgejo requires a token (401) for GET {shown}: set forge.token_env to the name of a variable holding a read:repository token"
+                    "Forgejo requires a token (401) for GET {shown}: set forge.token_file (or forge.token_env) to a read:repository token"
                 ),
             ),
             403 => (

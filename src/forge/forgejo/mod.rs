@@ -276,7 +276,7 @@ impl ForgejoForge {
                 let mut v = HeaderValue::from_str(&format!("token {}", t.expose())).map_err(
                     |_| ForgeError::Blocking {
                         kind: BlockingKind::BadToken,
-                        message: "the forge token contains characters that cannot be sent in an HTTP header: check the variable named by forge.token_env".into(),
+                        message: "the forge token contains characters that cannot be sent in an HTTP header: check forge.token_file or the variable named by forge.token_env".into(),
                     },
                 )?;
                 v.set_sensitive(true);

@@ -51,8 +51,28 @@ impl Loaded {
         }
     }
 
+    /// The database, refused when it has lost its workers: an empty one beside checkpoint files
+    /// (truncated, or replaced under live supervisors) would say "nothing here" — no worker, no
+    /// orphan, every chain free — over unfinished work. Only `orch resume --from-checkpoints`
+    /// (which opens the store itself) may rebuild it.
     pub fn store(&self) -> Result<Store> {
-        Ok(Store::open(&self.state_dir)?.with_alert_window(self.config.alerts.dedup_window))
+        let mut store =
+            Store::open(&self.state_dir)?.with_alert_window(self.config.alerts.dedup_window);
+        let lost = store.read(|tx| {
+            Ok(!crate::store::workers::any_worker(tx)?
+                && crate::store::meta(tx, crate::store::REBUILT_META)?.is_none())
+        })?;
+        if lost {
+            let checkpoints = checkpoint_files(&self.state_dir);
+            if checkpoints > 0 {
+                return Err(Error::Refused(format!(
+                    "the database {} holds no workers, but {checkpoints} checkpoint file(s) are beside it in {}: it has lost its contents (truncated or replaced?). Rebuild it from them with `orch resume --from-checkpoints` (nothing was changed)",
+                    store.path().display(),
+                    self.state_dir.display()
+                )));
+            }
+        }
+        Ok(store)
     }
 
     /// The store when orch has state here; `None` in a directory where nothing ran yet (read-only
@@ -97,6 +117,21 @@ impl Loaded {
             CiPolicy::from(&self.config.ci),
         ))
     }
+}
+
+/// How many checkpoint files the state directory holds.
+fn checkpoint_files(state_dir: &Path) -> usize {
+    std::fs::read_dir(state_dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .ends_with(".checkpoint.yaml")
+                })
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// The orch binary: supervisors and workers run it again (`__supervise`, `orch report`).

@@ -74,6 +74,9 @@ pub enum StoreError {
     },
 }
 
+/// The `store_meta` key set when `orch resume --from-checkpoints` rebuilt the database.
+pub const REBUILT_META: &str = "rebuilt_from_checkpoints_ms";
+
 /// A value of `store_meta` (small watermarks), if set.
 pub fn meta(tx: &rusqlite::Transaction, key: &str) -> rusqlite::Result<Option<i64>> {
     use rusqlite::OptionalExtension;

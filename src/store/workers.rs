@@ -132,6 +132,12 @@ pub(super) fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord>
     })
 }
 
+/// Whether the database holds any worker at all.
+pub fn any_worker(tx: &Transaction) -> rusqlite::Result<bool> {
+    tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM workers)")?
+        .query_row([], |r| r.get(0))
+}
+
 pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
     // Cached: spawn's lock transaction runs it, and a rebuild once per worker.
     tx.prepare_cached(

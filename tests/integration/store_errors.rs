@@ -89,3 +89,41 @@ fn unwritable_state_directory_is_named() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("state"), "{text}");
 }
+
+/// A database that lost its contents (truncated to nothing) beside checkpoint files is refused
+/// by every command — not read as "no workers, every chain free" — naming the way back, which
+/// works: `orch resume --from-checkpoints` rebuilds it from them.
+#[test]
+fn a_truncated_database_beside_checkpoints_is_refused_until_rebuilt() {
+    use crate::support::{Org, RepoSpec, Spec};
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert!(out.status.success(), "{}", org.diag(&id));
+    let db = org.state.join("orch.db");
+    for f in ["orch.db-wal", "orch.db-shm"] {
+        let _ = std::fs::remove_file(org.state.join(f));
+    }
+    std::fs::write(&db, b"").unwrap();
+
+    for args in [
+        vec!["status"],
+        vec!["spawn", "--repo", "alpha", "--task", "more"],
+        vec!["resume"],
+    ] {
+        let out = org.run(&args);
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        // (A CI runner of the run that just ended may still write: the emptied file can then
+        // read as no database at all — refused as unreadable, with the same way back.)
+        assert!(
+            (text.contains("holds no workers") || text.contains("unreadable"))
+                && text.contains("orch resume --from-checkpoints"),
+            "{args:?}: {text}"
+        );
+    }
+    let rebuilt = org.run(&["resume", "--from-checkpoints", "--json"]);
+    assert!(rebuilt.status.success(), "{}", output_text(&rebuilt));
+    let status = org.run(&["status", "--all", "--json"]);
+    assert!(status.status.success(), "{}", output_text(&status));
+    assert!(String::from_utf8_lossy(&status.stdout).contains(&id));
+}

@@ -243,6 +243,9 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         for r in &mut refused {
             hold_for(l, &mut held, r)?;
         }
+        // Deliberately rebuilt: a database with no workers beside checkpoints it refused is
+        // what the operator chose, not one that lost its contents (see `Loaded::store`).
+        crate::store::set_meta(tx, crate::store::REBUILT_META, crate::store::now_ms())?;
         Ok((problems, workers, locks))
     })?;
     Ok(Rebuilt {

@@ -295,6 +295,22 @@ fn mark_of(pid: i32, state_dir: &Path) -> Option<Vec<u8>> {
     id.filter(|_| has_dir)
 }
 
+/// Live processes (other than this one) whose environment has `var=value`: what an orch helper
+/// it marked left behind (an alert command's daemon), found even after it left its group.
+pub fn processes_with(var: &str, value: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let wanted = format!("{var}={value}");
+    snapshot()
+        .into_iter()
+        .filter(|p| !p.dead && p.pid != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.pid))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
 /// [`marked_processes`] for many workers in one pass: one snapshot of the processes, each
 /// one's environment read once (not once per worker: a resume of a thousand workers on a busy
 /// host would read every environment a thousand times). Worker id → its marked pids.

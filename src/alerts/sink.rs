@@ -65,15 +65,49 @@ pub async fn webhook(
     }
 }
 
+/// Marks every process an alert command starts (see [`command`]).
+pub const SINK_MARK_ENV: &str = "ORCH_ALERT_SINK";
+
 /// Runs `argv` with `body` on its stdin, in its own process group, without the variables in
-/// `scrub`; the whole group is killed if it outlives `timeout`.
+/// `scrub`; the whole group is killed if it outlives `timeout`. Nothing it started outlives
+/// it: when it ends, what is left of its group is killed, and so is every process carrying
+/// its mark (`ORCH_ALERT_SINK=<this run>` in the environment), such as a daemon it forked into
+/// a session of its own.
 pub fn command(
     argv: &[String],
     body: &serde_json::Value,
     timeout: Duration,
     scrub: &[&str],
 ) -> Result<(), SendError> {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mark = format!(
+        "{}-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        crate::store::now_ms()
+    );
+    let result = run_command(argv, body, timeout, scrub, &mark);
+    // Its leftovers: bounded, a handful of passes (a daemon may fork again meanwhile).
+    for _ in 0..20 {
+        let left = crate::contain::processes_with(SINK_MARK_ENV, &mark);
+        if left.is_empty() {
+            break;
+        }
+        crate::contain::kill_all(&left);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    result
+}
+
+fn run_command(
+    argv: &[String],
+    body: &serde_json::Value,
+    timeout: Duration,
+    scrub: &[&str],
+    mark: &str,
+) -> Result<(), SendError> {
     let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.env(SINK_MARK_ENV, mark);
     cmd.args(&argv[1..])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -91,7 +125,12 @@ pub fn command(
             let _ = stdin.write_all(text.as_bytes());
         });
     }
-    match child.wait_timeout(timeout) {
+    let waited = child.wait_timeout(timeout);
+    if matches!(waited, Ok(Some(_))) {
+        // Ended: what it left running in its group goes with it.
+        let _ = child.signal_group(Signal::KILL);
+    }
+    match waited {
         Ok(Some(status)) if status.success() => Ok(()),
         Ok(Some(status)) => Err(SendError::Retry(match status.code() {
             Some(c) => format!("{} exited with code {c}", argv[0]),
@@ -107,5 +146,44 @@ pub fn command(
             )))
         }
         Err(e) => Err(SendError::Retry(format!("waiting for {}: {e}", argv[0]))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daemon_an_alert_command_forks_does_not_outlive_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("daemon.pid");
+        let script = format!(
+            "setsid sh -c 'echo $$ > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
+            p = pidfile.display()
+        );
+        let argv: Vec<String> = ["sh", "-c", &script]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        command(
+            &argv,
+            &serde_json::json!({"a": 1}),
+            Duration::from_secs(30),
+            &[],
+        )
+        .unwrap();
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while crate::process::process_alive(pid, None) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !crate::process::process_alive(pid, None),
+            "the daemon {pid} outlived its alert command"
+        );
     }
 }

@@ -166,6 +166,9 @@ pub enum Relation {
     Dependency,
     /// Something that depends on it, transitively.
     Dependent,
+    /// A repository repos.yaml does not name (renamed or removed since its lock was taken):
+    /// its chain cannot be known, so a lock on it conflicts with everything.
+    Unknown,
 }
 
 impl Relation {
@@ -174,6 +177,7 @@ impl Relation {
             Relation::Itself => "self",
             Relation::Dependency => "dependency",
             Relation::Dependent => "dependent",
+            Relation::Unknown => "unknown",
         }
     }
 }

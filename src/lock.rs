@@ -69,6 +69,7 @@ impl Blocker {
             Relation::Itself => format!("{asked} itself"),
             Relation::Dependency => format!("a dependency of {asked}"),
             Relation::Dependent => format!("depends on {asked}"),
+            Relation::Unknown => "a repository repos.yaml does not name (renamed or removed since its lock was taken): its chain is unknown, so it blocks every repository until its lock is released".to_string(),
         };
         format!("{} is {verb} {} — {why}", self.repo, self.holder)
     }
@@ -80,15 +81,20 @@ pub fn blockers(graph: &RepoGraph, repo: &str, active: &[ChainLock]) -> Vec<Bloc
     if active.is_empty() {
         return Vec::new();
     }
-    // A lock on a repository that is no longer in repos.yaml still blocks that exact name
-    // (`ChainOf::relation` reports it as itself), so editing the file never silently frees a
-    // holder.
+    // A lock on a repository that is no longer in repos.yaml blocks everything: its chain is
+    // unknown (a rename keeps the clone and its live worker under a new name), so editing the
+    // file never silently frees a chain.
     let chain = graph.chain_of(repo);
     let mut out: Vec<Blocker> = active
         .iter()
         .filter_map(|l| {
+            let relation = if graph.contains(&l.repo) || l.repo == repo {
+                chain.relation(&l.repo)?
+            } else {
+                Relation::Unknown
+            };
             Some(Blocker {
-                relation: chain.relation(&l.repo)?,
+                relation,
                 repo: l.repo.clone(),
                 holder: l.holder.clone(),
                 kind: l.kind,
@@ -107,7 +113,9 @@ pub fn is_blocked<'a>(
     active_repos: impl IntoIterator<Item = &'a str>,
 ) -> bool {
     let chain = graph.chain_of(repo);
-    active_repos.into_iter().any(|r| chain.contains(r))
+    active_repos
+        .into_iter()
+        .any(|r| chain.contains(r) || !graph.contains(r))
 }
 
 #[cfg(test)]
@@ -158,6 +166,23 @@ mod tests {
         assert_eq!(b[0].relation, Relation::Dependent);
         let b = blockers(&g, "alphavm", &[held("alphavm")]);
         assert_eq!(b[0].relation, Relation::Itself);
+    }
+
+    /// A lock taken on a repository that repos.yaml no longer names (renamed: the same clone
+    /// and its live worker under another name) blocks everything: its chain is unknown.
+    #[test]
+    fn a_lock_on_a_repository_repos_yaml_no_longer_names_blocks_everything() {
+        let g = seed();
+        let b = blockers(&g, "sdk", &[held("ghost")]);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].relation, Relation::Unknown);
+        assert!(
+            b[0].describe("sdk").contains("does not name"),
+            "{}",
+            b[0].describe("sdk")
+        );
+        assert!(!can_spawn(&g, "sdk", &["ghost"]));
+        assert!(!can_spawn(&g, "alphavm", &["ghost", "sdk"]));
     }
 
     /// Contract, PARALLEL SPAWN RULES, can_parallel. Every listed pair is a true sibling pair

@@ -683,3 +683,31 @@ fn a_task_text_over_the_limit_is_refused_at_spawn() {
     assert!(org.store().workers().unwrap().is_empty());
     assert!(org.store().locks().unwrap().is_empty());
 }
+
+/// repos.yaml renames a repository while its chain is held: the lock on the old name blocks
+/// every spawn (its chain cannot be known any more) until it is released, instead of freeing
+/// the renamed clone beside its live holder.
+#[test]
+fn a_lock_on_a_renamed_repository_blocks_every_spawn_until_released() {
+    let org = Org::new(
+        Spec::local("long.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("sdk")),
+    );
+    let held = org.run(&["hold", "core", "--reason", "release freeze", "--by", "e2e"]);
+    assert!(held.status.success(), "{}", text(&held.stderr));
+    let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+    assert!(yaml.contains("\n  core:"), "{yaml}");
+    std::fs::write(&org.config_path, yaml.replace("\n  core:", "\n  core2:")).unwrap();
+
+    for repo in ["sdk", "core2"] {
+        let out = org.run(&["can-spawn", repo]);
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{repo}: {said}");
+        assert!(said.contains("does not name"), "{repo}: {said}");
+    }
+    let out = org.run(&["unhold", "core"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = org.run(&["can-spawn", "sdk"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+}

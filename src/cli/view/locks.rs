@@ -42,6 +42,8 @@ pub enum Relation {
     Itself,
     Dependency,
     Dependent,
+    /// The locked repository is not in repos.yaml any more: it blocks everything.
+    Unknown,
 }
 
 /// An active lock that stops a worker from starting on the repository asked about.
@@ -68,6 +70,7 @@ impl BlockerView {
                 R::Itself => Relation::Itself,
                 R::Dependency => Relation::Dependency,
                 R::Dependent => Relation::Dependent,
+                R::Unknown => Relation::Unknown,
             },
             text: b.describe(asked),
         }

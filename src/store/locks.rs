@@ -91,7 +91,10 @@ pub fn try_lock_in(
         let mut stmt = tx.prepare_cached("SELECT repo FROM locks")?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
-            if chain.contains(r.get_ref(0)?.as_str()?) {
+            // A lock on a repository the graph does not know (renamed or removed under its
+            // holder) blocks everything: its chain cannot be known (see `lock::blockers`).
+            let held = r.get_ref(0)?.as_str()?;
+            if chain.contains(held) || !graph.contains(held) {
                 blocked = true;
                 break;
             }

@@ -706,6 +706,15 @@ fn a_lock_on_a_renamed_repository_blocks_every_spawn_until_released() {
         assert_eq!(out.status.code(), Some(1), "{repo}: {said}");
         assert!(said.contains("does not name"), "{repo}: {said}");
     }
+    let out = org.run(&[
+        "spawn",
+        "--repo",
+        "sdk",
+        "--task",
+        "beside the renamed hold",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(org.store().workers().unwrap().is_empty());
     let out = org.run(&["unhold", "core"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = org.run(&["can-spawn", "sdk"]);

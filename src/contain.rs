@@ -455,7 +455,11 @@ impl Cgroup {
             return None;
         }
         let parent = base.join(state_dir_tag(state_dir));
-        let dir = parent.join(id);
+        // One cgroup per supervisor's life of the worker (`<id>.<supervisor pid>`): a stale
+        // supervisor (stopped past its lease, then continued) that kills its cgroup kills
+        // only what it started, never its replacement's worker.
+        let life = format!("{id}.{}", std::process::id());
+        let dir = parent.join(&life);
         let mut made = Err(io::Error::other("not tried"));
         for _ in 0..3 {
             // A concurrent removal of an empty `parent` (another worker's last cleanup) can
@@ -478,6 +482,21 @@ impl Cgroup {
                 no_cgroups(&format!("cannot create {}: {e}", cg.dir.display()));
                 let _ = std::fs::remove_dir(&parent);
                 return None;
+            }
+        }
+        // Other lives of this worker (a dead or stale supervisor's): nothing of them may run
+        // beside this one.
+        if let Ok(entries) = std::fs::read_dir(&parent) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                let other_life = name
+                    .strip_prefix(id)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+                if name != life.as_str() && (name == id || other_life) {
+                    Cgroup { dir: e.path() }.kill_and_remove(Duration::from_secs(5));
+                }
             }
         }
         let usable = cg.dir.join("cgroup.kill").exists()

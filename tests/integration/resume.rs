@@ -1047,3 +1047,61 @@ fn a_ref_lock_left_by_a_killed_fetch_does_not_block_push_verification() {
     assert_verified_done(&org, &id);
     assert_eq!(org.count_events(&id, "violation"), 0, "{}", org.dump());
 }
+
+/// A supervisor stopped past its lease (SIGSTOP), its worker taken over by `orch resume`, then
+/// continued (SIGCONT): it sees its lease gone and stops only what it started — never the
+/// replacement's worker, which lives in a cgroup of its own life.
+#[test]
+fn a_stale_supervisor_continued_after_a_takeover_leaves_the_replacement_alone() {
+    use crate::support::{RepoSpec, poll};
+    let mut spec = Spec::local("idle.sh");
+    spec = spec.repo(RepoSpec::new("core"));
+    let org = Org::new(spec);
+    let id = org.spawn_detached("core", "idle");
+    let first = org.worker(&id);
+    let stale = first.supervisor_pid.expect("a supervisor") as i32;
+    let old_worker = first.worker_pid.expect("a worker") as i32;
+    // SAFETY: signals to a process this test started (through orch).
+    unsafe { libc::kill(stale, libc::SIGSTOP) };
+    // Its lease lapses (15 s); then a resume takes the worker over.
+    let resumed = poll(Duration::from_secs(60), || {
+        let v = org.resume();
+        resumed_entry(&v, &id).is_some().then_some(v)
+    });
+    let Some(_) = resumed else {
+        unsafe { libc::kill(stale, libc::SIGCONT) };
+        panic!("no resume took the worker over\n{}", org.diag(&id));
+    };
+    let replacement = poll(Duration::from_secs(60), || {
+        let w = org.worker(&id);
+        (w.supervisor_pid != Some(stale as i64) && w.worker_running && w.worker_pid.is_some())
+            .then_some(w)
+    })
+    .unwrap_or_else(|| panic!("no replacement started\n{}", org.diag(&id)));
+    let new_worker = replacement.worker_pid.unwrap() as i32;
+    assert_ne!(new_worker, old_worker);
+    // The replacement's worker command (`sleep`, under its guard `new_worker`): what a cgroup
+    // kill would end (the guard itself sits outside the cgroup).
+    let command = poll(Duration::from_secs(30), || {
+        crate::support::processes()
+            .into_iter()
+            .find(|p| p.2 == new_worker && p.1 != 'Z')
+            .map(|p| p.0)
+    })
+    .unwrap_or_else(|| panic!("no worker command under {new_worker}\n{}", org.diag(&id)));
+    unsafe { libc::kill(stale, libc::SIGCONT) };
+    // The stale supervisor notices its lease is gone and stops.
+    let gone = poll(Duration::from_secs(60), || {
+        (!orch::process::process_alive(stale, None)).then_some(())
+    });
+    assert!(gone.is_some(), "the stale supervisor {stale} did not stop");
+    assert!(
+        orch::process::process_alive(command, None),
+        "the stale supervisor killed the replacement's worker command {command}\n{}",
+        org.diag(&id)
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.milestone(), Milestone::Working, "{}", org.diag(&id));
+    assert_eq!(w.supervisor_pid, replacement.supervisor_pid);
+    let _ = org.run(&["cancel", &id, "--reason", "test over"]);
+}

@@ -259,25 +259,8 @@ fn tasks(n: usize) {
     let org = Org::new(spec);
     let cpu0 = machine_cpu_s();
     let t0 = Instant::now();
-    let children: Vec<_> = (0..n)
-        .map(|i| {
-            org.cmd(&[
-                "spawn",
-                "--repo",
-                &format!("r{i:03}"),
-                "--task",
-                "trivial",
-                "--json",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("orch spawn starts")
-        })
-        .collect();
-    for mut c in children {
-        let _ = c.wait();
-    }
+    let repos: Vec<String> = (0..n).map(|i| format!("r{i:03}")).collect();
+    org.spawn_at_once(&repos, "trivial");
     let spawned = t0.elapsed().as_secs_f64();
     let all_done = org::poll(Duration::from_secs(900), || {
         let mut store = org.store();

@@ -275,11 +275,6 @@ pub fn live_descendants(root: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Whether `pid`'s environment says it belongs to worker `id` of `state_dir`.
-fn marked(pid: i32, state_dir: &Path, id: &str) -> bool {
-    mark_of(pid, state_dir).is_some_and(|m| m == id.as_bytes())
-}
-
 /// The worker id `pid`'s environment marks it with, if it is a worker's of `state_dir`.
 fn mark_of(pid: i32, state_dir: &Path) -> Option<Vec<u8>> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
@@ -353,24 +348,9 @@ pub fn marked_by_worker(
 /// since boot) whose environment marks them as worker `id`'s of `state_dir`, orch helpers
 /// and what they started excluded: what is left of a tree whose guard is gone.
 pub fn marked_processes(state_dir: &Path, id: &str, started_by: u64) -> Vec<i32> {
-    let procs = snapshot();
-    let me = std::process::id() as i32;
-    let helpers: Vec<i32> = procs
-        .iter()
-        .filter(|p| p.session == p.pid && !p.dead && is_orch_helper(p))
-        .map(|p| p.pid)
-        .collect();
-    let mut spared: Vec<i32> = helpers.clone();
-    for h in &helpers {
-        spared.extend(descendants(&procs, *h, |_| false).iter().map(|p| p.pid));
-    }
-    procs
-        .iter()
-        .filter(|p| !p.dead && p.pid != me && p.start_ticks <= started_by)
-        .filter(|p| !spared.contains(&p.pid))
-        .filter(|p| marked(p.pid, state_dir, id))
-        .map(|p| p.pid)
-        .collect()
+    marked_by_worker(state_dir, &std::iter::once(id).collect(), started_by)
+        .remove(id)
+        .unwrap_or_default()
 }
 
 /// SIGKILLs each pid (pids ≤ 1 never).

@@ -534,11 +534,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
             d.verdict = Some(*kind);
             d.failed_jobs = failed_jobs.clone();
             if *kind != VerdictKind::Green && l.revert_on_breakage {
-                let jobs = if failed_jobs.is_empty() {
-                    detail.clone()
-                } else {
-                    failed_jobs.join(", ")
-                };
+                let jobs = red_jobs(failed_jobs, detail);
                 l.state = LandState::Reverting;
                 l.attempts = 0;
                 let why = format!(
@@ -558,11 +554,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                 ));
             } else if *kind != VerdictKind::Green {
                 l.state = LandState::Broken;
-                let jobs = if failed_jobs.is_empty() {
-                    detail.clone()
-                } else {
-                    failed_jobs.join(", ")
-                };
+                let jobs = red_jobs(failed_jobs, detail);
                 let why = format!(
                     "{repo} is red on its base head {} with {} landed ({jobs})",
                     sha.short(),
@@ -654,11 +646,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                         let why = format!(
                             "the revert {} is red ({}): a person must look",
                             sha.short(),
-                            if failed_jobs.is_empty() {
-                                detail.clone()
-                            } else {
-                                failed_jobs.join(", ")
-                            }
+                            red_jobs(failed_jobs, detail)
                         );
                         note(l, why.clone());
                         fx.push(Effect::alert(
@@ -680,11 +668,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                 let why = format!(
                     "the integration {} on the base head is red ({}): the change breaks with what landed meanwhile",
                     sha.short(),
-                    if failed_jobs.is_empty() {
-                        detail.clone()
-                    } else {
-                        failed_jobs.join(", ")
-                    }
+                    red_jobs(failed_jobs, detail)
                 );
                 note(l, why.clone());
                 fx.push(Effect::alert(
@@ -718,11 +702,7 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
                 let why = format!(
                     "the base branch is red at the landed commit {} ({})",
                     sha.short(),
-                    if failed_jobs.is_empty() {
-                        detail.clone()
-                    } else {
-                        failed_jobs.join(", ")
-                    }
+                    red_jobs(failed_jobs, detail)
                 );
                 note(l, why.clone());
                 fx.push(Effect::alert(
@@ -741,5 +721,15 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
             detail: l.detail.clone().unwrap_or_default(),
         });
         fx.push(Effect::Checkpoint);
+    }
+}
+
+/// What made a verdict red, for the words of a note or an alert: its failed jobs, or the
+/// verdict's detail when no job is named.
+fn red_jobs(failed_jobs: &[String], detail: &str) -> String {
+    if failed_jobs.is_empty() {
+        detail.to_string()
+    } else {
+        failed_jobs.join(", ")
     }
 }

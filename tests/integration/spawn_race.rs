@@ -6,7 +6,6 @@
 //! `ORCH_SPAWN_RACE=N` sets how many (default 200).
 
 use crate::support::{Org, RepoSpec, Spec, cmdline, output_text, poll, reaping_late};
-use std::process::Stdio;
 use std::time::Duration;
 
 #[test]
@@ -23,27 +22,8 @@ fn spawns_at_once_leave_no_worker_unsupervised() {
     let org = Org::new(spec);
 
     let late = reaping_late();
-    let children: Vec<_> = (0..n)
-        .map(|i| {
-            org.cmd(&[
-                "spawn",
-                "--repo",
-                &format!("r{i:03}"),
-                "--task",
-                "race",
-                "--json",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("orch spawn starts")
-        })
-        .collect();
-    let outputs: Vec<_> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().expect("orch spawn ends"))
-        .collect();
+    let repos: Vec<String> = (0..n).map(|i| format!("r{i:03}")).collect();
+    let outputs = org.spawn_at_once(&repos, "race");
     drop(late);
 
     let mut ids = Vec::new();

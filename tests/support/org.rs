@@ -902,6 +902,25 @@ impl Org {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// `orch spawn --repo <r> --task <task> --json` for every repository at once (one process
+    /// each, all started before any is waited for); their outputs, in `repos` order.
+    pub fn spawn_at_once(&self, repos: &[String], task: &str) -> Vec<Output> {
+        let children: Vec<_> = repos
+            .iter()
+            .map(|r| {
+                self.cmd(&["spawn", "--repo", r, "--task", task, "--json"])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("orch spawn starts")
+            })
+            .collect();
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().expect("orch spawn ends"))
+            .collect()
+    }
+
     /// `orch spawn --json` (detached); returns the worker id once the worker runs.
     pub fn spawn_detached(&self, repo: &str, task: &str) -> String {
         let v = self.spawn_json(repo, task, None);

@@ -275,6 +275,84 @@ pub fn live_descendants(root: i32) -> Vec<i32> {
         .collect()
 }
 
+/// The worker a process belongs to, as the kernel shows it (never from its environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerOfProcess {
+    pub id: String,
+    /// The tag of the state directory whose worker it is (from its cgroup), when known.
+    pub tag: Option<String>,
+    /// The worker's report channel, from its guard's argv, when the guard was found.
+    pub channel: Option<String>,
+}
+
+/// The worker (of any state directory) this process runs inside: its cgroup (`…/orch-<tag>/
+/// <id>.<pid>`, kept across PID namespaces and `setsid`), else an `orch __guard --worker <id>`
+/// among its ancestors (walked from `/proc/self`, so a process in a worker's PID namespace is
+/// seen with the host's pids). `None`: not a worker's process.
+pub fn worker_of_self() -> Option<WorkerOfProcess> {
+    let from_cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|t| unified_path(&t))
+        .and_then(|path| worker_cgroup_id(&path));
+    let guard = self_ancestry().into_iter().find_map(|pid| {
+        let argv = argv(pid);
+        if argv.get(1).map(String::as_str) != Some(crate::guard::GUARD_COMMAND) {
+            return None;
+        }
+        let value = |flag: &str| {
+            argv.iter()
+                .position(|a| a == flag)
+                .and_then(|i| argv.get(i + 1))
+                .cloned()
+        };
+        Some((value("--worker"), value("--channel"), pid))
+    });
+    match (from_cgroup, guard) {
+        (Some((tag, id)), g) => Some(WorkerOfProcess {
+            channel: g
+                .filter(|(gid, _, _)| gid.as_deref() == Some(id.as_str()))
+                .and_then(|g| g.1),
+            id,
+            tag: Some(tag),
+        }),
+        (None, Some((id, channel, pid))) => Some(WorkerOfProcess {
+            id: id.unwrap_or_else(|| format!("(guard {pid})")),
+            tag: None,
+            channel,
+        }),
+        (None, None) => None,
+    }
+}
+
+/// `(tag, worker id)` of a worker's cgroup path `…/orch-<tag>/<id>.<supervisor pid>[/…]`.
+pub fn worker_cgroup_id(path: &str) -> Option<(String, String)> {
+    let comps: Vec<&str> = path.split('/').collect();
+    let at = comps.iter().position(|c| is_tag(c))?;
+    let life = comps.get(at + 1)?;
+    let (id, pid) = life.rsplit_once('.')?;
+    if !id_ok(id) || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((comps[at].to_string(), id.to_string()))
+}
+
+/// The ancestors of this process, its parent first, as `/proc` shows them (the pids of the
+/// `/proc` mount's namespace, also from inside a worker's PID namespace).
+fn self_ancestry() -> Vec<i32> {
+    let Some(parent) = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|t| {
+            let rest = &t[t.rfind(')')? + 1..];
+            rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+        })
+    else {
+        return Vec::new();
+    };
+    let mut out = vec![parent];
+    out.extend(crate::process::ancestry(parent));
+    out
+}
+
 /// The worker id `pid`'s environment marks it with, if it is a worker's of `state_dir`.
 fn mark_of(pid: i32, state_dir: &Path) -> Option<Vec<u8>> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;

@@ -53,6 +53,10 @@ fn parse(args: &[String]) -> Option<Args> {
         match args.get(i)?.as_str() {
             "--parent" => parent = Some(args.get(i + 1)?.parse::<i32>().ok()?),
             "--cgroup" => cgroup = Some(PathBuf::from(args.get(i + 1)?)),
+            // Read from /proc by orch commands run inside the worker (`app::channel`).
+            "--worker" | "--channel" => {
+                args.get(i + 1)?;
+            }
             "--" => break,
             _ => return None,
         }

@@ -292,6 +292,21 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
+/// The ancestors of process `pid` as `/proc` shows them, its parent first, up to and with
+/// pid 1 (empty when `pid` is gone). A cycle or a walk longer than any real tree stops it.
+pub fn ancestry(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut at = pid;
+    while let Some(st) = proc_stat(at) {
+        if st.ppid <= 0 || out.contains(&st.ppid) || out.len() >= 4096 {
+            break;
+        }
+        out.push(st.ppid);
+        at = st.ppid;
+    }
+    out
+}
+
 /// Whether process `pid` is alive (not a zombie) and, when `start_ticks` is given, is still
 /// the same process that had that start time (not a reuse of its pid).
 pub fn process_alive(pid: i32, start_ticks: Option<u64>) -> bool {

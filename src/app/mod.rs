@@ -4,6 +4,7 @@
 //! nothing here speaks SQL or HTTP (that is `store/` and `forge/`).
 
 pub mod cascade;
+pub mod channel;
 pub mod deliver;
 pub mod error;
 pub mod gc;

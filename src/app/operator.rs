@@ -1,5 +1,5 @@
-//! What people (and workers, through `orch report`) ask of one worker: a claim or a cancel
-//! goes to the worker's supervisor through the requests inbox and waits for its answer; a
+//! What people (and workers, through their report channel) ask of one worker: a claim or a
+//! cancel goes to the worker's supervisor through the requests inbox and waits for its answer; a
 //! worker with no live supervisor is cancelled here, through the journal; a lock can be
 //! forced free, with an audit record.
 
@@ -29,11 +29,25 @@ pub fn ask(
     kind: &RequestKind,
     limit: Duration,
 ) -> Result<Option<Answered>> {
+    ask_then(store, worker, kind, limit, |_| {})
+}
+
+/// Like [`ask`], calling `queued` with the request's id before the row is committed (the
+/// report channel marks the rows it queued before its supervisor can read them).
+pub fn ask_then(
+    store: &mut Store,
+    worker: &str,
+    kind: &RequestKind,
+    limit: Duration,
+    queued: impl Fn(i64),
+) -> Result<Option<Answered>> {
     let rid = store.write(|tx| {
         if ws::get_worker(tx, worker)?.is_none() {
             return Ok(None);
         }
-        ws::add_request(tx, worker, kind).map(Some)
+        let rid = ws::add_request(tx, worker, kind)?;
+        queued(rid);
+        Ok(Some(rid))
     })?;
     let rid = rid.ok_or_else(|| Error::Refused(format!("no worker {worker}")))?;
     if let Some(state_dir) = store.path().parent() {
@@ -88,46 +102,13 @@ pub fn supervision(w: &WorkerRecord, now: i64) -> Supervision {
     }
 }
 
-/// What came of a worker's report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reported {
-    /// Its supervisor applied (or refused) it.
-    Answered(Answered),
-    /// A supervisor runs but did not answer in time; the report stays queued for it.
-    Queued,
-    /// No supervisor runs and `orch resume` will take the worker over: the report is queued
-    /// for the supervisor it starts.
-    QueuedForResume,
-    /// No supervisor runs and none will (the worker ended, or waits for an operator): the
-    /// report was not recorded.
-    NotApplied {
-        milestone: Milestone,
-        supervision: Supervision,
-    },
-}
-
-/// A worker's report (`orch report`): answered by its supervisor when one runs, at once
-/// otherwise, saying what will happen to it.
-pub fn report(store: &mut Store, worker: &str, kind: &RequestKind) -> Result<Reported> {
+/// Where a worker stands for a report that came without its channel (none is recorded): its
+/// milestone and who looks after it.
+pub fn unreported(store: &mut Store, worker: &str) -> Result<(Milestone, Supervision)> {
     let Some(w) = store.worker(worker)? else {
         return Err(Error::Refused(format!("no worker {worker}")));
     };
-    match supervision(&w, now_ms()) {
-        Supervision::Alive | Supervision::LeaseLapsed => {
-            Ok(match ask(store, worker, kind, ANSWER_WAIT)? {
-                Some(a) => Reported::Answered(a),
-                None => Reported::Queued,
-            })
-        }
-        Supervision::Gone => {
-            store.write(|tx| ws::add_request(tx, worker, kind))?;
-            Ok(Reported::QueuedForResume)
-        }
-        s @ (Supervision::Ended | Supervision::AwaitsOperator) => Ok(Reported::NotApplied {
-            milestone: w.milestone(),
-            supervision: s,
-        }),
-    }
+    Ok((w.milestone(), supervision(&w, now_ms())))
 }
 
 /// What came of a cancel.

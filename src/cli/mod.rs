@@ -130,7 +130,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Report a milestone (run by workers; identity from ORCH_WORKER_ID).
+    /// Report a milestone (run by workers, over the channel their supervisor gave them).
     Report {
         milestone: String,
         #[arg(long)]
@@ -647,7 +647,65 @@ pub fn main() -> i32 {
     }
 }
 
+/// The command as an operator would name it, when it acts on orch's state (locks, workers,
+/// waves, history): such a command does not run inside a worker.
+fn operator_command(command: &Command) -> Option<&'static str> {
+    Some(match command {
+        Command::Hold { .. } => "hold",
+        Command::Unhold { .. } => "unhold",
+        Command::Spawn { .. } => "spawn",
+        Command::Cancel { .. } => "cancel",
+        Command::Respawn { .. } => "respawn",
+        Command::Release { .. } => "release",
+        Command::Resume { .. } => "resume",
+        Command::Gc { .. } => "gc",
+        Command::Supervise { .. } => "__supervise",
+        Command::Wave { command } => match command {
+            wave::WaveCommand::Run { .. } => "wave run",
+            wave::WaveCommand::Retry { .. } => "wave retry",
+            wave::WaveCommand::Cancel { .. } => "wave cancel",
+            wave::WaveCommand::Plan { .. } | wave::WaveCommand::Status { .. } => return None,
+        },
+        _ => return None,
+    })
+}
+
+/// Refuses an operator command run by a worker's process (found by the kernel's view of its
+/// ancestry: the guard of a worker among them, whatever the environment says), and tells the
+/// worker's supervisor, which raises an alert.
+fn refuse_inside_worker(command: &Command) -> Result<(), Failure> {
+    let Some(name) = operator_command(command) else {
+        return Ok(());
+    };
+    let Some((worker, channel)) = crate::app::channel::inside_worker() else {
+        return Ok(());
+    };
+    let typed: Vec<String> = std::env::args().skip(1).collect();
+    let typed = crate::text::escape(&typed.join(" ")).into_owned();
+    let told = channel
+        .or_else(|| std::env::var(crate::app::channel::SOCKET_ENV).ok())
+        .map(|socket| {
+            crate::app::channel::send(
+                &socket,
+                &crate::app::channel::Message::RefusedCommand {
+                    command: format!("orch {typed}"),
+                },
+            )
+            .is_ok()
+        })
+        .unwrap_or(false);
+    Err(Failure::no(format!(
+        "refused: `orch {name}` is an operator command and this process runs inside worker {worker}; workers cannot act on orch or on other workers{}",
+        if told {
+            " (its supervisor raised an alert)"
+        } else {
+            ""
+        }
+    )))
+}
+
 fn run(ctx: &Ctx, command: Command) -> Outcome {
+    refuse_inside_worker(&command)?;
     match command {
         Command::Check { json } => show::check(ctx, json),
         Command::Graph { format } => show::graph(ctx, format),

@@ -9,13 +9,14 @@ use super::view::workers::{
     SpawnView, StatusView, WorkerView, usage_text,
 };
 use super::{Ctx, Failure, HistoryArgs, Outcome, operator_name};
-use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Reported, Supervision};
+use crate::app::channel;
+use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{HANDOVER_WAIT, Loaded, orch_exe, start_detached};
 use crate::milestone::Milestone;
 use crate::store::usage::Usage;
-use crate::store::workers::{self as ws, RequestKind};
+use crate::store::workers as ws;
 use crate::store::{Store, fmt_ms, now_ms};
 use crate::text::escape as esc;
 use std::collections::HashMap;
@@ -215,11 +216,6 @@ pub fn report(
     note: Option<String>,
     json: bool,
 ) -> Outcome {
-    let Ok(id) = std::env::var("ORCH_WORKER_ID") else {
-        return Err(Failure::bad_input(
-            "orch report is run by workers: ORCH_WORKER_ID is not set (orch sets it for every worker it starts)",
-        ));
-    };
     let m = Milestone::parse(&milestone.to_ascii_uppercase()).filter(|m| {
         matches!(
             m,
@@ -241,52 +237,69 @@ pub fn report(
     {
         return Err(Failure::bad_input(format!("--sha {s} is not a commit id")));
     }
-    let l = ctx.load()?;
-    let mut store = l.store()?;
-    let kind = RequestKind::Report {
-        milestone: m,
-        sha,
-        job,
-        note,
-    };
-    let (code, state, text) = match operator::report(&mut store, &id, &kind)? {
-        Reported::Answered(a) => (
-            if a.refused { 1 } else { 0 },
-            if a.refused { "refused" } else { "applied" },
-            a.outcome,
-        ),
-        Reported::Queued => (
-            0,
-            "queued",
-            format!(
-                "recorded; the supervisor did not answer within {}s and will apply it",
-                ANSWER_WAIT.as_secs()
-            ),
-        ),
-        Reported::QueuedForResume => (
-            3,
-            "queued_for_resume",
-            format!("recorded, but no supervisor is running for {id}; `orch resume` will apply it"),
-        ),
-        Reported::NotApplied {
-            milestone,
-            supervision,
-        } => (
-            1,
-            "not_applied",
-            match supervision {
-                Supervision::Ended => format!("not recorded: {id} has already ended ({milestone})"),
-                _ => format!(
-                    "not recorded: no supervisor is running for {id} ({milestone}, waiting for an operator); `orch respawn {id} --note …` gives it another go"
+    let (code, view) = match std::env::var(channel::SOCKET_ENV) {
+        // A worker speaks over its supervisor's channel: who it is, the kernel says.
+        Ok(socket) => {
+            let message = channel::Message::Report {
+                milestone: m,
+                sha,
+                job,
+                note,
+            };
+            let reply = channel::send(&socket, &message).map_err(|e| {
+                Failure::unavailable(format!(
+                    "not recorded: no supervisor answers on this worker's channel ({}): {e}",
+                    channel::SOCKET_ENV
+                ))
+            })?;
+            let code = match reply.state.as_str() {
+                "applied" | "queued" => 0,
+                _ => 1,
+            };
+            (
+                code,
+                ReportView {
+                    worker_id: reply.worker_id,
+                    milestone: m,
+                    state: reply.state,
+                    outcome: reply.outcome,
+                },
+            )
+        }
+        // Without a channel nothing is recorded: say why, and what would help.
+        Err(_) => {
+            let Ok(id) = std::env::var("ORCH_WORKER_ID") else {
+                return Err(Failure::bad_input(format!(
+                    "orch report is run by workers: {} is not set (orch gives every worker it starts the channel to its supervisor)",
+                    channel::SOCKET_ENV
+                )));
+            };
+            let l = ctx.load()?;
+            let mut store = l.store()?;
+            let (now_at, supervision) = operator::unreported(&mut store, &id)?;
+            let outcome = match supervision {
+                Supervision::Ended => format!("not recorded: {id} has already ended ({now_at})"),
+                Supervision::Alive | Supervision::LeaseLapsed => format!(
+                    "not recorded: {id}'s supervisor takes reports only over the channel it gave its worker ({}), from the worker's own processes",
+                    channel::SOCKET_ENV
                 ),
-            },
-        ),
-    };
-    let view = ReportView {
-        worker_id: id.clone(),
-        milestone: m,
-        state: state.to_string(),
-        outcome: text,
+                Supervision::Gone => format!(
+                    "not recorded: no supervisor is running for {id} ({now_at}); `orch resume` takes it over, and its worker reports again"
+                ),
+                Supervision::AwaitsOperator => format!(
+                    "not recorded: no supervisor is running for {id} ({now_at}, waiting for an operator); `orch respawn {id} --note …` gives it another go"
+                ),
+            };
+            (
+                1,
+                ReportView {
+                    worker_id: id,
+                    milestone: m,
+                    state: "not_applied".into(),
+                    outcome,
+                },
+            )
+        }
     };
     if json {
         print_json(&view);

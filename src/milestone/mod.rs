@@ -263,6 +263,13 @@ pub enum Event {
         blocking: bool,
         detail: String,
     },
+    /// A process crossed the line between workers and orch (it spoke on a channel that is
+    /// not its own, ran an operator command inside a worker, wrote a report into the
+    /// database): a critical alert only; what it attempted was refused.
+    Trespass {
+        kind: String,
+        message: String,
+    },
     /// Something about the agent people should hear of (e.g. a rate limit): an alert only.
     AgentWarning {
         kind: String,

@@ -395,6 +395,9 @@ pub fn step(
         Event::AgentWarning { kind, message } => {
             fx.push(alert(Severity::Warning, kind, message.clone()));
         }
+        Event::Trespass { kind, message } => {
+            fx.push(alert(Severity::Critical, kind, message.clone()));
+        }
         Event::SpawnFailed { reason } => {
             // Nothing ran, so nothing to stop and nobody to alert: the lock is given back.
             if transition(contract, &mut p, Milestone::Failed, reason, now, &mut fx) {

@@ -12,6 +12,7 @@ mod agent_health;
 mod agents;
 mod agents_codex;
 mod alerts;
+mod boundary;
 mod cascade;
 mod chaos;
 mod check_bad_input;

@@ -631,6 +631,55 @@ pub struct Org {
     pub ctl: PathBuf,
     pub spec: Spec,
     env: Vec<(String, String)>,
+    /// Stops the base pusher (see [`base_pusher`]) when the organisation goes.
+    base_pusher_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// "Someone else" who pushes to a base branch for a scripted worker (`base_commit` in
+/// tests/workers/land_worker.sh): a worker may not push there itself (the local forge's
+/// pre-receive hook refuses it), so it asks, with a file `<out>/base-requests/<n>.req` (the
+/// remote, the branch, a file, its content), and waits for `<n>.done`.
+fn base_pusher(out: PathBuf, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    let dir = out.join("base-requests");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let mut any = false;
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = e.path();
+                if path.extension().is_none_or(|x| x != "req") {
+                    continue;
+                }
+                any = true;
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let f: Vec<&str> = text.lines().collect();
+                let ok = f.len() >= 4
+                    && {
+                        let tmp = tempfile::tempdir().unwrap();
+                        let script = "set -e; git clone -q \"$1\" \"$5/c\"; cd \"$5/c\"; printf '%s\\n' \"$4\" > \"$3\"; git add \"$3\"; git commit -q --allow-empty -m \"base: $3\"; git push -q origin HEAD:\"$2\"";
+                        Command::new("sh")
+                            .args(["-c", script, "sh", f[0], f[1], f[2], f[3]])
+                            .arg(tmp.path())
+                            .env("GIT_AUTHOR_NAME", "someone-else")
+                            .env("GIT_AUTHOR_EMAIL", "else@example.invalid")
+                            .env("GIT_COMMITTER_NAME", "someone-else")
+                            .env("GIT_COMMITTER_EMAIL", "else@example.invalid")
+                            .env("GIT_CONFIG_NOSYSTEM", "1")
+                            .status()
+                            .is_ok_and(|s| s.success())
+                    };
+                let _ = std::fs::remove_file(&path);
+                std::fs::write(
+                    path.with_extension("done"),
+                    if ok { "ok\n" } else { "failed\n" },
+                )
+                .unwrap();
+            }
+            if !any {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    });
 }
 
 fn yaml_str(s: &str) -> String {
@@ -780,7 +829,10 @@ impl Org {
         let config = Config::load(&config_path).unwrap();
         let contract = root.join("worker-completion.yaml");
         std::fs::write(&contract, test_contract(&spec)).unwrap();
+        let base_pusher_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        base_pusher(out.clone(), base_pusher_stop.clone());
         let org = Org {
+            base_pusher_stop,
             dir: Some(dir),
             state: root.join("state"),
             root,
@@ -1324,6 +1376,8 @@ impl Org {
 
 impl Drop for Org {
     fn drop(&mut self) {
+        self.base_pusher_stop
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.kill_leftovers();
         if std::thread::panicking()
             && let Some(d) = self.dir.take()

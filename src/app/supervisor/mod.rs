@@ -111,6 +111,9 @@ struct Supervisor<'a, F: Forge> {
     bell: Arc<Bell>,
     /// Other processes ring it (a request queued, a CI job finished); gone with the process.
     _doorbell: Option<crate::wake::Doorbell>,
+    /// The worker's report channel (see `app::channel`): none only when the socket could not
+    /// be made (the worker then cannot report with `orch report`, only on its output).
+    channel: Option<crate::app::channel::Channel>,
     follower: Arc<CiFollower<F>>,
     ci: CiLink,
     backoff: ForgeBackoff,
@@ -203,6 +206,19 @@ pub fn supervise_then<F: Forge + 'static>(
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let bell = Bell::new();
     let doorbell = install_doorbell(env.state_dir, id, &bell);
+    let channel = {
+        let bell = bell.clone();
+        crate::app::channel::Channel::open(
+            env.state_dir,
+            id,
+            env.config.alerts.dedup_window,
+            move || bell.ring(),
+        )
+        .inspect_err(|e| {
+            tracing::warn!(worker = id, error = %e, "no report channel; the worker reports on its output only")
+        })
+        .ok()
+    };
     let cascade = cascade::CascadeLink::start(
         env.state_dir.to_path_buf(),
         env.config,
@@ -215,6 +231,7 @@ pub fn supervise_then<F: Forge + 'static>(
         ci: CiLink::start(follower.clone(), bell.clone()),
         bell,
         _doorbell: doorbell,
+        channel,
         backoff: ForgeBackoff::default(),
         next_poll_ms: 0,
         done_claims: DoneClaims::default(),
@@ -291,6 +308,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 .wait(Duration::from_millis((due - now).max(MIN_WAIT_MS) as u64));
             for input in self.worker_output() {
                 self.handle(input);
+            }
+            for t in self
+                .channel
+                .as_ref()
+                .map(|c| c.trespasses())
+                .unwrap_or_default()
+            {
+                self.apply(
+                    Event::Trespass {
+                        kind: t.kind,
+                        message: t.message,
+                    },
+                    None,
+                    Vec::new(),
+                );
             }
             if let Some(status) = self.worker.as_mut().and_then(WorkerProcess::try_wait) {
                 // The exit comes last, after the lines the worker printed before it.
@@ -448,7 +480,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let launch = self.launch();
         self.health = agent::health::RunHealth::default();
         self.exit_seen_at = None;
-        let process = WorkerProcess::start(self.env, &self.w, &launch, &self.bell)?;
+        let process = WorkerProcess::start(
+            self.env,
+            &self.w,
+            &launch,
+            &self.bell,
+            self.channel.as_ref(),
+        )?;
         let pid = process.pid();
         self.worker = Some(process);
         self.w.worker_pid = Some(pid);
@@ -607,6 +645,30 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let outcome = match r.kind {
             RequestKind::Cancel { by, reason } => {
                 self.apply(Event::Cancel { by, reason }, Some(r.id), Vec::new())
+            }
+            RequestKind::Report { milestone, .. }
+                if !self.channel.as_ref().is_some_and(|c| c.queued(r.id)) =>
+            {
+                // Only the worker's channel queues reports (it knows who spoke); a report row
+                // anyone else wrote — into the database directly, or for a previous life of
+                // the worker — is refused, and said.
+                self.apply(
+                    Event::Trespass {
+                        kind: "forged_report".into(),
+                        message: format!(
+                            "a {milestone} report for worker {} that did not come through its channel (request {}, written into the database by another process) was refused",
+                            self.w.id, r.id
+                        ),
+                    },
+                    None,
+                    Vec::new(),
+                );
+                Outcome::Refused {
+                    kind: "forged_report".into(),
+                    detail:
+                        "a worker's report is taken only through the channel its supervisor gave it"
+                            .into(),
+                }
             }
             RequestKind::Report {
                 milestone,

@@ -13,6 +13,7 @@ use super::agent::{self, StreamParser};
 use super::bell::Bell;
 use super::input::Input;
 use super::{Env, SuperviseError, session_dir};
+use crate::app::channel::{Channel, GUARD_CHANNEL_ARG, SOCKET_ENV, Speaker};
 use crate::config::agent::{ArgvValues, expand};
 use crate::contain::{self, Cgroup};
 use crate::process::{GroupChild, GroupOptions, Signal, spawn_in_group};
@@ -75,6 +76,7 @@ impl WorkerProcess {
         w: &WorkerRecord,
         launch: &Launch,
         bell: &Arc<Bell>,
+        channel: Option<&Channel>,
     ) -> Result<WorkerProcess, SuperviseError> {
         let dir = session_dir(env.state_dir, &w.id);
         let _ = std::fs::create_dir_all(&dir);
@@ -103,6 +105,12 @@ impl WorkerProcess {
             .arg(std::process::id().to_string());
         if let Some(cg) = &cgroup {
             cmd.arg("--cgroup").arg(cg.dir());
+        }
+        // Named in the guard's argv, which every process can read: an orch command run inside
+        // the worker finds its worker and channel from its ancestry, whatever its environment.
+        cmd.arg("--worker").arg(&w.id);
+        if let Some(ch) = channel {
+            cmd.arg(GUARD_CHANNEL_ARG).arg(ch.name());
         }
         cmd.arg("--")
             .args(&argv)
@@ -143,6 +151,9 @@ impl WorkerProcess {
             .env("ORCH_PUSH_REMOTE", &w.remote)
             .env("ORCH_BIN", env.orch_exe)
             .env("ORCH_SESSION_ID", &launch.session_id);
+        if let Some(ch) = channel {
+            cmd.env(SOCKET_ENV, ch.name());
+        }
         let mut child = spawn_in_group(
             &mut cmd,
             &GroupOptions {
@@ -150,6 +161,18 @@ impl WorkerProcess {
             },
         )
         .map_err(start_error)?;
+        if let Some(ch) = channel {
+            // From now on this run's processes, and only they, speak on the channel.
+            ch.admit(Speaker {
+                guard_pid: child.pid() as i32,
+                cgroup_tail: cgroup.as_ref().and_then(|cg| {
+                    let life = cg.dir().file_name()?.to_str()?;
+                    let tag = cg.dir().parent()?.file_name()?.to_str()?;
+                    Some(format!("{tag}/{life}"))
+                }),
+                uid: rustix::process::geteuid().as_raw(),
+            });
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -558,7 +558,7 @@ impl SpawnView {
 pub struct ReportView {
     pub worker_id: String,
     pub milestone: Milestone,
-    /// applied, refused, queued, queued_for_resume or not_applied.
+    /// applied, refused, queued or not_applied.
     pub state: String,
     pub outcome: String,
 }

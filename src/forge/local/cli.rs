@@ -1,6 +1,7 @@
 //! `orch __local-forge …`: the hidden commands the local forge runs itself.
 //!
 //! ```text
+//! orch __local-forge pre-receive --state-dir DIR --config FILE --repo NAME    (the git hook: branch protection)
 //! orch __local-forge post-receive --state-dir DIR --config FILE --repo NAME   (the git hook)
 //! orch __local-forge run --state-dir DIR --config FILE --run-id N            (the runner)
 //! ```
@@ -49,6 +50,27 @@ pub fn internal_main(args: &[String]) -> i32 {
                 }
                 Ok(())
             }),
+        "pre-receive" => {
+            let judged = Flags::parse(rest, &["state-dir", "config", "repo"], &[ORCH_PID_NS])
+                .and_then(|f| {
+                    let mut input = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut input)
+                        .map_err(io_err("cannot read the ref updates on stdin"))?;
+                    pre_receive(Path::new(f.get("state-dir")), f.get("repo"), &input)
+                });
+            match judged {
+                Ok(refusals) if refusals.is_empty() => Ok(()),
+                Ok(refusals) => {
+                    // git shows these to the pusher as `remote: …` and refuses the whole push.
+                    for r in &refusals {
+                        eprintln!("orch: refused {r}");
+                    }
+                    return 1;
+                }
+                Err(e) => Err(e),
+            }
+        }
         "run" => Flags::parse(rest, &["state-dir", "config", "run-id"], &[]).and_then(|f| {
             let id: i64 = f.get("run-id").parse().map_err(|_| {
                 LocalForgeError::Usage(format!(
@@ -159,6 +181,47 @@ pub(super) fn branch_updates(input: &str) -> Vec<BranchUpdate> {
             })
         })
         .collect()
+}
+
+/// The `pre-receive` hook: what a push may not do (see `branches.rs`). A push by a worker's
+/// process that is refused is also told to that worker's supervisor, which raises an alert.
+pub(super) fn pre_receive(
+    state_dir: &Path,
+    repo: &str,
+    input: &str,
+) -> Result<Vec<String>, LocalForgeError> {
+    let Some(pusher) = crate::contain::worker_of_self() else {
+        return Ok(Vec::new()); // orch's landing, an operator: pushes as before
+    };
+    let same_state_dir = pusher
+        .tag
+        .as_deref()
+        .is_none_or(|t| t == crate::contain::state_dir_tag(state_dir));
+    let record = if same_state_dir {
+        Store::open(state_dir)?
+            .worker(&pusher.id)?
+            .map(|w| super::branches::PusherRecord {
+                repo: w.repo,
+                branch: w.branch,
+            })
+    } else {
+        None
+    };
+    let updates = super::branches::ref_updates(input);
+    let refusals =
+        super::branches::refusals(&pusher, same_state_dir, record.as_ref(), repo, &updates);
+    if !refusals.is_empty()
+        && let Some(channel) = &pusher.channel
+    {
+        let _ = crate::report_wire::send(
+            channel,
+            &crate::report_wire::Message::RefusedPush {
+                repo: repo.to_string(),
+                refusals: refusals.clone(),
+            },
+        );
+    }
+    Ok(refusals)
 }
 
 /// The hook's option naming the PID namespace of the orch process that installed it.

@@ -1,7 +1,8 @@
 //! The local forge (`forge.kind: local`): CI with no server.
 //!
-//! Each repository gets a bare remote at `<state>/forge/<repo>.git` whose `post-receive` hook
-//! runs `orch __local-forge post-receive …`. The hook records one run per pushed branch in
+//! Each repository gets a bare remote at `<state>/forge/<repo>.git` whose `pre-receive` hook
+//! refuses a worker's push to anything but its own branch (`branches.rs`) and whose
+//! `post-receive` hook runs `orch __local-forge post-receive …`. The hook records one run per pushed branch in
 //! SQLite (`local_runs`/`local_jobs`, jobs snapshotted from `ci.jobs`) and starts a detached
 //! runner (`orch __local-forge run … --run-id N`), so the push returns at once. The runner
 //! takes one of `forge.max_concurrent_runs` slots (flock on `<state>/forge/slots/<i>.lock`,
@@ -27,6 +28,7 @@
 //! [`recovering`](LocalForge::recovering) — the processes that own those pushes (supervisors,
 //! `resume`). A read-only question (`orch ci status`) never starts a run.
 
+pub mod branches;
 mod cli;
 pub(crate) mod db;
 mod remote;

@@ -1,4 +1,5 @@
-//! The bare remotes: creating and seeding them, installing their `post-receive` hook, and
+//! The bare remotes: creating and seeding them, installing their `pre-receive` (branch
+//! protection) and `post-receive` (CI runs) hooks, and
 //! running git with the hook's variables scrubbed.
 
 use super::{INTERNAL_COMMAND, LocalForge, LocalForgeError, io_err};
@@ -82,15 +83,33 @@ impl LocalForge {
     }
 
     fn install_hook(&self, remote: &Path, repo: &str) -> Result<(), LocalForgeError> {
+        for hook in ["pre-receive", "post-receive"] {
+            self.install_one_hook(remote, repo, hook)?;
+        }
+        Ok(())
+    }
+
+    fn install_one_hook(
+        &self,
+        remote: &Path,
+        repo: &str,
+        hook: &str,
+    ) -> Result<(), LocalForgeError> {
         let hooks = remote.join("hooks");
         std::fs::create_dir_all(&hooks)
             .map_err(io_err(format!("cannot create {}", hooks.display())))?;
-        let text = hook_script(&self.exe, &self.layout.state_dir, &self.config_file, repo);
-        let path = hooks.join("post-receive");
+        let text = hook_script(
+            hook,
+            &self.exe,
+            &self.layout.state_dir,
+            &self.config_file,
+            repo,
+        );
+        let path = hooks.join(hook);
         if std::fs::read(&path).is_ok_and(|old| old == text) {
             return Ok(());
         }
-        let tmp = hooks.join(format!(".post-receive.{}.tmp", std::process::id()));
+        let tmp = hooks.join(format!(".{hook}.{}.tmp", std::process::id()));
         let write = || -> io::Result<()> {
             use std::os::unix::fs::OpenOptionsExt;
             let mut f = std::fs::OpenOptions::new()
@@ -122,13 +141,21 @@ pub(crate) fn shell_quote(s: &OsStr) -> Vec<u8> {
     out
 }
 
-fn hook_script(exe: &Path, state_dir: &Path, config_file: &Path, repo: &str) -> Vec<u8> {
+fn hook_script(
+    hook: &str,
+    exe: &Path,
+    state_dir: &Path,
+    config_file: &Path,
+    repo: &str,
+) -> Vec<u8> {
     let mut s = Vec::new();
-    s.extend_from_slice(
-        b"#!/bin/sh\n# Installed by orch (local forge): a push starts a CI run; this hook returns at once.\nexec ",
-    );
+    s.extend_from_slice(if hook == "pre-receive" {
+        b"#!/bin/sh\n# Installed by orch (local forge): a worker may move only its own branch.\nexec ".as_slice()
+    } else {
+        b"#!/bin/sh\n# Installed by orch (local forge): a push starts a CI run; this hook returns at once.\nexec ".as_slice()
+    });
     s.extend(shell_quote(exe.as_os_str()));
-    s.extend_from_slice(format!(" {INTERNAL_COMMAND} post-receive --state-dir ").as_bytes());
+    s.extend_from_slice(format!(" {INTERNAL_COMMAND} {hook} --state-dir ").as_bytes());
     s.extend(shell_quote(state_dir.as_os_str()));
     s.extend_from_slice(b" --config ");
     s.extend(shell_quote(config_file.as_os_str()));
@@ -227,6 +254,7 @@ mod tests {
     #[test]
     fn hook_runs_orch_with_quoted_absolute_paths() {
         let s = hook_script(
+            "post-receive",
             Path::new("/opt/my orch/orch"),
             Path::new("/s/it's"),
             Path::new("/c/repos.yaml"),

@@ -1,0 +1,413 @@
+//! The report channel: how a worker speaks to its own supervisor, identified by the kernel.
+//!
+//! Each supervisor listens on a Unix socket of its own (an abstract name with 128 random bits,
+//! given to its worker as `ORCH_REPORT_SOCKET`). `orch report` run by the worker connects to it
+//! and sends one JSON line; the supervisor asks the kernel who is speaking (`SO_PEERCRED`: the
+//! peer's pid and uid, not a word the peer chose) and takes the report only from a process of
+//! its own worker — a descendant of the worker's guard, in the cgroup of this supervisor's
+//! life of the worker where it has one, running as the worker's uid. Anything else (another
+//! worker pointing at this socket, a process that left the worker's cgroup) is refused and
+//! raised as a critical alert by the supervisor. Environment variables name the socket, never
+//! who speaks: `ORCH_WORKER_ID=<victim> orch report …` is refused by the victim's supervisor.
+//!
+//! A report taken here becomes a request row in the inbox like every other request (so the
+//! journal rule and the answers stay one path), and the supervisor applies only report rows
+//! its own channel queued: a report row written into the database by anyone else is refused
+//! and alerted. Operator commands run from inside a worker are refused by the command itself
+//! (`inside_worker`) and told to the worker's supervisor over the same socket.
+
+use super::operator::{self, ANSWER_WAIT};
+pub use crate::report_wire::{MAX_MESSAGE, Message, Reply, SOCKET_ENV, send};
+use crate::store::Store;
+use crate::store::workers::RequestKind;
+use std::collections::HashSet;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The guard's argv word that carries the channel's name, so that a command run inside a
+/// worker finds the channel even with a scrubbed environment (see [`inside_worker`]).
+pub const GUARD_CHANNEL_ARG: &str = "--channel";
+/// How long a connection may take to send its message.
+const READ_LIMIT: Duration = Duration::from_secs(10);
+/// Connections handled at once; more wait in the listen backlog.
+const MAX_AT_ONCE: usize = 8;
+
+/// A process that spoke on a channel it does not belong to, or a report row nobody's
+/// channel queued: the supervisor raises it as a critical alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trespass {
+    pub kind: String,
+    pub message: String,
+}
+
+/// Who may speak on a channel: the worker run the supervisor started last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Speaker {
+    /// The guard's pid: every process of the worker descends from it (it is their subreaper).
+    pub guard_pid: i32,
+    /// The last two components of the worker's cgroup (`orch-<tag>/<id>.<pid>`), when it has one.
+    pub cgroup_tail: Option<String>,
+    /// The uid the worker runs as.
+    pub uid: u32,
+}
+
+#[derive(Default)]
+struct Shared {
+    speaker: Mutex<Option<Speaker>>,
+    /// Report rows this channel queued (the supervisor applies no other report row).
+    queued: Mutex<HashSet<i64>>,
+    trespasses: Mutex<Vec<Trespass>>,
+}
+
+/// A supervisor's end of its worker's channel.
+pub struct Channel {
+    name: String,
+    shared: Arc<Shared>,
+}
+
+impl Channel {
+    /// Binds a fresh channel for worker `id` and serves it on a thread for the life of the
+    /// process. `ring` wakes the supervisor when a trespass was queued for it.
+    pub fn open(
+        state_dir: &Path,
+        id: &str,
+        alert_window: Duration,
+        ring: impl Fn() + Send + Sync + 'static,
+    ) -> io::Result<Channel> {
+        let name = format!("orch-report-{}", random_hex()?);
+        let addr = SocketAddr::from_abstract_name(name.as_bytes())?;
+        let listener = UnixListener::bind_addr(&addr)?;
+        let shared = Arc::new(Shared::default());
+        let server = Server {
+            state_dir: state_dir.to_path_buf(),
+            id: id.to_string(),
+            alert_window,
+            shared: shared.clone(),
+            ring: Arc::new(ring),
+            busy: Arc::new(AtomicUsize::new(0)),
+        };
+        std::thread::Builder::new()
+            .name("report-channel".into())
+            .spawn(move || server.serve(listener))?;
+        Ok(Channel {
+            name: format!("@{name}"),
+            shared,
+        })
+    }
+
+    /// `ORCH_REPORT_SOCKET`'s value for the worker.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The worker run that may speak from now on.
+    pub fn admit(&self, speaker: Speaker) {
+        *lock(&self.shared.speaker) = Some(speaker);
+    }
+
+    /// Whether report row `request` came through this channel.
+    pub fn queued(&self, request: i64) -> bool {
+        lock(&self.shared.queued).contains(&request)
+    }
+
+    /// The trespasses seen since the last call.
+    pub fn trespasses(&self) -> Vec<Trespass> {
+        std::mem::take(&mut *lock(&self.shared.trespasses))
+    }
+
+    /// Records a trespass the supervisor found itself (e.g. a report row it did not queue).
+    pub fn note(&self, t: Trespass) {
+        lock(&self.shared.trespasses).push(t);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Server {
+    state_dir: PathBuf,
+    id: String,
+    alert_window: Duration,
+    shared: Arc<Shared>,
+    ring: Arc<dyn Fn() + Send + Sync>,
+    busy: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn serve(self, listener: UnixListener) {
+        let me = Arc::new(self);
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            // A report waits up to ANSWER_WAIT for the supervisor's answer: each connection
+            // gets a thread, a bounded number at once.
+            while me.busy.load(Ordering::SeqCst) >= MAX_AT_ONCE {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            me.busy.fetch_add(1, Ordering::SeqCst);
+            let server = me.clone();
+            let spawned = std::thread::Builder::new()
+                .name("report-conn".into())
+                .spawn(move || {
+                    server.handle(conn);
+                    server.busy.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                me.busy.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn handle(&self, mut conn: UnixStream) {
+        let reply = match self.answer(&conn) {
+            Ok(r) => r,
+            Err(outcome) => Reply {
+                worker_id: self.id.clone(),
+                state: "refused".into(),
+                outcome,
+            },
+        };
+        let mut line = serde_json::to_string(&reply).unwrap_or_default();
+        line.push('\n');
+        let _ = conn.write_all(line.as_bytes());
+    }
+
+    fn trespass(&self, kind: &str, message: String) {
+        lock(&self.shared.trespasses).push(Trespass {
+            kind: kind.into(),
+            message,
+        });
+        (self.ring)();
+    }
+
+    fn answer(&self, conn: &UnixStream) -> Result<Reply, String> {
+        let cred = peer_cred(conn).map_err(|e| format!("cannot tell who is speaking: {e}"))?;
+        let _ = conn.set_read_timeout(Some(READ_LIMIT));
+        let mut text = String::new();
+        BufReader::new(conn.take(MAX_MESSAGE))
+            .read_line(&mut text)
+            .map_err(|e| format!("cannot read the message: {e}"))?;
+        let message: Message = serde_json::from_str(text.trim_end())
+            .map_err(|e| format!("not a message orch understands: {e}"))?;
+        let speaker = lock(&self.shared.speaker).clone();
+        if let Err(why) = belongs(&cred, speaker.as_ref()) {
+            let what = match &message {
+                Message::Report { milestone, .. } => format!("report {milestone}"),
+                Message::RefusedCommand { command } => format!("say it was refused `{command}`"),
+                Message::RefusedPush { repo, .. } => format!("say a push to {repo} was refused"),
+            };
+            self.trespass(
+                "foreign_report",
+                format!(
+                    "a process that is not worker {}'s (pid {}, uid {}: {why}) tried to {what} on its channel; refused",
+                    self.id, cred.pid, cred.uid
+                ),
+            );
+            return Err(format!(
+                "refused: this channel belongs to worker {}, and the kernel says you are not one of its processes ({why})",
+                self.id
+            ));
+        }
+        match message {
+            Message::RefusedCommand { command } => {
+                self.trespass(
+                    "operator_command_from_worker",
+                    format!(
+                        "worker {} tried to run an operator command: `{command}` (refused: operator commands do not run inside a worker)",
+                        self.id
+                    ),
+                );
+                Ok(Reply {
+                    worker_id: self.id.clone(),
+                    state: "refused".into(),
+                    outcome:
+                        "operator commands do not run inside a worker; your supervisor was told"
+                            .into(),
+                })
+            }
+            Message::RefusedPush { repo, refusals } => {
+                self.trespass(
+                    "push_refused",
+                    format!(
+                        "worker {} pushed where it may not, to {repo}'s remote (refused): {}",
+                        self.id,
+                        crate::text::escape(&refusals.join("; "))
+                    ),
+                );
+                Ok(Reply {
+                    worker_id: self.id.clone(),
+                    state: "refused".into(),
+                    outcome: "the push was refused; your supervisor was told".into(),
+                })
+            }
+            Message::Report {
+                milestone,
+                sha,
+                job,
+                note,
+            } => self.report(RequestKind::Report {
+                milestone,
+                sha,
+                job,
+                note,
+            }),
+        }
+    }
+
+    fn report(&self, kind: RequestKind) -> Result<Reply, String> {
+        let mut store = Store::open(&self.state_dir)
+            .map(|s| s.with_alert_window(self.alert_window))
+            .map_err(|e| format!("not recorded: {e}"))?;
+        let shared = self.shared.clone();
+        let answered = operator::ask_then(&mut store, &self.id, &kind, ANSWER_WAIT, |rid| {
+            lock(&shared.queued).insert(rid);
+        })
+        .map_err(|e| format!("not recorded: {e}"))?;
+        Ok(match answered {
+            Some(a) => Reply {
+                worker_id: self.id.clone(),
+                state: if a.refused { "refused" } else { "applied" }.into(),
+                outcome: a.outcome,
+            },
+            None => Reply {
+                worker_id: self.id.clone(),
+                state: "queued".into(),
+                outcome: format!(
+                    "recorded; the supervisor did not answer within {}s and will apply it",
+                    ANSWER_WAIT.as_secs()
+                ),
+            },
+        })
+    }
+}
+
+/// The kernel's word on who is at the other end of a Unix socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cred {
+    pub pid: i32,
+    pub uid: u32,
+}
+
+fn peer_cred(conn: &UnixStream) -> io::Result<Cred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket fd, a buffer of the size passed for SO_PEERCRED's `struct ucred`.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Cred {
+        pid: cred.pid,
+        uid: cred.uid,
+    })
+}
+
+/// Whether the peer `cred` is a process of the worker run `speaker`: the reason when not.
+fn belongs(cred: &Cred, speaker: Option<&Speaker>) -> Result<(), String> {
+    let Some(s) = speaker else {
+        return Err("no worker runs under this supervisor".into());
+    };
+    if cred.uid != s.uid {
+        return Err(format!("uid {} is not the worker's {}", cred.uid, s.uid));
+    }
+    let ancestry = crate::process::ancestry(cred.pid);
+    if !ancestry.contains(&s.guard_pid) {
+        return Err(format!(
+            "not a descendant of the worker's guard {}",
+            s.guard_pid
+        ));
+    }
+    if let Some(tail) = &s.cgroup_tail {
+        let path = std::fs::read_to_string(format!("/proc/{}/cgroup", cred.pid))
+            .ok()
+            .and_then(|t| crate::contain::unified_path(&t))
+            .unwrap_or_default();
+        if !cgroup_matches(&path, tail) {
+            return Err(format!("in cgroup {path}, not the worker's"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether unified-hierarchy `path` is the worker's cgroup (`…/<tail>`) or below it.
+fn cgroup_matches(path: &str, tail: &str) -> bool {
+    let with = format!("/{tail}");
+    path.ends_with(&with) || path.contains(&format!("{with}/"))
+}
+
+fn random_hex() -> io::Result<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// The worker whose process this is, found from the kernel's view (its cgroup, the guard
+/// among its ancestors), not from the environment: `(worker id, channel name)`.
+pub fn inside_worker() -> Option<(String, Option<String>)> {
+    crate::contain::worker_of_self().map(|w| (w.id, w.channel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_cgroup_is_matched_by_its_last_two_components() {
+        let tail = "orch-0123456789abcdef/w-1.77";
+        assert!(cgroup_matches("/a/orch-0123456789abcdef/w-1.77", tail));
+        assert!(cgroup_matches("/a/orch-0123456789abcdef/w-1.77/sub", tail));
+        assert!(!cgroup_matches("/a/orch-0123456789abcdef/w-1.778", tail));
+        assert!(!cgroup_matches("/a/orch-0123456789abcdef", tail));
+        assert!(!cgroup_matches("/", tail));
+    }
+
+    #[test]
+    fn a_speaker_of_another_uid_or_no_speaker_is_refused() {
+        let me = Cred {
+            pid: std::process::id() as i32,
+            uid: rustix::process::getuid().as_raw(),
+        };
+        assert!(belongs(&me, None).is_err());
+        let other_uid = Speaker {
+            guard_pid: 1,
+            cgroup_tail: None,
+            uid: me.uid + 1,
+        };
+        assert!(belongs(&me, Some(&other_uid)).unwrap_err().contains("uid"));
+        // pid 1 is an ancestor of every process: this test process belongs to "guard 1".
+        let init = Speaker {
+            guard_pid: 1,
+            cgroup_tail: None,
+            uid: me.uid,
+        };
+        assert_eq!(belongs(&me, Some(&init)), Ok(()));
+        let not_ancestor = Speaker {
+            guard_pid: i32::MAX,
+            cgroup_tail: None,
+            uid: me.uid,
+        };
+        assert!(
+            belongs(&me, Some(&not_ancestor))
+                .unwrap_err()
+                .contains("descendant")
+        );
+    }
+}

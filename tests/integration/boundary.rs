@@ -1,0 +1,245 @@
+//! The strong boundary (issue 25): a hostile worker, scripted (`tests/workers/trespass.sh`),
+//! tries to act on orch and on another live worker. Every attempt is refused by what the kernel
+//! says about the process (its ancestry, its peer credentials on the report channel), never by
+//! what its environment claims, and each is raised as a critical alert.
+
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text, poll_until};
+use orch::milestone::Milestone;
+use serde_json::Value;
+
+fn read(org: &Org, name: &str) -> String {
+    std::fs::read_to_string(org.out.join(name)).unwrap_or_default()
+}
+
+fn code(org: &Org, name: &str) -> i32 {
+    read(org, &format!("{name}.code"))
+        .trim()
+        .parse()
+        .unwrap_or(-1)
+}
+
+fn alert_kinds(org: &Org, id: &str) -> Vec<String> {
+    org.alerts(id)
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn a_worker_cannot_act_on_orch_or_on_another_worker() {
+    let org = Org::new(
+        Spec::local("trespass.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta")),
+    );
+    let victim = org.spawn_detached("alpha", "victim: wait");
+    org.wait_milestone(&victim, "WORKING", DEADLINE);
+    std::fs::write(org.out.join("victim-id"), &victim).unwrap();
+    let hostile = org.spawn_detached("beta", "trespass");
+    poll_until(
+        "the hostile worker's attempts",
+        DEADLINE,
+        || org.out.join("attempts-done").exists().then_some(()),
+        || org.diag(&hostile),
+    );
+    assert!(
+        read(&org, "victim-channel").trim().starts_with('@'),
+        "the victim's channel is readable from its guard's argv: {:?}",
+        read(&org, "victim-channel")
+    );
+
+    // Speaking on the victim's channel: the kernel says the speaker is not the victim's.
+    assert_eq!(
+        code(&org, "foreign-report"),
+        1,
+        "{}",
+        read(&org, "foreign-report.out")
+    );
+    let v: Value = serde_json::from_str(read(&org, "foreign-report.out").trim()).unwrap();
+    assert_eq!(v["state"], "refused", "{v}");
+    assert!(
+        v["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("not one of its processes"),
+        "{v}"
+    );
+
+    // Operator commands from inside a worker, with and without orch's environment.
+    for attempt in ["release", "cancel", "hold"] {
+        assert_eq!(
+            code(&org, attempt),
+            1,
+            "{attempt}: {}",
+            read(&org, &format!("{attempt}.out"))
+        );
+        let out = read(&org, &format!("{attempt}.out"));
+        assert!(
+            out.contains("operator command") && out.contains(&hostile),
+            "{attempt}: {out}"
+        );
+        assert!(
+            out.contains("its supervisor raised an alert"),
+            "{attempt}: {out}"
+        );
+    }
+
+    // The victim went on as if nothing happened; its lock and the hostile's are where they were.
+    let w = org.worker(&victim);
+    assert_eq!(w.progress.milestone, Milestone::Working);
+    assert_eq!(org.locks_of(&victim), vec!["alpha".to_string()]);
+    assert_eq!(org.locks_of(&hostile), vec!["beta".to_string()]);
+    assert!(org.run(&["status"]).status.success());
+
+    // The victim's id in the environment names nobody: the hostile's own report was taken as
+    // its own (the kernel says who spoke).
+    poll_until(
+        "the hostile's own report",
+        DEADLINE,
+        || (code(&org, "own-report") != -1).then_some(()),
+        || org.diag(&hostile),
+    );
+    let v: Value = serde_json::from_str(read(&org, "own-report.out").trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", read(&org, "own-report.out")));
+    assert_eq!(v["worker_id"], hostile.as_str(), "{v}");
+    org.wait_milestone(&hostile, "BLOCKED", DEADLINE);
+    assert_eq!(org.worker(&victim).progress.milestone, Milestone::Working);
+
+    // Every attempt was told to a supervisor and raised as a critical alert.
+    poll_until(
+        "the alerts",
+        DEADLINE,
+        || {
+            let victim_kinds = alert_kinds(&org, &victim);
+            let hostile_kinds = alert_kinds(&org, &hostile);
+            (victim_kinds.iter().any(|k| k == "foreign_report")
+                && hostile_kinds
+                    .iter()
+                    .filter(|k| *k == "operator_command_from_worker")
+                    .count()
+                    >= 1)
+                .then_some(())
+        },
+        || format!("{:?}\n{:?}", org.alerts(&victim), org.alerts(&hostile)),
+    );
+    for a in org
+        .alerts(&victim)
+        .iter()
+        .chain(org.alerts(&hostile).iter())
+    {
+        if a["kind"] == "foreign_report" || a["kind"] == "operator_command_from_worker" {
+            assert_eq!(a["severity"], "critical", "{a}");
+        }
+    }
+    for id in [&victim, &hostile] {
+        let out = org.run(&["cancel", id, "--reason", "test over"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+}
+
+/// A report row written into the database by another process (a worker with `sqlite3` on
+/// orch's database) is not the worker's word: refused, and raised as a critical alert.
+#[test]
+fn a_report_written_into_the_database_is_refused_and_alerted() {
+    let org = Org::new(Spec::local("trespass.sh").repo(RepoSpec::new("alpha")));
+    let victim = org.spawn_detached("alpha", "victim: wait");
+    org.wait_milestone(&victim, "WORKING", DEADLINE);
+    let db = rusqlite::Connection::open(org.state.join("orch.db")).unwrap();
+    db.execute(
+        "INSERT INTO requests (worker_id, kind, milestone, note, created_ms) \
+         VALUES (?1, 'report', 'DONE', 'forged', 0)",
+        rusqlite::params![victim],
+    )
+    .unwrap();
+    drop(db);
+    poll_until(
+        "the forged report's alert",
+        DEADLINE,
+        || {
+            alert_kinds(&org, &victim)
+                .iter()
+                .any(|k| k == "forged_report")
+                .then_some(())
+        },
+        || format!("{:?}", org.alerts(&victim)),
+    );
+    assert_eq!(org.worker(&victim).progress.milestone, Milestone::Working);
+    assert_eq!(org.locks_of(&victim), vec!["alpha".to_string()]);
+    let out = org.run(&["cancel", &victim, "--reason", "test over"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}
+
+/// Pushes a worker may not make on the local forge: onto another live worker's branch, to its
+/// own base branch, to another repository's base branch. Each is refused by the forge's
+/// pre-receive hook (the pusher known from its cgroup or its guard, not its environment),
+/// told to the pusher's supervisor (a critical alert); its own branch it pushes as before.
+#[test]
+fn a_worker_moves_only_its_own_branch_on_the_local_forge() {
+    let org = Org::new(
+        Spec::local("trespass.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta")),
+    );
+    let victim = org.spawn_detached("alpha", "victim: wait");
+    org.wait_milestone(&victim, "WORKING", DEADLINE);
+    std::fs::write(org.out.join("victim-id"), &victim).unwrap();
+    let heads = |repo: &str| {
+        crate::support::git(
+            &org.state.join("forge").join(format!("{repo}.git")),
+            &["for-each-ref", "--format=%(refname) %(objectname)"],
+        )
+    };
+    let alpha_before = heads("alpha");
+    // beta's remote is made (seeded from its clone's main) when the hostile spawns.
+    let beta_main = crate::support::git(&org.clone_path("beta"), &["rev-parse", "main"]);
+    let hostile = org.spawn_detached("beta", "push where it may not");
+    poll_until(
+        "the hostile worker's pushes",
+        DEADLINE,
+        || org.out.join("attempts-done").exists().then_some(()),
+        || org.diag(&hostile),
+    );
+    for attempt in ["push-other-branch", "push-own-base", "push-other-base"] {
+        let out = read(&org, &format!("{attempt}.out"));
+        assert_ne!(code(&org, attempt), 0, "{attempt} was accepted: {out}");
+        assert!(out.contains("orch: refused"), "{attempt}: {out}");
+    }
+    assert_eq!(
+        code(&org, "push-own-branch"),
+        0,
+        "{}",
+        read(&org, "push-own-branch.out")
+    );
+    assert_eq!(
+        heads("alpha"),
+        alpha_before,
+        "nothing moved on alpha's remote"
+    );
+    let beta_after = heads("beta");
+    assert!(
+        beta_after.contains(&format!("refs/heads/main {}", beta_main.trim())),
+        "beta's base did not move: {beta_after}"
+    );
+    assert!(
+        beta_after.contains(&format!("refs/heads/orch/{hostile} ")),
+        "its own branch was pushed: {beta_after}"
+    );
+    poll_until(
+        "the push alerts",
+        DEADLINE,
+        || {
+            (alert_kinds(&org, &hostile)
+                .iter()
+                .filter(|k| *k == "push_refused")
+                .count()
+                >= 1)
+                .then_some(())
+        },
+        || format!("{:?}", org.alerts(&hostile)),
+    );
+    assert_eq!(org.worker(&victim).progress.milestone, Milestone::Working);
+    for id in [&victim, &hostile] {
+        let out = org.run(&["cancel", id, "--reason", "test over"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+}

@@ -104,9 +104,75 @@ pub fn try_lock_in(
         let active = active_locks(tx)?;
         return Ok(LockAttempt::Blocked(blockers(graph, repo, &active)));
     }
+    // A live worker whose lock row is gone without a release in the history (deleted outside
+    // orch) still holds its chain: nobody starts beside it.
+    let unlocked: Vec<Blocker> = live_without_their_lock(tx)?
+        .into_iter()
+        .filter(|(_, held)| chain.contains(held.as_str()) || !graph.contains(held))
+        .map(|(holder, held)| Blocker {
+            relation: graph
+                .relation(repo, &held)
+                .unwrap_or(crate::graph::Relation::Unknown),
+            repo: held,
+            holder,
+            kind: HolderKind::Worker,
+        })
+        .collect();
+    if !unlocked.is_empty() {
+        return Ok(LockAttempt::Blocked(unlocked));
+    }
     Ok(LockAttempt::Acquired(insert_lock(
         tx, repo, holder, kind, reason, by,
     )?))
+}
+
+/// Live workers (not ended) that hold no lock row although the history's last word on their
+/// lock is its acquire: a row deleted outside orch (`orch release --force` and every other
+/// release write a release first). `(worker id, its repository)`.
+pub fn live_without_their_lock(tx: &Transaction) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT w.id, w.repo FROM workers w \
+         WHERE w.ended_ms IS NULL \
+           AND NOT EXISTS (SELECT 1 FROM locks l WHERE l.holder = w.id) \
+           AND (SELECT h.action FROM lock_history h WHERE h.holder = w.id \
+                ORDER BY h.seq DESC LIMIT 1) = 'acquire'",
+    )?;
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect()
+}
+
+/// Takes `holder`'s lock on `repo` again after its row was deleted outside orch, if nothing
+/// blocks it now (recorded as a new acquire with `reason`).
+pub fn retake_in(
+    tx: &Transaction,
+    graph: &RepoGraph,
+    repo: &str,
+    holder: &str,
+    reason: &str,
+) -> rusqlite::Result<LockAttempt> {
+    let active = active_locks(tx)?;
+    let others: Vec<ChainLock> = active.into_iter().filter(|l| l.holder != holder).collect();
+    let blocked = blockers(graph, repo, &others);
+    if !blocked.is_empty() {
+        return Ok(LockAttempt::Blocked(blocked));
+    }
+    Ok(LockAttempt::Acquired(insert_lock(
+        tx,
+        repo,
+        holder,
+        HolderKind::Worker,
+        Some(reason),
+        Some("orch"),
+    )?))
+}
+
+/// The last thing the lock history says of `holder`'s lock: `acquire`, `release`, or nothing.
+pub fn last_lock_action(tx: &Transaction, holder: &str) -> rusqlite::Result<Option<String>> {
+    tx.prepare_cached(
+        "SELECT action FROM lock_history WHERE holder = ?1 ORDER BY seq DESC LIMIT 1",
+    )?
+    .query_row([holder], |r| r.get(0))
+    .optional()
 }
 
 /// Inserts a lock nothing blocks, with its acquire row; its id is that row's `seq`.

@@ -15,7 +15,8 @@ pub mod workers;
 
 pub use locks::{
     ActiveLocks, LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock,
-    release_in, try_lock_in, worker_lock_count,
+    last_lock_action, live_without_their_lock, release_in, retake_in, try_lock_in,
+    worker_lock_count,
 };
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};

@@ -243,3 +243,68 @@ fn a_worker_moves_only_its_own_branch_on_the_local_forge() {
         assert!(out.status.success(), "{}", output_text(&out));
     }
 }
+
+/// A worker with `sqlite3` on orch's database (it runs as orch's user) deletes a live worker's
+/// lock row, then forges DONE on its row. The lock's history still says the chain is held: a
+/// spawn on the chain is refused at once, and the supervisor takes its lock again; the forged
+/// milestone is written back from the supervisor's own state. Each is a critical alert.
+#[test]
+fn rows_changed_in_the_database_under_a_live_worker_are_put_back_and_alerted() {
+    let org = Org::new(
+        Spec::local("trespass.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta").deps(&["alpha"])),
+    );
+    let victim = org.spawn_detached("alpha", "victim: wait");
+    org.wait_milestone(&victim, "WORKING", DEADLINE);
+    let db = rusqlite::Connection::open(org.state.join("orch.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let deleted = db
+        .execute("DELETE FROM locks WHERE holder = ?1", [&victim])
+        .unwrap();
+    assert_eq!(deleted, 1);
+
+    let out = org.run(&["spawn", "--repo", "beta", "--task", "victim: second"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(output_text(&out).contains(&victim), "{}", output_text(&out));
+
+    poll_until(
+        "the lock taken again",
+        DEADLINE,
+        || {
+            (org.locks_of(&victim) == vec!["alpha".to_string()]
+                && alert_kinds(&org, &victim)
+                    .iter()
+                    .any(|k| k == "lock_tampered"))
+            .then_some(())
+        },
+        || format!("{:?} {:?}", org.locks_of(&victim), org.alerts(&victim)),
+    );
+
+    db.execute(
+        "UPDATE workers SET milestone = 'DONE', \
+         progress = json_set(progress, '$.milestone', 'DONE') WHERE id = ?1",
+        [&victim],
+    )
+    .unwrap();
+    drop(db);
+    poll_until(
+        "the forged DONE put back",
+        DEADLINE,
+        || {
+            (alert_kinds(&org, &victim)
+                .iter()
+                .any(|k| k == "state_tampered")
+                && org.worker(&victim).progress.milestone == Milestone::Working)
+                .then_some(())
+        },
+        || format!("{:?}", org.alerts(&victim)),
+    );
+    assert_eq!(org.locks_of(&victim), vec!["alpha".to_string()]);
+    assert!(
+        org.workers().iter().all(|w| w.id == victim),
+        "no second worker ever started on the chain"
+    );
+    let out = org.run(&["cancel", &victim, "--reason", "test over"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}

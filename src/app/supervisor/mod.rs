@@ -27,6 +27,7 @@ mod done;
 pub mod input;
 mod land;
 mod lease;
+mod own_rows;
 mod worker;
 
 pub use input::{Input, Outcome};
@@ -589,8 +590,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         {
             self.checkpoint();
         }
-        if !self.lease_lost && self.lease.due(now) && !self.lease.renew(&mut self.store) {
-            self.lease_lost = true;
+        if !self.lease_lost && self.lease.due(now) {
+            if self.lease.renew(&mut self.store) {
+                self.check_own_rows();
+            } else {
+                self.lease_lost = true;
+            }
         }
     }
 

@@ -608,6 +608,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             RequestKind::Cancel { by, reason } => {
                 self.apply(Event::Cancel { by, reason }, Some(r.id), Vec::new())
             }
+            RequestKind::Approve { by, sha } => {
+                let event = Event::Approve {
+                    sha: Sha::new(sha),
+                    by,
+                };
+                self.apply(event, Some(r.id), Vec::new())
+            }
             RequestKind::Report {
                 milestone,
                 sha,
@@ -650,7 +657,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Milestone::PushedToCi => {
                 let head = self.forge_head();
                 let others = self.others_pushes();
-                verify_push(&self.w, sha, head, &others, via)
+                verify_push(self.env.config, &self.w, sha, head, &others, via)
             }
             Milestone::Done => {
                 let p = &self.w.progress;

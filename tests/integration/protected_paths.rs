@@ -29,6 +29,16 @@ fn org() -> Org {
     org
 }
 
+/// Checks an `orch approve --json` answer against docs/schema/approve.json.
+fn assert_valid_approve(v: &serde_json::Value) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/approve.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::options().build(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}\n{v}");
+}
+
 fn job_log(org: &Org, sha: &str, job: &str) -> String {
     let out = org.run(&["ci", "logs", "--repo", "alpha", "--sha", sha, "--job", job]);
     output_text(&out)
@@ -92,6 +102,7 @@ fn a_workflow_edit_is_held_until_approved_and_an_approval_binds_one_commit() {
     let out = org.run(&["approve", &id, "--sha", &first[..7], "--json"]);
     assert!(out.status.success(), "{}", output_text(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid_approve(&v);
     assert_eq!(v["how"], "by_supervisor", "{v}");
     assert_eq!(v["approved"], true, "{v}");
     assert_eq!(v["files"], serde_json::json!([".forgejo/workflows/x.yml"]));
@@ -158,6 +169,7 @@ fn a_workflow_edit_is_held_until_approved_and_an_approval_binds_one_commit() {
     let ok = org.run(&["approve", &id, "--json"]);
     assert!(ok.status.success(), "{}", output_text(&ok));
     let v: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_valid_approve(&v);
     assert_eq!(v["how"], "offline", "{v}");
     org.wait_done(&id);
     let w = org.wait_milestone(&id, "DONE", Duration::from_secs(90));

@@ -200,7 +200,8 @@ fn checkout(remote: &Path, dir: &Path, sha: &str) -> Result<(), String> {
 /// versions — the base as this forge has it — before any job runs: a pushed change to the
 /// scripts CI runs (`ci/test.sh` → `exit 0`) must not grade itself. A protected file the push
 /// added is removed; one it changed or deleted is restored. Returns the line each job log
-/// starts with (`None`: nothing is protected, or this is the base branch's own run).
+/// starts with (`None`: nothing is protected, the push changes none of it, or this is the
+/// base branch's own run).
 fn overlay_protected(config: &Config, run: &RunRow, work: &Path) -> Result<Option<String>, String> {
     let Some(repo) = config.repo(&run.repo) else {
         return Ok(None);
@@ -261,22 +262,21 @@ fn overlay_protected(config: &Config, run: &RunRow, work: &Path) -> Result<Optio
             std::fs::remove_file(&path).map_err(|e| format!("cannot remove {f}: {e}"))?;
         }
     }
+    if differing.is_empty() {
+        return Ok(None); // the pushed versions are the base's: nothing to say
+    }
     let short = crate::sha::short(&base);
-    let what = if differing.is_empty() {
-        "the push changes none of them".to_string()
-    } else {
-        let mut parts = Vec::new();
-        if !restore.is_empty() {
-            parts.push(format!("restored {}", restore.join(", ")));
-        }
-        if !remove.is_empty() {
-            parts.push(format!(
-                "removed {} (not on the base branch)",
-                remove.join(", ")
-            ));
-        }
-        parts.join("; ")
-    };
+    let mut parts = Vec::new();
+    if !restore.is_empty() {
+        parts.push(format!("restored {}", restore.join(", ")));
+    }
+    if !remove.is_empty() {
+        parts.push(format!(
+            "removed {} (not on the base branch)",
+            remove.join(", ")
+        ));
+    }
+    let what = parts.join("; ");
     Ok(Some(format!(
         "orch: the protected paths ({}) run as the base branch {} has them at {short}: {what}",
         protected_list(repo),

@@ -491,6 +491,63 @@ pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
     Ok(files)
 }
 
+/// The paths a change touches — added, modified, deleted or renamed (both names) — between
+/// the merge base of `head` with `base` and `head`, sorted; with that merge base.
+pub fn changed_since_merge_base(
+    dir: &Path,
+    base: &str,
+    head: &str,
+) -> Result<(String, Vec<String>), GitError> {
+    let repo = open(dir)?;
+    let oid = |s: &str| Oid::from_str(s).map_err(|e| err(dir, e));
+    let (base, head) = (oid(base)?, oid(head)?);
+    let merge_base = repo.merge_base(base, head).map_err(|e| err(dir, e))?;
+    let tree = |o: Oid| {
+        repo.find_commit(o)
+            .and_then(|c| c.tree())
+            .map_err(|e| err(dir, e))
+    };
+    let (from, to) = (tree(merge_base)?, tree(head)?);
+    let diff = repo
+        .diff_tree_to_tree(Some(&from), Some(&to), None)
+        .map_err(|e| err(dir, e))?;
+    let mut files: Vec<String> = diff
+        .deltas()
+        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+        .flatten()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok((merge_base.to_string(), files))
+}
+
+/// `git diff --stat` and the patch from `from` to `to`, for `files` alone (literal paths).
+/// No external diff program or text conversion runs: a worker's repository configures them.
+pub fn diff_of_files(
+    dir: &Path,
+    from: &str,
+    to: &str,
+    files: &[String],
+) -> Result<(String, String), GitError> {
+    let run = |how: &str| {
+        let mut args = vec![
+            "--literal-pathspecs",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            how,
+            from,
+            to,
+            "--",
+        ];
+        args.extend(files.iter().map(String::as_str));
+        git(dir, &args)
+    };
+    Ok((run("--stat")?, run("--patch")?))
+}
+
 /// A worktree opened once and looked at often (a supervisor's look for new commits and
 /// pushes every few seconds): each look re-reads the refs from disk, without opening the
 /// repository again (which reads its configuration and canonicalises paths each time).

@@ -20,6 +20,7 @@ pub mod lock;
 pub mod milestone;
 pub mod process;
 pub mod prompt;
+pub mod protect;
 pub mod report_wire;
 pub mod secret;
 pub mod sha;

@@ -12,6 +12,7 @@ pub mod journal;
 pub mod logs;
 pub mod operator;
 pub mod orphans;
+pub mod protect;
 pub mod resume;
 pub mod spawn;
 pub mod supervisor;

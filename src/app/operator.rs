@@ -1,14 +1,17 @@
-//! What people (and workers, through their report channel) ask of one worker: a claim or a
-//! cancel goes to the worker's supervisor through the requests inbox and waits for its answer; a
-//! worker with no live supervisor is cancelled here, through the journal; a lock can be
-//! forced free, with an audit record.
+//! What people (and workers, through their report channel) ask of one worker: a claim, a
+//! cancel or an approval goes to the worker's supervisor through the requests inbox and waits
+//! for its answer; a worker with no live supervisor is cancelled or approved here, through the
+//! journal; a lock can be forced free, with an audit record.
 
-use super::journal::{self, Entry, Fact, Writer};
+use super::journal::{self, Committed, Entry, Fact, Writer};
 use super::{Error, Loaded, Result};
+use crate::forge::Forge;
 use crate::lock::ChainLock;
 use crate::milestone::{Event, Milestone, step};
+use crate::sha::Sha;
 use crate::store::workers::{self as ws, RequestKind, WorkerRecord};
 use crate::store::{Store, now_ms, release_in};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a request waits for the supervisor's answer.
@@ -190,4 +193,186 @@ pub fn release(l: &Loaded, id: &str, by: &str, reason: &str) -> Result<Option<Ch
         journal::write_checkpoint(&mut store, &l.state_dir, id);
     }
     Ok(released)
+}
+
+/// What an operator is shown before approving a change that touches protected paths: the
+/// commit and the diff of those files.
+#[derive(Debug, Clone)]
+pub struct ToApprove {
+    pub worker: WorkerRecord,
+    pub sha: Sha,
+    pub diff: super::protect::ProtectedDiff,
+}
+
+/// The change of worker `id` an approval would be bound to: its tracked commit (which
+/// `sha`, a prefix of at least 7 hex digits, must name when given) and the diff of the
+/// protected files it touches.
+pub fn to_approve(l: &Loaded, id: &str, sha: Option<&str>) -> Result<ToApprove> {
+    let mut store = l.store()?;
+    let Some(w) = store.worker(id)? else {
+        return Err(Error::Refused(format!("no worker {id}")));
+    };
+    let p = &w.progress;
+    let Some(tracked) = p.tracked_sha.clone() else {
+        return Err(Error::No(format!(
+            "{id} has pushed nothing yet: nothing to approve"
+        )));
+    };
+    if let Some(given) = sha {
+        let given = given.trim().to_ascii_lowercase();
+        if given.len() < 7 || !given.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::Refused(format!(
+                "--sha {given:?}: give at least 7 hex digits of the commit to approve"
+            )));
+        }
+        if !tracked.starts_with(&given) {
+            return Err(Error::No(format!(
+                "{id}'s change is at {}, not {given}: an approval is bound to the commit shown (run `orch approve {id}` to see it)",
+                tracked.short()
+            )));
+        }
+    }
+    if p.milestone.is_terminal() {
+        return Err(Error::No(format!(
+            "{id} has already ended ({}): nothing to approve",
+            p.milestone
+        )));
+    }
+    if p.protected.is_empty() {
+        return Err(Error::No(format!(
+            "{id}'s change at {} touches no protected path: nothing to approve",
+            tracked.short()
+        )));
+    }
+    let diff = super::protect::diff(&l.config, &w, &tracked).map_err(Error::Refused)?;
+    Ok(ToApprove {
+        worker: w,
+        sha: tracked,
+        diff,
+    })
+}
+
+/// What came of an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approved {
+    /// The supervisor applied (or refused) it and answered.
+    BySupervisor(Answered),
+    /// The supervisor did not answer in time; the request stays queued.
+    Queued,
+    /// No supervisor was alive: recorded here; the worker is now in this milestone (a DONE
+    /// change that lands is handed to a new supervisor).
+    Offline(Milestone),
+}
+
+/// Approves the change at `sha` of worker `id` (`by`: who, for the audit record): through
+/// its supervisor when one is alive, else here, through the journal. Offline, the branch
+/// head on the forge must still be `sha` (DONE is about the branch); a change that then
+/// lands gets a supervisor of its own.
+pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
+    let mut store = l.store()?;
+    let Some(w) = store.worker(id)? else {
+        return Err(Error::Refused(format!("no worker {id}")));
+    };
+    let audit = Fact::Logged {
+        kind: "approval",
+        detail: approval_detail(by, sha, &w),
+    };
+    if w.supervised(now_ms()) {
+        let kind = RequestKind::Approve {
+            by: by.to_string(),
+            sha: sha.to_string(),
+        };
+        store.write(|tx| {
+            ws::add_event(
+                tx,
+                id,
+                "approval",
+                w.progress.milestone,
+                &approval_detail(by, sha, &w),
+            )
+        })?;
+        return Ok(match ask(&mut store, id, &kind, ANSWER_WAIT)? {
+            Some(a) => Approved::BySupervisor(a),
+            None => Approved::Queued,
+        });
+    }
+    // No supervisor: the worker is held (BLOCKED). Its branch must still be at the commit
+    // approved — a push made since is a change nobody has seen.
+    let repo = l
+        .config
+        .require_repo(&w.repo)
+        .map_err(|e| Error::Refused(e.to_string()))?;
+    let forge = l.query_forge(Arc::new(|_: &str| {}))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Refused(format!("cannot start a runtime: {e}")))?;
+    let head = rt
+        .block_on(forge.branch_head(repo, &w.branch))
+        .map_err(|e| {
+            Error::No(format!(
+                "the head of {id}'s branch {} cannot be read from the forge: {e}",
+                w.branch
+            ))
+        })?;
+    if head.as_deref() != Some(sha.as_str()) {
+        return Err(Error::No(format!(
+            "{id}'s branch {} on the forge is at {}, not the approved {}: `orch respawn {id}` lets a worker verify the new head",
+            w.branch,
+            head.as_deref().map(crate::sha::short).unwrap_or("nothing"),
+            sha.short()
+        )));
+    }
+    let me = std::process::id() as i64;
+    let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
+    let claimed = store.write(|tx| {
+        let Some(w) = ws::get_worker(tx, id)? else {
+            return Ok(Err(Error::Refused(format!("no worker {id}"))));
+        };
+        if w.supervised(now_ms()) {
+            return Ok(Err(Error::No(format!(
+                "{id} was taken over by process {} meanwhile: approve again",
+                w.supervisor_pid.unwrap_or_default()
+            ))));
+        }
+        ws::claim_lease(tx, id, me, my_start, now_ms() + super::supervisor::LEASE_MS)?;
+        Ok(Ok(w))
+    })?;
+    let w = claimed?;
+    let event = Event::Approve {
+        sha: sha.clone(),
+        by: by.to_string(),
+    };
+    let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
+    if let Some(why) = effects.iter().find_map(|e| match e {
+        crate::milestone::Effect::Violation { detail, .. } => Some(detail.clone()),
+        _ => None,
+    }) {
+        let _ = store.write(|tx| ws::set_lease(tx, id, me, 0));
+        return Err(Error::No(why));
+    }
+    let entry = Entry::new(&w, "orch approve")
+        .step(&after, &effects)
+        .fact(audit);
+    if journal::commit(&mut store, &l.state_dir, Writer::me(), &entry)? == Committed::NotOwner {
+        return Err(Error::Refused(format!(
+            "{id}: another process took it over meanwhile"
+        )));
+    }
+    if after.landing_active() {
+        // DONE with its change to land: a supervisor of its own carries it to the base.
+        let child = super::start_detached(l, id)?;
+        super::resume::await_handover(&mut store, vec![(id.to_string(), child)], me);
+    } else {
+        let _ = store.write(|tx| ws::set_lease(tx, id, me, 0));
+    }
+    Ok(Approved::Offline(after.milestone))
+}
+
+fn approval_detail(by: &str, sha: &Sha, w: &WorkerRecord) -> String {
+    format!(
+        "{by} approves {} (touches {})",
+        sha.short(),
+        w.progress.protected.join(", ")
+    )
 }

@@ -180,6 +180,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Approve a worker's change that touches protected paths (ci.protected_paths): shows the
+    /// diff of those files, then lets the worker held on that commit reach DONE (audited; a
+    /// later push needs a new approval).
+    Approve {
+        id: String,
+        /// The commit to approve (at least 7 hex digits): refused unless it is the worker's
+        /// change, so that what is approved is what was looked at.
+        #[arg(long)]
+        sha: Option<String>,
+        /// Show the diff only; approve nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Release a worker's chain lock without a verified DONE (audited).
     Release {
         id: String,
@@ -656,6 +671,7 @@ fn operator_command(command: &Command) -> Option<&'static str> {
         Command::Spawn { .. } => "spawn",
         Command::Cancel { .. } => "cancel",
         Command::Respawn { .. } => "respawn",
+        Command::Approve { .. } => "approve",
         Command::Release { .. } => "release",
         Command::Resume { .. } => "resume",
         Command::Gc { .. } => "gc",
@@ -767,6 +783,12 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             json,
         } => workers::cancel(ctx, &id, reason, by, json),
         Command::Respawn { id, note, by, json } => workers::respawn(ctx, &id, &note, by, json),
+        Command::Approve {
+            id,
+            sha,
+            dry_run,
+            json,
+        } => workers::approve(ctx, &id, sha.as_deref(), dry_run, json),
         Command::Release {
             id,
             force,

@@ -4,17 +4,18 @@
 use super::view::locks::{BlockerView, LockView};
 use super::view::print_json;
 use super::view::workers::{
-    AlertEntry, AlertsView, CancelView, DeliveryView, EventView, PushView, RebuiltView,
-    ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView, SessionView, SessionsView,
-    SpawnView, StatusView, WorkerView, usage_text,
+    AlertEntry, AlertsView, ApproveView, CancelView, DeliveryView, EventView, PushView,
+    RebuiltView, ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView, SessionView,
+    SessionsView, SpawnView, StatusView, WorkerView, usage_text,
 };
 use super::{Ctx, Failure, HistoryArgs, Outcome, operator_name};
 use crate::app::channel;
-use crate::app::operator::{self, ANSWER_WAIT, Cancelled, Supervision};
+use crate::app::operator::{self, ANSWER_WAIT, Approved, Cancelled, Supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{HANDOVER_WAIT, Loaded, orch_exe, start_detached};
 use crate::milestone::Milestone;
+use crate::sha::Sha;
 use crate::store::usage::Usage;
 use crate::store::workers as ws;
 use crate::store::{Store, fmt_ms, now_ms};
@@ -607,6 +608,60 @@ pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) 
         print!("{}", view.human());
     }
     Ok(0)
+}
+
+/// Who approves, for the audit record: the user name from the environment and the uid the
+/// kernel gives this process (the name alone is whatever the environment says).
+fn approver() -> String {
+    let uid = rustix::process::getuid().as_raw();
+    format!("{} (uid {uid})", operator_name(None))
+}
+
+pub fn approve(ctx: &Ctx, id: &str, sha: Option<&str>, dry_run: bool, json: bool) -> Outcome {
+    let l = ctx.load()?;
+    let shown = operator::to_approve(&l, id, sha)?;
+    let mut view = ApproveView {
+        worker_id: id.to_string(),
+        sha: shown.sha.clone(),
+        merge_base: Sha::new(shown.diff.merge_base.clone()),
+        files: shown.diff.files.clone(),
+        stat: shown.diff.stat.clone(),
+        diff: shown.diff.patch.clone(),
+        approved: false,
+        by: None,
+        how: "dry_run".into(),
+        outcome: format!(
+            "not approved (--dry-run): `orch approve {id} --sha {}` approves it",
+            shown.sha.short()
+        ),
+    };
+    let mut code = 0;
+    if !dry_run {
+        let by = approver();
+        let (how, outcome, refused) = match operator::approve(&l, id, &shown.sha, &by)? {
+            Approved::BySupervisor(a) => ("by_supervisor", a.outcome, a.refused),
+            Approved::Queued => {
+                return Err(Failure::unavailable(format!(
+                    "{id}: the supervisor did not answer within {}s; the approval stays queued",
+                    ANSWER_WAIT.as_secs()
+                )));
+            }
+            Approved::Offline(m) => ("offline", format!("approved by {by}: {m}"), false),
+        };
+        view.approved = !refused;
+        view.by = Some(by);
+        view.how = how.into();
+        view.outcome = outcome;
+        if refused {
+            code = 1;
+        }
+    }
+    if json {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
+    }
+    Ok(code)
 }
 
 pub fn release(

@@ -133,6 +133,9 @@ pub struct CiConfig {
     /// How long a pushed SHA may go without a push-triggered run before the verdict is `no_run`.
     pub start_timeout: Duration,
     pub poll_interval: Duration,
+    /// `ci.protected_paths` as written (`None`: not written — each repository gets the
+    /// defaults, see [`Repo::protected_paths`]).
+    pub protected_paths: Option<Vec<crate::protect::Pattern>>,
 }
 
 #[derive(Debug, Clone)]
@@ -256,6 +259,10 @@ pub struct Repo {
     /// How DONE work on this repository reaches its base branch (`land:`, the repository's
     /// over the organisation's).
     pub land: LandConfig,
+    /// The paths a worker's change may not touch without an operator's approval
+    /// (`ci.protected_paths`: the repository's own, else the organisation's, else the
+    /// workflow directories and the scripts its jobs run).
+    pub protected_paths: Vec<crate::protect::Pattern>,
 }
 
 /// `land.policy`: what orch does with a DONE worker's branch.

@@ -63,6 +63,8 @@ pub(super) struct RawCi {
     pub(super) start_timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) poll_interval: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) protected_paths: Option<Vec<Spanned<String>>>,
 }
 
 /// `land:` (top level, and per repository): how DONE work reaches the base branch.
@@ -210,6 +212,8 @@ pub(super) struct RawRepo {
 pub(super) struct RawRepoCi {
     #[serde(default)]
     pub(super) jobs: Vec<Spanned<RawJob>>,
+    #[serde(default)]
+    pub(super) protected_paths: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -460,6 +464,7 @@ pub(super) const CI: &[&str] = &[
     "required_jobs",
     "start_timeout",
     "poll_interval",
+    "protected_paths",
 ];
 pub(super) const WORKER: &[&str] = &[
     "agent",
@@ -476,7 +481,7 @@ pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeou
 pub(super) const WEBHOOK: &[&str] = &["url_env"];
 pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci", "land"];
 pub(super) const LAND: &[&str] = &["policy", "method", "max_attempts", "on_conflict"];
-pub(super) const REPO_CI: &[&str] = &["jobs"];
+pub(super) const REPO_CI: &[&str] = &["jobs", "protected_paths"];
 pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout"];
 
 /// Every key of the document that orch does not know, with its position and where it was

@@ -65,6 +65,7 @@ pub(super) const CI: &[Field] = &[
     ("required_jobs", TEXTS, Optional),
     ("start_timeout", Shape::Text, Optional),
     ("poll_interval", Shape::Text, Optional),
+    ("protected_paths", TEXTS, Optional),
 ];
 pub(super) const WORKER: &[Field] = &[
     ("agent", Shape::Text, Optional),
@@ -106,7 +107,10 @@ pub(super) const DOWNSTREAM: &[Field] = &[
     ("on_breakage", Shape::Text, Optional),
 ];
 pub(super) const HISTORY: &[Field] = &[("keep", Shape::Text, Optional)];
-pub(super) const REPO_CI: &[Field] = &[("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty)];
+pub(super) const REPO_CI: &[Field] = &[
+    ("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty),
+    ("protected_paths", TEXTS, Optional),
+];
 pub(super) const REPO: &[Field] = &[
     ("path", Shape::Text, Optional),
     ("branch", Shape::Text, Optional),

@@ -526,3 +526,69 @@ fn a_token_file_is_resolved_beside_repos_yaml_and_one_token_source_is_required()
         "{neither}"
     );
 }
+
+#[test]
+fn protected_paths_default_to_the_workflow_dirs_and_the_scripts_the_jobs_run() {
+    let c = load(
+        "repos:\n  a:\n    ci:\n      jobs:\n        - { name: test, run: sh ci/test.sh }\n        - { name: radicle-push, run: 'true', needs: [test] }\n  b: {}\n",
+    )
+    .unwrap();
+    let of = |r: &str| -> Vec<String> {
+        c.repo(r)
+            .unwrap()
+            .protected_paths
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    };
+    assert_eq!(of("a"), [".forgejo/", ".gitea/", ".github/", "ci/test.sh"]);
+    assert_eq!(of("b"), [".forgejo/", ".gitea/", ".github/"]);
+    assert!(c.ci.protected_paths.is_none());
+}
+
+#[test]
+fn protected_paths_of_a_repository_replace_the_organisations_which_replace_the_defaults() {
+    let c = load(
+        "ci:\n  protected_paths: [ci/, Makefile]\nrepos:\n  a:\n    ci:\n      protected_paths: ['build/*.sh']\n      jobs: [{ name: radicle-push, run: sh ci/x.sh }]\n  b:\n    ci: { jobs: [{ name: radicle-push, run: sh ci/x.sh }] }\n  c:\n    ci: { protected_paths: [] }\n",
+    )
+    .unwrap();
+    let of = |r: &str| -> Vec<String> {
+        c.repo(r)
+            .unwrap()
+            .protected_paths
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    };
+    assert_eq!(of("a"), ["build/*.sh"]);
+    assert_eq!(of("b"), ["ci/", "Makefile"]);
+    assert!(of("c").is_empty(), "`[]` turns the check off");
+}
+
+#[test]
+fn bad_protected_paths_are_named_where_they_are() {
+    let err = load(
+        "ci:\n  protected_paths: [/etc/x, ok/]\nrepos:\n  a:\n    ci:\n      protected_paths:\n        - ci/**\n        - '../up'\n  b:\n    ci: { protected_paths: 5 }\n",
+    )
+    .unwrap_err();
+    let got = listed(&err);
+    let text = err.to_string();
+    assert_eq!(got.len(), 4, "{text}");
+    assert_eq!((got[0].0, got[0].1), (2, 21), "{text}");
+    assert!(
+        got[0]
+            .2
+            .contains("ci.protected_paths: \"/etc/x\" is not a path pattern: paths are relative"),
+        "{text}"
+    );
+    assert_eq!((got[1].0, got[1].1), (7, 11), "{text}");
+    assert!(
+        got[1].2.contains("repos.a.ci.protected_paths: \"ci/**\""),
+        "{text}"
+    );
+    assert_eq!(got[2].0, 8, "{text}");
+    assert!(got[2].2.contains("`..`"), "{text}");
+    assert_eq!(got[3].0, 10, "{text}");
+    assert!(got[3].2.contains("protected_paths"), "{text}");
+    assert!(text.contains("/tmp/repos.yaml:2:21:"), "{text}");
+}

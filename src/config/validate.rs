@@ -182,7 +182,12 @@ pub(super) fn validate(
         required_jobs: None,
         start_timeout: None,
         poll_interval: None,
+        protected_paths: None,
     });
+    let org_protected = raw_ci
+        .protected_paths
+        .as_ref()
+        .map(|v| protected_paths(&mut c, "ci.protected_paths", v));
     let ci = CiConfig {
         sync_job: raw_ci
             .sync_job
@@ -201,6 +206,7 @@ pub(super) fn validate(
             &raw_ci.poll_interval,
             Duration::from_secs(10),
         ),
+        protected_paths: org_protected,
     };
 
     // land (the organisation's; a repository's own `land:` overrides it key by key)
@@ -437,11 +443,24 @@ pub(super) fn validate(
                 format!("branch \"{}\" is not a valid branch name", b.value),
             );
         }
-        let jobs = validate_jobs(
-            &mut c,
-            &name.value,
-            spec.ci.map(|ci| ci.jobs).unwrap_or_default(),
-        );
+        let (raw_jobs, own_protected) = match spec.ci {
+            Some(ci) => (ci.jobs, ci.protected_paths),
+            None => (Vec::new(), None),
+        };
+        let jobs = validate_jobs(&mut c, &name.value, raw_jobs);
+        // The repository's own list, else the organisation's, else the defaults: the
+        // workflow directories and the scripts its jobs run.
+        let protected = match &own_protected {
+            Some(own) => protected_paths(
+                &mut c,
+                &format!("repos.{}.ci.protected_paths", name.value),
+                own,
+            ),
+            None => ci
+                .protected_paths
+                .clone()
+                .unwrap_or_else(|| crate::protect::defaults(jobs.iter().map(|j| j.run.as_str()))),
+        };
         let land = match &spec.land {
             Some(own) => validate_land(
                 &mut c,
@@ -459,6 +478,7 @@ pub(super) fn validate(
             deps,
             jobs,
             land,
+            protected_paths: protected,
         });
     }
 
@@ -488,6 +508,28 @@ pub(super) fn validate(
         diags.sort();
         Err(diags)
     }
+}
+
+/// A `protected_paths` list: each entry a pattern (see `protect`), refused with its position.
+fn protected_paths(
+    c: &mut Check,
+    key: &str,
+    raw: &[Spanned<String>],
+) -> Vec<crate::protect::Pattern> {
+    let mut out = Vec::new();
+    for entry in raw {
+        match crate::protect::Pattern::parse(&entry.value) {
+            Ok(p) => out.push(p),
+            Err(why) => c.err(
+                pos(entry),
+                format!(
+                    "{key}: \"{}\" is not a path pattern: {why}",
+                    entry.value.escape_debug()
+                ),
+            ),
+        }
+    }
+    out
 }
 
 fn validate_downstream(c: &mut Check, raw: &RawDownstream) -> DownstreamConfig {

@@ -165,6 +165,7 @@ mod tests {
             deps: vec![],
             jobs: vec![],
             land: crate::config::LandConfig::default_for(crate::config::ForgeKind::Forgejo),
+            protected_paths: Vec::new(),
         }
     }
 

@@ -133,6 +133,17 @@ pub struct Progress {
     /// landing existed — DONE released the lock, as it did then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landing: Option<Landing>,
+    /// The protected files (`ci.protected_paths`) the tracked commit's change touches, as the
+    /// supervisor found them when it verified the push: DONE on it needs an operator's
+    /// approval of that very commit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<String>,
+    /// The commit an operator approved (`orch approve`): a later push needs a new approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<Sha>,
+    /// A green commit held for approval (the worker is BLOCKED on it): DONE once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Sha>,
 }
 
 /// The timers of the milestone a worker was paused in: how long it had been in it, how much
@@ -150,6 +161,12 @@ impl Progress {
     pub fn landing_active(&self) -> bool {
         self.milestone == Milestone::Done
             && self.landing.as_ref().is_some_and(|l| l.state.is_active())
+    }
+
+    /// Whether DONE on the tracked commit waits for an operator's approval: its change
+    /// touches protected paths and nobody approved that commit.
+    pub fn needs_approval(&self) -> bool {
+        !self.protected.is_empty() && (self.approved.is_none() || self.approved != self.tracked_sha)
     }
 
     /// Whether the worker's change is complete for what comes after it: DONE and, where it
@@ -182,6 +199,9 @@ impl Progress {
             paused_clock: None,
             turn_ended: false,
             landing: None,
+            protected: Vec::new(),
+            approved: None,
+            held: None,
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -218,6 +238,14 @@ pub enum Event {
         sha: Sha,
         pushed_ms: i64,
         via: Channel,
+        /// The protected files its change touches (see `Progress::protected`).
+        protected: Vec<String>,
+    },
+    /// An operator approves the change at `sha` that touches protected paths
+    /// (`orch approve`): a held worker goes on to DONE.
+    Approve {
+        sha: Sha,
+        by: String,
     },
     /// A PUSHED_TO_CI claim that failed verification.
     PushRejected {
@@ -413,9 +441,9 @@ mod step;
 
 pub use landing::{DownstreamCheck, LandEvent, LandState, Landing};
 pub use line::{LineSignal, parse_line, sha_in};
-pub use step::step;
 #[cfg(test)]
 use step::transition;
+pub use step::{HELD_STOP, step};
 
 #[cfg(test)]
 mod tests;

@@ -142,6 +142,7 @@ pub fn step(
             sha,
             pushed_ms,
             via,
+            protected,
         } => {
             let replaced = p.tracked_sha.clone();
             if transition(
@@ -154,6 +155,7 @@ pub fn step(
             ) {
                 p.tracked_sha = Some(sha.clone());
                 p.pushed_ms = Some(*pushed_ms);
+                p.protected = protected.clone();
                 p.verdict = None;
                 p.failed_jobs.clear();
                 p.verdict_detail = None;
@@ -188,7 +190,7 @@ pub fn step(
             let green =
                 p.milestone == Milestone::PushedToCi && p.verdict == Some(VerdictKind::Green);
             if green {
-                finish_done(contract, &mut p, now, &mut fx);
+                finish_done(contract, &mut p, worker, now, &mut fx);
             } else {
                 let missing = match (&p.tracked_sha, p.verdict) {
                     (None, _) => "no pushed commit is tracked yet: push, then report PUSHED_TO_CI"
@@ -214,6 +216,7 @@ pub fn step(
                 ));
             }
         }
+        Event::Approve { sha, by } => approve(contract, &mut p, worker, sha, by, now, &mut fx),
         Event::PermissionDenial { line } => {
             p.permission_denials += 1;
             if p.permission_denials >= contract.permission.max_denials {
@@ -257,7 +260,7 @@ pub fn step(
                     // DONE needs the worker's word as well as CI's: a green head while the
                     // worker works on is verified, not finished (multi-step work goes on).
                     VerdictKind::Green if p.turn_ended => {
-                        finish_done(contract, &mut p, now, &mut fx)
+                        finish_done(contract, &mut p, worker, now, &mut fx)
                     }
                     VerdictKind::Green if changed => {
                         // The worker works on past a verified push: its clock is a working
@@ -436,6 +439,7 @@ pub fn step(
                     p.end_reason = None;
                     p.permission_denials = 0;
                     p.turn_ended = false;
+                    p.held = None;
                 }
             }
         }
@@ -517,7 +521,9 @@ fn unpause(
             // A verdict that came while paused is acted on now.
             if back == Milestone::PushedToCi {
                 match p.verdict {
-                    Some(VerdictKind::Green) if p.turn_ended => finish_done(contract, p, now, fx),
+                    Some(VerdictKind::Green) if p.turn_ended => {
+                        finish_done(contract, p, worker, now, fx)
+                    }
                     Some(VerdictKind::Red) => {
                         let why = format!("CI red: {}", p.failed_jobs.join(", "));
                         if transition(contract, p, Milestone::FixingCi, &why, now, fx) {
@@ -531,7 +537,122 @@ fn unpause(
     }
 }
 
-fn finish_done(contract: &Contract, p: &mut Progress, now: i64, fx: &mut Vec<Effect>) {
+/// The reason of the hold a change touching protected paths is kept in (BLOCKED).
+pub const HELD_STOP: &str = "held for approval";
+
+/// A green change the worker called finished, which touches protected paths nobody approved
+/// for this commit: BLOCKED (the lock kept) until an operator approves it — CI that a worker
+/// could edit is no proof of its work.
+fn hold(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut Vec<Effect>) {
+    let Some(sha) = p.tracked_sha.clone() else {
+        return;
+    };
+    let files = p.protected.join(", ");
+    let reason = format!("touches protected paths: {files}; needs `orch approve {worker}`");
+    if transition(contract, p, Milestone::Blocked, &reason, now, fx) {
+        p.held = Some(sha.clone());
+        p.end_reason = Some(reason);
+        fx.push(Effect::StopWorker {
+            immediate: false,
+            reason: HELD_STOP.into(),
+        });
+        fx.push(alert(
+            Severity::Warning,
+            "protected_paths",
+            format!(
+                "worker {worker}: CI is green for {}, but its change touches protected paths ({files}): not DONE without an operator's approval; the lock is kept — `orch approve {worker}` shows the diff and approves this commit",
+                sha.short()
+            ),
+        ));
+    }
+}
+
+/// An operator's approval of the commit at `sha`: a worker held on it goes on to DONE; a
+/// worker still at work on it keeps the approval for when it claims DONE. Any other commit
+/// is refused (an approval is bound to the commit the operator saw).
+fn approve(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    sha: &crate::sha::Sha,
+    by: &str,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    let refuse = |fx: &mut Vec<Effect>, why: String| {
+        fx.push(violation(
+            "approval_refused",
+            format!("approval of {} by {by} refused: {why}", sha.short()),
+        ));
+    };
+    if p.tracked_sha.as_ref() != Some(sha) {
+        let tracked = p.tracked_sha.as_ref().map(|s| s.short().to_string());
+        return refuse(
+            fx,
+            format!(
+                "the worker's change is at {}",
+                tracked.as_deref().unwrap_or("no pushed commit")
+            ),
+        );
+    }
+    if p.protected.is_empty() {
+        return refuse(
+            fx,
+            "its change touches no protected path: nothing to approve".into(),
+        );
+    }
+    match p.milestone {
+        Milestone::Blocked if p.held.as_ref() == Some(sha) => {
+            if p.verdict != Some(VerdictKind::Green) {
+                return refuse(fx, "its CI is no longer green".into());
+            }
+            p.approved = Some(sha.clone());
+            fx.push(alert(
+                Severity::Info,
+                "approved",
+                format!(
+                    "worker {worker}: {by} approved {} (touches {})",
+                    sha.short(),
+                    p.protected.join(", ")
+                ),
+            ));
+            fx.push(Effect::ResolveAlert {
+                kind: "protected_paths".into(),
+            });
+            finish_done(contract, p, worker, now, fx);
+            if p.milestone == Milestone::Done {
+                p.held = None;
+            } else {
+                p.approved = None;
+            }
+        }
+        Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused => {
+            p.approved = Some(sha.clone());
+            fx.push(alert(
+                Severity::Info,
+                "approved",
+                format!(
+                    "worker {worker}: {by} approved {} ahead of DONE (touches {})",
+                    sha.short(),
+                    p.protected.join(", ")
+                ),
+            ));
+            fx.push(Effect::Checkpoint);
+        }
+        m => refuse(fx, format!("the worker is {m}, not held for approval")),
+    }
+}
+
+fn finish_done(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    if p.needs_approval() {
+        return hold(contract, p, worker, now, fx);
+    }
     let sha = p
         .tracked_sha
         .as_ref()

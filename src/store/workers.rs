@@ -571,6 +571,9 @@ pub enum RequestKind {
     },
     /// `orch cancel`: an operator stops the worker.
     Cancel { by: String, reason: String },
+    /// `orch approve`: an operator approves the change at `sha`, which touches protected
+    /// paths.
+    Approve { by: String, sha: String },
     /// A row this orch does not understand (written by a newer one): refused, never dropped.
     Unknown { kind: String },
 }
@@ -601,6 +604,15 @@ fn row_to_request(r: &rusqlite::Row) -> rusqlite::Result<Request> {
             sha: r.get(4)?,
             job: r.get(5)?,
             note: r.get(6)?,
+        },
+        ("approve", _) => match r.get::<_, Option<String>>(4)? {
+            Some(sha) => RequestKind::Approve {
+                by: r
+                    .get::<_, Option<String>>(7)?
+                    .unwrap_or_else(|| "operator".into()),
+                sha,
+            },
+            None => RequestKind::Unknown { kind },
         },
         ("cancel", _) => RequestKind::Cancel {
             by: r
@@ -645,6 +657,14 @@ pub fn add_request(tx: &Transaction, worker: &str, kind: &RequestKind) -> rusqli
             None,
             None,
             Some(reason.as_str()),
+            Some(by.as_str()),
+        ),
+        RequestKind::Approve { by, sha } => (
+            "approve",
+            None,
+            Some(sha.as_str()),
+            None,
+            None,
             Some(by.as_str()),
         ),
         RequestKind::Unknown { kind } => (kind.as_str(), None, None, None, None, None),

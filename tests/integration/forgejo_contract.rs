@@ -53,6 +53,7 @@ fn repo(name: &str) -> Repo {
         deps: vec![],
         jobs: vec![],
         land: orch::config::LandConfig::default_for(orch::config::ForgeKind::Forgejo),
+        protected_paths: Vec::new(),
     }
 }
 

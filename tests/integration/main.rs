@@ -36,6 +36,7 @@ mod lying_workers;
 mod operator_day;
 mod output_escape;
 mod process_group;
+mod protected_paths;
 mod respawn;
 mod resume;
 mod spawn_race;

@@ -586,3 +586,44 @@ fn with_a_token_file_no_environment_ever_holds_the_token() {
     );
     assert!(!text.contains(TOKEN), "{text}");
 }
+
+/// On Forgejo the workflows live in the repository: a green change that edits one is held
+/// (BLOCKED, lock kept, alert) until an operator approves that commit; then it is DONE.
+#[test]
+fn a_workflow_edit_on_forgejo_is_held_until_approved() {
+    let (_rt, fake, org) = setup("protected.sh");
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    let id = org.spawn_detached(REPO, "workflow");
+    let w = org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    let sha = w.progress.tracked_sha.clone().unwrap().into_string();
+    assert_eq!(w.progress.held.as_deref(), Some(sha.as_str()));
+    assert_eq!(w.progress.protected, [".forgejo/workflows/x.yml"]);
+    assert!(!org.locks_of(&id).is_empty(), "the lock is kept while held");
+    assert!(
+        org.alerts(&id)
+            .iter()
+            .any(|a| a["kind"] == "protected_paths"),
+        "{}",
+        org.diag(&id)
+    );
+    org.wait_supervisor_gone(&id);
+    let out = org.run(&["approve", &id, "--sha", &sha]);
+    assert!(
+        out.status.success(),
+        "{}",
+        crate::support::output_text(&out)
+    );
+    let text = crate::support::output_text(&out);
+    assert!(
+        text.contains("+# one") && text.contains("approved by"),
+        "{text}"
+    );
+    org.wait_done(&id);
+    let transitions = org.transitions(&id);
+    assert_eq!(
+        transitions.last(),
+        Some(&("BLOCKED".to_string(), "DONE".to_string())),
+        "{transitions:?}"
+    );
+    assert!(org.locks_of(&id).is_empty());
+}

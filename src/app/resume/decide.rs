@@ -82,6 +82,8 @@ pub struct Case<'a> {
     pub max_respawns: u32,
     /// A push on the worker's remote branch that it never reported: (SHA, push time).
     pub unreported_push: Option<(Sha, i64)>,
+    /// The protected files the unreported push's change touches (see `Progress::protected`).
+    pub unreported_protected: Vec<String>,
     /// CI for the tracked (or newly found) SHA; `None` when nothing was pushed or the forge
     /// could not be read.
     pub verdict: Option<SeenVerdict>,
@@ -128,6 +130,7 @@ pub fn decide(contract: &Contract, case: &Case, now: i64) -> Decision {
             sha: sha.clone(),
             pushed_ms: *pushed_ms,
             via: Channel::Output,
+            protected: case.unreported_protected.clone(),
         };
         apply(&mut d, push);
     }

@@ -356,7 +356,11 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(120);
 /// worker look orphaned to any other resumer in between, which would claim it again and count
 /// (and start) a second replacement. A supervisor that exits without taking over leaves the
 /// worker to the next resume, as does one that takes longer than `HANDOVER_WAIT`.
-fn await_handover(store: &mut Store, mut started: Vec<(String, std::process::Child)>, me: i64) {
+pub(crate) fn await_handover(
+    store: &mut Store,
+    mut started: Vec<(String, std::process::Child)>,
+    me: i64,
+) {
     let deadline = Instant::now() + HANDOVER_WAIT;
     let mut renewed = Instant::now();
     while !started.is_empty() {
@@ -506,6 +510,10 @@ fn reconcile(
         respawns: w.respawns,
         max_respawns: l.config.worker.max_respawns,
         unreported_push: unreported_push.clone(),
+        unreported_protected: unreported_push
+            .as_ref()
+            .map(|(sha, _)| super::protect::touched(&l.config, &w, sha))
+            .unwrap_or_default(),
         verdict,
         why: &why,
     };

@@ -213,9 +213,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
 /// How a `StopWorker` effect stops the group. DONE kills at once: the worker is frozen while
 /// its claim is judged, and any time it ran after the judgement could be a push the DONE does
-/// not cover (a worker that printed DONE had `DONE_EXIT_GRACE` to exit by itself first).
+/// not cover (a worker that printed DONE had `DONE_EXIT_GRACE` to exit by itself first). So
+/// does a DONE held for an operator's approval: the approval is of the commit judged.
 fn stop_how(immediate: bool, reason: &str) -> Stop {
-    if immediate || reason == "done" {
+    if immediate || reason == "done" || reason == crate::milestone::HELD_STOP {
         Stop::Kill
     } else {
         Stop::Terminate

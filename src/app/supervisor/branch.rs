@@ -50,7 +50,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
         let replaced = p.tracked_sha.clone();
         let others = self.others_pushes();
-        let (event, facts) = match push_of(&self.w, h, &others, Channel::Forge) {
+        let (event, facts) = match push_of(self.env.config, &self.w, h, &others, Channel::Forge) {
             Ok(push) => {
                 let seen = Fact::Logged {
                     kind: "push_seen",

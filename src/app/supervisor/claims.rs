@@ -3,6 +3,7 @@
 //! worker — and it must be new work: not the base commit or in its history, not another
 //! worker's push or in its history. A claim naming any other commit is refused.
 
+use crate::config::Config;
 use crate::gitops;
 use crate::milestone::{Channel, Event};
 use crate::sha::Sha;
@@ -18,6 +19,7 @@ pub type ForgeHead = Result<Option<Sha>, String>;
 /// a verified `Push` of the branch head, or a `PushRejected` saying why. `others`: what the
 /// other workers of the repository pushed (worker, SHA).
 pub fn verify_push(
+    config: &Config,
     w: &WorkerRecord,
     claimed: Option<String>,
     head: ForgeHead,
@@ -56,12 +58,14 @@ pub fn verify_push(
             head.short()
         ));
     }
-    push_of(w, &head, others, via).unwrap_or_else(rejected)
+    push_of(config, w, &head, others, via).unwrap_or_else(rejected)
 }
 
 /// The `Push` of branch head `head` if it is new work of `w` (see the module doc), pushed at
-/// its commit time (never in the future); why not otherwise.
+/// its commit time (never in the future), with the protected files its change touches; why
+/// not otherwise.
 pub fn push_of(
+    config: &Config,
     w: &WorkerRecord,
     head: &Sha,
     others: &[(String, String)],
@@ -74,6 +78,7 @@ pub fn push_of(
         sha: head.clone(),
         pushed_ms: pushed_ms.min(now_ms()),
         via,
+        protected: crate::app::protect::touched(config, w, head),
     })
 }
 

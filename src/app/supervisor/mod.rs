@@ -675,6 +675,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                             .into(),
                 }
             }
+            RequestKind::Approve { by, sha } => {
+                let event = Event::Approve {
+                    sha: Sha::new(sha),
+                    by,
+                };
+                self.apply(event, Some(r.id), Vec::new())
+            }
             RequestKind::Report {
                 milestone,
                 sha,
@@ -717,7 +724,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Milestone::PushedToCi => {
                 let head = self.forge_head();
                 let others = self.others_pushes();
-                verify_push(&self.w, sha, head, &others, via)
+                verify_push(self.env.config, &self.w, sha, head, &others, via)
             }
             Milestone::Done => {
                 let p = &self.w.progress;

@@ -73,6 +73,7 @@ fn policy_from_config() {
         required_jobs: Some(vec!["build".into()]),
         start_timeout: Duration::from_secs(7),
         poll_interval: Duration::from_secs(1),
+        protected_paths: None,
     };
     let p = CiPolicy::from(&c);
     assert_eq!(p.sync_job, "sync");

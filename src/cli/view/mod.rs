@@ -152,6 +152,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<workers::LogLineView<'static>>(),
         one::<workers::CancelView>(),
         one::<workers::RespawnView>(),
+        one::<workers::ApproveView>(),
         one::<workers::ReleaseView>(),
         one::<workers::ResumeView>(),
         one::<workers::GcView>(),

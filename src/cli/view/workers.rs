@@ -144,6 +144,12 @@ pub struct WorkerView {
     pub wave: Option<String>,
     /// How its change reaches the base branch (null: a worker from before landing existed).
     pub landing: Option<LandingView>,
+    /// The protected files (`ci.protected_paths`) its tracked commit's change touches.
+    pub protected: Vec<String>,
+    /// The green commit held for an operator's approval (`orch approve`): BLOCKED until then.
+    pub held_sha: Option<Sha>,
+    /// The commit an operator approved (a later push needs a new approval).
+    pub approved_sha: Option<Sha>,
 }
 
 /// A worker's landing (see README, "From DONE to the base branch").
@@ -222,6 +228,9 @@ impl WorkerView {
             session_id: u.and_then(|u| u.session_id.clone()),
             wave,
             landing: p.landing.as_ref().map(LandingView::of),
+            protected: p.protected.clone(),
+            held_sha: p.held.clone().filter(|_| p.milestone == Milestone::Blocked),
+            approved_sha: p.approved.clone(),
         }
     }
 }
@@ -299,6 +308,17 @@ impl StatusView {
             }
             t.right(3);
             out.push_str(&t.render());
+            for w in &self.workers {
+                if let Some(sha) = &w.held_sha {
+                    out.push_str(&format!(
+                        "{} is held at {}: its change touches protected paths ({}); `orch approve {}` shows the diff\n",
+                        esc(&w.worker_id),
+                        sha.short(),
+                        esc(&w.protected.join(", ")),
+                        esc(&w.worker_id)
+                    ));
+                }
+            }
         }
         out.push_str(&more_line(self.more_ended));
         out.push('\n');
@@ -454,6 +474,17 @@ impl SessionView {
         if let Some(r) = &w.end_reason {
             line("ended", esc(r).into_owned());
         }
+        if !w.protected.is_empty() {
+            let approval = match (&w.held_sha, &w.approved_sha, &w.tracked_sha) {
+                (Some(h), _, _) => format!("held at {}: `orch approve {}`", h.short(), w.worker_id),
+                (None, Some(a), Some(t)) if a == t => format!("approved at {}", a.short()),
+                _ => "DONE needs an operator's approval".into(),
+            };
+            line(
+                "protected",
+                format!("{} ({})", esc(&w.protected.join(", ")), esc(&approval)),
+            );
+        }
         if let Some(l) = w
             .landing
             .as_ref()
@@ -595,6 +626,63 @@ impl CancelView {
     pub fn human(&self) -> String {
         format!("{}: {}\n", esc(&self.worker_id), esc(&self.outcome))
     }
+}
+
+/// `orch approve --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ApproveView {
+    pub worker_id: String,
+    /// The commit the approval is bound to (a later push needs a new approval).
+    pub sha: Sha,
+    /// The merge base the change is shown against.
+    pub merge_base: Sha,
+    /// The protected files the change touches.
+    pub files: Vec<String>,
+    /// `git diff --stat` of those files.
+    pub stat: String,
+    /// Their patch, as git prints it.
+    pub diff: String,
+    /// False with `--dry-run` (shown only), or when the approval was refused.
+    pub approved: bool,
+    /// Who approved: the operator's user name and uid.
+    pub by: Option<String>,
+    /// by_supervisor, offline (no supervisor ran: orch applied it itself), or dry_run.
+    pub how: String,
+    /// What came of it (the worker's milestone, or why it was refused).
+    pub outcome: String,
+}
+
+impl View for ApproveView {
+    const NAME: &'static str = "approve";
+}
+
+impl ApproveView {
+    pub fn human(&self) -> String {
+        let mut out = format!(
+            "{} at {} touches protected paths: {}\n\n{}\n\n{}\n\n",
+            esc(&self.worker_id),
+            self.sha.short(),
+            esc(&self.files.join(", ")),
+            esc_lines(&self.stat),
+            esc_lines(&self.diff)
+        );
+        out.push_str(&format!(
+            "{}: {}\n",
+            esc(&self.worker_id),
+            esc(&self.outcome)
+        ));
+        out
+    }
+}
+
+/// Untrusted multi-line text (a diff) escaped line by line: control characters shown, the
+/// lines kept.
+fn esc_lines(text: &str) -> String {
+    text.lines()
+        .map(|l| esc(l).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `orch respawn --json`.

@@ -109,18 +109,30 @@ fn execute(
         run.id,
         work.display()
     ));
-    if let Err(message) = checkout(&layout.remote(&run.repo), &work, &run.sha) {
-        let note = format!("checkout of {} failed: {message}", run.sha);
-        say(format_args!("run {}: {note}", run.id));
-        for job in store.read(|tx| db::load_jobs(tx, run.id))? {
-            append(&layout.job_log(&run.repo, run.number, &job.name), &note);
+    let prepared = checkout(&layout.remote(&run.repo), &work, &run.sha)
+        .map_err(|message| format!("checkout of {} failed: {message}", run.sha))
+        .and_then(|()| {
+            overlay_protected(&config, run, &work).map_err(|message| {
+                format!("cannot run the base branch's protected paths: {message}")
+            })
+        });
+    let preface = match prepared {
+        Ok(preface) => preface,
+        Err(note) => {
+            say(format_args!("run {}: {note}", run.id));
+            for job in store.read(|tx| db::load_jobs(tx, run.id))? {
+                append(&layout.job_log(&run.repo, run.number, &job.name), &note);
+            }
+            store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, &note))?;
+            return Ok(());
         }
-        store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, &note))?;
-        return Ok(());
+    };
+    if let Some(line) = &preface {
+        say(format_args!("run {}: {line}", run.id));
     }
     while let Some(job) = next_job(store, run.id)? {
         say(format_args!("run {}: job {} starts", run.id, job.name));
-        let status = run_job(layout, store, run, &work, &job)?;
+        let status = run_job(layout, store, run, &work, &job, preface.as_deref())?;
         // A failed job may decide the run before it ends (a required job red).
         crate::wake::ring_all(&layout.state_dir, crate::wake::Ring::Ci(run.repo.clone()));
         say(format_args!(
@@ -182,6 +194,102 @@ fn checkout(remote: &Path, dir: &Path, sha: &str) -> Result<(), String> {
     )?;
     git(Some(dir), ["checkout", "-q", "--detach", sha])?;
     Ok(())
+}
+
+/// Puts the repository's protected paths (`ci.protected_paths`) back to the base branch's
+/// versions — the base as this forge has it — before any job runs: a pushed change to the
+/// scripts CI runs (`ci/test.sh` → `exit 0`) must not grade itself. A protected file the push
+/// added is removed; one it changed or deleted is restored. Returns the line each job log
+/// starts with (`None`: nothing is protected, the push changes none of it, or this is the
+/// base branch's own run).
+fn overlay_protected(config: &Config, run: &RunRow, work: &Path) -> Result<Option<String>, String> {
+    let Some(repo) = config.repo(&run.repo) else {
+        return Ok(None);
+    };
+    if repo.protected_paths.is_empty() || run.git_ref == format!("refs/heads/{}", repo.branch) {
+        return Ok(None);
+    }
+    let base_ref = format!("refs/remotes/origin/{}^{{commit}}", repo.branch);
+    let Ok(base) = git(
+        Some(work),
+        ["rev-parse", "--verify", "-q", base_ref.as_str()],
+    ) else {
+        return Ok(Some(format!(
+            "orch: the base branch {} is not on this forge: the protected paths ({}) run as pushed",
+            repo.branch,
+            protected_list(repo)
+        )));
+    };
+    let base = base.trim().to_string();
+    let list = |commit: &str| -> Result<Vec<String>, String> {
+        let out = git(Some(work), ["ls-tree", "-r", "-z", "--name-only", commit])?;
+        let names = out.split('\0').filter(|n| !n.is_empty());
+        Ok(crate::protect::touched(&repo.protected_paths, names))
+    };
+    let in_base = list(&base)?;
+    let pushed = list(&run.sha)?;
+    let mut candidates: Vec<String> = in_base.iter().chain(&pushed).cloned().collect();
+    candidates.sort();
+    candidates.dedup();
+    let differing: Vec<String> = if candidates.is_empty() {
+        Vec::new()
+    } else {
+        let mut args = vec![
+            "--literal-pathspecs",
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+        ];
+        args.extend([base.as_str(), run.sha.as_str(), "--"]);
+        args.extend(candidates.iter().map(String::as_str));
+        git(Some(work), args)?
+            .split('\0')
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (restore, remove): (Vec<String>, Vec<String>) =
+        differing.iter().cloned().partition(|f| in_base.contains(f));
+    if !restore.is_empty() {
+        let mut args = vec!["--literal-pathspecs", "checkout", "-q", base.as_str(), "--"];
+        args.extend(restore.iter().map(String::as_str));
+        git(Some(work), args)?;
+    }
+    for f in &remove {
+        let path = work.join(f);
+        if path.exists() || path.is_symlink() {
+            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {f}: {e}"))?;
+        }
+    }
+    if differing.is_empty() {
+        return Ok(None); // the pushed versions are the base's: nothing to say
+    }
+    let short = crate::sha::short(&base);
+    let mut parts = Vec::new();
+    if !restore.is_empty() {
+        parts.push(format!("restored {}", restore.join(", ")));
+    }
+    if !remove.is_empty() {
+        parts.push(format!(
+            "removed {} (not on the base branch)",
+            remove.join(", ")
+        ));
+    }
+    let what = parts.join("; ");
+    Ok(Some(format!(
+        "orch: the protected paths ({}) run as the base branch {} has them at {short}: {what}",
+        protected_list(repo),
+        repo.branch
+    )))
+}
+
+fn protected_list(repo: &crate::config::Repo) -> String {
+    repo.protected_paths
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Moves blocked jobs whose needs are all done to `waiting` (all succeeded) or `skipped`
@@ -265,6 +373,7 @@ fn run_job(
     run: &RunRow,
     work: &Path,
     job: &JobRow,
+    preface: Option<&str>,
 ) -> Result<JobStatus, LocalForgeError> {
     let log_path = layout.job_log(&run.repo, run.number, &job.name);
     let finish = |store: &mut Store, status: JobStatus, code: Option<i64>, note: Option<&str>| {
@@ -281,7 +390,7 @@ fn run_job(
             )
         })
     };
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job) {
+    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface) {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -353,11 +462,16 @@ fn job_command(
     run: &RunRow,
     work: &Path,
     job: &JobRow,
+    preface: Option<&str>,
 ) -> std::io::Result<(Command, Duration)> {
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let log = File::create(log_path)?;
+    let mut log = File::create(log_path)?;
+    if let Some(line) = preface {
+        // Written through the job's own descriptor, before its output: the job writes on.
+        writeln!(log, "{line}")?;
+    }
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(&job.command)

@@ -47,6 +47,7 @@ fn case(p: &Progress, verdict: Option<SeenVerdict>) -> Case<'_> {
         respawns: 0,
         max_respawns: 3,
         unreported_push: None,
+        unreported_protected: Vec::new(),
         verdict,
         why: "its supervisor died",
     }

@@ -1,0 +1,50 @@
+#!/bin/sh
+# A worker that touches protected paths (ci.protected_paths); its task says how:
+#   cheat     answer.txt wrong, and ci/test.sh (the script the `test` job runs) replaced by
+#             `exit 0`; then DONE whatever CI said — the base's test must fail it
+#   workflow  a feature and a workflow file (.forgejo/workflows/x.yml), green: DONE
+#   twice     a workflow edit, green; waits for the test's release file (the test approves
+#             that commit meanwhile); a second workflow edit, green: DONE
+set -eu
+. "$(dirname "$0")/lib.sh"
+workflow() {
+    mkdir -p .forgejo/workflows
+    printf 'on: push\n# %s\n' "$1" > .forgejo/workflows/x.yml
+    printf '%s\n' "$1" > feature.txt
+    git add -A
+    git commit -q -m "feature and workflow: $1"
+}
+case "$ORCH_TASK" in
+cheat)
+    printf 'wrong\n' > answer.txt
+    printf 'exit 0\n' > ci/test.sh
+    git add -A
+    git commit -q -m "the answer, and a test that passes anything"
+    push_head
+    if ci_wait "$SHA"; then
+        echo "DONE: $ORCH_REPO all green"
+    else
+        echo "DONE: $ORCH_REPO all green, trust me"
+    fi
+    ;;
+workflow)
+    workflow one
+    push_head
+    ci_wait "$SHA"
+    echo "DONE: $ORCH_REPO all green, radicle-push: success"
+    ;;
+twice)
+    workflow one
+    push_head
+    ci_wait "$SHA"
+    await_release
+    workflow two
+    push_head
+    ci_wait "$SHA"
+    echo "DONE: $ORCH_REPO all green, radicle-push: success"
+    ;;
+*)
+    echo "BLOCKED: unknown task $ORCH_TASK"
+    exit 2
+    ;;
+esac

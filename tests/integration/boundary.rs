@@ -308,3 +308,61 @@ fn rows_changed_in_the_database_under_a_live_worker_are_put_back_and_alerted() {
     let out = org.run(&["cancel", &victim, "--reason", "test over"]);
     assert!(out.status.success(), "{}", output_text(&out));
 }
+
+/// A DONE worker's branch force-pushed afterwards (here by someone outside any worker, so the
+/// forge takes the push): DONE stays the verified commit, and the push raises a critical alert
+/// naming both commits.
+#[test]
+fn a_done_branch_that_moves_raises_an_alert_and_done_stays_the_verified_commit() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let done = org.worker(&id).progress.tracked_sha.clone().unwrap();
+    let bare = org.state.join("forge").join("alpha.git");
+    let work = org.root.join("elsewhere");
+    crate::support::git(
+        &org.root,
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(work.join("other.txt"), "not the verified change\n").unwrap();
+    crate::support::git(&work, &["add", "other.txt"]);
+    crate::support::git(
+        &work,
+        &[
+            "-c",
+            "user.name=someone",
+            "-c",
+            "user.email=someone@example.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "moved",
+        ],
+    );
+    crate::support::git(
+        &work,
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            &format!("HEAD:refs/heads/orch/{id}"),
+        ],
+    );
+    let alert = org
+        .alerts(&id)
+        .into_iter()
+        .find(|a| a["kind"] == "done_branch_moved")
+        .unwrap_or_else(|| panic!("{:?}", org.alerts(&id)));
+    assert_eq!(alert["severity"], "critical");
+    let text = alert["message"].as_str().unwrap();
+    assert!(text.contains(done.short()), "{text}");
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done);
+    assert_eq!(w.progress.tracked_sha.as_ref(), Some(&done));
+}

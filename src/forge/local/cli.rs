@@ -267,7 +267,90 @@ pub(super) fn post_receive(
     exe: &Path,
     runner: Runner,
 ) -> Result<Vec<String>, LocalForgeError> {
-    start_runs(state_dir, config_file, repo_name, input, exe, false, runner)
+    let mut lines = done_branches_moved(state_dir, config_file, input)?;
+    lines.extend(start_runs(
+        state_dir,
+        config_file,
+        repo_name,
+        input,
+        exe,
+        false,
+        runner,
+    )?);
+    Ok(lines)
+}
+
+/// A push that moves the branch of a worker orch already called DONE (a force-push after the
+/// verdict): DONE stays the verified commit — landing takes that commit, never the branch's
+/// new head — and people hear of it at once, as a critical alert naming both commits.
+fn done_branches_moved(
+    state_dir: &Path,
+    config_file: &Path,
+    input: &str,
+) -> Result<Vec<String>, LocalForgeError> {
+    let moved: Vec<(String, String, String)> = super::branches::ref_updates(input)
+        .into_iter()
+        .filter_map(|u| {
+            let branch = u.git_ref.strip_prefix("refs/heads/")?.to_string();
+            let id = branch.strip_prefix("orch/")?.to_string();
+            Some((id, branch, u.new))
+        })
+        .collect();
+    let mut lines = Vec::new();
+    if moved.is_empty() {
+        return Ok(lines);
+    }
+    let window = Config::load(config_file)
+        .map(|c| c.alerts.dedup_window)
+        .unwrap_or(crate::config::DEDUP_WINDOW);
+    let mut store = Store::open(state_dir)?;
+    for (id, branch, new) in moved {
+        let Some(w) = store.worker(&id)? else {
+            continue;
+        };
+        if w.branch != branch || w.progress.milestone != crate::milestone::Milestone::Done {
+            continue;
+        }
+        let Some(done) = w.progress.tracked_sha.clone() else {
+            continue;
+        };
+        if done.as_str().eq_ignore_ascii_case(&new) {
+            continue;
+        }
+        let deleted = new.bytes().all(|b| b == b'0');
+        let message = format!(
+            "worker {id} is DONE at {}, and its branch {branch} on {} was {} afterwards: DONE stays the verified commit {} (landing takes that commit, never the branch's new head); find out who pushed",
+            done.short(),
+            w.repo,
+            if deleted {
+                "deleted".to_string()
+            } else {
+                format!("moved to {}", crate::sha::short_to(&new, 12))
+            },
+            done.short(),
+        );
+        let alert = crate::store::workers::AlertRecord {
+            id: 0,
+            at_ms: crate::store::now_ms(),
+            severity: "critical".into(),
+            worker_id: Some(id.clone()),
+            repo: Some(w.repo.clone()),
+            kind: "done_branch_moved".into(),
+            message: message.clone(),
+            repeats: 1,
+            resolved_ms: None,
+        };
+        let recorded = store
+            .write(|tx| crate::store::alerts::record(tx, &alert, window.as_millis() as i64))?;
+        if let crate::store::alerts::Recorded::New(aid) = recorded {
+            crate::alerts::append_jsonl(
+                state_dir,
+                &[crate::store::workers::AlertRecord { id: aid, ..alert }],
+            );
+        }
+        lines.push(format!("orch local forge: {message}"));
+    }
+    Ok(lines)
 }
 
 /// Records and starts runs for branch updates. With `only_if_absent`, a SHA that already has

@@ -35,7 +35,7 @@ fn unreadable_database_is_named_and_left_untouched() {
     let (code, text) = orch(dir.path(), &["status"]);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("orch.db") && text.contains("unreadable"),
+        text.contains("orch.db") && text.contains("is damaged: it is not a SQLite database"),
         "{text}"
     );
     assert!(
@@ -69,7 +69,12 @@ fn locked_database_is_reported_after_the_busy_timeout() {
     // Not "bad input" (2): the system could not do the job, and a retry may (3).
     assert_eq!(code, 3, "{text}");
     assert!(
-        text.contains("locked by another process") && text.contains("orch.db"),
+        text.contains("is busy: locked by another process") && text.contains("orch.db"),
+        "{text}"
+    );
+    // Who holds it is named: this test process, with the write lock.
+    assert!(
+        text.contains(&format!("pid {} writing", std::process::id())),
         "{text}"
     );
     conn.execute_batch("ROLLBACK").unwrap();
@@ -116,7 +121,9 @@ fn a_truncated_database_beside_checkpoints_is_refused_until_rebuilt() {
         // (A CI runner of the run that just ended may still write: the emptied file can then
         // read as no database at all — refused as unreadable, with the same way back.)
         assert!(
-            (text.contains("holds no workers") || text.contains("unreadable"))
+            (text.contains("holds no workers")
+                || text.contains("unreadable")
+                || text.contains("is damaged"))
                 && text.contains("orch resume --from-checkpoints"),
             "{args:?}: {text}"
         );
@@ -126,4 +133,81 @@ fn a_truncated_database_beside_checkpoints_is_refused_until_rebuilt() {
     let status = org.run(&["status", "--all", "--json"]);
     assert!(status.status.success(), "{}", output_text(&status));
     assert!(String::from_utf8_lossy(&status.stdout).contains(&id));
+}
+
+/// `orch.db` truncated to nothing under live supervisors: every command says the database is
+/// damaged (not "locked"), within the busy bound, naming who has it open; each supervisor sees
+/// it at its next lease renewal and stops its worker rather than go on unrecorded; then the
+/// operator's way back (`resume --from-checkpoints`, `resume`) brings both workers back.
+#[test]
+fn a_database_truncated_under_live_supervisors_is_named_damaged_and_recovered() {
+    use crate::support::{DEADLINE, Org, RepoSpec, Spec, poll};
+    let org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta")),
+    );
+    let a = org.spawn_detached("alpha", "a");
+    let b = org.spawn_detached("beta", "b");
+    // The supervisors (once they hold the leases their spawners handed over).
+    let supervisor = |id: &str| {
+        poll(DEADLINE, || {
+            let pid = org.worker(id).supervisor_pid? as i32;
+            crate::support::cmdline(pid)
+                .is_some_and(|c| c.contains("__supervise"))
+                .then_some(pid)
+        })
+        .expect("the supervisor holds the lease")
+    };
+    let (pa, pb) = (supervisor(&a), supervisor(&b));
+    let db = org.state.join("orch.db");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    let out = org.run(&["status"]);
+    let text = output_text(&out);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "answered within the bound: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("is damaged") && text.contains("truncated") && text.contains("orch.db"),
+        "{text}"
+    );
+    assert!(!text.contains("locked"), "{text}");
+    assert!(text.contains("--from-checkpoints"), "{text}");
+    let spawn = org.run(&["spawn", "--repo", "alpha", "--task", "again"]);
+    assert_eq!(spawn.status.code(), Some(2), "{}", output_text(&spawn));
+    assert!(output_text(&spawn).contains("is damaged"));
+
+    // Each supervisor notices at its next lease renewal, stops its worker and exits.
+    for (id, pid) in [(&a, pa), (&b, pb)] {
+        poll(DEADLINE, || {
+            crate::support::cmdline(pid)
+                .is_none_or(|c| !c.contains("__supervise"))
+                .then_some(())
+        })
+        .expect("the supervisor stops");
+        let log = std::fs::read_to_string(org.state.join(id).join("supervisor.log")).unwrap();
+        assert!(
+            log.contains("is damaged") && log.contains("stopping the worker"),
+            "{id}: {log}"
+        );
+    }
+
+    let rebuilt = org.run(&["resume", "--from-checkpoints", "--json"]);
+    assert!(rebuilt.status.success(), "{}", output_text(&rebuilt));
+    org.resume();
+    for id in [&a, &b] {
+        let w = org.wait_milestone(id, "WORKING", DEADLINE);
+        assert!(w.worker_running, "{id} runs again");
+        assert_eq!(org.lock_of(id).as_deref(), Some(w.repo.as_str()), "{id}");
+    }
 }

@@ -174,7 +174,7 @@ pub fn write(state_dir: &Path, w: &WorkerRecord, cp: &Checkpoint) -> std::io::Re
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    {
+    let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -182,7 +182,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        // A full disk leaves no half-written temporary file behind.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
     std::fs::rename(&tmp, path)
 }

@@ -118,6 +118,105 @@ pub fn is_blocked<'a>(
     active_repos.into_iter().any(|r| chain.contains(r))
 }
 
+/// What a change of repos.yaml did to locks taken under the old one (pure; see [`drift`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drift {
+    /// Two live locks whose chains overlap under the current graph (an edge added between
+    /// their repositories): `b`'s repository is `relation` of `a`'s.
+    Conflict {
+        a: ChainLock,
+        b: ChainLock,
+        relation: Relation,
+    },
+    /// A live lock whose clone (where its worker works) is the clone repos.yaml now names
+    /// `name` (a rename, or paths swapped): a spawn on `name` would work on the same clone.
+    SameClone {
+        lock: ChainLock,
+        name: String,
+        clone: std::path::PathBuf,
+    },
+}
+
+impl Drift {
+    /// The repositories whose chains a new spawn must stay out of until an operator decides.
+    pub fn repos(&self) -> [&str; 2] {
+        match self {
+            Drift::Conflict { a, b, .. } => [&a.repo, &b.repo],
+            Drift::SameClone { lock, name, .. } => [&lock.repo, name],
+        }
+    }
+
+    /// In words: "core (worker w1) and vm (worker w2) are both locked, but vm now depends on
+    /// core (repos.yaml changed while they worked)".
+    pub fn describe(&self) -> String {
+        match self {
+            Drift::Conflict { a, b, relation } => {
+                let how = match relation {
+                    Relation::Dependency => format!("{} is now a dependency of {}", b.repo, a.repo),
+                    Relation::Dependent => format!("{} now depends on {}", b.repo, a.repo),
+                    Relation::Itself | Relation::Unknown => {
+                        format!("{} and {} are now one chain", a.repo, b.repo)
+                    }
+                };
+                format!(
+                    "{} (held by {}) and {} (held by {}) are both locked, but {how}: repos.yaml changed while they worked",
+                    a.repo, a.holder, b.repo, b.holder
+                )
+            }
+            Drift::SameClone { lock, name, clone } => format!(
+                "{} (held by {}) works in {}, the clone repos.yaml now names {name}: one clone under two names (renamed while it worked?)",
+                lock.repo,
+                lock.holder,
+                clone.display()
+            ),
+        }
+    }
+}
+
+/// Which live locks the current configuration no longer allows together: pairs whose chains
+/// now overlap, and locks whose clone (`lock_clones`: the clone each lock's work is in, as
+/// recorded when it was taken; `None` for a hold) is the clone of another configured name
+/// (`clones`: every configured repository's clone). Locks on names the graph does not know are
+/// left to [`blockers`] (they block everything already). Sorted, each pair once.
+pub fn drift(
+    graph: &RepoGraph,
+    clones: &[(String, std::path::PathBuf)],
+    locks: &[(ChainLock, Option<std::path::PathBuf>)],
+) -> Vec<Drift> {
+    let mut out = Vec::new();
+    for (i, (a, _)) in locks.iter().enumerate() {
+        if !graph.contains(&a.repo) {
+            continue;
+        }
+        let chain = graph.chain_of(&a.repo);
+        for (b, _) in &locks[i + 1..] {
+            if !graph.contains(&b.repo) {
+                continue;
+            }
+            if let Some(relation) = chain.relation(&b.repo) {
+                out.push(Drift::Conflict {
+                    a: a.clone(),
+                    b: b.clone(),
+                    relation,
+                });
+            }
+        }
+    }
+    for (lock, clone) in locks {
+        let Some(clone) = clone else { continue };
+        for (name, path) in clones {
+            if path == clone && *name != lock.repo {
+                out.push(Drift::SameClone {
+                    lock: lock.clone(),
+                    name: name.clone(),
+                    clone: clone.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +237,83 @@ mod tests {
             by: None,
             acquired_ms: 0,
         }
+    }
+
+    fn graph(edges: &[(&str, &[&str])]) -> RepoGraph {
+        RepoGraph::new(edges.iter().map(|(n, d)| {
+            (
+                n.to_string(),
+                d.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        }))
+    }
+
+    #[test]
+    fn an_edge_added_between_two_live_locks_is_a_conflict_naming_both() {
+        let before = graph(&[("core", &[]), ("vm", &[]), ("net", &[])]);
+        let after = graph(&[("core", &[]), ("vm", &["core"]), ("net", &[])]);
+        let locks = vec![
+            (held("core"), None),
+            (held("vm"), None),
+            (held("net"), None),
+        ];
+        assert!(drift(&before, &[], &locks).is_empty());
+        let found = drift(&after, &[], &locks);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let Drift::Conflict { a, b, relation } = &found[0] else {
+            panic!("{found:?}")
+        };
+        assert_eq!((a.repo.as_str(), b.repo.as_str()), ("core", "vm"));
+        assert_eq!(*relation, Relation::Dependent);
+        let words = found[0].describe();
+        assert!(
+            words.contains("w-core")
+                && words.contains("w-vm")
+                && words.contains("vm now depends on core"),
+            "{words}"
+        );
+        assert_eq!(found[0].repos(), ["core", "vm"]);
+        // A transitive overlap counts too: net below vm, vm below core.
+        let deeper = graph(&[("core", &[]), ("vm", &["core"]), ("net", &["vm"])]);
+        let locks = vec![(held("core"), None), (held("net"), None)];
+        assert_eq!(drift(&deeper, &[], &locks).len(), 1);
+    }
+
+    #[test]
+    fn a_lock_on_a_clone_another_name_now_points_at_is_named() {
+        use std::path::PathBuf;
+        let g = graph(&[("vm", &[]), ("vm2", &[]), ("net", &[])]);
+        let clones = vec![
+            ("vm".to_string(), PathBuf::from("/src/other")),
+            ("vm2".to_string(), PathBuf::from("/src/vm")),
+            ("net".to_string(), PathBuf::from("/src/net")),
+        ];
+        // The lock on vm was taken when vm was /src/vm.
+        let locks = vec![
+            (held("vm"), Some(PathBuf::from("/src/vm"))),
+            (held("net"), Some(PathBuf::from("/src/net"))),
+        ];
+        let found = drift(&g, &clones, &locks);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].repos(), ["vm", "vm2"]);
+        let words = found[0].describe();
+        assert!(
+            words.contains("/src/vm") && words.contains("vm2") && words.contains("w-vm"),
+            "{words}"
+        );
+        // A lock on an unknown name is `blockers`' business (it blocks everything), and a
+        // hold has no clone.
+        let locks = vec![
+            (held("gone"), Some(PathBuf::from("/src/vm"))),
+            (held("vm2"), None),
+        ];
+        assert_eq!(
+            drift(&g, &clones, &locks).len(),
+            1,
+            "the clone is still named twice"
+        );
+        let locks = vec![(held("gone"), None), (held("vm2"), None)];
+        assert!(drift(&g, &clones, &locks).is_empty());
     }
 
     fn can_spawn(g: &RepoGraph, repo: &str, active: &[&str]) -> bool {

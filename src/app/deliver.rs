@@ -84,7 +84,7 @@ pub fn drain(
                     why: format!("sink {} is no longer configured", d.sink),
                 },
                 Some(sink) => {
-                    let result = send(sink, &d, scrub, &mut rt);
+                    let result = send(sink, &d.alert, scrub, &mut rt);
                     end_of(cfg, &d, result)
                 }
             };
@@ -126,14 +126,36 @@ fn end_of(
     }
 }
 
+/// Sends `alert` once to every sink that wants it, without the outbox (no database, no disk:
+/// for an alert about a state directory that cannot be written); what each sink answered,
+/// by label. Best effort: nothing is retried.
+pub fn send_direct(
+    config: &crate::config::Config,
+    alert: &crate::store::workers::AlertRecord,
+) -> Vec<(String, Result<(), String>)> {
+    let scrub = scrub_list(config);
+    let scrub: Vec<&str> = scrub.iter().map(String::as_str).collect();
+    let mut rt = None;
+    config
+        .alerts
+        .sinks
+        .iter()
+        .filter(|s| s.wants(&alert.severity))
+        .map(|s| {
+            let r = send(s, alert, &scrub, &mut rt).map_err(|e| e.to_string());
+            (s.label.clone(), r)
+        })
+        .collect()
+}
+
 fn send(
     sink: &AlertSink,
-    d: &Due,
+    alert: &crate::store::workers::AlertRecord,
     scrub: &[&str],
     rt: &mut Option<tokio::runtime::Runtime>,
 ) -> Result<(), crate::alerts::sink::SendError> {
     use crate::alerts::sink::{self, SendError};
-    let body = crate::alerts::payload(&d.alert);
+    let body = crate::alerts::payload(alert);
     match &sink.kind {
         SinkKind::Webhook { url_env } => {
             let Some(url) = std::env::var(url_env).ok().filter(|u| !u.is_empty()) else {

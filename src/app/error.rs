@@ -24,7 +24,7 @@ pub enum Error {
     Spawn(#[from] super::spawn::SpawnError),
     #[error(transparent)]
     Supervise(#[from] super::supervisor::SuperviseError),
-    #[error("{what} {}: {source}", path.display())]
+    #[error("{}", io_message(what, path, source))]
     Io {
         what: &'static str,
         path: PathBuf,
@@ -65,6 +65,9 @@ impl Error {
                 | super::spawn::SpawnError::AgentLimited(_),
             ) => ErrorKind::No,
             Error::Supervise(super::supervisor::SuperviseError::Store(e)) => store_kind(e),
+            Error::Supervise(super::supervisor::SuperviseError::Storage(_)) => {
+                ErrorKind::Unavailable
+            }
             Error::Io { .. } | Error::StartSupervisor { .. } => ErrorKind::Unavailable,
             Error::Supervise(_) | Error::No(_) => ErrorKind::No,
             Error::Config(_)
@@ -89,13 +92,28 @@ impl Error {
 /// state directory that cannot be made or a file that is not a database is.
 fn store_kind(e: &StoreError) -> ErrorKind {
     match e {
-        StoreError::Locked { .. } | StoreError::Open { .. } | StoreError::Sql { .. } => {
-            ErrorKind::Unavailable
-        }
-        StoreError::StateDir { .. } | StoreError::Corrupt { .. } | StoreError::TooNew { .. } => {
-            ErrorKind::BadInput
-        }
+        StoreError::Locked { .. }
+        | StoreError::Open { .. }
+        | StoreError::Sql { .. }
+        | StoreError::NoSpace { .. } => ErrorKind::Unavailable,
+        StoreError::StateDir { .. }
+        | StoreError::Corrupt { .. }
+        | StoreError::Damaged { .. }
+        | StoreError::TooNew { .. } => ErrorKind::BadInput,
     }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A file system that refuses writes is said in those words, with the file and the errno
+/// (`no space left on device writing <path> (ENOSPC)`); any other I/O error as it is.
+fn io_message(what: &str, path: &std::path::Path, source: &std::io::Error) -> String {
+    match crate::store::errno_name(source) {
+        Some(errno) => format!(
+            "{} writing {} ({errno}; {what})",
+            crate::store::errno_words(errno),
+            path.display()
+        ),
+        None => format!("{what} {}: {source}", path.display()),
+    }
+}

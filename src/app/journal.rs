@@ -346,7 +346,7 @@ fn record_fact(
 
 /// Writes the checkpoint file of `id` from the database's view of it (a view: best effort,
 /// logged when it fails; the database stays the truth).
-pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) {
+pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) -> Option<String> {
     let read = store.read(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(None);
@@ -358,6 +358,15 @@ pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) {
             let cp = crate::checkpoint::build(&w, &pushes, held);
             if let Err(e) = crate::checkpoint::write(state_dir, &w, &cp) {
                 tracing::error!(worker = %id, error = %e, "could not write checkpoint");
+                // A file system that refuses writes is named with the file (the caller may
+                // have to stop: see the supervisor's `stop_for_storage`).
+                return crate::store::errno_name(&e).map(|errno| {
+                    format!(
+                        "{} writing {} ({errno})",
+                        crate::store::errno_words(errno),
+                        crate::checkpoint::path_for(state_dir, &w).display()
+                    )
+                });
             }
         }
         Ok(None) => {}
@@ -365,4 +374,5 @@ pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) {
             tracing::error!(worker = %id, error = %e, "could not read the worker for its checkpoint")
         }
     }
+    None
 }

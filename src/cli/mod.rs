@@ -614,7 +614,7 @@ fn init_logging(cli: &Cli) {
         .unwrap_or_else(|_| EnvFilter::new(format!("orch={default},warn")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
         .with_ansi(
             std::io::IsTerminal::is_terminal(&std::io::stderr())
                 && std::env::var_os("NO_COLOR").is_none(),
@@ -656,7 +656,12 @@ pub fn main() -> i32 {
     match run(&ctx, cli.command) {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("orch: {}", f.message);
+            // Not eprintln!: a stderr that cannot be written (a log file on a full disk) must
+            // not turn the exit into a panic.
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("orch: {}\n", f.message),
+            );
             f.code
         }
     }
@@ -718,6 +723,23 @@ fn refuse_inside_worker(command: &Command) -> Result<(), Failure> {
             ""
         }
     )))
+}
+
+/// stderr for log lines, never failing: a supervisor's stderr is its log file, and on a full
+/// disk tracing's own complaint about a failed write (an `eprintln!`) would panic the process —
+/// a supervisor dying with no word. A line that cannot be written is dropped.
+struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::Write::flush(&mut std::io::stderr());
+        Ok(())
+    }
 }
 
 fn run(ctx: &Ctx, command: Command) -> Outcome {

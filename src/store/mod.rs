@@ -5,6 +5,7 @@
 //! can never both pass a check-then-write (the chain lock depends on this).
 
 pub mod alerts;
+pub mod health;
 pub mod history;
 mod locks;
 mod schema;
@@ -23,9 +24,12 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How long a writer waits for another process's transaction before giving up (override with
-/// `ORCH_DB_BUSY_TIMEOUT`, e.g. "5s").
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a command waits for another process's transaction before it says the database
+/// is busy (override with `ORCH_DB_BUSY_TIMEOUT`, e.g. "5s"): a person waits on it.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a supervisor waits ([`Store::patient`]): it has no one waiting on it, and giving
+/// up costs a retry of its bookkeeping (it logs that it waits this long).
+pub const SUPERVISOR_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn busy_timeout() -> Duration {
     std::env::var("ORCH_DB_BUSY_TIMEOUT")
@@ -49,10 +53,28 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     #[error(
-        "database {path} is locked by another process (waited {}); retry, or find the process holding it (fuser {path})",
-        crate::duration::format(busy_timeout())
+        "database {path} is busy: locked by another process for {} ({}); retry once it is done",
+        crate::duration::format(*waited),
+        if holders.is_empty() { format!("holder unknown: fuser {}", path.display()) } else { format!("held by {}", holders.join("; ")) }
     )]
-    Locked { path: PathBuf },
+    Locked {
+        path: PathBuf,
+        waited: Duration,
+        /// Who holds its locks (`health::holders`), writers first.
+        holders: Vec<String>,
+    },
+    #[error(
+        "database {path} is damaged: {why}. Nothing was changed. Once no orch process has it open, `orch resume --from-checkpoints` rebuilds it from sessions/*.checkpoint.yaml{}",
+        if holders.is_empty() { String::new() } else { format!(" (open now in {})", holders.join("; ")) }
+    )]
+    Damaged {
+        path: PathBuf,
+        why: String,
+        holders: Vec<String>,
+    },
+    /// The file system refused a write: full (ENOSPC) or read-only (EROFS).
+    #[error("{} writing {path} ({errno})", errno_words(errno))]
+    NoSpace { path: PathBuf, errno: &'static str },
     #[error(
         "database {path} is unreadable or not an orch database ({source}); `orch resume --from-checkpoints` rebuilds it from sessions/*.checkpoint.yaml"
     )]
@@ -98,6 +120,7 @@ pub fn set_meta(tx: &rusqlite::Transaction, key: &str, value: i64) -> rusqlite::
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    waits: Duration,
     /// `alerts.dedup_window` of the configuration in use (the journal de-duplicates with it).
     alert_window: Duration,
 }
@@ -107,9 +130,26 @@ impl Store {
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
         ensure_private_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
-        create_private_file(&path).map_err(|source| StoreError::StateDir {
-            path: path.clone(),
-            source,
+        // A damaged file is named before SQLite reads it: an emptied one would open as a valid
+        // empty database (or wait on the locks of the processes that still have it open).
+        if let Ok(Some(facts)) = health::facts(&path)
+            && let Some(why) = health::damage(&facts)
+        {
+            return Err(StoreError::Damaged {
+                holders: health::holders(&path),
+                path,
+                why,
+            });
+        }
+        create_private_file(&path).map_err(|source| match errno_name(&source) {
+            Some(errno) => StoreError::NoSpace {
+                path: path.clone(),
+                errno,
+            },
+            None => StoreError::StateDir {
+                path: path.clone(),
+                source,
+            },
         })?;
         let conn = Connection::open_with_flags(
             &path,
@@ -124,6 +164,7 @@ impl Store {
         let mut store = Store {
             conn,
             path,
+            waits: busy_timeout(),
             alert_window: crate::config::DEDUP_WINDOW,
         };
         store.configure()?;
@@ -145,13 +186,26 @@ impl Store {
         self.alert_window
     }
 
+    /// A store that waits [`SUPERVISOR_BUSY_TIMEOUT`] for a busy database (a supervisor's).
+    pub fn patient(mut self) -> Store {
+        self.waits = SUPERVISOR_BUSY_TIMEOUT.max(busy_timeout());
+        let _ = self.conn.busy_timeout(self.waits);
+        self
+    }
+
+    /// How long this store waits for a busy database.
+    pub fn waits(&self) -> Duration {
+        self.waits
+    }
+
     fn configure(&mut self) -> Result<(), StoreError> {
-        let timeout = busy_timeout();
+        let timeout = self.waits;
         self.conn
             .busy_timeout(timeout)
             .map_err(|e| self.classify(e))?;
         // WAL lets readers (orch status) proceed while a supervisor writes. Switching modes
-        // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry.
+        // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry, within
+        // the same bound as one wait (each try waits for the lock itself).
         let deadline = std::time::Instant::now() + timeout;
         loop {
             match self
@@ -161,10 +215,16 @@ impl Store {
                 Ok(_) => break,
                 Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    let _ = self.conn.busy_timeout(left.max(Duration::from_millis(1)));
                 }
-                Err(e) => return Err(self.classify(e)),
+                Err(e) => {
+                    let _ = self.conn.busy_timeout(timeout);
+                    return Err(self.classify(e));
+                }
             }
         }
+        let _ = self.conn.busy_timeout(timeout);
         self.conn
             .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
             .map_err(|e| self.classify(e))?;
@@ -175,9 +235,39 @@ impl Store {
         Ok(())
     }
 
-    /// Maps a rusqlite error to what it means for the operator.
+    /// Maps a rusqlite error to what it means for the operator: busy (with who holds it),
+    /// damaged (with what the file shows), a full or read-only file system (the OS error
+    /// SQLite saw), or the error itself.
     pub(crate) fn classify(&self, e: rusqlite::Error) -> StoreError {
-        classify(&self.path, e)
+        // SAFETY: the handle is this store's open connection; the call only reads its errno.
+        let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(self.conn.handle()) };
+        match classify(&self.path, e, errno) {
+            StoreError::Locked { path, holders, .. } if holders.is_empty() => StoreError::Locked {
+                holders: health::holders(&path),
+                waited: self.waits,
+                path,
+            },
+            StoreError::Locked { path, holders, .. } => StoreError::Locked {
+                holders,
+                waited: self.waits,
+                path,
+            },
+            StoreError::Corrupt { path, source } => {
+                match health::facts(&path)
+                    .ok()
+                    .flatten()
+                    .and_then(|f| health::damage(&f))
+                {
+                    Some(why) => StoreError::Damaged {
+                        holders: health::holders(&path),
+                        path,
+                        why,
+                    },
+                    None => StoreError::Corrupt { path, source },
+                }
+            }
+            other => other,
+        }
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a
@@ -186,14 +276,15 @@ impl Store {
         &mut self,
         f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| classify(&path, e))?;
-        let v = f(&tx).map_err(|e| classify(&path, e))?;
-        tx.commit().map_err(|e| classify(&path, e))?;
-        Ok(v)
+        let r = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let v = f(&tx)?;
+            tx.commit()?;
+            Ok(v)
+        })();
+        r.map_err(|e| self.classify(e))
     }
 
     /// Read-only access (a deferred transaction gives a consistent snapshot in WAL mode).
@@ -201,12 +292,13 @@ impl Store {
         &mut self,
         f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(|e| classify(&path, e))?;
-        f(&tx).map_err(|e| classify(&path, e))
+        let r = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Deferred)?;
+            f(&tx)
+        })();
+        r.map_err(|e| self.classify(e))
     }
 
     /// The raw connection, for modules that own their own tables.
@@ -215,11 +307,39 @@ impl Store {
     }
 }
 
-fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+/// `errno` is the OS error SQLite last saw on this connection (`sqlite3_system_errno`).
+fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
     let path = path.to_path_buf();
     {
         if is_busy(&e) {
-            return StoreError::Locked { path };
+            return StoreError::Locked {
+                path,
+                waited: busy_timeout(),
+                holders: Vec::new(),
+            };
+        }
+        if let rusqlite::Error::SqliteFailure(f, _) = &e {
+            let os = errno_name(&std::io::Error::from_raw_os_error(errno));
+            match f.code {
+                // SQLite's own word for a write that found no space.
+                rusqlite::ErrorCode::DiskFull => {
+                    return StoreError::NoSpace {
+                        path,
+                        errno: os.unwrap_or("ENOSPC"),
+                    };
+                }
+                rusqlite::ErrorCode::SystemIoFailure
+                | rusqlite::ErrorCode::ReadOnly
+                | rusqlite::ErrorCode::CannotOpen
+                    if os.is_some() =>
+                {
+                    return StoreError::NoSpace {
+                        path,
+                        errno: os.unwrap_or("ENOSPC"),
+                    };
+                }
+                _ => {}
+            }
         }
         if let rusqlite::Error::SqliteFailure(f, _) = &e
             && matches!(
@@ -230,6 +350,25 @@ fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
             return StoreError::Corrupt { path, source: e };
         }
         StoreError::Sql { path, source: e }
+    }
+}
+
+/// The name of an OS error that means the file system refuses writes (full, read-only).
+pub fn errno_name(e: &std::io::Error) -> Option<&'static str> {
+    match e.raw_os_error()? {
+        libc::ENOSPC => Some("ENOSPC"),
+        libc::EROFS => Some("EROFS"),
+        libc::EDQUOT => Some("EDQUOT"),
+        _ => None,
+    }
+}
+
+/// What an errno [`errno_name`] names means, in words.
+pub fn errno_words(errno: &str) -> &'static str {
+    match errno {
+        "EROFS" => "read-only file system",
+        "EDQUOT" => "disk quota exceeded",
+        _ => "no space left on device",
     }
 }
 

@@ -10,20 +10,20 @@ use std::sync::{Arc, Mutex};
 
 /// One request the receiver took: the status it answered and the JSON body.
 #[derive(Debug, Clone)]
-struct Hit {
-    status: u16,
-    body: Value,
+pub(crate) struct Hit {
+    pub(crate) status: u16,
+    pub(crate) body: Value,
 }
 
 /// A tiny HTTP/1.1 receiver on loopback: answers each POST with the next scripted status
 /// (200 once the script is used up) and records what it got.
-struct Receiver {
+pub(crate) struct Receiver {
     port: u16,
     hits: Arc<Mutex<Vec<Hit>>>,
 }
 
 impl Receiver {
-    fn start(script: &[u16]) -> Receiver {
+    pub(crate) fn start(script: &[u16]) -> Receiver {
         Receiver::on(TcpListener::bind("127.0.0.1:0").unwrap(), script)
     }
 
@@ -67,19 +67,19 @@ impl Receiver {
         Receiver { port, hits }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!(
             "http://127.0.0.1:{}/hooks/T0/B1/s3cr3t-path-{}",
             self.port, self.port
         )
     }
 
-    fn hits(&self) -> Vec<Hit> {
+    pub(crate) fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
     }
 
     /// Bodies of the requests answered 200 whose `kind` is `kind`.
-    fn delivered(&self, kind: &str) -> Vec<Value> {
+    pub(crate) fn delivered(&self, kind: &str) -> Vec<Value> {
         self.hits()
             .into_iter()
             .filter(|h| h.status == 200 && h.body["kind"] == kind)
@@ -88,7 +88,7 @@ impl Receiver {
     }
 }
 
-const HOOK_VAR: &str = "E2E_ALERT_WEBHOOK";
+pub(crate) const HOOK_VAR: &str = "E2E_ALERT_WEBHOOK";
 
 fn org_with(worker: &str, alerts: &str, url: &str) -> Org {
     let spec = Spec::local(worker)

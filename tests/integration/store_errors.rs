@@ -35,7 +35,7 @@ fn unreadable_database_is_named_and_left_untouched() {
     let (code, text) = orch(dir.path(), &["status"]);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("orch.db") && text.contains("unreadable"),
+        text.contains("orch.db") && text.contains("is damaged: it is not a SQLite database"),
         "{text}"
     );
     assert!(
@@ -69,7 +69,12 @@ fn locked_database_is_reported_after_the_busy_timeout() {
     // Not "bad input" (2): the system could not do the job, and a retry may (3).
     assert_eq!(code, 3, "{text}");
     assert!(
-        text.contains("locked by another process") && text.contains("orch.db"),
+        text.contains("is busy: locked by another process") && text.contains("orch.db"),
+        "{text}"
+    );
+    // Who holds it is named: this test process, with the write lock.
+    assert!(
+        text.contains(&format!("pid {} writing", std::process::id())),
         "{text}"
     );
     conn.execute_batch("ROLLBACK").unwrap();
@@ -116,7 +121,9 @@ fn a_truncated_database_beside_checkpoints_is_refused_until_rebuilt() {
         // (A CI runner of the run that just ended may still write: the emptied file can then
         // read as no database at all — refused as unreadable, with the same way back.)
         assert!(
-            (text.contains("holds no workers") || text.contains("unreadable"))
+            (text.contains("holds no workers")
+                || text.contains("unreadable")
+                || text.contains("is damaged"))
                 && text.contains("orch resume --from-checkpoints"),
             "{args:?}: {text}"
         );
@@ -126,4 +133,231 @@ fn a_truncated_database_beside_checkpoints_is_refused_until_rebuilt() {
     let status = org.run(&["status", "--all", "--json"]);
     assert!(status.status.success(), "{}", output_text(&status));
     assert!(String::from_utf8_lossy(&status.stdout).contains(&id));
+}
+
+/// `orch.db` truncated to nothing under live supervisors: every command says the database is
+/// damaged (not "locked"), within the busy bound, naming who has it open; each supervisor sees
+/// it at its next lease renewal and stops its worker rather than go on unrecorded; then the
+/// operator's way back (`resume --from-checkpoints`, `resume`) brings both workers back.
+#[test]
+fn a_database_truncated_under_live_supervisors_is_named_damaged_and_recovered() {
+    use crate::support::{DEADLINE, Org, RepoSpec, Spec, poll};
+    let org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta")),
+    );
+    let a = org.spawn_detached("alpha", "a");
+    let b = org.spawn_detached("beta", "b");
+    // The supervisors (once they hold the leases their spawners handed over).
+    let supervisor = |id: &str| {
+        poll(DEADLINE, || {
+            let pid = org.worker(id).supervisor_pid? as i32;
+            crate::support::cmdline(pid)
+                .is_some_and(|c| c.contains("__supervise"))
+                .then_some(pid)
+        })
+        .expect("the supervisor holds the lease")
+    };
+    let (pa, pb) = (supervisor(&a), supervisor(&b));
+    let db = org.state.join("orch.db");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    let out = org.run(&["status"]);
+    let text = output_text(&out);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "answered within the bound: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("is damaged") && text.contains("truncated") && text.contains("orch.db"),
+        "{text}"
+    );
+    assert!(!text.contains("locked"), "{text}");
+    assert!(text.contains("--from-checkpoints"), "{text}");
+    let spawn = org.run(&["spawn", "--repo", "alpha", "--task", "again"]);
+    assert_eq!(spawn.status.code(), Some(2), "{}", output_text(&spawn));
+    assert!(output_text(&spawn).contains("is damaged"));
+
+    // Each supervisor notices at its next lease renewal, stops its worker and exits.
+    for (id, pid) in [(&a, pa), (&b, pb)] {
+        poll(DEADLINE, || {
+            crate::support::cmdline(pid)
+                .is_none_or(|c| !c.contains("__supervise"))
+                .then_some(())
+        })
+        .expect("the supervisor stops");
+        let log = std::fs::read_to_string(org.state.join(id).join("supervisor.log")).unwrap();
+        assert!(
+            log.contains("is damaged") && log.contains("stopping the worker"),
+            "{id}: {log}"
+        );
+    }
+
+    let rebuilt = org.run(&["resume", "--from-checkpoints", "--json"]);
+    assert!(rebuilt.status.success(), "{}", output_text(&rebuilt));
+    org.resume();
+    for id in [&a, &b] {
+        let w = poll(DEADLINE, || {
+            let w = org.worker(id);
+            (w.worker_running && w.milestone().as_str() == "WORKING").then_some(w)
+        })
+        .unwrap_or_else(|| panic!("{id} runs again, WORKING"));
+        assert_eq!(org.lock_of(id).as_deref(), Some(w.repo.as_str()), "{id}");
+    }
+}
+
+/// A tmpfs of `size` mounted over `dir`, keeping what was there; unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn over(dir: &std::path::Path, size: &str) -> Tmpfs {
+        let keep = dir.with_extension("before-tmpfs");
+        std::fs::create_dir_all(dir).unwrap();
+        let sh = |cmd: String| {
+            let ok = std::process::Command::new("sh")
+                .args(["-c", &cmd])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{cmd}");
+        };
+        let (d, k) = (dir.display(), keep.display());
+        sh(format!("cp -a '{d}' '{k}'"));
+        sh(format!(
+            "mount -t tmpfs -o size={size},mode=0700 tmpfs '{d}'"
+        ));
+        sh(format!("cp -a '{k}/.' '{d}/'"));
+        Tmpfs(dir.to_path_buf())
+    }
+
+    /// Writes zeros into `<dir>/filler` until the file system says ENOSPC.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.0.join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Err(e) = f.write_all(&chunk).and_then(|()| f.sync_all()) {
+                assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+                break;
+            }
+        }
+        // The last pages too (a write smaller than a chunk may still fit).
+        while f.write_all(&[0u8; 512]).is_ok() {}
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The state directory's disk fills under a live supervisor: a command names ENOSPC and the
+/// file (exit 3); the supervisor stops its worker (it could record nothing), says so to the
+/// webhook directly (the outbox is on the full disk) and, once space is back, in an event;
+/// then `orch resume` continues the worker with nothing lost.
+#[test]
+fn a_full_state_directory_is_named_alerted_and_nothing_is_lost() {
+    use crate::alerts::{HOOK_VAR, Receiver};
+    use crate::support::{DEADLINE, Org, RepoSpec, Spec, poll};
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "store_errors::a_full_state_directory_is_named_alerted_and_nothing_is_lost: SKIPPED (needs root to mount a tmpfs)"
+        );
+        return;
+    }
+    let rx = Receiver::start(&[]);
+    let mut org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta"))
+            .alerts(&format!("  - webhook: {{url_env: {HOOK_VAR}}}\n")),
+    );
+    org.set_env(HOOK_VAR, &rx.url());
+    let disk = Tmpfs::over(&org.state, "48m");
+    let id = org.spawn_detached("alpha", "a");
+    let pid = poll(DEADLINE, || {
+        let pid = org.worker(&id).supervisor_pid? as i32;
+        crate::support::cmdline(pid)
+            .is_some_and(|c| c.contains("__supervise"))
+            .then_some(pid)
+    })
+    .expect("the supervisor holds the lease");
+    let before = org.worker(&id);
+
+    let filler = disk.fill();
+    let out = org.run(&["hold", "beta", "--reason", "maintenance"]);
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(3), "unavailable: {text}");
+    assert!(
+        text.contains("orch: no space left on device writing")
+            && text.contains("(ENOSPC")
+            && text.contains(&org.state.display().to_string()),
+        "{text}"
+    );
+
+    // The supervisor's next write fails: the alert reaches the webhook without the disk.
+    let alert = poll(DEADLINE, || rx.delivered("storage").into_iter().next())
+        .unwrap_or_else(|| {
+        panic!(
+            "no storage alert reached the webhook ({:?}); supervisor {pid}: {:?} {:?}; supervisor.log:\n{}",
+            rx.hits(),
+            std::fs::read_to_string(format!("/proc/{pid}/wchan")),
+            std::fs::read_to_string(format!("/proc/{pid}/status")).map(|s| s.lines().take(3).collect::<Vec<_>>().join(" ")),
+            std::fs::read_to_string(org.state.join(&id).join("supervisor.log")).unwrap_or_default()
+        )
+    });
+    let message = alert["message"].as_str().unwrap();
+    assert!(
+        message.contains("ENOSPC") && message.contains(&org.state.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("sent directly"), "{message}");
+    assert_eq!(alert["severity"], "critical");
+    assert_eq!(alert["worker_id"], id.as_str());
+
+    std::fs::remove_file(&filler).unwrap();
+    poll(DEADLINE, || {
+        crate::support::cmdline(pid)
+            .is_none_or(|c| !c.contains("__supervise"))
+            .then_some(())
+    })
+    .expect("the supervisor stops");
+    let events = org.events(&id);
+    let event = events
+        .iter()
+        .find(|e| e.kind == "storage")
+        .unwrap_or_else(|| panic!("a storage event once space is back: {events:?}"));
+    assert!(event.detail.contains("ENOSPC"), "{}", event.detail);
+    let log = std::fs::read_to_string(org.state.join(&id).join("supervisor.log")).unwrap();
+    assert!(
+        log.contains("orch: no space left on device writing"),
+        "{log}"
+    );
+
+    // Nothing lost: resume continues the worker on its lock.
+    org.resume();
+    let w = poll(DEADLINE, || {
+        let w = org.worker(&id);
+        (w.worker_running && w.milestone().as_str() == "WORKING").then_some(w)
+    })
+    .expect("the worker runs again, WORKING");
+    assert_eq!(w.task, before.task);
+    assert_eq!(org.lock_of(&id).as_deref(), Some("alpha"));
+    drop(org);
+    drop(disk);
 }

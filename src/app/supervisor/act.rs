@@ -76,7 +76,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             outcome: &text,
             refused: outcome.is_refusal(),
         });
-        if commit(&mut self.store, self.env.state_dir, &entry) == Some(Committed::NotOwner) {
+        if commit(
+            &mut self.store,
+            self.env.state_dir,
+            &entry,
+            &mut self.storage_failure,
+        ) == Some(Committed::NotOwner)
+        {
             // Another supervisor owns the worker now (this one's lease expired): its state
             // is not ours to change, nor its worker ours to act on.
             self.lease_lost = true;
@@ -132,7 +138,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     pub(super) fn record(&mut self, facts: Vec<Fact>) {
         let mut entry = Entry::new(&self.w, "orch");
         entry.facts = facts;
-        let _ = commit(&mut self.store, self.env.state_dir, &entry);
+        let _ = commit(
+            &mut self.store,
+            self.env.state_dir,
+            &entry,
+            &mut self.storage_failure,
+        );
     }
 
     /// Answers a request that no transition answered.
@@ -144,7 +155,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             outcome: &text,
             refused: outcome.is_refusal(),
         });
-        let _ = commit(&mut self.store, self.env.state_dir, &entry);
+        let _ = commit(
+            &mut self.store,
+            self.env.state_dir,
+            &entry,
+            &mut self.storage_failure,
+        );
     }
 
     /// Ends the worker's process group: at once (SIGKILL) or politely (SIGTERM → grace →
@@ -195,7 +211,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// Writes bookkeeping progress that no transition wrote.
     pub(super) fn persist_progress(&mut self) {
         let entry = Entry::new(&self.w, "orch").step(&self.w.progress, &[]);
-        match commit(&mut self.store, self.env.state_dir, &entry) {
+        match commit(
+            &mut self.store,
+            self.env.state_dir,
+            &entry,
+            &mut self.storage_failure,
+        ) {
             Some(Committed::Written) => self.dirty = false,
             Some(Committed::NotOwner) => {
                 self.dirty = false;
@@ -207,7 +228,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     pub(super) fn checkpoint(&mut self) {
         self.last_checkpoint_ms = now_ms();
-        journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id);
+        if let Some(why) =
+            journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id)
+        {
+            self.storage_failure.get_or_insert(why);
+        }
     }
 }
 
@@ -250,9 +275,21 @@ fn outcome_of(event: &Event, changed: bool, effects: &[Effect]) -> Outcome {
 }
 
 /// Commits a supervisor's entry as the holder of the worker's lease; a failed write is logged
-/// (`None`) and the supervisor goes on (bookkeeping is written again with the next tick).
-fn commit(store: &mut Store, state_dir: &Path, entry: &Entry) -> Option<Committed> {
+/// (`None`) and the supervisor goes on (bookkeeping is written again with the next tick) —
+/// unless the state cannot be written at all (full, read-only, damaged): then `failed` says
+/// why, and the loop stops (`Supervisor::stop_for_storage`).
+fn commit(
+    store: &mut Store,
+    state_dir: &Path,
+    entry: &Entry,
+    failed: &mut Option<String>,
+) -> Option<Committed> {
     journal::commit(store, state_dir, Writer::me(), entry)
-        .inspect_err(|e| tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state"))
+        .inspect_err(|e| {
+            tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state");
+            if let Some(why) = super::storage::unwritable(e) {
+                failed.get_or_insert(why);
+            }
+        })
         .ok()
 }

@@ -65,12 +65,20 @@ impl LeaseKeeper {
         now - self.last_renew_ms >= RENEW_EVERY_MS
     }
 
-    /// Extends the lease; false when another process holds it now.
-    pub fn renew(&mut self, store: &mut Store) -> bool {
+    /// Extends the lease; false when another process holds it now; `Err` (why) when the
+    /// state cannot be written at all (full, read-only, damaged).
+    pub fn renew(&mut self, store: &mut Store) -> Result<bool, String> {
         self.last_renew_ms = now_ms();
-        store
-            .write(|tx| ws::set_lease(tx, &self.worker, me(), now_ms() + LEASE_MS))
-            .unwrap_or(true) // a busy database is not a lost lease
+        match store.write(|tx| ws::set_lease(tx, &self.worker, me(), now_ms() + LEASE_MS)) {
+            Ok(held) => Ok(held),
+            Err(e) => match super::storage::unwritable(&e) {
+                Some(why) => Err(why),
+                None => {
+                    tracing::warn!(worker = %self.worker, error = %e, "cannot renew the lease; trying again");
+                    Ok(true) // a busy database is not a lost lease
+                }
+            },
+        }
     }
 
     /// Gives the lease up (the worker looks orphaned at once to the next resumer).

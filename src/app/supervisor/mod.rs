@@ -28,6 +28,7 @@ pub mod input;
 mod land;
 mod lease;
 mod own_rows;
+mod storage;
 mod worker;
 
 pub use input::{Input, Outcome};
@@ -79,6 +80,9 @@ pub enum SuperviseError {
         argv: String,
         source: std::io::Error,
     },
+    /// The state cannot be written (see `storage.rs`): why, in words naming the file.
+    #[error("{0}")]
+    Storage(String),
 }
 
 /// The session directory of a worker: prompt, CI guide, worker.log, supervisor.log.
@@ -124,6 +128,8 @@ struct Supervisor<'a, F: Forge> {
     lease: LeaseKeeper,
     /// Another supervisor took the worker over: this one must stop without acting.
     lease_lost: bool,
+    /// The state cannot be written (full, read-only or damaged): why. The loop stops.
+    storage_failure: Option<String>,
     store: Store,
     w: WorkerRecord,
     worker: Option<WorkerProcess>,
@@ -200,7 +206,15 @@ pub fn supervise_then<F: Forge + 'static>(
     id: &str,
     on_claimed: impl FnOnce() + Send,
 ) -> Result<Milestone, SuperviseError> {
-    let mut store = Store::open(env.state_dir)?.with_alert_window(env.config.alerts.dedup_window);
+    let mut store = Store::open(env.state_dir)?
+        .with_alert_window(env.config.alerts.dedup_window)
+        .patient();
+    tracing::info!(
+        worker = id,
+        "a busy database is waited for up to {} per write (commands: {})",
+        crate::duration::format(store.waits()),
+        crate::duration::format(crate::store::BUSY_TIMEOUT)
+    );
     let w = lease::claim(&mut store, id)?;
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
@@ -238,6 +252,7 @@ pub fn supervise_then<F: Forge + 'static>(
         done_claims: DoneClaims::default(),
         lease: LeaseKeeper::new(id),
         lease_lost: false,
+        storage_failure: None,
         store,
         w,
         worker: None,
@@ -361,6 +376,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if now - last_tick >= TICK_EVERY_MS {
                 last_tick = now;
                 self.handle(Input::Tick);
+            }
+            if let Some(why) = self.storage_failure.take() {
+                return Err(self.stop_for_storage(why));
             }
             if self.lease_lost {
                 tracing::warn!(worker = %self.w.id, "lease taken over by another supervisor; stopping");
@@ -557,9 +575,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             for input in inputs {
                 self.handle(input);
             }
-            if self.lease.due(now_ms()) && !self.lease.renew(&mut self.store) {
-                self.lease_lost = true;
-                break;
+            if self.lease.due(now_ms()) {
+                match self.lease.renew(&mut self.store) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.lease_lost = true;
+                        break;
+                    }
+                    Err(why) => {
+                        self.storage_failure.get_or_insert(why);
+                        break;
+                    }
+                }
             }
         }
     }
@@ -591,10 +618,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.checkpoint();
         }
         if !self.lease_lost && self.lease.due(now) {
-            if self.lease.renew(&mut self.store) {
-                self.check_own_rows();
-            } else {
-                self.lease_lost = true;
+            // The file under the lease first: a database emptied or cut under this process
+            // still answers from what it has cached.
+            if let Some(why) = storage::damaged(self.store.path()) {
+                self.storage_failure.get_or_insert(why);
+                return;
+            }
+            match self.lease.renew(&mut self.store) {
+                Ok(true) => self.check_own_rows(),
+                Ok(false) => self.lease_lost = true,
+                Err(why) => {
+                    self.storage_failure.get_or_insert(why);
+                }
             }
         }
     }

@@ -169,6 +169,11 @@ pub enum Relation {
     /// A repository repos.yaml does not name (renamed or removed since its lock was taken):
     /// its chain cannot be known, so a lock on it conflicts with everything.
     Unknown,
+    /// A lock whose worker works in the clone repos.yaml now names the repository asked about
+    /// (one clone under two names since the lock was taken): never from the graph, only from
+    /// `lock::drift`.
+    #[serde(rename = "same_clone")]
+    SameClone,
 }
 
 impl Relation {
@@ -178,6 +183,7 @@ impl Relation {
             Relation::Dependency => "dependency",
             Relation::Dependent => "dependent",
             Relation::Unknown => "unknown",
+            Relation::SameClone => "same_clone",
         }
     }
 }

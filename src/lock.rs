@@ -70,6 +70,7 @@ impl Blocker {
             Relation::Dependency => format!("a dependency of {asked}"),
             Relation::Dependent => format!("depends on {asked}"),
             Relation::Unknown => "a repository repos.yaml does not name (renamed or removed since its lock was taken): its chain is unknown, so it blocks every repository until its lock is released".to_string(),
+            Relation::SameClone => format!("it works in the clone repos.yaml now names {asked} (one clone under two names since its lock was taken)"),
         };
         format!("{} is {verb} {} — {why}", self.repo, self.holder)
     }
@@ -154,7 +155,7 @@ impl Drift {
                 let how = match relation {
                     Relation::Dependency => format!("{} is now a dependency of {}", b.repo, a.repo),
                     Relation::Dependent => format!("{} now depends on {}", b.repo, a.repo),
-                    Relation::Itself | Relation::Unknown => {
+                    Relation::Itself | Relation::Unknown | Relation::SameClone => {
                         format!("{} and {} are now one chain", a.repo, b.repo)
                     }
                 };

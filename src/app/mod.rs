@@ -6,6 +6,7 @@
 pub mod cascade;
 pub mod channel;
 pub mod deliver;
+pub mod drift;
 pub mod error;
 pub mod gc;
 pub mod journal;
@@ -73,6 +74,12 @@ impl Loaded {
                     self.state_dir.display()
                 )));
             }
+        }
+        // Every load looks at the live locks under the repos.yaml read now.
+        if let Ok(drifts) = store.read(|tx| drift::drift_in(tx, &self.config))
+            && !drifts.is_empty()
+        {
+            drift::raise(&mut store, &self.state_dir, &drifts);
         }
         Ok(store)
     }

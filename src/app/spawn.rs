@@ -249,6 +249,16 @@ pub fn prepare(
                 return Ok(Spawned::AtCapacity { running, max });
             }
         }
+        // A live worker in the clone repos.yaml now names this repository (or one of its
+        // chain) keeps it: one clone, one worker.
+        let same_clone = super::drift::same_clone_blockers(
+            &super::drift::drift_in(tx, config)?,
+            config,
+            &repo.name,
+        );
+        if !same_clone.is_empty() {
+            return Ok(Spawned::Blocked(same_clone));
+        }
         match try_lock_in(
             tx,
             &config.graph,

@@ -9,11 +9,17 @@ use crate::store::{LockAttempt, now_ms};
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let config = ctx.config()?;
     config.require_repo(repo)?;
-    let active = match ctx.existing_store(&config)? {
-        Some(mut store) => store.locks()?,
-        None => Vec::new(),
+    let (active, drifts) = match ctx.existing_store(&config)? {
+        Some(mut store) => (
+            store.locks()?,
+            store.read(|tx| crate::app::drift::drift_in(tx, &config))?,
+        ),
+        None => (Vec::new(), Vec::new()),
     };
-    let blocking = blockers(&config.graph, repo, &active);
+    let mut blocking = blockers(&config.graph, repo, &active);
+    blocking.extend(crate::app::drift::same_clone_blockers(
+        &drifts, &config, repo,
+    ));
     let view = CanSpawnView {
         repo: repo.to_string(),
         can_spawn: blocking.is_empty(),

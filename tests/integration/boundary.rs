@@ -366,3 +366,97 @@ fn a_done_branch_that_moves_raises_an_alert_and_done_stays_the_verified_commit()
     assert_eq!(w.progress.milestone, Milestone::Done);
     assert_eq!(w.progress.tracked_sha.as_ref(), Some(&done));
 }
+
+/// repos.yaml edited under two live workers so that their repositories are one chain now: the
+/// next load raises a critical alert naming both, and leaves both running (the operator
+/// decides); the chain stays closed to new workers.
+#[test]
+fn an_edge_added_between_two_live_workers_is_alerted_and_their_chain_closed() {
+    let org = Org::new(
+        Spec::local("trespass.sh")
+            .repo(RepoSpec::new("alpha"))
+            .repo(RepoSpec::new("beta")),
+    );
+    let a = org.spawn_detached("alpha", "victim: a");
+    let b = org.spawn_detached("beta", "victim: b");
+    org.wait_milestone(&a, "WORKING", DEADLINE);
+    org.wait_milestone(&b, "WORKING", DEADLINE);
+    let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+    let at = yaml.find("  beta:\n").unwrap();
+    let (head, tail) = yaml.split_at(at);
+    assert!(tail.contains("deps: []"), "{yaml}");
+    let edited = format!("{head}{}", tail.replacen("deps: []", "deps: [alpha]", 1));
+    std::fs::write(&org.config_path, &edited).unwrap();
+    let out = org.run(&["status"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let drift: Vec<Value> = [&a, &b]
+        .iter()
+        .flat_map(|id| org.alerts(id))
+        .filter(|x| x["kind"] == "config_drift")
+        .collect();
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    let text = drift[0]["message"].as_str().unwrap();
+    assert!(text.contains(&a) && text.contains(&b), "{text}");
+    assert_eq!(drift[0]["severity"], "critical");
+    // Said once: the next load counts a repeat, it does not alert again.
+    let _ = org.run(&["status"]);
+    let again = [&a, &b]
+        .iter()
+        .flat_map(|id| org.alerts(id))
+        .filter(|x| x["kind"] == "config_drift")
+        .count();
+    assert_eq!(again, 1);
+    for repo in ["alpha", "beta"] {
+        let out = org.run(&["can-spawn", repo]);
+        assert_eq!(out.status.code(), Some(1), "{repo}: {}", output_text(&out));
+    }
+    assert_eq!(org.worker(&a).progress.milestone, Milestone::Working);
+    assert_eq!(org.worker(&b).progress.milestone, Milestone::Working);
+    for id in [&a, &b] {
+        let out = org.run(&["cancel", id, "--reason", "test over"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+}
+
+/// A repository renamed under its live worker while the old name now points at another clone:
+/// the clone the worker works in is named twice over time, and a spawn on the new name is
+/// refused — one clone, one worker.
+#[test]
+fn a_clone_under_a_new_name_is_refused_beside_its_live_worker() {
+    let org = Org::new(Spec::local("trespass.sh").repo(RepoSpec::new("alpha")));
+    let a = org.spawn_detached("alpha", "victim: a");
+    org.wait_milestone(&a, "WORKING", DEADLINE);
+    let old_clone = org.clone_path("alpha");
+    let new_clone = org.root.join("repos").join("alpha-elsewhere");
+    crate::support::git(
+        &org.root,
+        &[
+            "clone",
+            "-q",
+            old_clone.to_str().unwrap(),
+            new_clone.to_str().unwrap(),
+        ],
+    );
+    let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+    let at = yaml.find("  alpha:\n").unwrap();
+    let block = yaml[at..].to_string();
+    let quoted = |p: &std::path::Path| serde_json::to_string(&p.display().to_string()).unwrap();
+    let moved = block.replacen(&quoted(&old_clone), &quoted(&new_clone), 1);
+    let renamed = block.replacen("  alpha:\n", "  net:\n", 1);
+    std::fs::write(&org.config_path, format!("{}{moved}{renamed}", &yaml[..at])).unwrap();
+    let out = org.cmd(&["can-spawn", "net", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["blockers"][0]["holder"], a.as_str(), "{v}");
+    assert_eq!(v["blockers"][0]["relation"], "same_clone", "{v}");
+    let out = org.run(&["spawn", "--repo", "net", "--task", "victim: second"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert_eq!(org.workers().len(), 1, "no second worker in the clone");
+    assert!(
+        org.alerts(&a).iter().any(|x| x["kind"] == "config_drift"),
+        "{:?}",
+        org.alerts(&a)
+    );
+    let out = org.run(&["cancel", &a, "--reason", "test over"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}

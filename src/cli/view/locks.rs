@@ -44,6 +44,9 @@ pub enum Relation {
     Dependent,
     /// The locked repository is not in repos.yaml any more: it blocks everything.
     Unknown,
+    /// The lock's worker works in the clone repos.yaml now names the repository asked about.
+    #[serde(rename = "same_clone")]
+    SameClone,
 }
 
 /// An active lock that stops a worker from starting on the repository asked about.
@@ -71,6 +74,7 @@ impl BlockerView {
                 R::Dependency => Relation::Dependency,
                 R::Dependent => Relation::Dependent,
                 R::Unknown => Relation::Unknown,
+                R::SameClone => Relation::SameClone,
             },
             text: b.describe(asked),
         }

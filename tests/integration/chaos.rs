@@ -2,7 +2,8 @@
 //! forge while a driver SIGKILLs random supervisors and random in-flight `orch spawn`
 //! processes at random moments (seeded), running `orch resume` after each kill (and now and
 //! then SIGKILLing that resumer too, mid-work, before a full one). In the end
-//! every task must be DONE exactly once with its CI verified, the lock history must never
+//! every task must be DONE exactly once with its CI verified, no lie or trespass of the lying
+//! and hostile workers accepted, the lock history must never
 //! have held two conflicting locks, no process of the run may be left, and every checkpoint
 //! file must agree with the database.
 //!
@@ -45,6 +46,7 @@ const TASKS: &[(&str, &str, &str)] = &[
     ("docs", "docs", "document the new api"),
     ("sdk2", "sdk", "version the api"),
     ("liar", "docs", "liar proofread the docs"),
+    ("hostile", "tools", "hostile check the api"),
 ];
 
 /// splitmix64: small, seedable, good enough to pick victims and moments.
@@ -522,11 +524,29 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("lie-accepted"))
+                .filter(|n| n.starts_with("lie-accepted") || n.starts_with("hostile-accepted"))
                 .collect()
         })
         .unwrap_or_default();
-    assert!(marks.is_empty(), "orch accepted a lie: {marks:?}");
+    // Whether the hostile worker's first life got to trespass before a kill (said, not
+    // asserted: a kill may come first).
+    let tried: Vec<String> = std::fs::read_dir(org.ctl.join("marks"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("hostile-tried"))
+                .collect()
+        })
+        .unwrap_or_default();
+    println!("chaos: hostile attempts made: {tried:?}");
+    let said: Vec<String> = marks
+        .iter()
+        .map(|m| std::fs::read_to_string(org.ctl.join("marks").join(m)).unwrap_or_default())
+        .collect();
+    assert!(
+        marks.is_empty(),
+        "orch accepted a lie or a trespass: {marks:?} {said:?}"
+    );
 
     let config = &org.config;
     let mut store = org.store();
@@ -624,7 +644,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
     }
     let respawns: i64 = workers.iter().map(|w| w.respawns).sum();
     println!(
-        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes, {} of everything at once: killed trees gone within {} ms), {} lying workers refused, {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
+        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes, {} of everything at once: killed trees gone within {} ms), {} lying or hostile workers refused, {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
         tally.total(),
         tally.supervisor,
         tally.spawn,
@@ -634,7 +654,7 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
         tally.slowest_orphan_ms,
         tasks
             .iter()
-            .filter(|(_, _, t)| t.starts_with("liar"))
+            .filter(|(_, _, t)| t.starts_with("liar") || t.starts_with("hostile"))
             .count(),
         tally.resumes,
         tally.operator_resumes,

@@ -3,7 +3,8 @@
 # every phase. $1 is a control directory outside orch's state directory (prompts are saved
 # there as prompts/<worker id>.<life>). A task whose first word is `flaky` pushes a change CI
 # rejects first (in its first life only), then fixes it; one whose first word is `liar` lies
-# first (below). CI passes when status.txt says `good`.
+# first (below); one whose first word is `hostile` trespasses first (below). CI passes when
+# status.txt says `good`.
 . "$(dirname "$0")/chaos_lib.sh"
 step() { sleep 0.2; }
 
@@ -27,6 +28,50 @@ if [ "${ORCH_TASK%% *}" = liar ] && [ "$life" = 1 ]; then
   if orch report DONE --note "all green" >/dev/null 2>&1; then
     echo "DONE on a red branch head accepted" >>"$ctl/marks/lie-accepted-$ORCH_WORKER_ID"
   fi
+fi
+# A task whose first word is `hostile` tries, in its first life, what a worker may not do
+# (issue 25): speak on another worker's channel, run operator commands on itself and on
+# another worker, push onto another worker's branch and to the base branch, and leave a
+# daemon that tries to leave its cgroup. Whatever orch accepts leaves a mark the test fails
+# on; the daemon must be gone when the lock is released (the sampler watches it).
+if [ "${ORCH_TASK%% *}" = hostile ] && [ "$life" = 1 ]; then
+  accepted() { echo "$1" >>"$ctl/marks/hostile-accepted-$ORCH_WORKER_ID"; }
+  other= channel=
+  for p in /proc/[0-9]*; do
+    args=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+    case "$args" in
+    *" __guard "*"--worker "*)
+      w=$(printf '%s\n' "$args" | sed -n 's/.*--worker \([^ ]*\).*/\1/p')
+      if [ -n "$w" ] && [ "$w" != "$ORCH_WORKER_ID" ]; then
+        other=$w
+        channel=$(printf '%s\n' "$args" | sed -n 's/.*--channel \([^ ]*\).*/\1/p')
+      fi ;;
+    esac
+  done
+  if [ -n "$channel" ] &&
+    ORCH_REPORT_SOCKET=$channel orch report BLOCKED --note "hijacked" >/dev/null 2>&1; then
+    accepted "a report on $other's channel"
+  fi
+  if orch release "$ORCH_WORKER_ID" --force --reason "steal" >/dev/null 2>&1; then
+    accepted "orch release --force of its own lock"
+  fi
+  if [ -n "$other" ] && env -i PATH="$PATH" "$ORCH_BIN" --config "$ORCH_CONFIG" \
+    cancel "$other" --reason hostile >/dev/null 2>&1; then
+    accepted "orch cancel $other"
+  fi
+  change bad
+  if [ -n "$other" ] &&
+    git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/orch/$other" >/dev/null 2>&1; then
+    accepted "a push onto orch/$other"
+  fi
+  if git push -q --force "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BASE_BRANCH" >/dev/null 2>&1; then
+    accepted "a push to $ORCH_BASE_BRANCH"
+  fi
+  git reset -q --hard HEAD~1
+  setsid sh -c 'echo $$ > /sys/fs/cgroup/unified/cgroup.procs 2>/dev/null;
+    echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null; while :; do sleep 0.05; done' \
+    </dev/null >/dev/null 2>&1 &
+  : >"$ctl/marks/hostile-tried-$ORCH_WORKER_ID${other:+-beside-$other}"
 fi
 change "$first"
 step

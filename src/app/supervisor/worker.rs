@@ -104,6 +104,10 @@ impl WorkerProcess {
         if let Some(cg) = &cgroup {
             cmd.arg("--cgroup").arg(cg.dir());
         }
+        // The kernel's bound: the guard's death ends everything in the worker's namespace.
+        if crate::pidns::usable().is_some() {
+            cmd.arg("--pidns");
+        }
         cmd.arg("--")
             .args(&argv)
             .current_dir(&w.worktree)

@@ -173,7 +173,7 @@ pub fn write(state_dir: &Path, w: &WorkerRecord, cp: &Checkpoint) -> std::io::Re
 /// temp file in the same directory, fsync, rename: readers see the old or the new file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let tmp = path.with_extension(format!("tmp.{}", crate::pidns::host_pid()));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)

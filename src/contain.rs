@@ -371,7 +371,7 @@ fn mark_of(pid: i32, state_dir: &Path) -> Option<Vec<u8>> {
 /// Live processes (other than this one) whose environment has `var=value`: what an orch helper
 /// it marked left behind (an alert command's daemon), found even after it left its group.
 pub fn processes_with(var: &str, value: &str) -> Vec<i32> {
-    let me = std::process::id() as i32;
+    let me = crate::pidns::host_pid() as i32;
     let wanted = format!("{var}={value}");
     snapshot()
         .into_iter()
@@ -397,7 +397,7 @@ pub fn marked_by_worker(
         return out;
     }
     let procs = snapshot();
-    let me = std::process::id() as i32;
+    let me = crate::pidns::host_pid() as i32;
     let helpers: Vec<i32> = procs
         .iter()
         .filter(|p| p.session == p.pid && !p.dead && is_orch_helper(p))
@@ -516,7 +516,7 @@ impl Cgroup {
         // One cgroup per supervisor's life of the worker (`<id>.<supervisor pid>`): a stale
         // supervisor (stopped past its lease, then continued) that kills its cgroup kills
         // only what it started, never its replacement's worker.
-        let life = format!("{id}.{}", std::process::id());
+        let life = format!("{id}.{}", crate::pidns::host_pid());
         let dir = parent.join(&life);
         let mut made = Err(io::Error::other("not tried"));
         for _ in 0..3 {

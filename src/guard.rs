@@ -1,5 +1,5 @@
-//! `orch __guard --parent <pid> [--cgroup <dir>] -- <argv…>`: the process between a supervisor
-//! and its worker, and the leader of the worker's process group.
+//! `orch __guard --parent <pid> [--cgroup <dir>] [--pidns] -- <argv…>`: the process between a
+//! supervisor and its worker, and the leader of the worker's process group.
 //!
 //! What it guarantees (see `contain.rs` for the cgroup side):
 //! - **It contains.** It is a child subreaper: whatever the worker daemonises (`setsid`, a
@@ -14,10 +14,14 @@
 //!   for the worker to exit).
 //! - **Its supervisor's death is its tree's death.** SIGHUP, its parent-death signal, kills the
 //!   tree at once (a [`WAKE`] look at its parent is the backstop).
-//! - **Its own death is the worker's death.** The worker command runs with parent-death signal
-//!   SIGKILL. What the worker started itself cannot be reached that way: when every orch
-//!   process dies at once, the rest of the tree is in the worker's cgroup, or carries the
-//!   worker's `ORCH_WORKER_ID`, and is killed by the next orch command (`app::orphans`).
+//! - **Its own death is the worker's death.** With `--pidns` (see `pidns.rs`) the guard enters
+//!   a new PID namespace before anything else and its one child is orch's init (`orch __init`,
+//!   pid 1 there, parent-death signal SIGKILL), which starts the worker command: when the guard
+//!   dies, however (SIGKILL, every orch process at once), its init dies and the kernel kills
+//!   everything of the worker, whatever session or cgroup it moved to. Without a namespace the
+//!   worker command runs with parent-death signal SIGKILL, and what it started itself is left
+//!   to its cgroup or its `ORCH_WORKER_ID` mark, killed by the next orch command
+//!   (`app::orphans`).
 //!
 //! Single-threaded; every signal it handles is blocked and taken with `sigtimedwait`, so no
 //! work happens in a signal handler. The worker gets an empty signal mask back before exec.
@@ -42,12 +46,15 @@ pub const WAKE: Duration = Duration::from_millis(200);
 struct Args {
     parent: i32,
     cgroup: Option<PathBuf>,
+    /// Run the worker in a PID namespace of its own, under orch's init.
+    pidns: bool,
     argv: Vec<String>,
 }
 
 fn parse(args: &[String]) -> Option<Args> {
     let mut parent = None;
     let mut cgroup = None;
+    let mut pidns = false;
     let mut i = 0;
     loop {
         match args.get(i)?.as_str() {
@@ -56,6 +63,11 @@ fn parse(args: &[String]) -> Option<Args> {
             // Read from /proc by orch commands run inside the worker (`app::channel`).
             "--worker" | "--channel" => {
                 args.get(i + 1)?;
+            }
+            "--pidns" => {
+                pidns = true;
+                i += 1;
+                continue;
             }
             "--" => break,
             _ => return None,
@@ -66,12 +78,13 @@ fn parse(args: &[String]) -> Option<Args> {
     (!argv.is_empty()).then_some(Args {
         parent: parent?,
         cgroup,
+        pidns,
         argv,
     })
 }
 
 fn usage() -> i32 {
-    eprintln!("usage: orch __guard --parent <pid> [--cgroup <dir>] -- <command> [args…]");
+    eprintln!("usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns] -- <command> [args…]");
     2
 }
 
@@ -110,6 +123,19 @@ pub fn guard_main(args: &[String]) -> i32 {
         libc::sigprocmask(libc::SIG_BLOCK, &handled, std::ptr::null_mut());
     }
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    // Before the parent-death signal: a change of credentials (a user namespace) clears it.
+    let pidns = a.pidns
+        && match crate::pidns::Entry::new().enter() {
+            Ok(_) => true,
+            Err(e) if e.half_entered => {
+                eprintln!("orch: no PID namespace for the worker: {e}");
+                return 127;
+            }
+            Err(e) => {
+                eprintln!("orch: no PID namespace for the worker ({e}); contained without it");
+                false
+            }
+        };
     if rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::HUP)).is_err()
     {
         return 125;
@@ -120,9 +146,15 @@ pub fn guard_main(args: &[String]) -> i32 {
     }
     let me = std::process::id() as i32;
     let mut cgroup = a.cgroup.as_deref().and_then(Cgroup::at);
-    let worker = match start(&a.argv, cgroup.as_ref(), me) {
+    let started = if pidns {
+        // orch's init is the namespace's pid 1; it joins the cgroup and starts the command.
+        crate::pidns::spawn_init(&a.argv, cgroup.as_ref().map(Cgroup::dir))
+    } else {
+        start(&a.argv, cgroup.as_ref(), me)
+    };
+    let worker = match started {
         Ok(pid) => pid,
-        Err(first) if cgroup.is_some() => match start(&a.argv, None, me) {
+        Err(first) if cgroup.is_some() && !pidns => match start(&a.argv, None, me) {
             Ok(pid) => {
                 let dir = cgroup.take().map(|c| c.dir().display().to_string());
                 eprintln!(

@@ -18,6 +18,7 @@ pub mod graph;
 pub mod guard;
 pub mod lock;
 pub mod milestone;
+pub mod pidns;
 pub mod process;
 pub mod prompt;
 pub mod protect;

@@ -18,5 +18,8 @@ fn main() {
     if args.get(1).map(String::as_str) == Some(orch::guard::GUARD_COMMAND) {
         std::process::exit(orch::guard::guard_main(&args[2..]));
     }
+    if args.get(1).map(String::as_str) == Some(orch::pidns::INIT_COMMAND) {
+        std::process::exit(orch::pidns::init_main(&args[2..]));
+    }
     std::process::exit(orch::cli::main());
 }

@@ -120,7 +120,8 @@ impl Doorbell {
         let dir = dir(state_dir);
         std::fs::create_dir_all(&dir)?;
         let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700));
-        let tmp = dir.join(format!(".{}.{}", std::process::id(), worker));
+        // The pid /proc shows: two processes in two workers' PID namespaces may share a local one.
+        let tmp = dir.join(format!(".{}.{}", crate::pidns::host_pid(), worker));
         let _ = std::fs::remove_file(&tmp);
         let c = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes())
             .map_err(|_| std::io::Error::from(ErrorKind::InvalidInput))?;
@@ -194,7 +195,8 @@ impl Waiter {
     /// `None` when no doorbell can be made (the caller then just sleeps).
     pub fn install(state_dir: &Path) -> Option<Waiter> {
         // `~` is not allowed in a worker id (a git ref component): no bell of a worker's.
-        let bell = Doorbell::install(state_dir, &format!("{WAITER}{}", std::process::id())).ok()?;
+        let bell =
+            Doorbell::install(state_dir, &format!("{WAITER}{}", crate::pidns::host_pid())).ok()?;
         let (tx, rx) = std::sync::mpsc::channel();
         bell.listen(move |r| {
             let _ = tx.send(r);

@@ -70,9 +70,11 @@ pub const SINK_MARK_ENV: &str = "ORCH_ALERT_SINK";
 
 /// Runs `argv` with `body` on its stdin, in its own process group, without the variables in
 /// `scrub`; the whole group is killed if it outlives `timeout`. Nothing it started outlives
-/// it: when it ends, what is left of its group is killed, and so is every process carrying
-/// its mark (`ORCH_ALERT_SINK=<this run>` in the environment), such as a daemon it forked into
-/// a session of its own.
+/// it: where the machine allows, it runs as pid 1 of a PID namespace of its own
+/// (`pidns::run_as_init`), so the kernel kills whatever it left when it ends; everywhere, what
+/// is left of its group is killed, and so is every process carrying its mark
+/// (`ORCH_ALERT_SINK=<this run>` in the environment), such as a daemon it forked into a
+/// session of its own.
 pub fn command(
     argv: &[String],
     body: &serde_json::Value,
@@ -114,6 +116,11 @@ fn run_command(
         .stderr(std::process::Stdio::null());
     for v in scrub {
         cmd.env_remove(v);
+    }
+    // As pid 1 of a PID namespace of its own: a daemon it forks dies with it (by the kernel),
+    // even one that cleaned its environment of the mark.
+    if crate::pidns::usable().is_some() {
+        crate::pidns::run_as_init(&mut cmd);
     }
     let mut child = spawn_in_group(&mut cmd, &GroupOptions::default())
         .map_err(|e| SendError::Permanent(format!("cannot start {}: {e}", argv[0])))?;
@@ -158,7 +165,48 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("daemon.pid");
         let script = format!(
-            "setsid sh -c 'echo $$ > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
+            "setsid sh -c 'read -r p _ </proc/self/stat; echo $p > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
+            p = pidfile.display()
+        );
+        let argv: Vec<String> = ["sh", "-c", &script]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        command(
+            &argv,
+            &serde_json::json!({"a": 1}),
+            Duration::from_secs(30),
+            &[],
+        )
+        .unwrap();
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while crate::process::process_alive(pid, None) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !crate::process::process_alive(pid, None),
+            "the daemon {pid} outlived its alert command"
+        );
+    }
+
+    /// A daemon that drops the mark from its environment (`env -i`) is found by no scan: only
+    /// the alert command's PID namespace ends it.
+    #[test]
+    fn a_daemon_without_the_mark_dies_with_its_alert_command_in_a_pid_namespace() {
+        if crate::pidns::usable().is_none() {
+            eprintln!("no PID namespaces on this machine: skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("daemon.pid");
+        // The daemon writes its pid as /proc names it (its own $$ is a namespace's).
+        let script = format!(
+            "env -i setsid sh -c 'read -r p _ </proc/self/stat; echo $p > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
             p = pidfile.display()
         );
         let argv: Vec<String> = ["sh", "-c", &script]

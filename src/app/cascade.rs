@@ -58,7 +58,7 @@ pub async fn status<F: Forge>(
     {
         return row;
     }
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     let claimed = store
         .write(|tx| {
             su::claim_poll(

@@ -69,7 +69,7 @@ pub fn drain(
         .unwrap_or_default()
         .as_millis() as i64
         + 5_000;
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     let mut first = every_pending;
     let mut rt: Option<tokio::runtime::Runtime> = None;
     while Instant::now() < deadline {

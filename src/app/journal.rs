@@ -30,7 +30,7 @@ pub enum Writer {
 impl Writer {
     /// This process, as the holder of the worker's lease.
     pub fn me() -> Writer {
-        Writer::Owner(std::process::id() as i64)
+        Writer::Owner(crate::pidns::host_pid() as i64)
     }
 }
 

@@ -151,7 +151,7 @@ pub fn orch_exe() -> PathBuf {
 /// Waits (up to 120 s) until the supervisor this process started for `id` has taken the lease
 /// over from it, so the worker is never an orphan for a moment after this process goes.
 pub(crate) fn wait_taken_over(store: &mut crate::store::Store, id: &str) {
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     let deadline = std::time::Instant::now() + HANDOVER_WAIT;
     while std::time::Instant::now() < deadline {
         match store.worker(id) {
@@ -180,7 +180,7 @@ pub(crate) fn hold_lease_until_handover(state_dir: &Path, id: &str) {
             let Ok(mut store) = crate::store::Store::open(&state_dir) else {
                 return;
             };
-            let me = std::process::id() as i64;
+            let me = crate::pidns::host_pid() as i64;
             let every = std::time::Duration::from_millis(supervisor::RENEW_EVERY_MS as u64);
             let deadline = std::time::Instant::now() + HANDOVER_WAIT;
             while std::time::Instant::now() < deadline {
@@ -210,6 +210,11 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {
     let log_err = log
         .try_clone()
         .map_err(|e| Error::io("cannot open", &log_path, e))?;
+    if crate::pidns::nested() {
+        return Err(Error::Refused(format!(
+            "cannot start the supervisor of {id} from inside a worker's PID namespace (it would die with the worker): run this command outside it"
+        )));
+    }
     let mut cmd = std::process::Command::new(orch_exe());
     // Started from inside a worker's tree (a worker's `orch spawn`), it must not die with it.
     crate::contain::leave_worker_cgroup(&mut cmd);
@@ -224,7 +229,10 @@ pub fn start_detached(l: &Loaded, id: &str) -> Result<std::process::Child> {
         cmd.arg("--contract").arg(&l.contract_path);
     }
     cmd.args(["__supervise", id])
-        .env(supervisor::LEASE_FROM_ENV, std::process::id().to_string())
+        .env(
+            supervisor::LEASE_FROM_ENV,
+            crate::pidns::host_pid().to_string(),
+        )
         .stdin(std::process::Stdio::null())
         .stdout(log)
         .stderr(log_err);

@@ -107,6 +107,14 @@ pub fn prepare(
     store: &mut Store,
     req: &SpawnRequest,
 ) -> Result<Spawned, SpawnError> {
+    if crate::pidns::nested() {
+        // Its supervisor would run (and die) inside the namespace, and its lease would name
+        // a pid only this namespace knows.
+        return Err(SpawnError::Setup(
+            "orch spawn from inside a worker's PID namespace is refused: run it outside the worker"
+                .into(),
+        ));
+    }
     let repo = config
         .require_repo(&req.repo)
         .map_err(|e| SpawnError::Setup(e.to_string()))?
@@ -210,8 +218,8 @@ pub fn prepare(
             .unwrap_or_else(|_| "1970-01-01".into()),
         // The spawning process holds the lease until the supervisor it starts takes over, so a
         // half-spawned worker is never mistaken for an orphan — unless the spawner dies.
-        supervisor_pid: Some(std::process::id() as i64),
-        supervisor_start: crate::process::proc_stat(std::process::id() as i32)
+        supervisor_pid: Some(crate::pidns::host_pid() as i64),
+        supervisor_start: crate::process::proc_stat(crate::pidns::host_pid() as i32)
             .map(|s| s.start_ticks as i64),
         lease_until_ms: Some(now + super::supervisor::LEASE_MS),
         worker_pid: None,

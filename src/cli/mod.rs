@@ -588,7 +588,11 @@ impl Ctx {
         let state_dir = self.state_dir(&config);
         let contract_path = contract.file.clone();
         // Whichever orch process comes first kills worker trees whose supervisor died.
-        crate::app::orphans::sweep(&state_dir);
+        // Not from inside a worker's PID namespace: it kills by the pids /proc shows, which
+        // mean other processes (or none) there.
+        if !crate::pidns::nested() {
+            crate::app::orphans::sweep(&state_dir);
+        }
         Ok(crate::app::Loaded {
             config_path: config.file.clone(),
             contract_path,

@@ -142,7 +142,7 @@ fn wait_until_running(
     id: &str,
     supervisor: &mut std::process::Child,
 ) -> Result<(), Failure> {
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     // Generous: a machine starting many workers at once is slow, not broken (the lease is
     // held meanwhile, so nothing else takes the worker over).
     let deadline = Instant::now() + HANDOVER_WAIT;

@@ -313,7 +313,7 @@ fn record(
         kind,
         reason,
         by,
-        std::process::id(),
+        crate::pidns::host_pid(),
         at_ms
     ])?;
     Ok(seq)

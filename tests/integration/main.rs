@@ -21,6 +21,7 @@ mod ci_cli;
 mod config_trust;
 mod containment;
 mod demo;
+mod escapers;
 mod first_run;
 mod forge_unreachable;
 mod forgejo_contract;

@@ -4,7 +4,7 @@
 set -eu
 . "$(dirname "$0")/lib.sh"
 echo "WORKING: $ORCH_TASK"
-echo $$ >"$E2E_OUT/pid-$ORCH_WORKER_ID"
+echo "$HOST_PID" >"$E2E_OUT/pid-$ORCH_WORKER_ID"
 await_release
 commit feature.txt "feature by $ORCH_WORKER_ID" "add feature"
 push_head

@@ -6,7 +6,9 @@
 set -u
 ctl=$1
 mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks"
-echo "$$" >> "$ctl/lives/$ORCH_WORKER_ID"
+# The pid /proc names (inside the worker's PID namespace $$ is a local one).
+read -r host_pid _ </proc/self/stat
+echo "$host_pid" >> "$ctl/lives/$ORCH_WORKER_ID"
 life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
 prompt="$ctl/prompts/$ORCH_WORKER_ID.$life"
 # Saved whole or not at all: the tests read it as soon as it exists.

@@ -8,12 +8,12 @@ set -eu
 . "$(dirname "$0")/lib.sh"
 out="$E2E_OUT/pids-$ORCH_WORKER_ID"
 tmp="$out.tmp"
-setsid sh -c 'echo "setsid $$" > "$1"; exec sleep 600' sh "$tmp.setsid" \
+setsid sh -c 'read -r p _ </proc/self/stat; echo "setsid $p" > "$1"; exec sleep 600' sh "$tmp.setsid" \
     </dev/null >/dev/null 2>&1 &
-setsid sh -c 'sh -c "echo \"double-fork \$\$\" > \"\$1\"; exec sleep 600" sh "$1" & exit 0' \
+setsid sh -c 'sh -c "read -r p _ </proc/self/stat; echo \"double-fork \$p\" > \"\$1\"; exec sleep 600" sh "$1" & exit 0' \
     sh "$tmp.double" </dev/null >/dev/null 2>&1 &
 sleep 600 &
-child=$!
+child=$(host_pid_of $!)
 n=0
 while [ ! -s "$tmp.setsid" ] || [ ! -s "$tmp.double" ]; do
     n=$((n + 1))
@@ -24,7 +24,7 @@ while [ ! -s "$tmp.setsid" ] || [ ! -s "$tmp.double" ]; do
     sleep 0.05
 done
 {
-    echo "worker $$"
+    echo "worker $HOST_PID"
     echo "child $child"
     cat "$tmp.setsid" "$tmp.double"
 } > "$tmp"

@@ -2,6 +2,22 @@
 # environment: ORCH_* from orch, plus HOME, PATH and E2E_OUT (a directory outside orch's state
 # directory that the test reads) passed through.
 
+# This shell's pid as /proc (and the test) names it: inside the worker's PID namespace $$ is a
+# local one. `read` is a builtin: /proc/self is this shell.
+read -r HOST_PID _ </proc/self/stat
+
+# host_pid_of PID: the /proc pid of this shell's child PID (`$!`), by the last field of its
+# NSpid line (its pid in the worker's namespace); PID itself without a namespace.
+host_pid_of() {
+    for c in $(cat /proc/"$HOST_PID"/task/*/children 2>/dev/null); do
+        if [ "$(awk '/^NSpid:/ {print $NF}' /proc/"$c"/status 2>/dev/null)" = "$1" ]; then
+            echo "$c"
+            return
+        fi
+    done
+    echo "$1"
+}
+
 export GIT_AUTHOR_NAME=e2e-worker GIT_AUTHOR_EMAIL=worker@example.invalid
 export GIT_COMMITTER_NAME=e2e-worker GIT_COMMITTER_EMAIL=worker@example.invalid
 export GIT_CONFIG_NOSYSTEM=1

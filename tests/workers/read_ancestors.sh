@@ -6,7 +6,7 @@ set -eu
 . "$(dirname "$0")/lib.sh"
 out="$E2E_OUT/ancestors-$ORCH_WORKER_ID.txt"
 : >"$out"
-pid=$$
+pid=$HOST_PID
 while [ "$pid" -gt 1 ]; do
     echo "== pid $pid" >>"$out"
     tr '\0' '\n' <"/proc/$pid/environ" >>"$out" 2>/dev/null || echo "(environ unreadable)" >>"$out"

@@ -104,7 +104,7 @@ pub fn deliver_alerts(l: &Loaded) {
 
 fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     let mut store = l.store()?;
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let workers = store.live_workers()?;
     refresh_stale_checkpoints(l, &mut store, &workers);
@@ -222,7 +222,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
 pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> {
     use crate::milestone::{Event, step};
     let mut store = l.store()?;
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let claimed = store.write(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {

@@ -168,7 +168,7 @@ pub fn session_dirs(state_dir: &Path) -> Vec<(String, PathBuf)> {
 /// directory's database and its log open, even when the database file was deleted.
 pub fn live_supervisors(state_dir: &Path) -> Vec<(i32, String)> {
     let canon = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
-    let me = std::process::id() as i32;
+    let me = crate::pidns::host_pid() as i32;
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

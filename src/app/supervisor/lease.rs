@@ -16,7 +16,7 @@ pub const RENEW_EVERY_MS: i64 = 5_000;
 
 /// This process's pid, as leases record it.
 pub fn me() -> i64 {
-    std::process::id() as i64
+    crate::pidns::host_pid() as i64
 }
 
 /// Takes the lease on worker `id` for this process, unless another live process holds it

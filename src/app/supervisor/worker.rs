@@ -62,6 +62,10 @@ pub struct WorkerProcess {
     child: GroupChild,
     output: Option<Receiver<Input>>,
     cgroup: Option<Cgroup>,
+    /// Whether the tree runs in a PID namespace of its own: then the guard's end is the tree's
+    /// (the kernel's), and no mark is swept — marks are per worker id, and would reach a
+    /// replacement's processes if this supervisor is a stale one.
+    pidns: bool,
     /// What finds the tree's leftovers without a cgroup (see `contain::marked_processes`).
     state_dir: PathBuf,
     session: PathBuf,
@@ -111,6 +115,11 @@ impl WorkerProcess {
         cmd.arg("--worker").arg(&w.id);
         if let Some(ch) = channel {
             cmd.arg(GUARD_CHANNEL_ARG).arg(ch.name());
+        }
+        // The kernel's bound: the guard's death ends everything in the worker's namespace.
+        let pidns = crate::pidns::usable().is_some();
+        if pidns {
+            cmd.arg("--pidns");
         }
         cmd.arg("--")
             .args(&argv)
@@ -214,6 +223,7 @@ impl WorkerProcess {
             child,
             output: Some(rx),
             cgroup,
+            pidns,
             state_dir: env.state_dir.to_path_buf(),
             session: dir,
             id: w.id.clone(),
@@ -381,6 +391,9 @@ impl WorkerProcess {
                     tracing::warn!(worker = %self.id, cgroup = %cg.dir().display(), "its cgroup did not empty");
                 }
             }
+            // The guard is reaped (`finish`): its init died with it, and the kernel ended the
+            // namespace. Nothing to look for by mark.
+            None if self.pidns => {}
             None => {
                 let n = contain::kill_marked(
                     &self.state_dir,

@@ -381,6 +381,7 @@ pub(super) fn start_runs(
         return Ok(lines);
     }
     let mut store = Store::open(state_dir)?;
+    let mut left_to_orch = false;
     for u in updates {
         let created = store.write(|tx| {
             if only_if_absent && !db::runs_for_sha(tx, repo_name, &u.sha)?.is_empty() {
@@ -393,6 +394,7 @@ pub(super) fn start_runs(
         };
         if runner == Runner::LeaveToOrch {
             store.write(|tx| db::set_run_note(tx, run_id, RUNNER_FROM_OUTSIDE))?;
+            left_to_orch = true;
             lines.push(format!(
                 "orch local forge: CI run #{number} recorded for {} at {}; {RUNNER_FROM_OUTSIDE}",
                 u.git_ref,
@@ -418,6 +420,11 @@ pub(super) fn start_runs(
                 lines.push(format!("orch local forge: CI run #{number}: {note}"));
             }
         }
+    }
+    if left_to_orch {
+        // Every push of a contained worker comes from its own PID namespace: the supervisors
+        // outside look at once (a poll of theirs starts the runner), not at their next poll.
+        crate::wake::ring_all(state_dir, crate::wake::Ring::Ci(repo_name.to_string()));
     }
     Ok(lines)
 }

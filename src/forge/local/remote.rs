@@ -27,7 +27,7 @@ impl LocalForge {
             let tmp = self.layout.forge_dir().join(format!(
                 ".{}.git.tmp-{}",
                 repo.name,
-                std::process::id()
+                crate::pidns::host_pid()
             ));
             let _ = std::fs::remove_dir_all(&tmp);
             git(
@@ -109,7 +109,7 @@ impl LocalForge {
         if std::fs::read(&path).is_ok_and(|old| old == text) {
             return Ok(());
         }
-        let tmp = hooks.join(format!(".{hook}.{}.tmp", std::process::id()));
+        let tmp = hooks.join(format!(".{hook}.{}.tmp", crate::pidns::host_pid()));
         let write = || -> io::Result<()> {
             use std::os::unix::fs::OpenOptionsExt;
             let mut f = std::fs::OpenOptions::new()

@@ -42,7 +42,7 @@ pub(super) fn run(
 ) -> Result<(), LocalForgeError> {
     let layout = Layout::new(state_dir);
     let mut store = Store::open(state_dir)?;
-    let me = std::process::id() as i64;
+    let me = crate::pidns::host_pid() as i64;
     let my_start = proc_stat(me as i32).map(|s| s.start_ticks as i64);
     reap_dead_runners(&mut store, &layout)?;
     let claim = store.write(|tx| {

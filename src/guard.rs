@@ -1,4 +1,4 @@
-//! `orch __guard --parent <pid> [--cgroup <dir>] [--pidns] -- <argv…>`: the process between a
+//! `orch __guard --parent <pid> [--cgroup <dir>] [--pidns] [--worker <id>] [--channel @<name>] -- <argv…>`: the process between a
 //! supervisor and its worker, and the leader of the worker's process group.
 //!
 //! What it guarantees (see `contain.rs` for the cgroup side):

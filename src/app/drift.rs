@@ -28,15 +28,17 @@ pub fn drift_in(tx: &Transaction, config: &Config) -> rusqlite::Result<Vec<Drift
     if locks.is_empty() {
         return Ok(Vec::new());
     }
-    let mut with_clones: Vec<(ChainLock, Option<PathBuf>)> = Vec::with_capacity(locks.len());
-    for l in locks {
-        let clone = if l.kind == HolderKind::Worker {
-            ws::get_worker(tx, &l.holder)?.and_then(|w| clone_of_worktree(Path::new(&w.worktree)))
-        } else {
-            None
-        };
-        with_clones.push((l, clone));
-    }
+    let worktrees = ws::worktrees_of_lock_holders(tx)?;
+    let with_clones: Vec<(ChainLock, Option<PathBuf>)> = locks
+        .into_iter()
+        .map(|l| {
+            let clone = (l.kind == HolderKind::Worker)
+                .then(|| worktrees.get(&l.holder))
+                .flatten()
+                .and_then(|wt| clone_of_worktree(Path::new(wt)));
+            (l, clone)
+        })
+        .collect();
     let clones: Vec<(String, PathBuf)> = config
         .repos
         .iter()

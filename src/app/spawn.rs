@@ -232,6 +232,17 @@ pub fn prepare(
         ended_ms: None,
     };
 
+    // A live worker in the clone repos.yaml now names this repository (or one of its chain)
+    // keeps it: one clone, one worker. Read before the write transaction (it reads files): a
+    // clone changes hands only with an edit of repos.yaml, never between these two looks.
+    let same_clone = super::drift::same_clone_blockers(
+        &store.read(|tx| super::drift::drift_in(tx, config))?,
+        config,
+        &repo.name,
+    );
+    if !same_clone.is_empty() {
+        return Ok(Spawned::Blocked(same_clone));
+    }
     // The lock and the record commit together: a worker exists iff it holds its chain.
     let max = config.worker.max_parallel;
     let outcome = store.write(|tx| {
@@ -256,16 +267,6 @@ pub fn prepare(
             if running >= max {
                 return Ok(Spawned::AtCapacity { running, max });
             }
-        }
-        // A live worker in the clone repos.yaml now names this repository (or one of its
-        // chain) keeps it: one clone, one worker.
-        let same_clone = super::drift::same_clone_blockers(
-            &super::drift::drift_in(tx, config)?,
-            config,
-            &repo.name,
-        );
-        if !same_clone.is_empty() {
-            return Ok(Spawned::Blocked(same_clone));
         }
         match try_lock_in(
             tx,

@@ -178,6 +178,17 @@ pub fn get_worker(tx: &Transaction, id: &str) -> rusqlite::Result<Option<WorkerR
         .optional()
 }
 
+/// The worktree of every worker that holds a lock, by worker id (one light read for the
+/// drift check on every load).
+pub fn worktrees_of_lock_holders(
+    tx: &Transaction,
+) -> rusqlite::Result<std::collections::HashMap<String, String>> {
+    let mut stmt = tx
+        .prepare_cached("SELECT w.id, w.worktree FROM locks l JOIN workers w ON w.id = l.holder")?;
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect()
+}
+
 /// The DONE workers of repository `repo`, most recently updated first, at most `limit`.
 pub fn recent_done_of(
     tx: &Transaction,

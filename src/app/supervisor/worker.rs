@@ -117,7 +117,12 @@ impl WorkerProcess {
             cmd.arg(GUARD_CHANNEL_ARG).arg(ch.name());
         }
         // The kernel's bound: the guard's death ends everything in the worker's namespace.
-        let pidns = crate::pidns::usable().is_some();
+        // Not for Codex: its workspace-write sandbox never completes a command inside a PID
+        // namespace of orch's (seen with codex-cli 0.169.0: the command starts and never ends; the
+        // cause is not found yet), so a Codex worker keeps the cgroup, the guard and the next
+        // command's sweep.
+        let pidns = crate::pidns::usable().is_some()
+            && env.config.worker.agent != crate::config::agent::Agent::Codex;
         if pidns {
             cmd.arg("--pidns");
         }

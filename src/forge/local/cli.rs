@@ -198,12 +198,23 @@ pub(super) fn pre_receive(
         .as_deref()
         .is_none_or(|t| t == crate::contain::state_dir_tag(state_dir));
     let record = if same_state_dir {
-        Store::open(state_dir)?
-            .worker(&pusher.id)?
-            .map(|w| super::branches::PusherRecord {
+        match Store::open(state_dir).and_then(|mut s| s.worker(&pusher.id)) {
+            Ok(w) => w.map(|w| super::branches::PusherRecord {
                 repo: w.repo,
                 branch: w.branch,
-            })
+            }),
+            // An agent's sandbox may keep orch's database out of reach (Codex's
+            // workspace-write): the worker's branch is then judged by its name alone.
+            Err(e) => {
+                eprintln!(
+                    "orch: cannot read orch's database from here ({e}); judging the push by the worker's branch name"
+                );
+                Some(super::branches::PusherRecord {
+                    repo: repo.to_string(),
+                    branch: format!("orch/{}", pusher.id),
+                })
+            }
+        }
     } else {
         None
     };

@@ -296,7 +296,8 @@ pub fn worker_of_self() -> Option<WorkerOfProcess> {
         .and_then(|path| worker_cgroup_id(&path));
     let guard = self_ancestry().into_iter().find_map(|pid| {
         let argv = argv(pid);
-        if argv.get(1).map(String::as_str) != Some(crate::guard::GUARD_COMMAND) {
+        // `guard::GUARD_COMMAND`, spelled out here: the guard imports this module.
+        if argv.get(1).map(String::as_str) != Some("__guard") {
             return None;
         }
         let value = |flag: &str| {

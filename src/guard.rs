@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 pub const GUARD_COMMAND: &str = "__guard";
 
 /// How long descendants left behind by an exited worker get between SIGTERM and SIGKILL.
-pub const POLITE: Duration = Duration::from_millis(500);
+pub const POLITE: Duration = crate::pidns::POLITE;
 /// How long the guard keeps killing a tree that does not empty before it gives up.
 const KILL_LIMIT: Duration = Duration::from_secs(5);
 /// How often the guard looks at its parent without being woken by a signal.

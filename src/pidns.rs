@@ -15,7 +15,7 @@
 //!   agent CLI does not reap orphans and, as pid 1, would ignore every signal it has no handler
 //!   for (SIGTERM from its supervisor included); orch's own init reaps every orphan, starts the
 //!   command as pid 2 with default signal handling, and when the command exits gives what it
-//!   left SIGTERM and [`crate::guard::POLITE`], then exits with its status (the kernel kills the
+//!   left SIGTERM and [`POLITE`], then exits with its status (the kernel kills the
 //!   rest). It forwards nothing: the worker is in its guard's process group and gets group
 //!   signals itself; init ignores them (it has no handler), except SIGKILL/SIGSTOP/SIGCONT from
 //!   outside, which the kernel always delivers.
@@ -35,6 +35,10 @@ use std::time::{Duration, Instant};
 /// `ORCH_PIDNS=off` (or `0`, `no`, `false`): contain workers and alert commands without PID
 /// namespaces.
 pub const PIDNS_ENV: &str = "ORCH_PIDNS";
+
+/// How long what a worker left behind gets between SIGTERM and SIGKILL (its init's and its
+/// guard's grace).
+pub const POLITE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The argv word that starts [`init_main`].
 pub const INIT_COMMAND: &str = "__init";
@@ -411,7 +415,7 @@ pub fn init_main(args: &[String]) -> i32 {
         libc::kill(-1, libc::SIGTERM);
         libc::kill(-1, libc::SIGCONT);
     }
-    let deadline = Instant::now() + crate::guard::POLITE;
+    let deadline = Instant::now() + POLITE;
     while !reap(worker, &mut status) {
         let now = Instant::now();
         if now >= deadline {

@@ -16,7 +16,7 @@
 //! and alerted. Operator commands run from inside a worker are refused by the command itself
 //! (`inside_worker`) and told to the worker's supervisor over the same socket.
 
-use super::operator::{self, ANSWER_WAIT};
+use super::inbox::{self, ANSWER_WAIT};
 pub use crate::report_wire::{MAX_MESSAGE, Message, Reply, SOCKET_ENV, send};
 use crate::store::Store;
 use crate::store::workers::RequestKind;
@@ -265,7 +265,7 @@ impl Server {
             .map(|s| s.with_alert_window(self.alert_window))
             .map_err(|e| format!("not recorded: {e}"))?;
         let shared = self.shared.clone();
-        let answered = operator::ask_then(&mut store, &self.id, &kind, ANSWER_WAIT, |rid| {
+        let answered = inbox::ask_then(&mut store, &self.id, &kind, ANSWER_WAIT, |rid| {
             lock(&shared.queued).insert(rid);
         })
         .map_err(|e| format!("not recorded: {e}"))?;

@@ -9,6 +9,7 @@ pub mod deliver;
 pub mod drift;
 pub mod error;
 pub mod gc;
+pub mod inbox;
 pub mod journal;
 pub mod logs;
 pub mod operator;

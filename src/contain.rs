@@ -340,13 +340,7 @@ pub fn worker_cgroup_id(path: &str) -> Option<(String, String)> {
 /// The ancestors of this process, its parent first, as `/proc` shows them (the pids of the
 /// `/proc` mount's namespace, also from inside a worker's PID namespace).
 fn self_ancestry() -> Vec<i32> {
-    let Some(parent) = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|t| {
-            let rest = &t[t.rfind(')')? + 1..];
-            rest.split_whitespace().nth(1)?.parse::<i32>().ok()
-        })
-    else {
+    let Some(parent) = crate::process::own_stat().map(|s| s.ppid) else {
         return Vec::new();
     };
     let mut out = vec![parent];

@@ -277,6 +277,12 @@ pub fn proc_stat(pid: i32) -> Option<ProcStat> {
     parse_stat(&text)
 }
 
+/// Reads `/proc/self/stat`: this process as `/proc` shows it (its pids are those of the `/proc`
+/// mount's namespace, also from inside a worker's PID namespace).
+pub fn own_stat() -> Option<ProcStat> {
+    parse_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
 fn parse_stat(text: &str) -> Option<ProcStat> {
     // "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
     //  stime cutime cstime priority nice threads itrealvalue starttime …"; comm may contain

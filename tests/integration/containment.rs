@@ -6,11 +6,11 @@
 //!
 //! The worker is `tests/workers/daemonise.sh`; it writes the pids of its tree for the test.
 
+use crate::support::sampler::orch_processes;
 use crate::support::{
-    DEADLINE, ORCH, Org, RepoSpec, Spec, assert_clean, kill9, output_text, poll, poll_until,
+    DEADLINE, Org, RepoSpec, Spec, assert_clean, kill9, output_text, poll, poll_until,
 };
 use orch::process::proc_stat;
-use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 /// Whether this machine gives workers cgroups (a writable cgroup2 with `cgroup.kill`).
@@ -172,19 +172,6 @@ fn daemons_die_when_the_worker_is_cancelled_cgroup() {
 #[test]
 fn daemons_die_when_the_worker_is_cancelled_subreaper() {
     cancel_case(false);
-}
-
-/// Live processes of this organisation's run that are the orch binary: supervisors, guards,
-/// and anything else of orch still running.
-fn orch_processes(org: &Org) -> Vec<(i32, String)> {
-    let orch = std::fs::metadata(ORCH).unwrap();
-    org.leftovers()
-        .into_iter()
-        .filter(|(pid, _)| {
-            std::fs::metadata(format!("/proc/{pid}/exe"))
-                .is_ok_and(|m| m.dev() == orch.dev() && m.ino() == orch.ino())
-        })
-        .collect()
 }
 
 fn kill_all_case(cgroups: bool) {

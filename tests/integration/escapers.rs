@@ -8,10 +8,8 @@
 //! the mark in their argv. Needs PID namespaces (root here and in CI); skipped with a message
 //! elsewhere.
 
-use crate::support::{DEADLINE, ORCH, Org, RepoSpec, Spec, kill9, output_text, poll, poll_until};
-use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::support::sampler::{Sampler, assert_none_after_release, orch_processes, with_argv};
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, kill9, output_text, poll, poll_until};
 use std::time::Duration;
 
 fn namespaces_here() -> bool {
@@ -26,58 +24,8 @@ fn org() -> Org {
     Org::new(Spec::local("escaper.sh").repo(RepoSpec::new("alpha").standard_ci("true")))
 }
 
-/// Live (not zombie) processes whose argv carries `mark`.
 fn marked(mark: &str) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == mark.as_bytes()))
-                && orch::process::proc_stat(*pid).is_some_and(|s| !s.is_dead())
-        })
-        .collect()
-}
-
-/// Every sighting of a marked process until stopped: the wall-clock millisecond before the
-/// scan that saw it (it was alive then or later).
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<(i64, i32)>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Sampler {
-    fn start(mark: String) -> Sampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (flag, out) = (stop.clone(), seen.clone());
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                let before = orch::store::now_ms();
-                let pids = marked(&mark);
-                out.lock()
-                    .unwrap()
-                    .extend(pids.into_iter().map(|p| (before, p)));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        Sampler {
-            stop,
-            seen,
-            thread: Some(thread),
-        }
-    }
-
-    fn finish(mut self) -> Vec<(i64, i32)> {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-        std::mem::take(&mut *self.seen.lock().unwrap())
-    }
+    with_argv(mark)
 }
 
 /// Waits until the worker has started its escapers and attacked its guard; its mark.
@@ -115,7 +63,8 @@ fn no_escaper_is_alive_once_its_lock_is_released_after_done() {
     }
     let org = org();
     let id = org.spawn_detached("alpha", "finish the feature");
-    let sampler = Sampler::start(format!("escaper-{id}"));
+    let mark = format!("escaper-{id}");
+    let sampler = Sampler::start(move || with_argv(&mark));
     wait_started(&org, &id);
     org.wait_done(&id);
     poll_until(
@@ -126,20 +75,7 @@ fn no_escaper_is_alive_once_its_lock_is_released_after_done() {
     );
     let seen = sampler.finish();
     assert!(!seen.is_empty(), "the sampler never saw the escapers");
-    let released = org
-        .store()
-        .lock_history()
-        .unwrap()
-        .into_iter()
-        .find(|h| h.holder == id && h.action == "release")
-        .expect("a release")
-        .at_ms;
-    let late: Vec<&(i64, i32)> = seen.iter().filter(|(t, _)| *t >= released).collect();
-    assert!(
-        late.is_empty(),
-        "escapers alive at or after the release at {released}: {late:?}\n{}",
-        org.diag(&id)
-    );
+    let _ = assert_none_after_release(&org, &id, &seen, "escapers");
     assert!(marked(&format!("escaper-{id}")).is_empty());
 }
 
@@ -162,18 +98,6 @@ fn no_escaper_is_alive_after_cancel() {
         &id,
     );
     assert_eq!(org.worker(&id).milestone().as_str(), "CANCELLED");
-}
-
-/// Live processes of this organisation's run that are the orch binary.
-fn orch_processes(org: &Org) -> Vec<(i32, String)> {
-    let orch = std::fs::metadata(ORCH).unwrap();
-    org.leftovers()
-        .into_iter()
-        .filter(|(pid, _)| {
-            std::fs::metadata(format!("/proc/{pid}/exe"))
-                .is_ok_and(|m| m.dev() == orch.dev() && m.ino() == orch.ino())
-        })
-        .collect()
 }
 
 #[test]

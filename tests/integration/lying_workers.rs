@@ -2,11 +2,9 @@
 //! the worker's own branch on the forge, new work only, and a lock is released only after
 //! every process of its worker is gone.
 
+use crate::support::sampler::{Sampler, assert_none_after_release, with_env};
 use crate::support::{DEADLINE, Org, RepoSpec, Spec, git, poll_until};
 use orch::milestone::Milestone;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 fn wait_file(org: &Org, id: &str, name: &str) -> String {
     let path = org.out.join(name);
@@ -130,71 +128,13 @@ fn claiming_another_workers_push_is_refused() {
     org.release(&id);
 }
 
-/// Every process whose environment names worker `id`, sampled from `/proc` until stopped:
-/// the wall-clock millisecond before each sighting (the process was alive then or later).
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<(i64, i32)>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Sampler {
-    fn start(marker: String) -> Sampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (flag, out) = (stop.clone(), seen.clone());
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-                    let Some(pid) = entry
-                        .file_name()
-                        .to_str()
-                        .and_then(|s| s.parse::<i32>().ok())
-                    else {
-                        continue;
-                    };
-                    let before = orch::store::now_ms();
-                    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                        continue;
-                    };
-                    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                        .ok()
-                        .and_then(|s| {
-                            let rest = &s[s.rfind(')')? + 1..];
-                            rest.split_whitespace()
-                                .next()
-                                .map(|st| st != "Z" && st != "X")
-                        })
-                        .unwrap_or(false);
-                    if alive && env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
-                        out.lock().unwrap().push((before, pid));
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        Sampler {
-            stop,
-            seen,
-            thread: Some(thread),
-        }
-    }
-
-    fn finish(mut self) -> Vec<(i64, i32)> {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-        std::mem::take(&mut *self.seen.lock().unwrap())
-    }
-}
-
 #[test]
 fn no_worker_process_is_alive_when_its_lock_is_released() {
     let org =
         Org::new(Spec::local("done_lingers.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
     let id = org.spawn_detached("alpha", "finish and linger");
-    let sampler = Sampler::start(format!("ORCH_WORKER_ID={id}"));
+    let var = format!("ORCH_WORKER_ID={id}");
+    let sampler = Sampler::start(move || with_env(&var));
     org.wait_done(&id);
     poll_until(
         "the lock released",
@@ -204,20 +144,7 @@ fn no_worker_process_is_alive_when_its_lock_is_released() {
     );
     let seen = sampler.finish();
     assert!(!seen.is_empty(), "the sampler never saw the worker");
-    let released = org
-        .store()
-        .lock_history()
-        .unwrap()
-        .into_iter()
-        .find(|h| h.holder == id && h.action == "release")
-        .expect("a release")
-        .at_ms;
-    let late: Vec<&(i64, i32)> = seen.iter().filter(|(t, _)| *t >= released).collect();
-    assert!(
-        late.is_empty(),
-        "worker processes alive at or after the release at {released}: {late:?}\n{}",
-        org.diag(&id)
-    );
+    let released = assert_none_after_release(&org, &id, &seen, "worker processes");
     let last = seen.iter().map(|(t, _)| *t).max().unwrap();
     eprintln!(
         "last worker process seen {} ms before the lock was released",

@@ -10,6 +10,7 @@ pub mod fake_forgejo;
 pub mod fake_model;
 pub mod fake_openai;
 mod org;
+pub mod sampler;
 pub mod scripted_sse;
 
 pub use org::*;

@@ -160,12 +160,14 @@ fn run_command(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_daemon_an_alert_command_forks_does_not_outlive_it() {
+    /// Runs an alert command that forks a setsid daemon (`prefix` goes before its `setsid`)
+    /// and returns the daemon's pid if it outlived the command (looked at for up to 10 s).
+    fn daemon_outlives_its_alert_command(prefix: &str) -> Option<i32> {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("daemon.pid");
+        // The daemon writes its pid as /proc names it (in a namespace its own $$ is not).
         let script = format!(
-            "setsid sh -c 'read -r p _ </proc/self/stat; echo $p > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
+            "{prefix}setsid sh -c 'read -r p _ </proc/self/stat; echo $p > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
             p = pidfile.display()
         );
         let argv: Vec<String> = ["sh", "-c", &script]
@@ -188,9 +190,15 @@ mod tests {
         while crate::process::process_alive(pid, None) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
+        crate::process::process_alive(pid, None).then_some(pid)
+    }
+
+    #[test]
+    fn a_daemon_an_alert_command_forks_does_not_outlive_it() {
+        let left = daemon_outlives_its_alert_command("");
         assert!(
-            !crate::process::process_alive(pid, None),
-            "the daemon {pid} outlived its alert command"
+            left.is_none(),
+            "the daemon {left:?} outlived its alert command"
         );
     }
 
@@ -202,36 +210,10 @@ mod tests {
             eprintln!("no PID namespaces on this machine: skipped");
             return;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("daemon.pid");
-        // The daemon writes its pid as /proc names it (its own $$ is a namespace's).
-        let script = format!(
-            "env -i setsid sh -c 'read -r p _ </proc/self/stat; echo $p > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 & cat >/dev/null; while [ ! -s {p} ]; do sleep 0.01; done",
-            p = pidfile.display()
-        );
-        let argv: Vec<String> = ["sh", "-c", &script]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        command(
-            &argv,
-            &serde_json::json!({"a": 1}),
-            Duration::from_secs(30),
-            &[],
-        )
-        .unwrap();
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while crate::process::process_alive(pid, None) && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let left = daemon_outlives_its_alert_command("env -i ");
         assert!(
-            !crate::process::process_alive(pid, None),
-            "the daemon {pid} outlived its alert command"
+            left.is_none(),
+            "the daemon {left:?} outlived its alert command"
         );
     }
 }

@@ -18,6 +18,14 @@ fn code(org: &Org, name: &str) -> i32 {
         .unwrap_or(-1)
 }
 
+/// Cancels the test's workers once it has seen what it came for.
+fn cancel_all(org: &Org, ids: &[&String]) {
+    for id in ids {
+        let out = org.run(&["cancel", id, "--reason", "test over"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+}
+
 fn alert_kinds(org: &Org, id: &str) -> Vec<String> {
     org.alerts(id)
         .iter()
@@ -131,10 +139,7 @@ fn a_worker_cannot_act_on_orch_or_on_another_worker() {
             assert_eq!(a["severity"], "critical", "{a}");
         }
     }
-    for id in [&victim, &hostile] {
-        let out = org.run(&["cancel", id, "--reason", "test over"]);
-        assert!(out.status.success(), "{}", output_text(&out));
-    }
+    cancel_all(&org, &[&victim, &hostile]);
 }
 
 /// A report row written into the database by another process (a worker with `sqlite3` on
@@ -165,8 +170,7 @@ fn a_report_written_into_the_database_is_refused_and_alerted() {
     );
     assert_eq!(org.worker(&victim).progress.milestone, Milestone::Working);
     assert_eq!(org.locks_of(&victim), vec!["alpha".to_string()]);
-    let out = org.run(&["cancel", &victim, "--reason", "test over"]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    cancel_all(&org, &[&victim]);
 }
 
 /// Pushes a worker may not make on the local forge: onto another live worker's branch, to its
@@ -238,10 +242,7 @@ fn a_worker_moves_only_its_own_branch_on_the_local_forge() {
         || format!("{:?}", org.alerts(&hostile)),
     );
     assert_eq!(org.worker(&victim).progress.milestone, Milestone::Working);
-    for id in [&victim, &hostile] {
-        let out = org.run(&["cancel", id, "--reason", "test over"]);
-        assert!(out.status.success(), "{}", output_text(&out));
-    }
+    cancel_all(&org, &[&victim, &hostile]);
 }
 
 /// A worker with `sqlite3` on orch's database (it runs as orch's user) deletes a live worker's
@@ -305,8 +306,7 @@ fn rows_changed_in_the_database_under_a_live_worker_are_put_back_and_alerted() {
         org.workers().iter().all(|w| w.id == victim),
         "no second worker ever started on the chain"
     );
-    let out = org.run(&["cancel", &victim, "--reason", "test over"]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    cancel_all(&org, &[&victim]);
 }
 
 /// A DONE worker's branch force-pushed afterwards (here by someone outside any worker, so the
@@ -412,10 +412,7 @@ fn an_edge_added_between_two_live_workers_is_alerted_and_their_chain_closed() {
     }
     assert_eq!(org.worker(&a).progress.milestone, Milestone::Working);
     assert_eq!(org.worker(&b).progress.milestone, Milestone::Working);
-    for id in [&a, &b] {
-        let out = org.run(&["cancel", id, "--reason", "test over"]);
-        assert!(out.status.success(), "{}", output_text(&out));
-    }
+    cancel_all(&org, &[&a, &b]);
 }
 
 /// A repository renamed under its live worker while the old name now points at another clone:
@@ -457,6 +454,5 @@ fn a_clone_under_a_new_name_is_refused_beside_its_live_worker() {
         "{:?}",
         org.alerts(&a)
     );
-    let out = org.run(&["cancel", &a, "--reason", "test over"]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    cancel_all(&org, &[&a]);
 }

@@ -306,7 +306,8 @@ pub fn worker_of_self() -> Option<WorkerOfProcess> {
                 .and_then(|i| argv.get(i + 1))
                 .cloned()
         };
-        Some((value("--worker"), value("--channel"), pid))
+        use crate::report_wire::{GUARD_CHANNEL_ARG, GUARD_WORKER_ARG};
+        Some((value(GUARD_WORKER_ARG), value(GUARD_CHANNEL_ARG), pid))
     });
     match (from_cgroup, guard) {
         (Some((tag, id)), g) => Some(WorkerOfProcess {

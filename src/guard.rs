@@ -27,6 +27,7 @@
 //! work happens in a signal handler. The worker gets an empty signal mask back before exec.
 
 use crate::contain::{self, Cgroup};
+use crate::report_wire::{GUARD_CHANNEL_ARG, GUARD_WORKER_ARG};
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -60,8 +61,8 @@ fn parse(args: &[String]) -> Option<Args> {
         match args.get(i)?.as_str() {
             "--parent" => parent = Some(args.get(i + 1)?.parse::<i32>().ok()?),
             "--cgroup" => cgroup = Some(PathBuf::from(args.get(i + 1)?)),
-            // Read from /proc by orch commands run inside the worker (`app::channel`).
-            "--worker" | "--channel" => {
+            // Read from /proc by orch commands run inside the worker (`report_wire`).
+            flag if flag == GUARD_WORKER_ARG || flag == GUARD_CHANNEL_ARG => {
                 args.get(i + 1)?;
             }
             "--pidns" => {

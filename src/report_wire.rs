@@ -11,6 +11,11 @@ use std::time::Duration;
 
 /// The environment variable that names a worker's channel (`@<abstract name>`).
 pub const SOCKET_ENV: &str = "ORCH_REPORT_SOCKET";
+/// The guard's argv words that name its worker and the worker's channel: read from `/proc` by
+/// orch commands run inside a worker (`contain::worker_of_self`), whatever their environment.
+pub const GUARD_WORKER_ARG: &str = "--worker";
+pub const GUARD_CHANNEL_ARG: &str = "--channel";
+
 /// Longest message either side takes.
 pub const MAX_MESSAGE: u64 = 64 * 1024;
 /// How long `send` waits for the answer (a report waits for the supervisor's verdict).

@@ -17,7 +17,9 @@
 //! (`inside_worker`) and told to the worker's supervisor over the same socket.
 
 use super::inbox::{self, ANSWER_WAIT};
-pub use crate::report_wire::{MAX_MESSAGE, Message, Reply, SOCKET_ENV, send};
+pub use crate::report_wire::{
+    GUARD_CHANNEL_ARG, GUARD_WORKER_ARG, MAX_MESSAGE, Message, Reply, SOCKET_ENV, send,
+};
 use crate::store::Store;
 use crate::store::workers::RequestKind;
 use std::collections::HashSet;
@@ -30,9 +32,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The guard's argv word that carries the channel's name, so that a command run inside a
-/// worker finds the channel even with a scrubbed environment (see [`inside_worker`]).
-pub const GUARD_CHANNEL_ARG: &str = "--channel";
 /// How long a connection may take to send its message.
 const READ_LIMIT: Duration = Duration::from_secs(10);
 /// Connections handled at once; more wait in the listen backlog.

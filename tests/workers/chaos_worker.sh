@@ -42,7 +42,8 @@ if [ "${ORCH_TASK%% *}" = hostile ] && [ "$life" = 1 ]; then
     case "$args" in
     *" __guard "*"--worker "*)
       w=$(printf '%s\n' "$args" | sed -n 's/.*--worker \([^ ]*\).*/\1/p')
-      if [ -n "$w" ] && [ "$w" != "$ORCH_WORKER_ID" ]; then
+      # Only this organisation's workers (other tests run beside it): a session of ours.
+      if [ -n "$w" ] && [ "$w" != "$ORCH_WORKER_ID" ] && [ -d "$ORCH_STATE_DIR/$w" ]; then
         other=$w
         channel=$(printf '%s\n' "$args" | sed -n 's/.*--channel \([^ ]*\).*/\1/p')
       fi ;;

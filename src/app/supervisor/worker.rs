@@ -13,7 +13,7 @@ use super::agent::{self, StreamParser};
 use super::bell::Bell;
 use super::input::Input;
 use super::{Env, SuperviseError, session_dir};
-use crate::app::channel::{Channel, GUARD_CHANNEL_ARG, SOCKET_ENV, Speaker};
+use crate::app::channel::{Channel, GUARD_CHANNEL_ARG, GUARD_WORKER_ARG, SOCKET_ENV, Speaker};
 use crate::config::agent::{ArgvValues, expand};
 use crate::contain::{self, Cgroup};
 use crate::process::{GroupChild, GroupOptions, Signal, spawn_in_group};
@@ -112,7 +112,7 @@ impl WorkerProcess {
         }
         // Named in the guard's argv, which every process can read: an orch command run inside
         // the worker finds its worker and channel from its ancestry, whatever its environment.
-        cmd.arg("--worker").arg(&w.id);
+        cmd.arg(GUARD_WORKER_ARG).arg(&w.id);
         if let Some(ch) = channel {
             cmd.arg(GUARD_CHANNEL_ARG).arg(ch.name());
         }

@@ -72,6 +72,9 @@ const GIT_FIXED_CONFIG: &[(&str, &str)] = &[
     ("core.alternateRefsCommand", "true"),
     ("protocol.ext.allow", "never"),
     ("core.pager", "cat"),
+    // A worker of another account owns its clone; what would make its configuration dangerous
+    // to orch's git is fixed above, so its ownership is no reason to refuse.
+    ("safe.directory", "*"),
 ];
 
 /// A `git` command for `dir` that runs nothing a worker configured: a scrubbed environment
@@ -142,6 +145,21 @@ fn user_level() -> &'static UserLevel {
     })
 }
 
+/// `git <service> <remote>` on one of orch's own bare remotes (the local forge's), for a
+/// worker's relayed transport: a scrubbed environment as every git orch runs, but the remote's
+/// own configuration and hooks (its `pre-receive` judges the push).
+pub fn service_command(service: &str, remote: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.env_clear();
+    for var in GIT_ENV_KEPT {
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    cmd.env("LC_ALL", "C").arg(service).arg(remote);
+    cmd
+}
+
 /// Runs the git CLI in `dir` (see [`git_command`]: nothing a worker configured runs).
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = git_command(dir)
@@ -206,6 +224,94 @@ pub fn create_worktree(
     }
     repo.worktree(name, dir, Some(&opts))
         .map_err(|e| err(repo_path, e))?;
+    Ok(())
+}
+
+/// How a worker of an account of its own reaches its remote (see [`clone_for_worker`]).
+#[derive(Debug, Clone)]
+pub struct WorkerRemote<'a> {
+    /// The remote's name in the worker's clone (the clone's own: `orch`, `origin`).
+    pub name: &'a str,
+    pub url: &'a str,
+    /// The command git runs for the remote's receive-pack and upload-pack (the local forge:
+    /// orch's relay over the report channel), with the service name appended.
+    pub relay: Option<String>,
+}
+
+/// A clone of its own for a worker that runs as another account (a linked worktree would
+/// share the clone's objects, refs and configuration with it): `dir` cloned from `clone`
+/// without hard links, branch `branch` checked out at `base`, the remote it pushes to added
+/// (tracking `upstream` on it), and the clone's commit identity copied. Nothing points back at
+/// `clone`. Made by orch; the caller hands it over to the account.
+pub fn clone_for_worker(
+    clone: &Path,
+    dir: &Path,
+    branch: &str,
+    base: &str,
+    remote: &WorkerRemote,
+    upstream: &str,
+) -> Result<(), GitError> {
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(parent).map_err(|e| GitError::Repo {
+        path: parent.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let (from, to) = (clone.display().to_string(), dir.display().to_string());
+    git(
+        parent,
+        &[
+            "clone",
+            "--quiet",
+            "--no-hardlinks",
+            "--no-checkout",
+            "--origin",
+            "orch-clone",
+            &from,
+            &to,
+        ],
+    )?;
+    git(dir, &["checkout", "--quiet", "-b", branch, base])?;
+    git(dir, &["remote", "remove", "orch-clone"])?;
+    git(dir, &["remote", "add", remote.name, remote.url])?;
+    if let Some(relay) = &remote.relay {
+        let key = |k: &str| format!("remote.{}.{k}", remote.name);
+        git(
+            dir,
+            &[
+                "config",
+                &key("receivepack"),
+                &format!("{relay} receive-pack"),
+            ],
+        )?;
+        git(
+            dir,
+            &[
+                "config",
+                &key("uploadpack"),
+                &format!("{relay} upload-pack"),
+            ],
+        )?;
+    }
+    git(
+        dir,
+        &["config", &format!("branch.{branch}.remote"), remote.name],
+    )?;
+    git(
+        dir,
+        &[
+            "config",
+            &format!("branch.{branch}.merge"),
+            &format!("refs/heads/{upstream}"),
+        ],
+    )?;
+    // The identity commits are made with: the clone's (its config and the user's), else one
+    // that names the worker's branch.
+    let cfg = open(clone)?.config().ok();
+    let get = |k: &str| cfg.as_ref().and_then(|c| c.get_string(k).ok());
+    let name = get("user.name").unwrap_or_else(|| "orch worker".to_string());
+    let email = get("user.email").unwrap_or_else(|| "worker@orch.invalid".to_string());
+    git(dir, &["config", "user.name", &name])?;
+    git(dir, &["config", "user.email", &email])?;
     Ok(())
 }
 

@@ -26,6 +26,7 @@
 //! Single-threaded; every signal it handles is blocked and taken with `sigtimedwait`, so no
 //! work happens in a signal handler. The worker gets an empty signal mask back before exec.
 
+use crate::account::USER_ARG;
 use crate::contain::{self, Cgroup};
 use crate::report_wire::{GUARD_CHANNEL_ARG, GUARD_WORKER_ARG};
 use std::io;
@@ -49,6 +50,8 @@ struct Args {
     cgroup: Option<PathBuf>,
     /// Run the worker in a PID namespace of its own, under orch's init.
     pidns: bool,
+    /// The account the worker command runs as (`worker.user`): uid, gid.
+    user: Option<(u32, u32)>,
     argv: Vec<String>,
 }
 
@@ -56,11 +59,13 @@ fn parse(args: &[String]) -> Option<Args> {
     let mut parent = None;
     let mut cgroup = None;
     let mut pidns = false;
+    let mut user = None;
     let mut i = 0;
     loop {
         match args.get(i)?.as_str() {
             "--parent" => parent = Some(args.get(i + 1)?.parse::<i32>().ok()?),
             "--cgroup" => cgroup = Some(PathBuf::from(args.get(i + 1)?)),
+            USER_ARG => user = Some(crate::account::parse_arg(args.get(i + 1)?)?),
             // Read from /proc by orch commands run inside the worker (`report_wire`).
             flag if flag == GUARD_WORKER_ARG || flag == GUARD_CHANNEL_ARG => {
                 args.get(i + 1)?;
@@ -80,12 +85,15 @@ fn parse(args: &[String]) -> Option<Args> {
         parent: parent?,
         cgroup,
         pidns,
+        user,
         argv,
     })
 }
 
 fn usage() -> i32 {
-    eprintln!("usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns] -- <command> [args…]");
+    eprintln!(
+        "usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns] [--user <uid>:<gid>] -- <command> [args…]"
+    );
     2
 }
 
@@ -149,13 +157,13 @@ pub fn guard_main(args: &[String]) -> i32 {
     let mut cgroup = a.cgroup.as_deref().and_then(Cgroup::at);
     let started = if pidns {
         // orch's init is the namespace's pid 1; it joins the cgroup and starts the command.
-        crate::pidns::spawn_init(&a.argv, cgroup.as_ref().map(Cgroup::dir))
+        crate::pidns::spawn_init(&a.argv, cgroup.as_ref().map(Cgroup::dir), a.user)
     } else {
-        start(&a.argv, cgroup.as_ref(), me)
+        start(&a.argv, cgroup.as_ref(), a.user, me)
     };
     let worker = match started {
         Ok(pid) => pid,
-        Err(first) if cgroup.is_some() && !pidns => match start(&a.argv, None, me) {
+        Err(first) if cgroup.is_some() && !pidns => match start(&a.argv, None, a.user, me) {
             Ok(pid) => {
                 let dir = cgroup.take().map(|c| c.dir().display().to_string());
                 eprintln!(
@@ -206,13 +214,26 @@ fn cannot_start(cmd: &str, e: io::Error) -> i32 {
     127
 }
 
-/// Starts the worker command: parent-death signal SIGKILL, an empty signal mask, and (with a
-/// cgroup) in that cgroup. Its pid.
-fn start(argv: &[String], cgroup: Option<&Cgroup>, me: i32) -> io::Result<i32> {
+/// Starts the worker command: parent-death signal SIGKILL, an empty signal mask, (with a
+/// cgroup) in that cgroup, and (with `user`) as that account. Its pid.
+fn start(
+    argv: &[String],
+    cgroup: Option<&Cgroup>,
+    user: Option<(u32, u32)>,
+    me: i32,
+) -> io::Result<i32> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     if let Some(cg) = cgroup {
         cg.join_before_exec(&mut cmd);
+    }
+    // After joining the cgroup (root's to write), before the parent-death signal (a change of
+    // credentials clears it).
+    if let Some((uid, gid)) = user {
+        // SAFETY: become_ids makes only async-signal-safe calls, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || crate::account::become_ids(uid, gid));
+        }
     }
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
     // calls (prctl, getppid, sigprocmask) on local memory.

@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the code map and the invariants.
 
+pub mod account;
 pub mod alerts;
 pub mod app;
 pub mod checkpoint;

@@ -9,6 +9,13 @@ fn main() {
     // (/proc/<pid>/mem, environ, fd) or ptrace it: workers run as the same user, and orch
     // holds the forge token. Reset by exec, so workers are unaffected.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    // A worker of another account (`worker.user`) owns its clone, which orch reads with
+    // libgit2: ownership is no reason to refuse it (orch's git never runs what a repository's
+    // configuration names; see gitops.rs).
+    // SAFETY: set once, before any other thread exists or any repository is opened.
+    unsafe {
+        let _ = git2::opts::set_verify_owner_validation(false);
+    }
     let args: Vec<String> = std::env::args().collect();
     // The local forge's git hook and job runner call back into this binary with a fixed argv
     // shape that is not part of the user-facing CLI.
@@ -17,6 +24,9 @@ fn main() {
     }
     if args.get(1).map(String::as_str) == Some(orch::guard::GUARD_COMMAND) {
         std::process::exit(orch::guard::guard_main(&args[2..]));
+    }
+    if args.get(1).map(String::as_str) == Some(orch::report_wire::RELAY_COMMAND) {
+        std::process::exit(orch::report_wire::relay_main(&args[2..]));
     }
     if args.get(1).map(String::as_str) == Some(orch::pidns::INIT_COMMAND) {
         std::process::exit(orch::pidns::init_main(&args[2..]));

@@ -281,12 +281,20 @@ pub fn nested() -> bool {
 /// namespace ([`Entry::enter`]): it is the namespace's init, dies with the caller
 /// (PDEATHSIG=SIGKILL) and refuses to start if the caller is already gone. Its pid (as the
 /// caller sees it).
-pub fn spawn_init(argv: &[String], cgroup: Option<&std::path::Path>) -> io::Result<i32> {
+pub fn spawn_init(
+    argv: &[String],
+    cgroup: Option<&std::path::Path>,
+    user: Option<(u32, u32)>,
+) -> io::Result<i32> {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
     let mut cmd = Command::new(exe);
     cmd.arg(INIT_COMMAND);
     if let Some(dir) = cgroup {
         cmd.arg("--cgroup").arg(dir);
+    }
+    if let Some((uid, gid)) = user {
+        cmd.arg(crate::account::USER_ARG)
+            .arg(format!("{uid}:{gid}"));
     }
     cmd.arg("--").args(argv);
     // A pipe whose write end only the caller holds: the init's getppid() is 0 whatever
@@ -326,22 +334,28 @@ pub fn spawn_init(argv: &[String], cgroup: Option<&std::path::Path>) -> io::Resu
 
 struct InitArgs {
     cgroup: Option<PathBuf>,
+    /// The account the command runs as (init itself stays orch's: the worker cannot signal it).
+    user: Option<(u32, u32)>,
     argv: Vec<String>,
 }
 
 fn parse_init(args: &[String]) -> Option<InitArgs> {
     let mut cgroup = None;
+    let mut user = None;
     let mut i = 0;
     loop {
         match args.get(i)?.as_str() {
             "--cgroup" => cgroup = Some(PathBuf::from(args.get(i + 1)?)),
+            crate::account::USER_ARG => {
+                user = Some(crate::account::parse_arg(args.get(i + 1)?)?);
+            }
             "--" => break,
             _ => return None,
         }
         i += 2;
     }
     let argv = args[i + 1..].to_vec();
-    (!argv.is_empty()).then_some(InitArgs { cgroup, argv })
+    (!argv.is_empty()).then_some(InitArgs { cgroup, user, argv })
 }
 
 extern "C" fn on_sigchld(_: libc::c_int) {}
@@ -350,7 +364,7 @@ extern "C" fn on_sigchld(_: libc::c_int) {}
 /// command's (128 + signal if it was killed), 127 if it could not start, 2 on misuse.
 pub fn init_main(args: &[String]) -> i32 {
     let Some(a) = parse_init(args) else {
-        eprintln!("usage: orch __init [--cgroup <dir>] -- <command> [args…]");
+        eprintln!("usage: orch __init [--cgroup <dir>] [--user <uid>:<gid>] -- <command> [args…]");
         return 2;
     };
     if std::process::id() != 1 {
@@ -384,6 +398,12 @@ pub fn init_main(args: &[String]) -> i32 {
     }
     let mut cmd = Command::new(&a.argv[0]);
     cmd.args(&a.argv[1..]);
+    if let Some((uid, gid)) = a.user {
+        // SAFETY: become_ids makes only async-signal-safe calls, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || crate::account::become_ids(uid, gid));
+        }
+    }
     // SAFETY: sigprocmask on a local set, between fork and exec.
     unsafe {
         cmd.pre_exec(|| {

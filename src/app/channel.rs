@@ -18,7 +18,8 @@
 
 use super::inbox::{self, ANSWER_WAIT};
 pub use crate::report_wire::{
-    GUARD_CHANNEL_ARG, GUARD_WORKER_ARG, MAX_MESSAGE, Message, Reply, SOCKET_ENV, send,
+    CiQuestion, CommandOutput, GUARD_CHANNEL_ARG, GUARD_WORKER_ARG, GitService, MAX_MESSAGE,
+    Message, RELAYING, Reply, SOCKET_ENV, send,
 };
 use crate::store::Store;
 use crate::store::workers::RequestKind;
@@ -64,6 +65,31 @@ struct Shared {
     trespasses: Mutex<Vec<Trespass>>,
 }
 
+/// The worker's remote on the local forge, reached through the channel when the worker runs
+/// as an account of its own (it cannot read or write orch's files): the supervisor runs
+/// `git receive-pack` / `upload-pack` on it as orch, and the remote's `pre-receive` hook judges
+/// the push as the worker's (`PUSH_FOR_ENV`).
+#[derive(Debug, Clone)]
+pub struct GitRelay {
+    /// The bare repository of the worker's repository on the local forge.
+    pub remote: PathBuf,
+    /// Where the hook writes why it refused a push (one file per push, this path plus a
+    /// suffix): the supervisor raises the alert.
+    pub refusals: PathBuf,
+}
+
+use crate::report_wire::{PUSH_FOR_ENV, PUSH_REFUSALS_ENV};
+
+/// How a supervisor answers its worker's CI questions (`Message::Ci`): by running `orch ci
+/// status|logs` itself, as orch, for this state directory and configuration.
+#[derive(Debug, Clone)]
+pub struct CiAnswers {
+    pub exe: PathBuf,
+    pub config: PathBuf,
+    /// The contract file, when it is not the built-in one.
+    pub contract: Option<PathBuf>,
+}
+
 /// A supervisor's end of its worker's channel.
 pub struct Channel {
     name: String,
@@ -77,6 +103,8 @@ impl Channel {
         state_dir: &Path,
         id: &str,
         alert_window: Duration,
+        relay: Option<GitRelay>,
+        ci: Option<CiAnswers>,
         ring: impl Fn() + Send + Sync + 'static,
     ) -> io::Result<Channel> {
         let name = format!("orch-report-{}", random_hex()?);
@@ -87,6 +115,8 @@ impl Channel {
             state_dir: state_dir.to_path_buf(),
             id: id.to_string(),
             alert_window,
+            relay,
+            ci,
             shared: shared.clone(),
             ring: Arc::new(ring),
             busy: Arc::new(AtomicUsize::new(0)),
@@ -134,9 +164,21 @@ struct Server {
     state_dir: PathBuf,
     id: String,
     alert_window: Duration,
+    relay: Option<GitRelay>,
+    ci: Option<CiAnswers>,
     shared: Arc<Shared>,
     ring: Arc<dyn Fn() + Send + Sync>,
     busy: Arc<AtomicUsize>,
+}
+
+/// What the server does with a connection after reading its message.
+enum Next {
+    Reply(Reply),
+    /// Run git `service` on the worker's remote over this connection.
+    Relay {
+        service: GitService,
+        protocol: Option<String>,
+    },
 }
 
 impl Server {
@@ -165,16 +207,101 @@ impl Server {
 
     fn handle(&self, mut conn: UnixStream) {
         let reply = match self.answer(&conn) {
-            Ok(r) => r,
+            Ok(Next::Reply(r)) => r,
+            Ok(Next::Relay { service, protocol }) => {
+                self.relay(conn, service, protocol);
+                return;
+            }
             Err(outcome) => Reply {
                 worker_id: self.id.clone(),
+                output: None,
                 state: "refused".into(),
                 outcome,
             },
         };
-        let mut line = serde_json::to_string(&reply).unwrap_or_default();
-        line.push('\n');
-        let _ = conn.write_all(line.as_bytes());
+        let _ = write_reply(&mut conn, &reply);
+    }
+
+    /// Runs git `service` on the worker's remote as orch, its stdin and stdout the connection's;
+    /// a push the remote's hook refused becomes a `push_refused` alert.
+    fn relay(&self, mut conn: UnixStream, service: GitService, protocol: Option<String>) {
+        let Some(relay) = &self.relay else {
+            return;
+        };
+        let refusals = PathBuf::from(format!(
+            "{}.{}",
+            relay.refusals.display(),
+            random_hex().unwrap_or_default()
+        ));
+        let mut cmd = crate::gitops::service_command(service.as_str(), &relay.remote);
+        if service == GitService::ReceivePack {
+            cmd.env(PUSH_FOR_ENV, &self.id)
+                .env(PUSH_REFUSALS_ENV, &refusals);
+        }
+        if let Some(p) = protocol.filter(|p| crate::report_wire::protocol_ok(p)) {
+            cmd.env("GIT_PROTOCOL", p);
+        }
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = write_reply(
+                    &mut conn,
+                    &Reply {
+                        worker_id: self.id.clone(),
+                        output: None,
+                        state: "refused".into(),
+                        outcome: format!("orch could not start git {}: {e}", service.as_str()),
+                    },
+                );
+                return;
+            }
+        };
+        let opened = write_reply(
+            &mut conn,
+            &Reply {
+                worker_id: self.id.clone(),
+                output: None,
+                state: RELAYING.into(),
+                outcome: format!("git {} on the worker's remote", service.as_str()),
+            },
+        );
+        let (Some(mut stdin), Some(mut stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        };
+        // The worker's side may pause for as long as its git computes a pack.
+        let _ = conn.set_read_timeout(None);
+        if opened.is_ok()
+            && let Ok(mut from_worker) = conn.try_clone()
+        {
+            let upstream = std::thread::spawn(move || {
+                let _ = crate::report_wire::pass(&mut from_worker, &mut stdin);
+                // stdin dropped here: git sees the end of the worker's side.
+            });
+            let _ = crate::report_wire::pass(&mut stdout, &mut conn);
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+            let _ = upstream.join();
+        } else {
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+        if let Ok(text) = std::fs::read_to_string(&refusals) {
+            let _ = std::fs::remove_file(&refusals);
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            if !lines.is_empty() {
+                self.trespass(
+                    "push_refused",
+                    format!(
+                        "worker {} pushed where it may not (refused): {}",
+                        self.id,
+                        crate::text::escape(&lines.join("; "))
+                    ),
+                );
+            }
+        }
     }
 
     fn trespass(&self, kind: &str, message: String) {
@@ -185,7 +312,7 @@ impl Server {
         (self.ring)();
     }
 
-    fn answer(&self, conn: &UnixStream) -> Result<Reply, String> {
+    fn answer(&self, conn: &UnixStream) -> Result<Next, String> {
         let cred = peer_cred(conn).map_err(|e| format!("cannot tell who is speaking: {e}"))?;
         let _ = conn.set_read_timeout(Some(READ_LIMIT));
         let mut text = String::new();
@@ -200,6 +327,8 @@ impl Server {
                 Message::Report { milestone, .. } => format!("report {milestone}"),
                 Message::RefusedCommand { command } => format!("say it was refused `{command}`"),
                 Message::RefusedPush { repo, .. } => format!("say a push to {repo} was refused"),
+                Message::Git { service, .. } => format!("run git {}", service.as_str()),
+                Message::Ci(_) => "ask about CI".to_string(),
             };
             self.trespass(
                 "foreign_report",
@@ -222,13 +351,14 @@ impl Server {
                         self.id
                     ),
                 );
-                Ok(Reply {
+                Ok(Next::Reply(Reply {
                     worker_id: self.id.clone(),
+                    output: None,
                     state: "refused".into(),
                     outcome:
                         "operator commands do not run inside a worker; your supervisor was told"
                             .into(),
-                })
+                }))
             }
             Message::RefusedPush { repo, refusals } => {
                 self.trespass(
@@ -239,24 +369,84 @@ impl Server {
                         crate::text::escape(&refusals.join("; "))
                     ),
                 );
-                Ok(Reply {
+                Ok(Next::Reply(Reply {
                     worker_id: self.id.clone(),
+                    output: None,
                     state: "refused".into(),
                     outcome: "the push was refused; your supervisor was told".into(),
-                })
+                }))
+            }
+            Message::Ci(question) => Ok(Next::Reply(self.ci(&question)?)),
+            Message::Git { service, protocol } => {
+                if self.relay.is_none() {
+                    return Err(format!(
+                        "worker {} reaches its remote directly: there is no git relay on this channel",
+                        self.id
+                    ));
+                }
+                Ok(Next::Relay { service, protocol })
             }
             Message::Report {
                 milestone,
                 sha,
                 job,
                 note,
-            } => self.report(RequestKind::Report {
-                milestone,
-                sha,
-                job,
-                note,
-            }),
+            } => self
+                .report(RequestKind::Report {
+                    milestone,
+                    sha,
+                    job,
+                    note,
+                })
+                .map(Next::Reply),
         }
+    }
+
+    /// Runs the worker's CI question as orch (`orch ci status|logs`) and answers with what it
+    /// printed. The worker's identity goes with it (for the push history `ci status` keeps).
+    fn ci(&self, question: &CiQuestion) -> Result<Reply, String> {
+        let Some(ci) = &self.ci else {
+            return Err(
+                "this supervisor answers no CI questions: ask `orch ci status` directly".into(),
+            );
+        };
+        let mut cmd = std::process::Command::new(&ci.exe);
+        cmd.arg("--config")
+            .arg(&ci.config)
+            .arg("--state-dir")
+            .arg(&self.state_dir);
+        if let Some(c) = &ci.contract {
+            cmd.arg("--contract").arg(c);
+        }
+        cmd.args(question.args())
+            .env_clear()
+            .env("ORCH_WORKER_ID", &self.id)
+            .stdin(std::process::Stdio::null());
+        for var in [
+            "PATH",
+            "HOME",
+            "LANG",
+            "ORCH_LOG",
+            "ORCH_CGROUPS",
+            "ORCH_PIDNS",
+        ] {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| format!("orch could not ask about CI: {e}"))?;
+        Ok(Reply {
+            worker_id: self.id.clone(),
+            state: "answered".into(),
+            outcome: String::new(),
+            output: Some(CommandOutput {
+                code: out.status.code().unwrap_or(3),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }),
+        })
     }
 
     fn report(&self, kind: RequestKind) -> Result<Reply, String> {
@@ -271,11 +461,13 @@ impl Server {
         Ok(match answered {
             Some(a) => Reply {
                 worker_id: self.id.clone(),
+                output: None,
                 state: if a.refused { "refused" } else { "applied" }.into(),
                 outcome: a.outcome,
             },
             None => Reply {
                 worker_id: self.id.clone(),
+                output: None,
                 state: "queued".into(),
                 outcome: format!(
                     "recorded; the supervisor did not answer within {}s and will apply it",
@@ -284,6 +476,12 @@ impl Server {
             },
         })
     }
+}
+
+fn write_reply(conn: &mut UnixStream, reply: &Reply) -> io::Result<()> {
+    let mut line = serde_json::to_string(reply).unwrap_or_default();
+    line.push('\n');
+    conn.write_all(line.as_bytes())
 }
 
 /// The kernel's word on who is at the other end of a Unix socket.

@@ -551,8 +551,15 @@ fn unpushed_work(
 /// Removes the worktree, then the branch (only while it still points where it was checked).
 fn remove(w: &WorkerRecord, clone: &Path, item: &WorkerGc) -> Result<(), String> {
     let tip = gitops::branch_tip(clone, &w.local_branch()).map_err(|e| e.to_string())?;
-    if item.worktree.is_some() {
-        gitops::remove_worktree(clone, Path::new(&w.worktree)).map_err(|e| e.to_string())?;
+    let worktree = Path::new(&w.worktree);
+    if item.worktree.is_some() && worktree.join(".git").is_dir() {
+        // A worker of another account's clone of its own (`worker.user`): its workspace
+        // (clone, home, CI guide) goes whole; nothing of it is registered in the clone.
+        let workspace = worktree.parent().unwrap_or(worktree);
+        std::fs::remove_dir_all(workspace)
+            .map_err(|e| format!("cannot remove {}: {e}", workspace.display()))?;
+    } else if item.worktree.is_some() {
+        gitops::remove_worktree(clone, worktree).map_err(|e| e.to_string())?;
     }
     if let Some(tip) = tip {
         gitops::delete_branch_at(clone, &w.local_branch(), &tip).map_err(|e| e.to_string())?;

@@ -13,7 +13,7 @@ use crate::prompt;
 use crate::store::workers::{self as ws, WorkerRecord};
 use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in, worker_lock_count};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the caller asks for.
 #[derive(Debug, Clone, Default)]
@@ -141,6 +141,18 @@ pub fn prepare(
         }
         repo.land.policy = policy;
     }
+    // A worker of an account of its own: refused here, before anything is taken, when that
+    // account cannot be used (unknown, root, or orch may not switch to it).
+    let account = match &config.worker.user {
+        Some(name) => {
+            let a = crate::account::usable(name).map_err(SpawnError::Setup)?;
+            // The state directory and what is in it are orch's to open (`hand_over`); the
+            // directories above it are the user's.
+            crate::account::reachable(state_dir, &a).map_err(SpawnError::Setup)?;
+            Some(a)
+        }
+        None => None,
+    };
     // Where the worker's pushes go, and where CI picks them up.
     let remote = push_remote(config, state_dir, &repo).map_err(SpawnError::Setup)?;
     // A rate-limited agent gets no new worker before its reset (a wave's next tick retries).
@@ -184,7 +196,12 @@ pub fn prepare(
         format!("orch/{id}")
     };
     let session = super::supervisor::session_dir(state_dir, &id);
-    let worktree = session.join("worktree");
+    // A worker of another account works in a clone of its own in a workspace it owns; orch's
+    // session directory stays orch's.
+    let worktree = match &account {
+        Some(_) => workspace_dir(state_dir, &id).join("worktree"),
+        None => session.join("worktree"),
+    };
     let now = now_ms();
     let record = WorkerRecord {
         id: id.clone(),
@@ -298,9 +315,14 @@ pub fn prepare(
 
     let upstream = upstream_changes(store, config, &repo.name);
     let handoff = req.handoff.clone().unwrap_or_default();
-    if let Err(e) = setup_worktree(
+    let made = setup_worktree(
         config, contract, &repo, &record, &session, &upstream, &handoff,
-    ) {
+    )
+    .and_then(|()| match &account {
+        Some(a) => hand_over(state_dir, &record, &session, a),
+        None => Ok(()),
+    });
+    if let Err(e) = made {
         // Nothing ran: undo the lock so the chain is not held by a worker that never existed,
         // and keep the record (FAILED) so the attempt is not lost.
         let msg = format!("spawn failed: {e}");
@@ -334,16 +356,130 @@ fn setup_worktree(
 ) -> Result<(), String> {
     std::fs::create_dir_all(session).map_err(|e| format!("{}: {e}", session.display()))?;
     let local = w.local_branch();
-    gitops::create_worktree(
-        &repo.path,
-        &w.id,
-        &local,
-        &w.base_sha,
-        Path::new(&w.worktree),
-    )
-    .map_err(|e| e.to_string())?;
-    gitops::set_upstream_to(&repo.path, &local, &w.remote, &w.branch).map_err(|e| e.to_string())?;
+    if config.worker.user.is_some() {
+        make_own_clone(config, repo, w, &w.base_sha)?;
+    } else {
+        gitops::create_worktree(
+            &repo.path,
+            &w.id,
+            &local,
+            &w.base_sha,
+            Path::new(&w.worktree),
+        )
+        .map_err(|e| e.to_string())?;
+        gitops::set_upstream_to(&repo.path, &local, &w.remote, &w.branch)
+            .map_err(|e| e.to_string())?;
+    }
     render_prompts(config, contract, w, session, handoff, upstream)
+}
+
+/// The clone of its own a worker of another account works in (see `hand_over`), its branch
+/// at `start`: its remote is the clone's push remote, reached on the local forge through the
+/// supervisor's relay.
+fn make_own_clone(
+    config: &Config,
+    repo: &crate::config::Repo,
+    w: &WorkerRecord,
+    start: &str,
+) -> Result<(), String> {
+    let url = gitops::remote_url(&repo.path, &w.remote)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "the clone {} has no remote {}: nothing to push the worker's branch to",
+                repo.path.display(),
+                w.remote
+            )
+        })?;
+    let relay = (config.forge.kind == ForgeKind::Local).then(|| {
+        let exe = std::env::current_exe().unwrap_or_else(|_| "orch".into());
+        format!(
+            "{} {}",
+            shell_quote(&exe.display().to_string()),
+            crate::report_wire::RELAY_COMMAND
+        )
+    });
+    gitops::clone_for_worker(
+        &repo.path,
+        Path::new(&w.worktree),
+        &w.local_branch(),
+        start,
+        &gitops::WorkerRemote {
+            name: &w.remote,
+            url: &url,
+            relay,
+        },
+        &w.branch,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Makes a worker of another account's clone again (a resumer found it missing or half-made):
+/// at what it pushed when the clone has it from the remote, else at its base; handed over.
+pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> Result<(), String> {
+    let name = config
+        .worker
+        .user
+        .as_deref()
+        .ok_or("worker.user is no longer set: its clone is not made again")?;
+    let account = crate::account::usable(name)?;
+    let repo = config
+        .repo(&w.repo)
+        .ok_or_else(|| format!("unknown repository {}", w.repo))?;
+    let _ = gitops::fetch(&repo.path, &w.remote);
+    let start = gitops::resolve(
+        &repo.path,
+        &format!("refs/remotes/{}/{}", w.remote, w.branch),
+    )
+    .unwrap_or_else(|_| w.base_sha.clone());
+    make_own_clone(config, repo, w, &start)?;
+    let session = super::supervisor::session_dir(state_dir, &w.id);
+    hand_over(state_dir, w, &session, &account)
+}
+
+/// Where a worker of an account of its own keeps what is its: its clone (`worktree`), its home
+/// (`home`) and its CI guide.
+pub fn workspace_dir(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join(crate::account::WORKSPACES).join(id)
+}
+
+/// The worker's home directory inside its workspace (agents keep their configuration there).
+pub fn worker_home(worktree: &Path) -> PathBuf {
+    worktree.with_file_name("home")
+}
+
+/// The CI guide a worker of another account reads (its session directory is orch's).
+pub fn worker_ci_guide(worktree: &Path) -> PathBuf {
+    worktree.with_file_name("ci-guide.md")
+}
+
+/// Hands the workspace of worker `w` to `account`: its clone, a home, a copy of its CI guide;
+/// and keeps the rest of the state directory out of its reach.
+fn hand_over(
+    state_dir: &Path,
+    w: &WorkerRecord,
+    session: &Path,
+    account: &crate::account::Account,
+) -> Result<(), String> {
+    let wt = Path::new(&w.worktree);
+    let home = worker_home(wt);
+    let io = |what: &Path| {
+        let what = what.display().to_string();
+        move |e: std::io::Error| format!("{what}: {e}")
+    };
+    std::fs::create_dir_all(&home).map_err(io(&home))?;
+    let guide = worker_ci_guide(wt);
+    std::fs::copy(session.join("ci-guide.md"), &guide).map_err(io(&guide))?;
+    let workspace = wt.parent().unwrap_or(wt);
+    crate::account::chown_tree(workspace, account.uid, account.gid).map_err(io(workspace))?;
+    crate::account::set_mode(workspace, 0o700).map_err(io(workspace))?;
+    crate::account::set_mode(session, 0o700).map_err(io(session))?;
+    crate::account::tighten_state_dir(state_dir).map_err(io(state_dir))
+}
+
+/// `s` as one word for `sh` (git runs a remote's `receivepack` through the shell).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// How many landed upstream changes a prompt names (the contract's handoff: "recent_changes:

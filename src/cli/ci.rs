@@ -12,6 +12,7 @@ use crate::ci::verdict::{Verdict, VerdictKind};
 use crate::config::ForgeKind;
 use crate::forge::Forge;
 use crate::forge::ForgeError;
+use crate::report_wire::CiQuestion;
 use crate::store::now_ms;
 use crate::store::workers as ws;
 use std::time::{Duration, Instant};
@@ -63,6 +64,44 @@ fn forge_error(e: ForgeError) -> Failure {
     }
 }
 
+/// A worker of another account cannot read orch's state or hold the token: its supervisor
+/// answers its CI questions (`report_wire::CI_VIA_ENV`). `None`: ask directly.
+fn through_supervisor(question: impl FnOnce() -> Result<CiQuestion, Failure>) -> Option<Outcome> {
+    if std::env::var(crate::report_wire::CI_VIA_ENV).as_deref() != Ok("channel") {
+        return None;
+    }
+    let socket = std::env::var(crate::report_wire::SOCKET_ENV).ok()?;
+    Some((|| {
+        let q = question()?;
+        let reply = crate::report_wire::send(&socket, &crate::report_wire::Message::Ci(q))
+            .map_err(|e| {
+                Failure::unavailable(format!(
+                    "no answer: no supervisor answers on this worker's channel ({}): {e}",
+                    crate::report_wire::SOCKET_ENV
+                ))
+            })?;
+        let Some(out) = reply.output else {
+            return Err(Failure::unavailable(format!(
+                "no answer from the supervisor: {}",
+                reply.outcome
+            )));
+        };
+        print!("{}", out.stdout);
+        eprint!("{}", out.stderr);
+        Ok(out.code)
+    })())
+}
+
+/// A SHA as the supervisor is asked it: a short one resolved here, in the worker's clone
+/// (the commit may exist nowhere else yet).
+fn full_sha_here(sha: &str) -> String {
+    if sha.len() >= 40 {
+        return sha.to_string();
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    crate::gitops::resolve(&cwd, sha).unwrap_or_else(|_| sha.to_string())
+}
+
 pub fn status(
     ctx: &Ctx,
     repo: &str,
@@ -71,6 +110,17 @@ pub fn status(
     wait: bool,
     timeout: Option<Duration>,
 ) -> Outcome {
+    if let Some(answer) = through_supervisor(|| {
+        Ok(CiQuestion::Status {
+            repo: repo.to_string(),
+            sha: full_sha_here(sha),
+            json: json_out,
+            wait,
+            timeout_s: timeout.map(|t| t.as_secs().max(1)),
+        })
+    }) {
+        return answer;
+    }
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
@@ -218,6 +268,16 @@ fn print_verdict(
 }
 
 pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: bool) -> Outcome {
+    if let Some(answer) = through_supervisor(|| {
+        Ok(CiQuestion::Logs {
+            repo: repo.to_string(),
+            sha: full_sha_here(sha),
+            job: job.clone(),
+            json: json_out,
+        })
+    }) {
+        return answer;
+    }
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;

@@ -587,6 +587,11 @@ impl Ctx {
         let contract = self.contract(&config)?;
         let state_dir = self.state_dir(&config);
         let contract_path = contract.file.clone();
+        // Workers of another account: whatever orch makes is its own alone (a new file in the
+        // state directory is never one a worker could open by its name).
+        if config.worker.user.is_some() {
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+        }
         // Whichever orch process comes first kills worker trees whose supervisor died.
         // Not from inside a worker's PID namespace: it kills by the pids /proc shows, which
         // mean other processes (or none) there.

@@ -3,7 +3,7 @@
 use super::view::config::{CheckView, GraphView, Problem};
 use super::view::print_json;
 use super::{Ctx, Failure, GraphFormat, Outcome, plural};
-use crate::config::{ConfigError, ForgeKind};
+use crate::config::{Config, ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
 
@@ -35,6 +35,29 @@ impl From<&Diagnostic> for Problem {
             column: d.pos.map(|p| p.column),
             message: d.message.clone(),
         }
+    }
+}
+
+/// `worker.user`: an account that does not exist (or is root, or orch's own) is a problem; one
+/// this orch cannot switch to, or that cannot reach the state directory, a warning (`check`
+/// may run as someone else than the orch that spawns).
+fn account_findings(ctx: &Ctx, config: &Config, name: &str, view: &mut CheckView) {
+    let account = match crate::account::Account::lookup(name) {
+        Ok(a) => a,
+        Err(e) => {
+            view.problems.push(Problem::at(&config.file, e));
+            return;
+        }
+    };
+    if let Err(e) = crate::account::usable(name) {
+        view.warnings.push(e);
+    } else if let Err(e) = crate::account::reachable(&ctx.state_dir(config), &account) {
+        view.warnings.push(e);
+    }
+    if config.forge.kind == ForgeKind::Forgejo {
+        view.warnings.push(format!(
+            "worker.user {name}: a worker pushes to Forgejo from its own clone with credentials of its own (its HOME is its workspace): give {name} a Forgejo account or deploy key that may push only orch/* branches"
+        ));
     }
 }
 
@@ -122,6 +145,9 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
             view.warnings.push(
                 "forge.token_env: the token is in the environment of each orch command you start until it reads and wipes it, where a process of the same user can read it; forge.token_file (mode 0600) keeps it out of every environment".into(),
             );
+        }
+        if let Some(name) = &config.worker.user {
+            account_findings(ctx, config, name, &mut view);
         }
         for r in &config.repos {
             if !r.path.exists() {

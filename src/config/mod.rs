@@ -152,6 +152,9 @@ pub struct WorkerConfig {
     /// Budget per task (summed across respawns): past it the worker is stopped and FAILED.
     pub max_cost_usd: Option<f64>,
     pub max_tokens: Option<u64>,
+    /// The unprivileged account workers run as (`worker.user`), by name or number: orch's
+    /// database, state and processes are then not theirs (see `account.rs`). None: orch's own.
+    pub user: Option<String>,
 }
 
 /// Where an alert is sent.

@@ -114,6 +114,8 @@ pub(super) struct RawWorker {
     pub(super) max_cost_usd: Option<Spanned<f64>>,
     #[serde(default)]
     pub(super) max_tokens: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) user: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -475,6 +477,7 @@ pub(super) const WORKER: &[&str] = &[
     "stop_grace",
     "max_cost_usd",
     "max_tokens",
+    "user",
 ];
 pub(super) const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
 pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];

@@ -76,6 +76,7 @@ pub(super) const WORKER: &[Field] = &[
     ("stop_grace", Shape::Text, Optional),
     ("max_cost_usd", Shape::Number, Optional),
     ("max_tokens", Shape::Int, Optional),
+    ("user", Shape::Text, Optional),
 ];
 pub(super) const WEBHOOK: &[Field] = &[("url_env", Shape::Text, Required)];
 pub(super) const SINK: &[Field] = &[

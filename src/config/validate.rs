@@ -238,6 +238,7 @@ pub(super) fn validate(
         env_passthrough: None,
         max_respawns: None,
         stop_grace: None,
+        user: None,
     });
     let agent = match &w.agent {
         None => Agent::Command,
@@ -308,6 +309,24 @@ pub(super) fn validate(
         stop_grace: c.duration("worker.stop_grace", &w.stop_grace, Duration::from_secs(10)),
         max_cost_usd,
         max_tokens,
+        user: w.user.as_ref().and_then(|u| {
+            let name = u.value.trim();
+            if name.is_empty() || name.contains(['/', ':', '\n']) {
+                c.err(
+                    pos(u),
+                    format!("worker.user: {:?} is not an account name (the unprivileged account workers run as, e.g. orch-worker)", u.value),
+                );
+                return None;
+            }
+            if name == "root" || name == "0" {
+                c.err(
+                    pos(u),
+                    "worker.user: root is not a separate account; name an unprivileged one (e.g. orch-worker)",
+                );
+                return None;
+            }
+            Some(name.to_string())
+        }),
     };
     if let Some(var) = &forge.token_env
         && worker.env_passthrough.iter().any(|v| v == var)

@@ -68,3 +68,63 @@ pub fn agent_bin(env_var: &str, name: &str, package: &str) -> Option<PathBuf> {
         ),
     }
 }
+
+/// The unprivileged account the `worker.user` tests run workers as.
+pub struct TestAccount {
+    pub name: String,
+    pub uid: u32,
+}
+
+/// The account `orch-it-worker` (created once per machine with `useradd` — test processes
+/// serialise on a lock file), or None, said on stderr, where this is not root: switching
+/// accounts needs root, which CI has.
+pub fn worker_account() -> Option<TestAccount> {
+    const NAME: &str = "orch-it-worker";
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: worker.user tests need root (to create {NAME} and switch to it)");
+        return None;
+    }
+    let uid = || {
+        std::process::Command::new("id")
+            .args(["-u", NAME])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+            })
+    };
+    if let Some(uid) = uid() {
+        return Some(TestAccount {
+            name: NAME.into(),
+            uid,
+        });
+    }
+    let lock = std::fs::File::create(std::env::temp_dir().join("orch-it-accounts.lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    if uid().is_none() {
+        let out = std::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                NAME,
+            ])
+            .output()
+            .expect("useradd (Debian's passwd package)");
+        assert!(
+            out.status.success(),
+            "useradd {NAME}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Some(TestAccount {
+        name: NAME.into(),
+        uid: uid().expect("the account just created"),
+    })
+}

@@ -58,6 +58,17 @@ pub fn expected_worktree(state_dir: &Path, id: &str) -> PathBuf {
     crate::app::supervisor::session_dir(&real(state_dir), id).join("worktree")
 }
 
+/// Where a worker of an account of its own works: its clone in its workspace.
+pub fn expected_own_clone(state_dir: &Path, id: &str) -> PathBuf {
+    crate::app::spawn::workspace_dir(&real(state_dir), id).join("worktree")
+}
+
+/// Whether `worktree` is one of the two places orch makes worker `id`'s worktree.
+pub fn is_expected_worktree(state_dir: &Path, id: &str, worktree: &Path) -> bool {
+    let found = real(worktree);
+    found == expected_worktree(state_dir, id) || found == expected_own_clone(state_dir, id)
+}
+
 /// Checks checkpoint `cp`, read from `file`, against what orch would have written; returns
 /// its progress, or why it cannot be trusted.
 pub fn check(l: &Loaded, file: &Path, cp: &Checkpoint) -> Result<Progress, String> {
@@ -102,7 +113,7 @@ pub fn check(l: &Loaded, file: &Path, cp: &Checkpoint) -> Result<Progress, Strin
     }
     let expected = expected_worktree(&l.state_dir, &id);
     let worktree = Path::new(&cp.worktree);
-    if !worktree.is_absolute() || real(worktree) != expected {
+    if !worktree.is_absolute() || !is_expected_worktree(&l.state_dir, &id, worktree) {
         return Err(format!(
             "worktree \"{}\" is not {} (worktrees live under the state directory; nothing there was touched)",
             crate::text::escape(&cp.worktree),

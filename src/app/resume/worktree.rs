@@ -17,7 +17,9 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     if !worktree_usable(wt) {
         // Only ever a worktree where orch makes them: never move a directory elsewhere.
         let expected = super::trust::expected_worktree(&l.state_dir, &w.id);
-        if crate::config::resolve_on_disk(wt) != expected {
+        let own_clone = super::trust::expected_own_clone(&l.state_dir, &w.id);
+        let found = crate::config::resolve_on_disk(wt);
+        if found != expected && found != own_clone {
             tracing::error!(worker = %w.id, "its worktree {} is not {}: left alone", wt.display(), expected.display());
             return;
         }
@@ -35,6 +37,13 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
                 }
             }
         }
+        if found == own_clone {
+            // A worker of another account: a clone of its own, made again and handed over.
+            if let Err(e) = crate::app::spawn::remake_own_clone(&l.config, &l.state_dir, w) {
+                tracing::error!(worker = %w.id, error = %e, "cannot make its clone again");
+            }
+            return ensure_prompts(l, w);
+        }
         let _ = gitops::git(&repo.path, &["worktree", "prune"]);
         let local = w.local_branch();
         let branch_exists = gitops::resolve(&repo.path, &format!("refs/heads/{local}")).is_ok();
@@ -49,6 +58,11 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
             tracing::error!(worker = %w.id, error = %e, "cannot recreate the worktree");
         }
     }
+    ensure_prompts(l, w);
+}
+
+/// Renders the prompts again when the spawner died before writing them.
+fn ensure_prompts(l: &Loaded, w: &WorkerRecord) {
     let session = crate::app::supervisor::session_dir(&l.state_dir, &w.id);
     if !session.join("prompt.md").exists() {
         let upstream = l
@@ -60,8 +74,12 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     }
 }
 
-/// The git directory of a worktree (from its `.git` file).
+/// The git directory of a worktree (from its `.git` file; a clone of its own — a worker of
+/// another account's — has it in place).
 fn worktree_git_dir(wt: &Path) -> Option<PathBuf> {
+    if wt.join(".git").is_dir() {
+        return Some(wt.join(".git"));
+    }
     let text = std::fs::read_to_string(wt.join(".git")).ok()?;
     let gitdir = text.trim().strip_prefix("gitdir:")?;
     Some(wt.join(gitdir.trim()))
@@ -78,11 +96,13 @@ fn worktree_usable(wt: &Path) -> bool {
 pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
     let wt = Path::new(&w.worktree);
     let mut stale = Vec::new();
+    let branch_lock = format!("refs/heads/{}.lock", w.local_branch());
     if let Some(gitdir) = worktree_git_dir(wt) {
         stale.push(gitdir.join("index.lock"));
         stale.push(gitdir.join("HEAD.lock"));
+        // A clone of its own keeps its branch there too.
+        stale.push(gitdir.join(&branch_lock));
     }
-    let branch_lock = format!("refs/heads/{}.lock", w.local_branch());
     if let Some(repo) = l.config.repo(&w.repo) {
         let common = repo.path.join(".git");
         let common = if common.is_dir() {

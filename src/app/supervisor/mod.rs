@@ -223,10 +223,24 @@ pub fn supervise_then<F: Forge + 'static>(
     let doorbell = install_doorbell(env.state_dir, id, &bell);
     let channel = {
         let bell = bell.clone();
+        // A worker of another account reaches its remote on the local forge only through
+        // this channel (it cannot read or write orch's files).
+        let relay = (env.config.worker.user.is_some()
+            && env.config.forge.kind == crate::config::ForgeKind::Local)
+            .then(|| crate::app::channel::GitRelay {
+                remote: crate::forge::local::remote_path(env.state_dir, &w.repo),
+                refusals: session_dir(env.state_dir, id).join("push-refusals"),
+            });
         crate::app::channel::Channel::open(
             env.state_dir,
             id,
             env.config.alerts.dedup_window,
+            relay,
+            Some(crate::app::channel::CiAnswers {
+                exe: env.orch_exe.to_path_buf(),
+                config: env.config_path.to_path_buf(),
+                contract: (!env.contract.is_built_in()).then(|| env.contract_path.to_path_buf()),
+            }),
             move || bell.ring(),
         )
         .inspect_err(|e| {

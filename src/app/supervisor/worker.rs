@@ -97,6 +97,13 @@ impl WorkerProcess {
             .as_ref()
             .map(|m| m.clone().into_bytes())
             .unwrap_or_else(|| prompt.clone());
+        // `worker.user`: the worker runs as that account (refused here rather than run as orch).
+        let account = match &env.config.worker.user {
+            Some(name) => Some(crate::account::usable(name).map_err(|e| {
+                start_error(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))
+            })?),
+            None => None,
+        };
         let cgroup = Cgroup::for_worker(env.state_dir, &w.id);
         if let Some(cg) = &cgroup
             && let Err(e) = cg.record(&dir)
@@ -125,6 +132,9 @@ impl WorkerProcess {
             && env.config.worker.agent != crate::config::agent::Agent::Codex;
         if pidns {
             cmd.arg("--pidns");
+        }
+        if let Some(a) = &account {
+            cmd.arg(crate::account::USER_ARG).arg(a.arg());
         }
         cmd.arg("--")
             .args(&argv)
@@ -168,6 +178,16 @@ impl WorkerProcess {
         if let Some(ch) = channel {
             cmd.env(SOCKET_ENV, ch.name());
         }
+        if let Some(a) = &account {
+            // Its own home (agents keep their configuration there) and its own copy of the CI
+            // guide: orch's session directory is not its to read.
+            let wt = std::path::Path::new(&w.worktree);
+            cmd.env("HOME", crate::app::spawn::worker_home(wt))
+                .env("USER", &a.name)
+                .env("LOGNAME", &a.name)
+                .env("ORCH_CI_GUIDE", crate::app::spawn::worker_ci_guide(wt))
+                .env(crate::report_wire::CI_VIA_ENV, "channel");
+        }
         let mut child = spawn_in_group(
             &mut cmd,
             &GroupOptions {
@@ -184,7 +204,9 @@ impl WorkerProcess {
                     let tag = cg.dir().parent()?.file_name()?.to_str()?;
                     Some(format!("{tag}/{life}"))
                 }),
-                uid: rustix::process::geteuid().as_raw(),
+                uid: account
+                    .as_ref()
+                    .map_or_else(|| rustix::process::geteuid().as_raw(), |a| a.uid),
             });
         }
         let log = std::fs::OpenOptions::new()

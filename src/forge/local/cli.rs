@@ -190,7 +190,17 @@ pub(super) fn pre_receive(
     repo: &str,
     input: &str,
 ) -> Result<Vec<String>, LocalForgeError> {
-    let Some(pusher) = crate::contain::worker_of_self() else {
+    // A worker's own process is known by the kernel's view of it; a push a supervisor relays
+    // for its worker of another account (`app::channel`), by the relay's word — only orch's
+    // account can run git on this remote.
+    let relayed = std::env::var(crate::report_wire::PUSH_FOR_ENV).ok();
+    let Some(pusher) = crate::contain::worker_of_self().or_else(|| {
+        relayed.clone().map(|id| crate::contain::WorkerOfProcess {
+            id,
+            tag: None,
+            channel: None,
+        })
+    }) else {
         return Ok(Vec::new()); // orch's landing, an operator: pushes as before
     };
     let same_state_dir = pusher
@@ -222,6 +232,12 @@ pub(super) fn pre_receive(
     let refusals =
         super::branches::refusals(&pusher, same_state_dir, record.as_ref(), repo, &updates);
     if !refusals.is_empty()
+        && relayed.as_deref() == Some(pusher.id.as_str())
+        && let Ok(file) = std::env::var(crate::report_wire::PUSH_REFUSALS_ENV)
+    {
+        // The relaying supervisor reads it when the push is over, and raises the alert.
+        let _ = std::fs::write(file, refusals.join("\n"));
+    } else if !refusals.is_empty()
         && let Some(channel) = &pusher.channel
     {
         let _ = crate::report_wire::send(

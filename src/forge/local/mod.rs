@@ -51,6 +51,11 @@ use std::time::{Duration, Instant};
 /// The argv[1] under which orch's hidden local-forge commands live.
 pub const INTERNAL_COMMAND: &str = "__local-forge";
 
+/// The bare repository of `repo` on the local forge of `state_dir` (made by the first spawn).
+pub fn remote_path(state_dir: &Path, repo: &str) -> PathBuf {
+    Layout::new(state_dir).remote(repo)
+}
+
 /// How long a run may exist without a runner before it counts as never started: the hook
 /// that recorded it was killed before starting its runner (a pusher killed mid-push). Such a
 /// run is started again, as a Forgejo job waits for a runner; it is not failed, since

@@ -118,21 +118,39 @@ fn execute(
         });
     let preface = match prepared {
         Ok(preface) => preface,
-        Err(note) => {
-            say(format_args!("run {}: {note}", run.id));
-            for job in store.read(|tx| db::load_jobs(tx, run.id))? {
-                append(&layout.job_log(&run.repo, run.number, &job.name), &note);
-            }
-            store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, &note))?;
-            return Ok(());
-        }
+        Err(note) => return fail_run(layout, store, run, &note),
     };
     if let Some(line) = &preface {
         say(format_args!("run {}: {line}", run.id));
     }
+    // Workers of an account of their own: their code's CI runs as that account too (it is the
+    // worker's code: as orch it could do whatever orch can). Never as orch instead.
+    let account = match config.worker.user.as_deref().map(crate::account::usable) {
+        None => None,
+        Some(Ok(a)) => match hand_over(layout, &work, &a) {
+            Ok(()) => Some(a),
+            Err(e) => {
+                return fail_run(
+                    layout,
+                    store,
+                    run,
+                    &format!("cannot hand the checkout to worker.user {}: {e}", a.name),
+                );
+            }
+        },
+        Some(Err(e)) => return fail_run(layout, store, run, &e),
+    };
     while let Some(job) = next_job(store, run.id)? {
         say(format_args!("run {}: job {} starts", run.id, job.name));
-        let status = run_job(layout, store, run, &work, &job, preface.as_deref())?;
+        let status = run_job(
+            layout,
+            store,
+            run,
+            &work,
+            &job,
+            preface.as_deref(),
+            account.as_ref(),
+        )?;
         // A failed job may decide the run before it ends (a required job red).
         crate::wake::ring_all(&layout.state_dir, crate::wake::Ring::Ci(run.repo.clone()));
         say(format_args!(
@@ -147,6 +165,35 @@ fn execute(
         status.unwrap_or(JobStatus::Unknown)
     ));
     Ok(())
+}
+
+/// Every job of `run` failed with `note` before it started (written into each job's log).
+fn fail_run(
+    layout: &Layout,
+    store: &mut Store,
+    run: &RunRow,
+    note: &str,
+) -> Result<(), LocalForgeError> {
+    say(format_args!("run {}: {note}", run.id));
+    for job in store.read(|tx| db::load_jobs(tx, run.id))? {
+        append(&layout.job_log(&run.repo, run.number, &job.name), note);
+    }
+    store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, note))?;
+    Ok(())
+}
+
+/// Gives the checkout `work` to `account` and lets it reach it (the forge's directories
+/// searchable, nothing in them listable).
+fn hand_over(
+    layout: &Layout,
+    work: &Path,
+    account: &crate::account::Account,
+) -> std::io::Result<()> {
+    crate::account::set_mode(&layout.forge_dir(), 0o711)?;
+    if let Some(parent) = work.parent() {
+        crate::account::set_mode(parent, 0o711)?;
+    }
+    crate::account::chown_tree(work, account.uid, account.gid)
 }
 
 /// Takes one of `slots` flock slots in `dir`, waiting until one frees. The lock lives as long
@@ -374,6 +421,7 @@ fn run_job(
     work: &Path,
     job: &JobRow,
     preface: Option<&str>,
+    account: Option<&crate::account::Account>,
 ) -> Result<JobStatus, LocalForgeError> {
     let log_path = layout.job_log(&run.repo, run.number, &job.name);
     let finish = |store: &mut Store, status: JobStatus, code: Option<i64>, note: Option<&str>| {
@@ -390,7 +438,7 @@ fn run_job(
             )
         })
     };
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface) {
+    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, account) {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -463,6 +511,7 @@ fn job_command(
     work: &Path,
     job: &JobRow,
     preface: Option<&str>,
+    account: Option<&crate::account::Account>,
 ) -> std::io::Result<(Command, Duration)> {
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -485,6 +534,15 @@ fn job_command(
         .env("ORCH_CI_RUN", run.number.to_string())
         .env("ORCH_CI_REF", &run.git_ref)
         .env("ORCH_CI_JOB", &job.name);
+    if let Some(a) = account {
+        use std::os::unix::process::CommandExt;
+        // std drops the supplementary groups too when it switches from root.
+        cmd.uid(a.uid)
+            .gid(a.gid)
+            .env("HOME", work)
+            .env("USER", &a.name)
+            .env("LOGNAME", &a.name);
+    }
     let timeout = Duration::from_millis(u64::try_from(job.timeout_ms).unwrap_or(1).max(1));
     Ok((cmd, timeout))
 }

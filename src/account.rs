@@ -1,0 +1,310 @@
+//! The account workers run as (`worker.user`): looked up, a child switched to it between fork
+//! and exec, and the files made for a worker handed over to it.
+//!
+//! With an account of their own, orch's database, state directory, processes and cgroups are
+//! not the worker's: the kernel refuses it what the file modes and uids say (see
+//! `tighten_state_dir`), and the worker reaches orch only through its report channel. Switching
+//! needs orch to hold CAP_SETUID, CAP_SETGID and CAP_CHOWN (in practice: orch runs as root).
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// An account by its ids (and the name it was configured by, for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The guard's and init's argv word that carries the account (`--user <uid>:<gid>`).
+pub const USER_ARG: &str = "--user";
+
+impl Account {
+    /// Looks `name` up in the user database (a number is taken as a uid, with the primary group
+    /// of its entry, or the same number where it has none). Refuses root.
+    pub fn lookup(name: &str) -> Result<Account, String> {
+        let account = match name.parse::<u32>() {
+            Ok(uid) => passwd_by_uid(uid).unwrap_or(Account {
+                name: name.to_string(),
+                uid,
+                gid: uid,
+            }),
+            Err(_) => passwd_by_name(name).ok_or_else(|| {
+                format!(
+                    "worker.user: no account named {name:?} on this machine (create it: `useradd --system --user-group --shell /usr/sbin/nologin {name}`)"
+                )
+            })?,
+        };
+        if account.uid == 0 {
+            return Err(format!(
+                "worker.user: {name:?} is root (uid 0); name an unprivileged account"
+            ));
+        }
+        if account.uid == rustix::process::geteuid().as_raw() {
+            return Err(format!(
+                "worker.user: {name:?} is the account orch itself runs as; workers need one of their own"
+            ));
+        }
+        Ok(account)
+    }
+
+    /// `<uid>:<gid>`, as the guard and init take it.
+    pub fn arg(&self) -> String {
+        format!("{}:{}", self.uid, self.gid)
+    }
+}
+
+/// `<uid>:<gid>` back into ids.
+pub fn parse_arg(s: &str) -> Option<(u32, u32)> {
+    let (u, g) = s.split_once(':')?;
+    Some((u.parse().ok()?, g.parse().ok()?))
+}
+
+/// Whether this process may switch a child to another account and hand files over to it
+/// (CAP_SETUID, CAP_SETGID and CAP_CHOWN in its effective set).
+pub fn can_switch() -> bool {
+    const CHOWN: u32 = 0;
+    const SETGID: u32 = 6;
+    const SETUID: u32 = 7;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return rustix::process::geteuid().is_root();
+    };
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    [CHOWN, SETGID, SETUID].iter().all(|b| eff & (1 << b) != 0)
+}
+
+/// Why workers cannot run as `name` here, if they cannot: the account is unknown, is root or
+/// orch's own, or this process may not switch to it.
+pub fn usable(name: &str) -> Result<Account, String> {
+    let account = Account::lookup(name)?;
+    if !can_switch() {
+        return Err(format!(
+            "worker.user: {name:?} needs orch to run as root (it starts each worker as that account and hands it its worktree: CAP_SETUID, CAP_SETGID, CAP_CHOWN), and this orch runs as uid {}",
+            rustix::process::geteuid().as_raw()
+        ));
+    }
+    // The worker calls orch (`orch report`): the binary must be the account's to run.
+    if let Ok(exe) = std::env::current_exe() {
+        reachable(&exe, &account)?;
+    }
+    Ok(account)
+}
+
+/// Whether `account` can reach `path` (search every directory on the way, by the mode bits
+/// that apply to it: owner, group, others); else the first directory that stops it, named
+/// with the command that opens it.
+pub fn reachable(path: &Path, account: &Account) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut dir = std::path::PathBuf::from("/");
+    let mut parts: Vec<_> = path.components().skip(1).collect();
+    parts.pop(); // the path itself need not be searchable: it is made for the account
+    for part in std::iter::once(None).chain(parts.into_iter().map(Some)) {
+        if let Some(p) = part {
+            dir.push(p);
+        }
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            return Ok(()); // made later, by orch, with modes it chooses
+        };
+        let mode = meta.mode();
+        let bit = if meta.uid() == account.uid {
+            0o100
+        } else if meta.gid() == account.gid {
+            0o010
+        } else {
+            0o001
+        };
+        if mode & bit == 0 {
+            return Err(format!(
+                "worker.user {}: cannot reach {} — {} (mode {:o}) is not searchable by it (`chmod o+x {}`, or keep the state directory elsewhere)",
+                account.name,
+                path.display(),
+                dir.display(),
+                mode & 0o7777,
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Switches the calling (forked, not yet exec'd) process to `uid`/`gid` with no supplementary
+/// groups. Only async-signal-safe calls: for `pre_exec`. The parent-death signal is cleared by
+/// a change of credentials: set it after this.
+///
+/// # Safety
+/// Call only between fork and exec.
+pub unsafe fn become_ids(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain system calls on no memory but a null list.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setresgid(gid, gid, gid) != 0
+            || libc::setresuid(uid, uid, uid) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Hands `path` and everything below it (symbolic links themselves, never their targets) to
+/// `uid`/`gid`.
+pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets `path`'s mode (a missing path is no error: nothing to protect yet).
+pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+fn passwd_by_name(name: &str) -> Option<Account> {
+    let c = CString::new(name).ok()?;
+    lookup_with(&|pwd, buf, len, out| {
+        // SAFETY: valid C string, passwd struct, buffer of `len` bytes and result pointer.
+        unsafe { libc::getpwnam_r(c.as_ptr(), pwd, buf, len, out) }
+    })
+}
+
+fn passwd_by_uid(uid: u32) -> Option<Account> {
+    lookup_with(&|pwd, buf, len, out| {
+        // SAFETY: as above.
+        unsafe { libc::getpwuid_r(uid, pwd, buf, len, out) }
+    })
+}
+
+type Getpw<'a> = dyn Fn(*mut libc::passwd, *mut libc::c_char, libc::size_t, *mut *mut libc::passwd) -> libc::c_int
+    + 'a;
+
+fn lookup_with(call: &Getpw<'_>) -> Option<Account> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: a zeroed passwd struct is a valid out-parameter.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let rc = call(&mut pwd, buf.as_mut_ptr(), buf.len(), &mut out);
+    if rc != 0 || out.is_null() {
+        return None;
+    }
+    // SAFETY: on success pw_name points into `buf`, NUL-terminated.
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
+        .to_string_lossy()
+        .into_owned();
+    Some(Account {
+        name,
+        uid: pwd.pw_uid,
+        gid: pwd.pw_gid,
+    })
+}
+
+/// Where a worker's own files live when it runs as an account of its own: under the state
+/// directory, one directory per worker, owned by the account (its clone and its home).
+pub const WORKSPACES: &str = "workspaces";
+
+/// Gives the state directory the modes that keep a worker of another account out of orch's
+/// files: the directory itself searchable but not listable (a worker reaches its own
+/// workspace by its path), everything of orch's in it private. Called before a worker of
+/// another account starts; idempotent.
+pub fn tighten_state_dir(state_dir: &Path) -> io::Result<()> {
+    // Searchable: a worker's path to its workspace, a CI job's (run as the worker's account)
+    // to its checkout under forge/work; nothing else.
+    tighten(state_dir, &[WORKSPACES, "forge"])?;
+    tighten(&state_dir.join("forge"), &["work"])
+}
+
+/// `dir` searchable, the entries named in `open` searchable, every other entry private.
+fn tighten(dir: &Path, open: &[&str]) -> io::Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    set_mode(dir, 0o711)?;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let searchable = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| open.contains(&n));
+        let mode = match () {
+            _ if searchable => 0o711,
+            _ if meta.is_dir() => 0o700,
+            _ => 0o600,
+        };
+        set_mode(&path, mode)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_travel_as_uid_colon_gid() {
+        let a = Account {
+            name: "w".into(),
+            uid: 1234,
+            gid: 99,
+        };
+        assert_eq!(parse_arg(&a.arg()), Some((1234, 99)));
+        assert_eq!(parse_arg("x:1"), None);
+        assert_eq!(parse_arg("1"), None);
+    }
+
+    #[test]
+    fn root_and_unknown_accounts_are_refused_by_name() {
+        assert!(Account::lookup("root").unwrap_err().contains("root"));
+        assert!(Account::lookup("0").unwrap_err().contains("root"));
+        let e = Account::lookup("no-such-account-orch").unwrap_err();
+        assert!(e.contains("useradd"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_the_account_cannot_search_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let closed = tmp.path().join("closed");
+        std::fs::create_dir_all(closed.join("inner")).unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let stranger = Account {
+            name: "stranger".into(),
+            uid: 3_999_998,
+            gid: 3_999_998,
+        };
+        let e = reachable(&closed.join("inner").join("ws"), &stranger).unwrap_err();
+        assert!(
+            e.contains(&closed.display().to_string()) && e.contains("chmod o+x"),
+            "{e}"
+        );
+        // Its own directory is its to search; a path not made yet is orch's to make.
+        assert!(reachable(&tmp.path().join("ws"), &stranger).is_ok());
+        assert!(reachable(&tmp.path().join("new/deeper/ws"), &stranger).is_ok());
+    }
+
+    #[test]
+    fn a_numeric_account_without_an_entry_is_its_own_group() {
+        let a = Account::lookup("3999999").unwrap();
+        assert_eq!((a.uid, a.gid), (3_999_999, 3_999_999));
+    }
+}

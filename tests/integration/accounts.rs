@@ -1,0 +1,181 @@
+//! Workers of an account of their own (`worker.user`, issue 25): what the kernel refuses a
+//! worker that does not run as orch's user — orch's database and state, orch's processes, its
+//! cgroup, the local forge's remotes — while its work still reaches DONE through orch (its
+//! pushes relayed by its supervisor, its CI questions answered over its channel), and its CI
+//! runs as its account too. Needs root (to switch accounts); skipped with a message elsewhere.
+
+use crate::support::{
+    DEADLINE, Org, RepoSpec, Spec, job, output_text, poll_until, processes_under, worker_account,
+    worker_script,
+};
+use orch::milestone::Milestone;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+fn read(org: &Org, name: &str) -> String {
+    std::fs::read_to_string(org.out.join(name)).unwrap_or_default()
+}
+
+fn code(org: &Org, name: &str) -> i32 {
+    read(org, &format!("{name}.code"))
+        .trim()
+        .parse()
+        .unwrap_or(-1)
+}
+
+/// An organisation whose workers run as `account`, its test directories opened to it.
+fn org_as(account: &str, script: &str, repo: RepoSpec) -> Org {
+    let mut spec = Spec::local(script).repo(repo);
+    spec.worker_section = Some(format!(
+        "  command: [sh, {:?}]\n  env_passthrough: [PATH, E2E_OUT]\n  stop_grace: 1s\n  user: {account}\n",
+        worker_script(script).display().to_string()
+    ));
+    let org = Org::new(spec);
+    // The account reaches the state directory through the test's directory, and writes its
+    // answers to `out`.
+    std::fs::set_permissions(&org.root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(&org.out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    org
+}
+
+#[test]
+fn a_worker_of_its_own_account_cannot_touch_orch_and_its_work_still_reaches_done() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let org = org_as(
+        &account.name,
+        "account_worker.sh",
+        RepoSpec::new("alpha")
+            .job(job("check", "echo \"ci-uid=$(id -u)\""))
+            .job(job("radicle-push", "true").needs(&["check"])),
+    );
+    let (out, id) = org.spawn_foreground("alpha", "work as another account");
+    assert!(
+        read(&org, "uid").trim() == account.uid.to_string(),
+        "the worker runs as {} ({}): {:?}\n{}",
+        account.name,
+        account.uid,
+        read(&org, "uid"),
+        org.diag(&id)
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        output_text(&out),
+        org.diag(&id)
+    );
+    assert!(org.out.join("attempts-done").exists(), "{}", org.diag(&id));
+
+    // What the kernel refuses it: orch's files, orch's processes, its cgroup, the remote.
+    for attempt in [
+        "read-db",
+        "write-db",
+        "list-state",
+        "read-prompt",
+        "read-forge",
+        "kill-init",
+        "leave-cgroup",
+        "push-direct",
+        "push-base",
+    ] {
+        assert_ne!(
+            code(&org, attempt),
+            0,
+            "{attempt} succeeded: {}",
+            read(&org, &format!("{attempt}.out"))
+        );
+    }
+    for denied in ["read-db", "list-state", "read-prompt", "read-forge"] {
+        assert!(
+            read(&org, &format!("{denied}.out")).contains("Permission denied"),
+            "{denied}: {}",
+            read(&org, &format!("{denied}.out"))
+        );
+    }
+    assert!(
+        read(&org, "push-base.out").contains("may push only to its own branch"),
+        "the remote's hook judged the relayed push as the worker's: {}",
+        read(&org, "push-base.out")
+    );
+    // What it may: its own branch (through its supervisor's relay), its CI (over its channel).
+    assert_eq!(code(&org, "push-own"), 0, "{}", read(&org, "push-own.out"));
+    assert_eq!(
+        code(&org, "ci-status"),
+        0,
+        "{}",
+        read(&org, "ci-status.out")
+    );
+    assert!(
+        read(&org, "ci-status.out").contains("green"),
+        "{}",
+        read(&org, "ci-status.out")
+    );
+    assert!(
+        read(&org, "ci-logs.out").contains(&format!("ci-uid={}", account.uid)),
+        "its CI ran as its account: {}",
+        read(&org, "ci-logs.out")
+    );
+
+    // Its work reached DONE and its base branch; its clone and home are its own, orch's
+    // state is not.
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
+    let wt = std::path::Path::new(&w.worktree);
+    assert_eq!(std::fs::metadata(wt).unwrap().uid(), account.uid);
+    assert!(
+        read(&org, "home")
+            .trim()
+            .starts_with(&org.state.display().to_string())
+    );
+    let db = std::fs::metadata(org.state.join("orch.db")).unwrap();
+    assert_eq!(
+        (db.uid(), db.mode() & 0o077),
+        (0, 0),
+        "orch.db is orch's alone"
+    );
+    assert_eq!(
+        std::fs::metadata(&org.state).unwrap().mode() & 0o777,
+        0o711,
+        "the state directory is searchable, not listable"
+    );
+    // The push to the base branch was told: a critical alert.
+    poll_until(
+        "the push_refused alert",
+        DEADLINE,
+        || {
+            org.alerts(&id)
+                .iter()
+                .any(|a| a["kind"] == "push_refused")
+                .then_some(())
+        },
+        || org.diag(&id),
+    );
+    // Nothing of the worker is left once DONE released its lock.
+    poll_until(
+        "no process of the worker left",
+        DEADLINE,
+        || processes_under(&org.state).is_empty().then_some(()),
+        || format!("{:?}", processes_under(&org.state)),
+    );
+}
+
+#[test]
+fn a_state_directory_the_account_cannot_reach_is_refused_at_spawn_by_name() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let org = org_as(&account.name, "account_worker.sh", RepoSpec::new("alpha"));
+    // The test's directory closed again: the account cannot reach anything below it.
+    std::fs::set_permissions(&org.root, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = org.run(&["spawn", "--repo", "alpha", "--task", "t"]);
+    assert!(!out.status.success(), "{}", output_text(&out));
+    let text = output_text(&out);
+    assert!(
+        text.contains(&format!("worker.user {}", account.name))
+            && text.contains(&org.root.display().to_string())
+            && text.contains("chmod o+x"),
+        "{text}"
+    );
+    // Nothing was taken: the chain is free.
+    assert!(org.run(&["can-spawn", "alpha"]).status.success());
+}

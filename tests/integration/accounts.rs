@@ -179,3 +179,60 @@ fn a_state_directory_the_account_cannot_reach_is_refused_at_spawn_by_name() {
     // Nothing was taken: the chain is free.
     assert!(org.run(&["can-spawn", "alpha"]).status.success());
 }
+
+#[test]
+fn a_worker_of_its_own_account_whose_clone_is_gone_is_taken_over_after_its_supervisor_dies() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let mut spec = Spec::resumable(&[("core", &[])]);
+    let ctl_dir = "CTL";
+    spec.worker_section = Some(format!(
+        "  command: [sh, {:?}, {ctl_dir}]\n  env_passthrough: [PATH]\n  stop_grace: 1s\n  max_respawns: 2\n  user: {}\n",
+        worker_script("resume_worker.sh").display().to_string(),
+        account.name
+    ));
+    spec.max_respawns = None;
+    let org = Org::new(spec);
+    // The control directory is the test's: opened to the account (its worker writes its
+    // lives and marks there), and named in the command line once it exists.
+    let yaml = std::fs::read_to_string(&org.config_path)
+        .unwrap()
+        .replace(ctl_dir, &org.ctl.display().to_string());
+    std::fs::write(&org.config_path, yaml).unwrap();
+    std::fs::set_permissions(&org.root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    for d in ["", "prompts", "lives", "marks"] {
+        let p = org.ctl.join(d);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+
+    let id = org.spawn("core", "push-hang add the feature", "t-account");
+    org.wait_mark(&id, 1, "pushed");
+    let wt = std::path::PathBuf::from(org.worker(&id).worktree);
+    assert_eq!(std::fs::metadata(&wt).unwrap().uid(), account.uid);
+    org.kill_supervisor(&id);
+    // Its clone lost while nobody supervised it (a disk cleaned, a node replaced).
+    poll_until(
+        "the worker's processes gone with its guard",
+        DEADLINE,
+        || processes_under(&wt).is_empty().then_some(()),
+        || format!("{:?}", processes_under(&wt)),
+    );
+    std::fs::remove_dir_all(&wt).unwrap();
+
+    org.open_gate("core");
+    let answer = org.resume();
+    assert!(
+        answer.to_string().contains(&id),
+        "resume took it over: {answer}"
+    );
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
+    assert_eq!(w.respawns, 1, "{}", org.diag(&id));
+    // Made again from what it had pushed, and handed to the account again.
+    let meta = std::fs::metadata(&wt).unwrap();
+    assert_eq!(meta.uid(), account.uid);
+    assert!(wt.join(".git").is_dir(), "a clone of its own again");
+}

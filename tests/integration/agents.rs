@@ -266,3 +266,41 @@ fn claude_budget_stops_the_worker_as_failed() {
     // Stopped well before the script ran out.
     assert!(model.answered(7).is_none());
 }
+
+/// Claude Code as a worker of an account of its own (`worker.user`): its home is its
+/// workspace's, its `git push` goes through its supervisor's relay, its `orch ci status` over
+/// its channel — and it reaches DONE as it does as orch's user. Needs root.
+#[test]
+fn claude_as_an_account_of_its_own_reaches_done() {
+    let Some(bin) = claude() else { return };
+    let Some(account) = crate::support::worker_account() else {
+        return;
+    };
+    let model = FakeModel::start(work_then_push(vec![Turn::bash("id -u; echo $HOME")]));
+    let org = org_for(&model, &bin, &format!("  user: {}\n", account.name));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&org.root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let id = org.spawn("alpha", "add the feature", "t-account");
+    let w = org.wait_milestone(&id, "DONE", DEADLINE);
+    assert_eq!(
+        org.transitions(&id),
+        vec![
+            ("WORKING".to_string(), "PUSHED_TO_CI".to_string()),
+            ("PUSHED_TO_CI".to_string(), "DONE".to_string())
+        ],
+        "{}",
+        org.diag(&id)
+    );
+    let log = org.worker_log(&id);
+    assert!(
+        log.contains(&account.uid.to_string()) && log.contains("workspaces"),
+        "its commands ran as {} with its workspace's home:\n{log}",
+        account.name
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(&w.worktree).unwrap().uid(),
+        account.uid,
+        "its clone is its own"
+    );
+}

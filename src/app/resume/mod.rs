@@ -519,6 +519,9 @@ fn reconcile(
     };
     let d = decide(&l.contract, &case, now_ms());
     let note = (d.action == Action::Respawned).then(|| {
+        // A replacement works where its predecessor did: made again if it is gone (a worker
+        // that had pushed was not looked at above).
+        worktree::ensure_worktree(l, &w);
         worktree::clear_stale_git_locks(l, &w);
         let wt = std::path::Path::new(&w.worktree);
         let commits = crate::gitops::commits_since(wt, &w.base_sha).unwrap_or_default();

@@ -4,6 +4,7 @@
 
 pub mod alerts;
 pub mod app;
+pub mod branch_protection;
 pub mod checkpoint;
 pub mod ci;
 pub mod cli;

@@ -116,6 +116,11 @@ impl Subject<'_> {
         self.policy == LandPolicy::Merge || (self.reverts && self.policy != LandPolicy::None)
     }
 
+    /// Whether judging the rules needs orch's account (whitelists are compared with it).
+    pub fn needs_account(&self) -> bool {
+        self.orch_pushes_base() || self.policy == LandPolicy::PullRequest
+    }
+
     fn account_text(&self) -> String {
         match self.account {
             Some(a) => format!("orch's account {a}"),

@@ -43,7 +43,11 @@ pub fn warnings(
     else {
         return vec!["branch protection not checked: cannot start an async runtime".into()];
     };
+    // Rule and user names come from the forge: printed escaped.
     rt.block_on(look(config, &forge))
+        .into_iter()
+        .map(|w| crate::text::escape(&w).into_owned())
+        .collect()
 }
 
 async fn look(config: &Config, forge: &ForgejoForge) -> Vec<String> {

@@ -5,6 +5,7 @@
 pub mod account;
 pub mod alerts;
 pub mod app;
+pub mod branch_protection;
 pub mod checkpoint;
 pub mod ci;
 pub mod cli;

@@ -3,6 +3,7 @@
 //! actions on workers. Nothing here parses arguments or prints tables (that is `cli/`), and
 //! nothing here speaks SQL or HTTP (that is `store/` and `forge/`).
 
+pub mod branch_protection;
 pub mod cascade;
 pub mod channel;
 pub mod deliver;

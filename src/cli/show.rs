@@ -202,6 +202,18 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
             if let Some(w) = worker_program_missing(config) {
                 view.warnings.push(w);
             }
+            if let Some(contract) = &contract {
+                let quiet = ctx.quiet;
+                let notice = std::sync::Arc::new(move |m: &str| {
+                    if !quiet {
+                        eprintln!("orch: {m}");
+                    }
+                });
+                view.warnings
+                    .extend(crate::app::branch_protection::warnings(
+                        config, contract, notice,
+                    ));
+            }
             view.repositories = Some(config.repos.len());
             view.layers = Some(config.graph.layers().len());
         }

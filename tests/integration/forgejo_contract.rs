@@ -232,6 +232,9 @@ mod traps;
 /// The pull request API of the fake (`docs/forgejo-pulls.md`) over HTTP, against real git.
 mod pulls;
 
+/// Branch protection rules and the token's account (`docs/forgejo-branch-protection.md`).
+mod protections;
+
 // ---- scenarios ----------------------------------------------------------------------------
 
 async fn green(version: &str) {

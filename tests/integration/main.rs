@@ -14,6 +14,7 @@ mod agents;
 mod agents_codex;
 mod alerts;
 mod boundary;
+mod branch_protection;
 mod cascade;
 mod chaos;
 mod check_bad_input;

@@ -75,6 +75,19 @@
 //!     conflict structs, `merge push out of date`, `PushRejected …`, a blank 500 for a
 //!     diverged fast-forward-only);
 //!   - `GET /pulls/{n}/merge`: 204 when merged, else the JSON 404;
+//! - branch protection, following `docs/forgejo-branch-protection.md` (the same v8–v16):
+//!   rules per repository ([`set_branch_rule`](FakeForgejo::set_branch_rule), a plain name
+//!   or a gobwas glob); the first that matches a branch applies (plain names first, then the
+//!   oldest) to its `protected` flag, to merges and to `delete_branch_after_merge`;
+//!   `GET /repos/{owner}/{repo}/branch_protections` lists them in that order
+//!   (`convert.ToBranchProtection`: whitelisted users only when they can read the repository,
+//!   `branch_name` empty for a glob) after `repoAssignment` (404 per version), `reqToken`
+//!   (401) and `reqAdmin` (403 `user should be an owner or a collaborator with admin write of
+//!   a repository` when [`set_caller_admin(false)`](FakeForgejo::set_caller_admin));
+//!   `GET /user` the caller (login [`OWNER`]); a token's scopes
+//!   ([`set_token_scopes`](FakeForgejo::set_token_scopes)) checked before anything else on
+//!   `/repos/…` and `/user` (403 `token does not have at least one of required scope(s):
+//!   [read:repository]`);
 //! - a required token (401 otherwise; the pull request POSTs always need an Authorization
 //!   header), injected faults (status codes, raw bodies, delays, echoing the Authorization
 //!   header back), and a record of every request (with its body).
@@ -243,8 +256,15 @@ struct State {
     pull_merges: Vec<PullMerge>,
     /// GETs a pull request stays `checking` after a push to its head or base, per repository.
     checking_gets: BTreeMap<String, u32>,
-    /// Branch protection rules, by (repository, branch).
-    protections: BTreeMap<(String, String), Protection>,
+    /// Branch protection rules of each repository, in creation order.
+    protections: BTreeMap<String, Vec<StoredRule>>,
+    /// Whether the caller has admin rights on the repositories (their owner: yes).
+    caller_admin: bool,
+    /// The scopes of the caller's token (`None`: a token of every scope, `all`).
+    token_scopes: Option<Vec<String>>,
+    /// Collaborators who can read every repository, in the order they were added (the owner
+    /// reads too, listed after them).
+    collaborators: Vec<String>,
     /// Allowed merge styles per repository (absent: Forgejo's defaults).
     merge_styles: BTreeMap<String, Vec<String>>,
     faults: Vec<FaultRule>,
@@ -289,6 +309,9 @@ impl FakeForgejo {
             pull_merges: Vec::new(),
             checking_gets: BTreeMap::new(),
             protections: BTreeMap::new(),
+            caller_admin: true,
+            token_scopes: None,
+            collaborators: Vec::new(),
             merge_styles: BTreeMap::new(),
             faults: Vec::new(),
             required_token: None,
@@ -600,31 +623,71 @@ impl FakeForgejo {
     /// the fake's caller owns the repository: `force_merge: true` bypasses it. A protected
     /// branch is also not deleted by `delete_branch_after_merge` (403).
     pub fn protect_branch(&self, repo: &str, branch: &str, reason: &str) {
-        self.lock().protections.insert(
-            (repo.to_string(), branch.to_string()),
-            Protection {
-                reason: reason.to_string(),
-                apply_to_admins: false,
-            },
-        );
+        let mut rule = BranchRule::named(branch);
+        rule.merge_refusal = Some(reason.to_string());
+        self.set_branch_rule(repo, rule);
     }
 
     /// Like [`protect_branch`](Self::protect_branch) with `apply_to_admins`: `force_merge`
     /// does not bypass it.
     pub fn protect_branch_for_admins(&self, repo: &str, branch: &str, reason: &str) {
-        self.lock().protections.insert(
-            (repo.to_string(), branch.to_string()),
-            Protection {
-                reason: reason.to_string(),
-                apply_to_admins: true,
-            },
-        );
+        let mut rule = BranchRule::named(branch);
+        rule.merge_refusal = Some(reason.to_string());
+        rule.apply_to_admins = true;
+        self.set_branch_rule(repo, rule);
     }
 
+    /// Removes the rule named `branch` (a rule name: a branch or a glob).
     pub fn unprotect_branch(&self, repo: &str, branch: &str) {
-        self.lock()
-            .protections
-            .remove(&(repo.to_string(), branch.to_string()));
+        if let Some(rules) = self.lock().protections.get_mut(repo) {
+            rules.retain(|r| r.rule.rule_name != branch);
+        }
+    }
+
+    /// Adds a branch protection rule to `repo`, or replaces the one of the same name (which
+    /// keeps its creation time, so its place among the rules). Rules apply as Forgejo applies
+    /// them: the first that matches a branch, plain names before globs, the oldest first.
+    pub fn set_branch_rule(&self, repo: &str, rule: BranchRule) {
+        let mut s = self.lock();
+        let now = s.clock_ms;
+        let id = s.id();
+        let rules = s.protections.entry(repo.to_string()).or_default();
+        match rules
+            .iter_mut()
+            .find(|r| r.rule.rule_name == rule.rule_name)
+        {
+            Some(row) => {
+                row.rule = rule;
+                row.updated_ms = now;
+            }
+            None => rules.push(StoredRule {
+                id,
+                rule,
+                created_ms: now,
+                updated_ms: now,
+            }),
+        }
+    }
+
+    /// Whether the caller has admin rights on the repositories (default: yes, it owns them).
+    /// Without, `GET …/branch_protections` answers 403 and `force_merge` bypasses nothing.
+    pub fn set_caller_admin(&self, admin: bool) {
+        self.lock().caller_admin = admin;
+    }
+
+    /// The scopes of the caller's token (`read:repository`, `write:user`, `all`, …); `None`
+    /// (the default): every scope. A request outside them answers 403 before anything else
+    /// (`tokenRequiresScopes`).
+    pub fn set_token_scopes(&self, scopes: Option<&[&str]>) {
+        self.lock().token_scopes = scopes.map(|s| s.iter().map(|x| x.to_string()).collect());
+    }
+
+    /// A user who can read every repository (only readers are listed in whitelists).
+    pub fn add_collaborator(&self, user: &str) {
+        let mut s = self.lock();
+        if !s.collaborators.iter().any(|c| c == user) {
+            s.collaborators.push(user.to_string());
+        }
     }
 
     /// The merge styles `repo` allows (`Do` values). Default: `merge`, `rebase`,
@@ -1209,6 +1272,15 @@ fn page_of<T: Clone>(items: &[T], page: usize, limit: usize) -> Vec<T> {
 }
 
 fn route(s: &mut State, req: &Request, path: &str, root: &str) -> ResponseTemplate {
+    if let Some(needed) = missing_scope(s, req, path) {
+        return api_error(
+            403,
+            &format!("token does not have at least one of required scope(s): [{needed}]"),
+        );
+    }
+    if let Some(response) = protections_route(s, req, path) {
+        return response;
+    }
     if let Some(response) = pulls_route(s, req, path) {
         return response;
     }
@@ -1250,7 +1322,7 @@ fn route(s: &mut State, req: &Request, path: &str, root: &str) -> ResponseTempla
                 Some(sha) => ResponseTemplate::new(200).set_body_json(json!({
                     "name": name,
                     "commit": { "id": sha, "message": "a commit\n", "url": format!("{root}{OWNER}/{repo}/commit/{sha}") },
-                    "protected": s.protections.contains_key(&(repo.clone(), name.clone())),
+                    "protected": s.rule_for(&repo, &name).is_some(),
                 })),
                 None => not_found(),
             }
@@ -1443,11 +1515,61 @@ struct Pull {
     merged_ms: i64,
 }
 
-/// A branch protection rule reduced to what a merge meets: the reason it refuses.
+/// A branch protection rule (`ProtectedBranch`), the settings `…/branch_protections` lists.
+/// Every other field of the answer is its zero value.
+#[derive(Debug, Clone, Default)]
+pub struct BranchRule {
+    /// A branch name or a gobwas glob (`/` as separator).
+    pub rule_name: String,
+    pub enable_push: bool,
+    pub enable_push_whitelist: bool,
+    /// Listed only for users who can read the repository (the owner and
+    /// [`add_collaborator`](FakeForgejo::add_collaborator)s).
+    pub push_whitelist_usernames: Vec<String>,
+    pub push_whitelist_teams: Vec<String>,
+    pub push_whitelist_deploy_keys: bool,
+    pub enable_merge_whitelist: bool,
+    pub merge_whitelist_usernames: Vec<String>,
+    pub merge_whitelist_teams: Vec<String>,
+    pub enable_status_check: bool,
+    pub status_check_contexts: Vec<String>,
+    pub required_approvals: i64,
+    pub apply_to_admins: bool,
+    /// Why a merge into a branch it covers is refused (`not allowed to merge [reason: …]`):
+    /// the check it stands for fails. `None`: merges pass its checks.
+    pub merge_refusal: Option<String>,
+}
+
+impl BranchRule {
+    /// A rule as a new one is: pushes disabled, nothing whitelisted.
+    pub fn named(rule_name: &str) -> BranchRule {
+        BranchRule {
+            rule_name: rule_name.to_string(),
+            ..BranchRule::default()
+        }
+    }
+
+    /// Pushes enabled for everyone with write access.
+    pub fn open(mut self) -> BranchRule {
+        self.enable_push = true;
+        self
+    }
+
+    /// Pushes enabled for `users` only.
+    pub fn push_whitelist(mut self, users: &[&str]) -> BranchRule {
+        self.enable_push = true;
+        self.enable_push_whitelist = true;
+        self.push_whitelist_usernames = users.iter().map(|u| u.to_string()).collect();
+        self
+    }
+}
+
 #[derive(Debug, Clone)]
-struct Protection {
-    reason: String,
-    apply_to_admins: bool,
+struct StoredRule {
+    id: i64,
+    rule: BranchRule,
+    created_ms: i64,
+    updated_ms: i64,
 }
 
 /// A merge the fake performed through `POST …/pulls/{index}/merge`: a push to the base
@@ -1945,6 +2067,79 @@ impl State {
         p.checking_left = 0;
     }
 
+    /// `FindRepoProtectedBranchRules`: plain names first, then globs; the oldest first.
+    fn sorted_rules(&self, repo: &str) -> Vec<&StoredRule> {
+        let mut rules: Vec<&StoredRule> = self
+            .protections
+            .get(repo)
+            .map(|r| r.iter().collect())
+            .unwrap_or_default();
+        rules.sort_by_key(|r| (is_glob_rule(&r.rule.rule_name), r.created_ms, r.id));
+        rules
+    }
+
+    /// `GetFirstMatchProtectedBranchRule`: the rule that applies to `branch`.
+    fn rule_for(&self, repo: &str, branch: &str) -> Option<&BranchRule> {
+        self.sorted_rules(repo)
+            .into_iter()
+            .map(|r| &r.rule)
+            .find(|r| rule_match(&r.rule_name, branch))
+    }
+
+    /// `convert.ToBranchProtection`, keys in `structs.BranchProtection` order.
+    fn rule_json(&self, r: &StoredRule) -> Value {
+        let b = &r.rule;
+        // `getWhitelistEntities`: the repository's readers (collaborators, then the owner)
+        // who are whitelisted, in the readers' order; always a list.
+        let readers: Vec<&str> = self
+            .collaborators
+            .iter()
+            .map(String::as_str)
+            .chain([OWNER])
+            .collect();
+        let users = |names: &[String]| -> Vec<String> {
+            readers
+                .iter()
+                .filter(|u| names.iter().any(|n| n == *u))
+                .map(|u| u.to_string())
+                .collect()
+        };
+        let contexts = if b.status_check_contexts.is_empty() {
+            Value::Null
+        } else {
+            json!(b.status_check_contexts)
+        };
+        json!({
+            "branch_name": if is_glob_rule(&b.rule_name) { "" } else { b.rule_name.as_str() },
+            "rule_name": b.rule_name,
+            "enable_push": b.enable_push,
+            "enable_push_whitelist": b.enable_push_whitelist,
+            "push_whitelist_usernames": users(&b.push_whitelist_usernames),
+            "push_whitelist_teams": b.push_whitelist_teams,
+            "push_whitelist_deploy_keys": b.push_whitelist_deploy_keys,
+            "enable_merge_whitelist": b.enable_merge_whitelist,
+            "merge_whitelist_usernames": users(&b.merge_whitelist_usernames),
+            "merge_whitelist_teams": b.merge_whitelist_teams,
+            "enable_status_check": b.enable_status_check,
+            "status_check_contexts": contexts,
+            "required_approvals": b.required_approvals,
+            "enable_approvals_whitelist": false,
+            "approvals_whitelist_username": [],
+            "approvals_whitelist_teams": [],
+            "block_on_rejected_reviews": false,
+            "block_on_official_review_requests": false,
+            "block_on_outdated_branch": false,
+            "dismiss_stale_approvals": false,
+            "ignore_stale_approvals": false,
+            "require_signed_commits": false,
+            "protected_file_patterns": "",
+            "unprotected_file_patterns": "",
+            "apply_to_admins": b.apply_to_admins,
+            "created_at": self.time(r.created_ms),
+            "updated_at": self.time(r.updated_ms),
+        })
+    }
+
     fn user_json(&self) -> Value {
         json!({ "id": 2, "login": OWNER, "email": DOER_EMAIL, "...": "..." })
     }
@@ -2323,13 +2518,11 @@ impl State {
             // does not apply to admins.
             let force = form.bool("force_merge");
             if !auto
-                && let Some(rule) = self.protections.get(&(repo.to_string(), p.base.clone()))
-                && (rule.apply_to_admins || !force)
+                && let Some(rule) = self.rule_for(repo, &p.base)
+                && let Some(reason) = &rule.merge_refusal
+                && (rule.apply_to_admins || !force || !self.caller_admin)
             {
-                return api_error(
-                    405,
-                    &format!("not allowed to merge [reason: {}]", rule.reason),
-                );
+                return api_error(405, &format!("not allowed to merge [reason: {reason}]"));
             }
         }
         let style_refused = || {
@@ -2534,10 +2727,7 @@ impl State {
             };
             return api_error(403, text);
         }
-        if self
-            .protections
-            .contains_key(&(p.repo.clone(), p.head.clone()))
-        {
+        if self.rule_for(&p.repo, &p.head).is_some() {
             let text = if level >= 9 {
                 "the head branch is protected"
             } else {
@@ -2550,6 +2740,204 @@ impl State {
             &["update-ref", "-d", &format!("refs/heads/{}", p.head)],
         );
         ResponseTemplate::new(200)
+    }
+}
+
+// ---- branch protection and the caller ----------------------------------------------------
+//
+// `docs/forgejo-branch-protection.md` is the reference (the same on every version v8–v16).
+
+/// `tokenRequiresScopes`: the scope a request needs, when its token has scopes at all —
+/// `read:`/`write:` (by the method) of the route's category; `None` outside the categories
+/// the fake serves.
+fn missing_scope(s: &State, req: &Request, path: &str) -> Option<String> {
+    let scopes = s.token_scopes.as_ref()?;
+    req.headers.get("authorization")?;
+    let category = if path.starts_with("/api/v1/repos/") {
+        "repository"
+    } else if path == "/api/v1/user" || path.starts_with("/api/v1/user/") {
+        "user"
+    } else {
+        return None;
+    };
+    let write = matches!(req.method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let needed = format!("{}:{category}", if write { "write" } else { "read" });
+    let held = scopes
+        .iter()
+        .any(|sc| sc == "all" || *sc == needed || (!write && *sc == format!("write:{category}")));
+    (!held).then_some(needed)
+}
+
+/// `GET /user` and `GET /repos/{owner}/{repo}/branch_protections`. `None` for any other
+/// request.
+fn protections_route(s: &mut State, req: &Request, path: &str) -> Option<ResponseTemplate> {
+    if req.method.as_str() != "GET" {
+        return None;
+    }
+    let level = s.features.level;
+    let token = req.headers.get("authorization").is_some();
+    if path == "/api/v1/user" {
+        // `reqToken()`.
+        if !token {
+            return Some(api_error(401, "token is required"));
+        }
+        let mut user = s.user_json();
+        user["login_name"] = json!("");
+        user["full_name"] = json!("");
+        user["is_admin"] = json!(false);
+        return Some(ResponseTemplate::new(200).set_body_json(user));
+    }
+    let rest = path.strip_prefix("/api/v1/repos/")?;
+    let [owner, repo, "branch_protections"] = rest.split('/').collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    // `repoAssignment`, then `reqToken()`, then `reqAdmin()`.
+    if owner != OWNER || !s.repos.contains(repo) {
+        return Some(api_not_found(level, None, &[]));
+    }
+    if !token {
+        return Some(api_error(401, "token is required"));
+    }
+    if !s.caller_admin {
+        return Some(api_error(
+            403,
+            "user should be an owner or a collaborator with admin write of a repository",
+        ));
+    }
+    let rules: Vec<Value> = s
+        .sorted_rules(repo)
+        .into_iter()
+        .map(|r| s.rule_json(r))
+        .collect();
+    Some(ResponseTemplate::new(200).set_body_json(Value::Array(rules)))
+}
+
+/// `IsRuleNameSpecial`: gobwas/glob's special characters.
+fn is_glob_rule(rule: &str) -> bool {
+    rule.chars().any(|c| "*?\\[]{}".contains(c))
+}
+
+/// `ProtectedBranch.Match`: a plain name equal without case; a glob (`/` the separator)
+/// matched by [`glob_match`]; one that does not compile, the name itself.
+fn rule_match(rule: &str, branch: &str) -> bool {
+    if !is_glob_rule(rule) {
+        return rule.to_lowercase() == branch.to_lowercase();
+    }
+    let pattern: Vec<char> = rule.chars().collect();
+    let name: Vec<char> = branch.chars().collect();
+    glob_match(&pattern, &name).unwrap_or(rule == branch)
+}
+
+/// gobwas/glob with `/` as the separator, straight from the pattern text: `*` (no `/`), `**`,
+/// `?` (no `/`), `[…]`/`[!…]` (a list or one `a-z` range), `{a,b}` (nestable; closed at the
+/// end), `\x`. `None`: the pattern does not compile.
+fn glob_match(p: &[char], s: &[char]) -> Option<bool> {
+    let Some(&c) = p.first() else {
+        return Some(s.is_empty());
+    };
+    match c {
+        '\\' => {
+            let (lit, rest) = match p.get(1) {
+                Some(l) => (Some(*l), &p[2..]),
+                None => (None, &p[1..]),
+            };
+            match lit {
+                None => glob_match(rest, s),
+                Some(l) => {
+                    if s.first() == Some(&l) {
+                        glob_match(rest, &s[1..])
+                    } else {
+                        glob_match(rest, &[]).map(|_| false)
+                    }
+                }
+            }
+        }
+        '*' => {
+            let (star, rest) = if p.get(1) == Some(&'*') {
+                (true, &p[2..])
+            } else {
+                (false, &p[1..])
+            };
+            glob_match(rest, &[])?;
+            let mut n = 0;
+            loop {
+                if glob_match(rest, &s[n..])? {
+                    return Some(true);
+                }
+                if n == s.len() || (!star && s[n] == '/') {
+                    return Some(false);
+                }
+                n += 1;
+            }
+        }
+        '?' => {
+            let rest = glob_match(&p[1..], s.get(1..).unwrap_or(&[]))?;
+            Some(s.first().is_some_and(|c| *c != '/') && rest)
+        }
+        '[' => {
+            let close = p.iter().position(|c| *c == ']').filter(|i| *i > 1)?;
+            let mut class = &p[1..close];
+            let not = class.first() == Some(&'!') && class.len() > 1;
+            if not {
+                class = &class[1..];
+            }
+            let hit = |ch: char| match class {
+                [lo, '-', hi] => {
+                    if hi < lo {
+                        return None;
+                    }
+                    Some(*lo <= ch && ch <= *hi)
+                }
+                _ if class.len() >= 2 && class[1] == '-' => None,
+                _ => Some(class.contains(&ch)),
+            };
+            hit('a')?;
+            let rest = glob_match(&p[close + 1..], s.get(1..).unwrap_or(&[]))?;
+            Some(s.first().is_some_and(|ch| hit(*ch) == Some(!not)) && rest)
+        }
+        '{' => {
+            // The alternatives at depth 0, up to the matching `}` (or the end).
+            let mut depth = 0;
+            let mut alts = vec![Vec::new()];
+            let mut end = p.len();
+            let mut i = 1;
+            while i < p.len() {
+                let ch = p[i];
+                match ch {
+                    '\\' if i + 1 < p.len() => {
+                        alts.last_mut()?.extend([ch, p[i + 1]]);
+                        i += 2;
+                        continue;
+                    }
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = i + 1;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        alts.push(Vec::new());
+                        i += 1;
+                        continue;
+                    }
+                    _ => {}
+                }
+                alts.last_mut()?.push(ch);
+                i += 1;
+            }
+            let rest = &p[end.min(p.len())..];
+            let mut any = false;
+            for alt in alts {
+                let mut seq = alt;
+                seq.extend_from_slice(rest);
+                any |= glob_match(&seq, s)?;
+            }
+            Some(any)
+        }
+        _ => {
+            let rest = glob_match(&p[1..], s.get(1..).unwrap_or(&[]))?;
+            Some(s.first() == Some(&c) && rest)
+        }
     }
 }
 

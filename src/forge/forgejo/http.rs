@@ -15,6 +15,8 @@ pub(super) struct Target<'a> {
     pub(super) repo: Option<&'a str>,
     /// A 404 is an answer (`Ok(None)`), not an error.
     pub(super) missing_ok: bool,
+    /// What a 403 says the token needs (`None`: what CI reads need).
+    pub(super) needs: Option<&'a str>,
 }
 
 /// What one GET brought back.
@@ -232,8 +234,11 @@ impl ForgejoForge {
             403 => (
                 BlockingKind::NoAccess,
                 format!(
-                    "Forgejo denied access (403) to {}: the token needs read:repository and read access to Actions{server}",
-                    target.repo.unwrap_or("the server")
+                    "Forgejo denied access (403) to {}: the token needs {}{server}",
+                    target.repo.unwrap_or("the server"),
+                    target
+                        .needs
+                        .unwrap_or("read:repository and read access to Actions")
                 ),
             ),
             404 => (
@@ -274,6 +279,7 @@ impl ForgejoForge {
         let target = Target {
             repo: Some(repo),
             missing_ok: false,
+            needs: None,
         };
         let body = self.get(path, query, target).await?.unwrap_or_default();
         self.decode(&body, path)

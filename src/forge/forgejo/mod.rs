@@ -25,6 +25,7 @@
 //! never logged, and server bodies are scrubbed of it before they reach an error message.
 
 mod http;
+mod protections;
 mod pulls;
 mod runs;
 pub use pulls::{MergeAnswer, PullRequest};
@@ -365,6 +366,7 @@ impl ForgejoForge {
                         Target {
                             repo: None,
                             missing_ok: false,
+                            needs: None,
                         },
                     )
                     .await?
@@ -489,6 +491,7 @@ impl Forge for ForgejoForge {
         let target = Target {
             repo: Some(&full_name),
             missing_ok: true,
+            needs: None,
         };
         let Some(body) = self.get(&path, &[], target).await? else {
             return Ok(None);
@@ -538,6 +541,7 @@ impl Forge for ForgejoForge {
             let target = Target {
                 repo: Some(&full_name),
                 missing_ok: true,
+                needs: None,
             };
             return Ok(self
                 .get(&path, &[], target)

@@ -98,6 +98,7 @@ impl ForgejoForge {
         let target = Target {
             repo: Some(&full_name),
             missing_ok: false,
+            needs: None,
         };
         match self.fetch(path, query, target).await? {
             Got::Body(b) => Ok(Some(b)),

@@ -167,6 +167,7 @@ fn a_token_echoed_across_the_cut_of_a_server_message_is_redacted_whole() {
     let target = super::http::Target {
         repo: Some("o/r"),
         missing_ok: false,
+        needs: None,
     };
     let err = f.classify(403, "/repos/o/r/actions/runs", &body, target);
     let text = err.to_string();

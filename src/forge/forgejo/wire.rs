@@ -124,3 +124,34 @@ pub struct CommitStatus {
     pub context: String,
     pub created_at: Option<String>,
 }
+
+/// `GET …/branch_protections`: a bare array of these (`structs.BranchProtection`, the same
+/// fields v8–v16). Only what orch judges is kept.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct BranchProtection {
+    /// Deprecated: the rule name when it is not a glob, else empty.
+    pub branch_name: String,
+    /// A branch name or a glob (gobwas/glob, `/` as separator).
+    pub rule_name: String,
+    pub enable_push: bool,
+    pub enable_push_whitelist: bool,
+    /// Only users who can read the repository are listed (`getWhitelistEntities`).
+    pub push_whitelist_usernames: Option<Vec<String>>,
+    pub push_whitelist_teams: Option<Vec<String>>,
+    pub push_whitelist_deploy_keys: bool,
+    pub enable_merge_whitelist: bool,
+    pub merge_whitelist_usernames: Option<Vec<String>>,
+    pub merge_whitelist_teams: Option<Vec<String>>,
+    /// Gitea's (1.23+); no Forgejo v8–v16 sends it.
+    pub enable_force_push: Option<bool>,
+}
+
+/// `GET /api/v1/user`: the token's account (`structs.User`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct User {
+    pub id: i64,
+    /// The user name.
+    pub login: String,
+}

@@ -24,17 +24,12 @@ fn code(org: &Org, name: &str) -> i32 {
 
 /// An organisation whose workers run as `account`, its test directories opened to it.
 fn org_as(account: &str, script: &str, repo: RepoSpec) -> Org {
-    let mut spec = Spec::local(script).repo(repo);
+    let mut spec = Spec::local(script).repo(repo).user(account);
     spec.worker_section = Some(format!(
-        "  command: [sh, {:?}]\n  env_passthrough: [PATH, E2E_OUT]\n  stop_grace: 1s\n  user: {account}\n",
+        "  command: [sh, {:?}]\n  env_passthrough: [PATH, E2E_OUT]\n  stop_grace: 1s\n",
         worker_script(script).display().to_string()
     ));
-    let org = Org::new(spec);
-    // The account reaches the state directory through the test's directory, and writes its
-    // answers to `out`.
-    std::fs::set_permissions(&org.root, std::fs::Permissions::from_mode(0o711)).unwrap();
-    std::fs::set_permissions(&org.out, std::fs::Permissions::from_mode(0o777)).unwrap();
-    org
+    Org::new(spec)
 }
 
 #[test]
@@ -185,28 +180,7 @@ fn a_worker_of_its_own_account_whose_clone_is_gone_is_taken_over_after_its_super
     let Some(account) = worker_account() else {
         return;
     };
-    let mut spec = Spec::resumable(&[("core", &[])]);
-    let ctl_dir = "CTL";
-    spec.worker_section = Some(format!(
-        "  command: [sh, {:?}, {ctl_dir}]\n  env_passthrough: [PATH]\n  stop_grace: 1s\n  max_respawns: 2\n  user: {}\n",
-        worker_script("resume_worker.sh").display().to_string(),
-        account.name
-    ));
-    spec.max_respawns = None;
-    let org = Org::new(spec);
-    // The control directory is the test's: opened to the account (its worker writes its
-    // lives and marks there), and named in the command line once it exists.
-    let yaml = std::fs::read_to_string(&org.config_path)
-        .unwrap()
-        .replace(ctl_dir, &org.ctl.display().to_string());
-    std::fs::write(&org.config_path, yaml).unwrap();
-    std::fs::set_permissions(&org.root, std::fs::Permissions::from_mode(0o711)).unwrap();
-    for d in ["", "prompts", "lives", "marks"] {
-        let p = org.ctl.join(d);
-        std::fs::create_dir_all(&p).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
-    }
-
+    let org = Org::new(Spec::resumable(&[("core", &[])]).user(&account.name));
     let id = org.spawn("core", "push-hang add the feature", "t-account");
     org.wait_mark(&id, 1, "pushed");
     let wt = std::path::PathBuf::from(org.worker(&id).worktree);

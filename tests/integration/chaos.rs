@@ -258,9 +258,23 @@ fn run_resume(org: &Org, tally: &mut Tally) {
 
 #[test]
 fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
+    chaos(None, 12);
+}
+
+/// The same with workers of an account of their own (`worker.user`): their pushes relayed and
+/// their CI questions answered by supervisors that are killed under them. Needs root.
+#[test]
+fn chaos_with_workers_of_an_account_of_their_own() {
+    let Some(account) = crate::support::worker_account() else {
+        return;
+    };
+    chaos(Some(account.name), 6);
+}
+
+fn chaos(user: Option<String>, default_kills: u64) {
     // Finished spawns are reaped by the driver loop, between its other work.
     let _late = reaping_late();
-    let target = env_u64("ORCH_CHAOS_KILLS").unwrap_or(12) as usize;
+    let target = env_u64("ORCH_CHAOS_KILLS").unwrap_or(default_kills) as usize;
     let seed = env_u64("ORCH_CHAOS_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -286,7 +300,8 @@ fn chaos_kills_supervisors_and_spawners_and_every_task_ends_done_once() {
             // finds the lost push after `lost_hook_grace`, or starts a run its hook recorded
             // but never started. `start_timeout` bounds the wait for one that never comes.
             .start_timeout("5s")
-            .lost_hook_grace("2s"),
+            .lost_hook_grace("2s")
+            .with_user(user.as_deref()),
     );
     std::fs::create_dir_all(org.ctl.join("spawns")).unwrap();
     let sampler = Sampler::start(&org.state);

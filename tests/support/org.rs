@@ -482,6 +482,10 @@ pub struct Spec {
     /// The top-level `downstream:` mapping; the harness's default `{depth: 0}` (no dependents'
     /// CI after a landing) keeps other suites' CI runs their own; None: orch's default.
     pub downstream: Option<String>,
+    /// `worker.user`: workers run as this account (tests that set it need root; see
+    /// `worker_account`). The test's directories are opened to it (root searchable, `out` and
+    /// `ctl` writable).
+    pub user: Option<String>,
 }
 
 impl Spec {
@@ -506,6 +510,7 @@ impl Spec {
             worker_section: None,
             land: None,
             downstream: Some("{depth: 0}".into()),
+            user: None,
         }
     }
 
@@ -573,6 +578,17 @@ impl Spec {
 
     pub fn max_parallel(mut self, n: usize) -> Spec {
         self.max_parallel = n;
+        self
+    }
+
+    /// Workers run as `account` (`worker.user`).
+    pub fn user(self, account: &str) -> Spec {
+        self.with_user(Some(account))
+    }
+
+    /// Workers run as `account` when one is given.
+    pub fn with_user(mut self, account: Option<&str>) -> Spec {
+        self.user = account.map(str::to_string);
         self
     }
 
@@ -762,6 +778,22 @@ impl Org {
         }
         if let Some(n) = spec.max_respawns {
             yaml.push_str(&format!("  max_respawns: {n}\n"));
+        }
+        if let Some(user) = &spec.user {
+            yaml.push_str(&format!("  user: {user}\n"));
+            // The account reaches the state directory through the test's directory, and
+            // writes its answers and marks to `out` and `ctl`.
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path, m: u32| {
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+            };
+            mode(&root, 0o711);
+            mode(&out, 0o777);
+            mode(&ctl, 0o777);
+            for d in ["prompts", "lives", "marks", "gates", "spawns"] {
+                std::fs::create_dir_all(ctl.join(d)).unwrap();
+                mode(&ctl.join(d), 0o777);
+            }
         }
         if let Some(alerts) = &spec.alerts {
             yaml.push_str("alerts:\n");

@@ -57,6 +57,53 @@ impl Account {
     }
 }
 
+impl Account {
+    /// The account with uid `uid` (its name and primary group from the user database; the
+    /// number itself where it has no entry).
+    pub fn by_uid(uid: u32) -> Account {
+        passwd_by_uid(uid).unwrap_or(Account {
+            name: uid.to_string(),
+            uid,
+            gid: uid,
+        })
+    }
+}
+
+/// The uid that owns `path`, if it exists.
+pub fn owner_of(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| m.uid())
+}
+
+/// The account for a new worker: of `pool`, the one the fewest live workers run as (`taken`:
+/// the uid of each), the first such in the pool's order. Each worker has an account of its own
+/// while the pool has one free; past that, accounts are shared as evenly as they can be.
+pub fn choose<'a>(pool: &'a [Account], taken: &[u32]) -> Option<&'a Account> {
+    pool.iter()
+        .min_by_key(|a| taken.iter().filter(|&&t| t == a.uid).count())
+}
+
+/// The account a worker whose workspace is `workspace` runs as: the workspace's owner, which
+/// must be one of `pool` (configured accounts); None when the workspace is not there.
+pub fn of_workspace(workspace: &Path, pool: &[String]) -> Result<Option<Account>, String> {
+    let Some(uid) = owner_of(workspace) else {
+        return Ok(None);
+    };
+    let account = Account::by_uid(uid);
+    let configured = pool
+        .iter()
+        .any(|name| name == &account.name || name.parse::<u32>().ok() == Some(uid));
+    if !configured {
+        return Err(format!(
+            "the workspace {} belongs to uid {uid} ({}), which is not one of worker.user(s) {}: orch does not start its worker as an account it was not given",
+            workspace.display(),
+            account.name,
+            pool.join(", ")
+        ));
+    }
+    Ok(Some(account))
+}
+
 /// `<uid>:<gid>` back into ids.
 pub fn parse_arg(s: &str) -> Option<(u32, u32)> {
     let (u, g) = s.split_once(':')?;
@@ -258,6 +305,22 @@ fn tighten(dir: &Path, open: &[&str]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_worker_gets_the_least_used_account_of_the_pool() {
+        let a = |uid| Account {
+            name: format!("w{uid}"),
+            uid,
+            gid: uid,
+        };
+        let pool = [a(1001), a(1002), a(1003)];
+        assert_eq!(choose(&pool, &[]).unwrap().uid, 1001);
+        assert_eq!(choose(&pool, &[1001]).unwrap().uid, 1002);
+        assert_eq!(choose(&pool, &[1001, 1003]).unwrap().uid, 1002);
+        // All taken: shared, evenly.
+        assert_eq!(choose(&pool, &[1001, 1002, 1003, 1001]).unwrap().uid, 1002);
+        assert!(choose(&[], &[]).is_none());
+    }
 
     #[test]
     fn ids_travel_as_uid_colon_gid() {

@@ -141,18 +141,21 @@ pub fn prepare(
         }
         repo.land.policy = policy;
     }
-    // A worker of an account of its own: refused here, before anything is taken, when that
-    // account cannot be used (unknown, root, or orch may not switch to it).
-    let account = match &config.worker.user {
-        Some(name) => {
-            let a = crate::account::usable(name).map_err(SpawnError::Setup)?;
+    // Workers of accounts of their own: refused here, before anything is taken, when one of
+    // those accounts cannot be used (unknown, root, or orch may not switch to it).
+    let pool = config
+        .worker
+        .users
+        .iter()
+        .map(|name| {
+            let a = crate::account::usable(name)?;
             // The state directory and what is in it are orch's to open (`hand_over`); the
             // directories above it are the user's.
-            crate::account::reachable(state_dir, &a).map_err(SpawnError::Setup)?;
-            Some(a)
-        }
-        None => None,
-    };
+            crate::account::reachable(state_dir, &a)?;
+            Ok(a)
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(SpawnError::Setup)?;
     // Where the worker's pushes go, and where CI picks them up.
     let remote = push_remote(config, state_dir, &repo).map_err(SpawnError::Setup)?;
     // A rate-limited agent gets no new worker before its reset (a wave's next tick retries).
@@ -197,7 +200,14 @@ pub fn prepare(
     };
     let session = super::supervisor::session_dir(state_dir, &id);
     // A worker of another account works in a clone of its own in a workspace it owns; orch's
-    // session directory stays orch's.
+    // session directory stays orch's. Its account is chosen now and the workspace made as its
+    // (removed again if no worker comes of this spawn).
+    let pending = if pool.is_empty() {
+        None
+    } else {
+        Some(claim_account(store, state_dir, &id, &pool).map_err(SpawnError::Setup)?)
+    };
+    let account = pending.as_ref().map(|p| p.account.clone());
     let worktree = match &account {
         Some(_) => workspace_dir(state_dir, &id).join("worktree"),
         None => session.join("worktree"),
@@ -311,6 +321,10 @@ pub fn prepare(
     let Spawned::Ready(record) = outcome else {
         return Ok(outcome);
     };
+    // The worker exists: its workspace stays, whatever happens next.
+    if let Some(p) = pending {
+        p.keep();
+    }
     super::hold_lease_until_handover(state_dir, &record.id);
 
     let upstream = upstream_changes(store, config, &repo.name);
@@ -356,7 +370,7 @@ fn setup_worktree(
 ) -> Result<(), String> {
     std::fs::create_dir_all(session).map_err(|e| format!("{}: {e}", session.display()))?;
     let local = w.local_branch();
-    if config.worker.user.is_some() {
+    if config.worker.separate() {
         make_own_clone(config, repo, w, &w.base_sha)?;
     } else {
         gitops::create_worktree(
@@ -417,12 +431,16 @@ fn make_own_clone(
 /// Makes a worker of another account's clone again (a resumer found it missing or half-made):
 /// at what it pushed when the clone has it from the remote, else at its base; handed over.
 pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> Result<(), String> {
-    let name = config
-        .worker
-        .user
-        .as_deref()
-        .ok_or("worker.user is no longer set: its clone is not made again")?;
-    let account = crate::account::usable(name)?;
+    if !config.worker.separate() {
+        return Err("worker.user is no longer set: its clone is not made again".into());
+    }
+    // Its account is its workspace's owner (the workspace outlives a lost clone); a workspace
+    // gone as well gets the pool's first account.
+    let workspace = workspace_dir(state_dir, &w.id);
+    let account = match crate::account::of_workspace(&workspace, &config.worker.users)? {
+        Some(a) => a,
+        None => crate::account::usable(&config.worker.users[0])?,
+    };
     let repo = config
         .repo(&w.repo)
         .ok_or_else(|| format!("unknown repository {}", w.repo))?;
@@ -435,6 +453,87 @@ pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> 
     make_own_clone(config, repo, w, &start)?;
     let session = super::supervisor::session_dir(state_dir, &w.id);
     hand_over(state_dir, w, &session, &account)
+}
+
+/// A new worker's workspace, made as the account chosen for it; removed on drop unless kept
+/// (a spawn that took no lock leaves nothing behind).
+struct PendingWorkspace {
+    dir: PathBuf,
+    account: crate::account::Account,
+    kept: bool,
+}
+
+impl PendingWorkspace {
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for PendingWorkspace {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Chooses the account of `pool` the fewest live workers run as (each live worker's account is
+/// the owner of its workspace; a workspace no worker owns yet is a spawn under way) and makes
+/// worker `id`'s workspace as that account. Spawns choose one at a time (a lock file), so two
+/// at once do not both take the same free account.
+fn claim_account(
+    store: &mut Store,
+    state_dir: &Path,
+    id: &str,
+    pool: &[crate::account::Account],
+) -> Result<PendingWorkspace, String> {
+    let root = state_dir.join(crate::account::WORKSPACES);
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    crate::account::set_mode(&root, 0o711).map_err(|e| format!("{}: {e}", root.display()))?;
+    let lock = std::fs::File::create(root.join(".choosing"))
+        .map_err(|e| format!("{}: {e}", root.display()))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| format!("{}: {e}", root.display()))?;
+    let live: std::collections::HashSet<String> = store
+        .live_workers()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    let mut known = |dir: &str| store.worker(dir).ok().flatten().is_some();
+    let mut taken = Vec::new();
+    for entry in std::fs::read_dir(&root).map_err(|e| format!("{}: {e}", root.display()))? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        if (live.contains(&name) || !known(&name))
+            && let Some(uid) = crate::account::owner_of(&entry.path())
+        {
+            taken.push(uid);
+        }
+    }
+    let account = crate::account::choose(pool, &taken)
+        .ok_or("worker.users names no account")?
+        .clone();
+    if taken.contains(&account.uid) {
+        tracing::warn!(
+            account = %account.name,
+            "every account of worker.users runs a live worker: this one shares {} (name more accounts than worker.max_parallel)",
+            account.name
+        );
+    }
+    let dir = workspace_dir(state_dir, id);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let pending = PendingWorkspace {
+        dir: dir.clone(),
+        account: account.clone(),
+        kept: false,
+    };
+    crate::account::chown_tree(&dir, account.uid, account.gid)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(pending)
 }
 
 /// Where a worker of an account of its own keeps what is its: its clone (`worktree`), its home

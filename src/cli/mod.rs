@@ -589,7 +589,7 @@ impl Ctx {
         let contract_path = contract.file.clone();
         // Workers of another account: whatever orch makes is its own alone (a new file in the
         // state directory is never one a worker could open by its name).
-        if config.worker.user.is_some() {
+        if config.worker.separate() {
             rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
         }
         // Whichever orch process comes first kills worker trees whose supervisor died.

@@ -146,8 +146,16 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
                 "forge.token_env: the token is in the environment of each orch command you start until it reads and wipes it, where a process of the same user can read it; forge.token_file (mode 0600) keeps it out of every environment".into(),
             );
         }
-        if let Some(name) = &config.worker.user {
+        for name in &config.worker.users {
             account_findings(ctx, config, name, &mut view);
+        }
+        if config.worker.users.len() > 1 && config.worker.users.len() < config.worker.max_parallel {
+            view.warnings.push(format!(
+                "worker.users: {} accounts for worker.max_parallel {}: past {} live workers, accounts are shared (workers of one account can read and write each other's clones)",
+                config.worker.users.len(),
+                config.worker.max_parallel,
+                config.worker.users.len()
+            ));
         }
         for r in &config.repos {
             if !r.path.exists() {

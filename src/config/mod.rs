@@ -152,9 +152,17 @@ pub struct WorkerConfig {
     /// Budget per task (summed across respawns): past it the worker is stopped and FAILED.
     pub max_cost_usd: Option<f64>,
     pub max_tokens: Option<u64>,
-    /// The unprivileged account workers run as (`worker.user`), by name or number: orch's
-    /// database, state and processes are then not theirs (see `account.rs`). None: orch's own.
-    pub user: Option<String>,
+    /// The unprivileged accounts workers run as (`worker.user`: one; `worker.users`: a pool,
+    /// one account per live worker), by name or number: orch's database, state and processes
+    /// are then not theirs (see `account.rs`). Empty: orch's own user.
+    pub users: Vec<String>,
+}
+
+impl WorkerConfig {
+    /// Whether workers run as accounts of their own (`worker.user` / `worker.users`).
+    pub fn separate(&self) -> bool {
+        !self.users.is_empty()
+    }
 }
 
 /// Where an alert is sent.

@@ -116,6 +116,8 @@ pub(super) struct RawWorker {
     pub(super) max_tokens: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) user: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) users: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -478,6 +480,7 @@ pub(super) const WORKER: &[&str] = &[
     "max_cost_usd",
     "max_tokens",
     "user",
+    "users",
 ];
 pub(super) const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
 pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];

@@ -77,6 +77,7 @@ pub(super) const WORKER: &[Field] = &[
     ("max_cost_usd", Shape::Number, Optional),
     ("max_tokens", Shape::Int, Optional),
     ("user", Shape::Text, Optional),
+    ("users", TEXTS, Optional),
 ];
 pub(super) const WEBHOOK: &[Field] = &[("url_env", Shape::Text, Required)];
 pub(super) const SINK: &[Field] = &[

@@ -239,6 +239,7 @@ pub(super) fn validate(
         max_respawns: None,
         stop_grace: None,
         user: None,
+        users: None,
     });
     let agent = match &w.agent {
         None => Agent::Command,
@@ -254,6 +255,7 @@ pub(super) fn validate(
             Agent::Command
         }),
     };
+    let users = accounts(&mut c, &w);
     let command = match w.command {
         None => agent.default_command(),
         Some(cmd) => {
@@ -309,24 +311,7 @@ pub(super) fn validate(
         stop_grace: c.duration("worker.stop_grace", &w.stop_grace, Duration::from_secs(10)),
         max_cost_usd,
         max_tokens,
-        user: w.user.as_ref().and_then(|u| {
-            let name = u.value.trim();
-            if name.is_empty() || name.contains(['/', ':', '\n']) {
-                c.err(
-                    pos(u),
-                    format!("worker.user: {:?} is not an account name (the unprivileged account workers run as, e.g. orch-worker)", u.value),
-                );
-                return None;
-            }
-            if name == "root" || name == "0" {
-                c.err(
-                    pos(u),
-                    "worker.user: root is not a separate account; name an unprivileged one (e.g. orch-worker)",
-                );
-                return None;
-            }
-            Some(name.to_string())
-        }),
+        users,
     };
     if let Some(var) = &forge.token_env
         && worker.env_passthrough.iter().any(|v| v == var)
@@ -852,4 +837,45 @@ pub(super) fn env_var_name(s: &str) -> bool {
             let kinds = [digits, lower, upper].iter().filter(|n| **n > 0).count();
             (word.len() >= 16 && kinds >= 2 && digits > 0) || (word.len() >= 20 && kinds >= 2)
         })
+}
+
+/// `worker.user` (one account) or `worker.users` (a pool: each live worker gets one of its own),
+/// each an unprivileged account's name or number.
+fn accounts(c: &mut Check, w: &RawWorker) -> Vec<String> {
+    let mut names: Vec<(String, Option<Pos>)> = Vec::new();
+    if let Some(u) = &w.user {
+        names.push((u.value.clone(), pos(u)));
+    }
+    if let Some(list) = &w.users {
+        if w.user.is_some() {
+            c.err(
+                pos(list),
+                "worker.user and worker.users both given: name one account (user) or a pool (users)",
+            );
+        }
+        if list.value.is_empty() {
+            c.err(pos(list), "worker.users: name at least one account");
+        }
+        names.extend(list.value.iter().map(|u| (u.value.clone(), pos(u))));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (value, at) in names {
+        let name = value.trim();
+        if name.is_empty() || name.contains(['/', ':', '\n']) {
+            c.err(
+                at,
+                format!("worker.user: {value:?} is not an account name (the unprivileged account workers run as, e.g. orch-worker)"),
+            );
+        } else if name == "root" || name == "0" {
+            c.err(
+                at,
+                "worker.user: root is not a separate account; name an unprivileged one (e.g. orch-worker)",
+            );
+        } else if out.iter().any(|n| n == name) {
+            c.err(at, format!("worker.users: {name} is named twice"));
+        } else {
+            out.push(name.to_string());
+        }
+    }
+    out
 }

@@ -5,8 +5,8 @@
 //! runs as its account too. Needs root (to switch accounts); skipped with a message elsewhere.
 
 use crate::support::{
-    DEADLINE, Org, RepoSpec, Spec, job, output_text, poll_until, processes_under, worker_account,
-    worker_script,
+    DEADLINE, Org, RepoSpec, Spec, job, output_text, poll_until, processes_under,
+    second_worker_account, worker_account, worker_script,
 };
 use orch::milestone::Milestone;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -209,4 +209,51 @@ fn a_worker_of_its_own_account_whose_clone_is_gone_is_taken_over_after_its_super
     let meta = std::fs::metadata(&wt).unwrap();
     assert_eq!(meta.uid(), account.uid);
     assert!(wt.join(".git").is_dir(), "a clone of its own again");
+}
+
+#[test]
+fn workers_of_a_pool_of_accounts_cannot_touch_each_others_clones() {
+    let (Some(a), Some(b)) = (worker_account(), second_worker_account()) else {
+        return;
+    };
+    let mut spec = Spec::local("pool_worker.sh")
+        .repo(RepoSpec::new("alpha"))
+        .repo(RepoSpec::new("beta"))
+        .users(&[&a.name, &b.name]);
+    spec.worker_section = Some(format!(
+        "  command: [sh, {:?}]\n  env_passthrough: [PATH, E2E_OUT]\n  stop_grace: 1s\n",
+        worker_script("pool_worker.sh").display().to_string()
+    ));
+    let org = Org::new(spec);
+    let victim = org.spawn_detached("alpha", "victim: wait");
+    let attacker = org.spawn_detached("beta", "attacker: look next door");
+    org.wait_milestone(&victim, "DONE", DEADLINE);
+    org.wait_milestone(&attacker, "DONE", DEADLINE);
+    let (vu, au) = (read(&org, "victim-uid"), read(&org, "attacker-uid"));
+    assert_ne!(
+        vu.trim(),
+        au.trim(),
+        "each live worker runs as an account of its own"
+    );
+    for uid in [&vu, &au] {
+        assert!(
+            [a.uid.to_string(), b.uid.to_string()].contains(&uid.trim().to_string()),
+            "{uid}"
+        );
+    }
+    for attempt in ["read-victim", "write-victim"] {
+        assert_ne!(
+            code(&org, attempt),
+            0,
+            "{attempt}: {}",
+            read(&org, &format!("{attempt}.out"))
+        );
+        assert!(
+            read(&org, &format!("{attempt}.out")).contains("Permission denied"),
+            "{attempt}: {}",
+            read(&org, &format!("{attempt}.out"))
+        );
+    }
+    let wt = std::path::PathBuf::from(org.worker(&victim).worktree);
+    assert!(!wt.join("pwned.txt").exists());
 }

@@ -79,7 +79,17 @@ pub struct TestAccount {
 /// serialise on a lock file), or None, said on stderr, where this is not root: switching
 /// accounts needs root, which CI has.
 pub fn worker_account() -> Option<TestAccount> {
-    const NAME: &str = "orch-it-worker";
+    named_account("orch-it-worker")
+}
+
+/// Another unprivileged account (`orch-it-worker2`), for tests of a pool of accounts.
+pub fn second_worker_account() -> Option<TestAccount> {
+    named_account("orch-it-worker2")
+}
+
+fn named_account(name: &'static str) -> Option<TestAccount> {
+    #[allow(non_snake_case)]
+    let NAME = name;
     if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: worker.user tests need root (to create {NAME} and switch to it)");
         return None;

@@ -485,7 +485,7 @@ pub struct Spec {
     /// `worker.user`: workers run as this account (tests that set it need root; see
     /// `worker_account`). The test's directories are opened to it (root searchable, `out` and
     /// `ctl` writable).
-    pub user: Option<String>,
+    pub user: Vec<String>,
 }
 
 impl Spec {
@@ -510,7 +510,7 @@ impl Spec {
             worker_section: None,
             land: None,
             downstream: Some("{depth: 0}".into()),
-            user: None,
+            user: Vec::new(),
         }
     }
 
@@ -588,7 +588,13 @@ impl Spec {
 
     /// Workers run as `account` when one is given.
     pub fn with_user(mut self, account: Option<&str>) -> Spec {
-        self.user = account.map(str::to_string);
+        self.user = account.map(str::to_string).into_iter().collect();
+        self
+    }
+
+    /// Workers run as accounts of this pool (`worker.users`), one per live worker.
+    pub fn users(mut self, accounts: &[&str]) -> Spec {
+        self.user = accounts.iter().map(|a| a.to_string()).collect();
         self
     }
 
@@ -779,8 +785,11 @@ impl Org {
         if let Some(n) = spec.max_respawns {
             yaml.push_str(&format!("  max_respawns: {n}\n"));
         }
-        if let Some(user) = &spec.user {
-            yaml.push_str(&format!("  user: {user}\n"));
+        if !spec.user.is_empty() {
+            match spec.user.as_slice() {
+                [one] => yaml.push_str(&format!("  user: {one}\n")),
+                pool => yaml.push_str(&format!("  users: [{}]\n", pool.join(", "))),
+            }
             // The account reaches the state directory through the test's directory, and
             // writes its answers and marks to `out` and `ctl`.
             use std::os::unix::fs::PermissionsExt;

@@ -38,11 +38,14 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
             }
         }
         if found == own_clone {
-            // A worker of another account: a clone of its own, made again and handed over.
+            // A worker of another account: a clone of its own, made again and handed over —
+            // after its prompts (a spawner killed before it made its session directory left
+            // neither, and the hand-over copies the CI guide).
+            ensure_prompts(l, w);
             if let Err(e) = crate::app::spawn::remake_own_clone(&l.config, &l.state_dir, w) {
                 tracing::error!(worker = %w.id, error = %e, "cannot make its clone again");
             }
-            return ensure_prompts(l, w);
+            return;
         }
         let _ = gitops::git(&repo.path, &["worktree", "prune"]);
         let local = w.local_branch();
@@ -65,6 +68,9 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
 fn ensure_prompts(l: &Loaded, w: &WorkerRecord) {
     let session = crate::app::supervisor::session_dir(&l.state_dir, &w.id);
     if !session.join("prompt.md").exists() {
+        if let Err(e) = std::fs::create_dir_all(&session) {
+            tracing::error!(worker = %w.id, error = %e, "cannot make its session directory");
+        }
         let upstream = l
             .store()
             .map(|mut s| crate::app::spawn::upstream_changes(&mut s, &l.config, &w.repo))

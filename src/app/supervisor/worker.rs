@@ -97,12 +97,27 @@ impl WorkerProcess {
             .as_ref()
             .map(|m| m.clone().into_bytes())
             .unwrap_or_else(|| prompt.clone());
-        // `worker.user`: the worker runs as that account (refused here rather than run as orch).
-        let account = match &env.config.worker.user {
-            Some(name) => Some(crate::account::usable(name).map_err(|e| {
+        // `worker.user(s)`: the worker runs as the account its workspace was made for (refused
+        // here rather than run as orch).
+        let account = if env.config.worker.separate() {
+            let refuse = |e: String| {
                 start_error(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))
-            })?),
-            None => None,
+            };
+            let wt = std::path::Path::new(&w.worktree);
+            let workspace = crate::app::spawn::workspace_dir(env.state_dir, &w.id);
+            if wt.parent() != Some(workspace.as_path()) {
+                return Err(refuse(format!(
+                    "worker {} was started before worker.user was set: its worktree {} is orch's, not an account's (cancel it, or unset worker.user until it ends)",
+                    w.id, w.worktree
+                )));
+            }
+            let a = crate::account::of_workspace(&workspace, &env.config.worker.users)
+                .map_err(refuse)?
+                .ok_or_else(|| refuse(format!("its workspace {} is gone", workspace.display())))?;
+            crate::account::usable(&a.uid.to_string()).map_err(refuse)?;
+            Some(a)
+        } else {
+            None
         };
         let cgroup = Cgroup::for_worker(env.state_dir, &w.id);
         if let Some(cg) = &cgroup

@@ -125,7 +125,7 @@ fn execute(
     }
     // Workers of an account of their own: their code's CI runs as that account too (it is the
     // worker's code: as orch it could do whatever orch can). Never as orch instead.
-    let account = match config.worker.user.as_deref().map(crate::account::usable) {
+    let account = match ci_account(layout, &config, run) {
         None => None,
         Some(Ok(a)) => match hand_over(layout, &work, &a) {
             Ok(()) => Some(a),
@@ -180,6 +180,31 @@ fn fail_run(
     }
     store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, note))?;
     Ok(())
+}
+
+/// Whom a run's jobs run as with workers of accounts of their own: a worker's branch, as that
+/// worker's account (its workspace's owner); anything else (a base branch, a landing), as the
+/// first account of the pool. None: orch's user (no `worker.user`).
+fn ci_account(
+    layout: &Layout,
+    config: &Config,
+    run: &RunRow,
+) -> Option<Result<crate::account::Account, String>> {
+    if !config.worker.separate() {
+        return None;
+    }
+    let worker = run.git_ref.strip_prefix("refs/heads/orch/").filter(|id| {
+        !id.is_empty() && !id.contains('/') && !id.ends_with("-land") && !id.ends_with("-revert")
+    });
+    if let Some(id) = worker {
+        let workspace = layout.state_dir.join(crate::account::WORKSPACES).join(id);
+        match crate::account::of_workspace(&workspace, &config.worker.users) {
+            Ok(Some(a)) => return Some(crate::account::usable(&a.uid.to_string()).map(|_| a)),
+            Err(e) => return Some(Err(e)),
+            Ok(None) => {}
+        }
+    }
+    Some(crate::account::usable(&config.worker.users[0]))
 }
 
 /// Gives the checkout `work` to `account` and lets it reach it (the forge's directories

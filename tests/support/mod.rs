@@ -107,6 +107,22 @@ fn named_account(name: &'static str) -> Option<TestAccount> {
                     .ok()
             })
     };
+    // The account must reach orch's binary and the scripted workers in this checkout (.ci/run
+    // makes sure it can; a checkout elsewhere under a private directory cannot run these tests).
+    let stranger = orch::account::Account {
+        name: NAME.into(),
+        uid: 3_999_997,
+        gid: 3_999_997,
+    };
+    for needed in [
+        std::path::PathBuf::from(env!("CARGO_BIN_EXE_orch")),
+        worker_script("lib.sh"),
+    ] {
+        if let Err(e) = orch::account::reachable(&needed, &stranger) {
+            eprintln!("skipped: worker.user tests need this checkout reachable by other accounts: {e}");
+            return None;
+        }
+    }
     if let Some(uid) = uid() {
         return Some(TestAccount {
             name: NAME.into(),

@@ -9,7 +9,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// An account by its ids (and the name it was configured by, for messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,6 +263,22 @@ fn lookup_with(call: &Getpw<'_>) -> Option<Account> {
 /// Where a worker's own files live when it runs as an account of its own: under the state
 /// directory, one directory per worker, owned by the account (its clone and its home).
 pub const WORKSPACES: &str = "workspaces";
+
+/// Where a worker of an account of its own keeps what is its: its clone (`worktree`), its home
+/// (`home`) and its CI guide.
+pub fn workspace_dir(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join(WORKSPACES).join(id)
+}
+
+/// The worker's home directory inside its workspace (agents keep their configuration there).
+pub fn worker_home(worktree: &Path) -> PathBuf {
+    worktree.with_file_name("home")
+}
+
+/// The CI guide a worker of another account reads (its session directory is orch's).
+pub fn worker_ci_guide(worktree: &Path) -> PathBuf {
+    worktree.with_file_name("ci-guide.md")
+}
 
 /// Gives the state directory the modes that keep a worker of another account out of orch's
 /// files: the directory itself searchable but not listable (a worker reaches its own

@@ -209,7 +209,7 @@ pub fn prepare(
     };
     let account = pending.as_ref().map(|p| p.account.clone());
     let worktree = match &account {
-        Some(_) => workspace_dir(state_dir, &id).join("worktree"),
+        Some(_) => crate::account::workspace_dir(state_dir, &id).join("worktree"),
         None => session.join("worktree"),
     };
     let now = now_ms();
@@ -436,7 +436,7 @@ pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> 
     }
     // Its account is its workspace's owner (the workspace outlives a lost clone); a workspace
     // gone as well gets the pool's first account.
-    let workspace = workspace_dir(state_dir, &w.id);
+    let workspace = crate::account::workspace_dir(state_dir, &w.id);
     let account = match crate::account::of_workspace(&workspace, &config.worker.users)? {
         Some(a) => a,
         None => crate::account::usable(&config.worker.users[0])?,
@@ -524,7 +524,7 @@ fn claim_account(
             account.name
         );
     }
-    let dir = workspace_dir(state_dir, id);
+    let dir = crate::account::workspace_dir(state_dir, id);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let pending = PendingWorkspace {
         dir: dir.clone(),
@@ -536,22 +536,6 @@ fn claim_account(
     Ok(pending)
 }
 
-/// Where a worker of an account of its own keeps what is its: its clone (`worktree`), its home
-/// (`home`) and its CI guide.
-pub fn workspace_dir(state_dir: &Path, id: &str) -> PathBuf {
-    state_dir.join(crate::account::WORKSPACES).join(id)
-}
-
-/// The worker's home directory inside its workspace (agents keep their configuration there).
-pub fn worker_home(worktree: &Path) -> PathBuf {
-    worktree.with_file_name("home")
-}
-
-/// The CI guide a worker of another account reads (its session directory is orch's).
-pub fn worker_ci_guide(worktree: &Path) -> PathBuf {
-    worktree.with_file_name("ci-guide.md")
-}
-
 /// Hands the workspace of worker `w` to `account`: its clone, a home, a copy of its CI guide;
 /// and keeps the rest of the state directory out of its reach.
 fn hand_over(
@@ -561,13 +545,13 @@ fn hand_over(
     account: &crate::account::Account,
 ) -> Result<(), String> {
     let wt = Path::new(&w.worktree);
-    let home = worker_home(wt);
+    let home = crate::account::worker_home(wt);
     let io = |what: &Path| {
         let what = what.display().to_string();
         move |e: std::io::Error| format!("{what}: {e}")
     };
     std::fs::create_dir_all(&home).map_err(io(&home))?;
-    let guide = worker_ci_guide(wt);
+    let guide = crate::account::worker_ci_guide(wt);
     std::fs::copy(session.join("ci-guide.md"), &guide).map_err(io(&guide))?;
     let workspace = wt.parent().unwrap_or(wt);
     crate::account::chown_tree(workspace, account.uid, account.gid).map_err(io(workspace))?;

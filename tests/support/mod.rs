@@ -119,7 +119,9 @@ fn named_account(name: &'static str) -> Option<TestAccount> {
         worker_script("lib.sh"),
     ] {
         if let Err(e) = orch::account::reachable(&needed, &stranger) {
-            eprintln!("skipped: worker.user tests need this checkout reachable by other accounts: {e}");
+            eprintln!(
+                "skipped: worker.user tests need this checkout reachable by other accounts: {e}"
+            );
             return None;
         }
     }

@@ -60,7 +60,7 @@ pub fn expected_worktree(state_dir: &Path, id: &str) -> PathBuf {
 
 /// Where a worker of an account of its own works: its clone in its workspace.
 pub fn expected_own_clone(state_dir: &Path, id: &str) -> PathBuf {
-    crate::app::spawn::workspace_dir(&real(state_dir), id).join("worktree")
+    crate::account::workspace_dir(&real(state_dir), id).join("worktree")
 }
 
 /// Whether `worktree` is one of the two places orch makes worker `id`'s worktree.

@@ -104,7 +104,7 @@ impl WorkerProcess {
                 start_error(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))
             };
             let wt = std::path::Path::new(&w.worktree);
-            let workspace = crate::app::spawn::workspace_dir(env.state_dir, &w.id);
+            let workspace = crate::account::workspace_dir(env.state_dir, &w.id);
             if wt.parent() != Some(workspace.as_path()) {
                 return Err(refuse(format!(
                     "worker {} was started before worker.user was set: its worktree {} is orch's, not an account's (cancel it, or unset worker.user until it ends)",
@@ -197,10 +197,10 @@ impl WorkerProcess {
             // Its own home (agents keep their configuration there) and its own copy of the CI
             // guide: orch's session directory is not its to read.
             let wt = std::path::Path::new(&w.worktree);
-            cmd.env("HOME", crate::app::spawn::worker_home(wt))
+            cmd.env("HOME", crate::account::worker_home(wt))
                 .env("USER", &a.name)
                 .env("LOGNAME", &a.name)
-                .env("ORCH_CI_GUIDE", crate::app::spawn::worker_ci_guide(wt))
+                .env("ORCH_CI_GUIDE", crate::account::worker_ci_guide(wt))
                 .env(crate::report_wire::CI_VIA_ENV, "channel");
         }
         let mut child = spawn_in_group(

@@ -195,3 +195,25 @@ fn a_worker_past_its_whole_life_is_failed_counting_every_life_but_not_its_waits(
     org.wait_supervisor_gone(&id);
     assert!(worker_processes(&id).is_empty());
 }
+
+#[test]
+fn a_cancel_sent_as_a_blocked_workers_supervisor_ends_is_carried_out() {
+    // The supervisor of a worker that reported BLOCKED stops it and exits: a cancel queued
+    // in between is withdrawn and carried out without it, never left unanswered.
+    let org = Org::new(
+        Spec::local("blocked_runs_on.sh")
+            .repo(RepoSpec::new("alpha").standard_ci("test -f feature.txt")),
+    );
+    let id = org.spawn_detached("alpha", "needs credentials");
+    org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    let started = std::time::Instant::now();
+    let out = org.run(&["cancel", &id, "--reason", "not needed after all"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(org.worker(&id).progress.milestone, Milestone::Cancelled);
+    assert!(org.locks_of(&id).is_empty());
+}

@@ -85,6 +85,9 @@ pub struct Contract {
     pub from_any: Vec<String>,
     pub sync_job_status: String,
     pub if_sync_skipped: String,
+    /// The cap on a worker's whole life: time at work (WORKING, PUSHED_TO_CI, FIXING_CI)
+    /// summed across milestones and respawns, frozen while it is not at work (PAUSED,
+    /// BLOCKED, …). Past it the worker is FAILED (see `milestone::step`).
     pub default_worker_timeout: Duration,
     pub progress_window: Duration,
     pub timeouts: BTreeMap<String, MilestoneTimeout>,
@@ -93,6 +96,10 @@ pub struct Contract {
     pub permission: PermissionRule,
     pub transient_backoff: RetryPolicy,
     pub fixing_ci_max_attempts: u32,
+    /// `failure_taxonomy.recoverable.escalate_after`: after this many failed fix attempts
+    /// (a FIXING_CI push that CI found red again) orch raises a warning, once per worker,
+    /// before the attempts run out (`fixing_ci_max_attempts`).
+    pub escalate_after: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -525,10 +532,19 @@ fn validate(raw: RawContract, file: &Path) -> Result<Contract, Diagnostics> {
         ),
     };
     let r = &raw.failure_taxonomy.recoverable;
-    c.count(
+    let escalate_after = c.count(
         "failure_taxonomy.recoverable.escalate_after",
         &r.escalate_after,
     );
+    if escalate_after > fixing_ci_max_attempts {
+        // The worker is FAILED after that many failed attempts: the warning would never come.
+        c.err(
+            pos(&r.escalate_after),
+            format!(
+                "failure_taxonomy.recoverable.escalate_after ({escalate_after}) must not exceed FIXING_CI's max_attempts ({fixing_ci_max_attempts})"
+            ),
+        );
+    }
     c.count("failure_taxonomy.recoverable.max_attempts", &r.max_attempts);
     for (key, class) in [
         ("blocking", &raw.failure_taxonomy.blocking),
@@ -558,6 +574,7 @@ fn validate(raw: RawContract, file: &Path) -> Result<Contract, Diagnostics> {
             permission,
             transient_backoff,
             fixing_ci_max_attempts,
+            escalate_after,
         })
     } else {
         c.diags.sort_by_key(|d| d.pos);

@@ -37,6 +37,43 @@ pub fn ask_then(
     limit: Duration,
     queued: impl Fn(i64),
 ) -> Result<Option<Answered>> {
+    match ask_inner(store, worker, kind, limit, queued, false)? {
+        Asked::Answered(a) => Ok(Some(a)),
+        Asked::Queued | Asked::Gone => Ok(None),
+    }
+}
+
+/// What became of an operator's request to a supervisor (see [`ask_supervisor`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    Answered(Answered),
+    /// The supervisor runs but did not answer in time: the request stays queued.
+    Queued,
+    /// The supervisor ended without answering (it stopped just as the request was queued —
+    /// its worker reported BLOCKED, say): the request was withdrawn, so that no later
+    /// supervisor applies it; the caller acts without one.
+    Gone,
+}
+
+/// Like [`ask`], but a supervisor that ends without answering is noticed at once, not after
+/// `limit`: an operator's request then falls back to what it does for an unsupervised worker.
+pub fn ask_supervisor(
+    store: &mut Store,
+    worker: &str,
+    kind: &RequestKind,
+    limit: Duration,
+) -> Result<Asked> {
+    ask_inner(store, worker, kind, limit, |_| {}, true)
+}
+
+fn ask_inner(
+    store: &mut Store,
+    worker: &str,
+    kind: &RequestKind,
+    limit: Duration,
+    queued: impl Fn(i64),
+    withdraw_when_gone: bool,
+) -> Result<Asked> {
     let rid = store.write(|tx| {
         if ws::get_worker(tx, worker)?.is_none() {
             return Ok(None);
@@ -57,10 +94,30 @@ pub fn ask_then(
             let outcome = r.outcome.unwrap_or_default();
             // Rows answered by an orch that did not record `refused` say so in their text.
             let refused = r.refused.unwrap_or_else(|| outcome.starts_with("refused"));
-            return Ok(Some(Answered { outcome, refused }));
+            return Ok(Asked::Answered(Answered { outcome, refused }));
+        }
+        if withdraw_when_gone
+            && store
+                .worker(worker)?
+                .is_none_or(|w| !w.supervised(crate::store::now_ms()))
+        {
+            // Withdrawn only if still unanswered (one transaction): an answer written just
+            // before is read on the next turn.
+            let withdrawn = store.write(|tx| {
+                ws::finish_request(
+                    tx,
+                    rid,
+                    "withdrawn: the supervisor ended before it answered",
+                    true,
+                )
+            })?;
+            if withdrawn {
+                return Ok(Asked::Gone);
+            }
+            continue;
         }
         if Instant::now() >= deadline {
-            return Ok(None);
+            return Ok(Asked::Queued);
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -14,7 +14,7 @@ use crate::store::{Store, now_ms, release_in};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use super::inbox::{ANSWER_WAIT, Answered, ask, ask_then};
+pub use super::inbox::{ANSWER_WAIT, Answered, Asked, ask, ask_supervisor, ask_then};
 
 /// Who looks after a worker, as `orch status`, `sessions show` and `orch report` see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,22 +71,31 @@ pub enum Cancelled {
 /// Cancels worker `id`: through its supervisor when one is alive, else here.
 pub fn cancel(l: &Loaded, id: &str, by: String, reason: String) -> Result<Cancelled> {
     let mut store = l.store()?;
-    let Some(w) = store.worker(id)? else {
-        return Err(Error::Refused(format!("no worker {id}")));
+    let w = loop {
+        let Some(w) = store.worker(id)? else {
+            return Err(Error::Refused(format!("no worker {id}")));
+        };
+        if w.milestone().is_terminal() {
+            return Err(Error::No(format!(
+                "{id} has already ended ({}): nothing to cancel",
+                w.milestone()
+            )));
+        }
+        if !w.supervised(now_ms()) {
+            break w;
+        }
+        let kind = RequestKind::Cancel {
+            by: by.clone(),
+            reason: reason.clone(),
+        };
+        match ask_supervisor(&mut store, id, &kind, ANSWER_WAIT)? {
+            Asked::Answered(a) => return Ok(Cancelled::BySupervisor(a.outcome)),
+            Asked::Queued => return Ok(Cancelled::Queued),
+            // Its supervisor ended meanwhile (a worker that reported BLOCKED is stopped and
+            // left to an operator): the worker is read again and cancelled here.
+            Asked::Gone => continue,
+        }
     };
-    if w.milestone().is_terminal() {
-        return Err(Error::No(format!(
-            "{id} has already ended ({}): nothing to cancel",
-            w.milestone()
-        )));
-    }
-    if w.supervised(now_ms()) {
-        let kind = RequestKind::Cancel { by, reason };
-        return Ok(match ask(&mut store, id, &kind, ANSWER_WAIT)? {
-            Some(a) => Cancelled::BySupervisor(a.outcome),
-            None => Cancelled::Queued,
-        });
-    }
     // No supervisor: stop whatever is left of the worker ourselves, before the lock goes.
     if let Some(pid) = w.worker_pid
         && crate::process::group_alive(pid as i32)

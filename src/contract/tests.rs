@@ -14,6 +14,7 @@ fn shipped_contract_has_the_seed_values() {
     assert_eq!(c.timeouts["FIXING_CI"].timeout, m(15));
     assert_eq!(c.fixing_ci_max_attempts, 5);
     assert_eq!(c.default_worker_timeout, m(30));
+    assert_eq!(c.escalate_after, 3);
     assert_eq!(c.permission.max_denials, 2);
     assert_eq!(c.transient_backoff.initial, Duration::from_secs(5));
     assert_eq!(c.transient_backoff.max, Duration::from_secs(60));
@@ -57,4 +58,15 @@ fn refuses_unknown_keys() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("every"), "{err}");
+}
+
+#[test]
+fn escalate_after_beyond_the_attempts_is_refused() {
+    let bad = EMBEDDED.replace("escalate_after: 3", "escalate_after: 6");
+    let err = Contract::from_str(&bad, Path::new("c.yaml")).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("escalate_after (6) must not exceed FIXING_CI's max_attempts (5)"),
+        "{text}"
+    );
 }

@@ -70,6 +70,15 @@ impl Milestone {
         Milestone::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
+    /// WORKING, PUSHED_TO_CI, FIXING_CI: the worker (or CI for its push) is at work, and its
+    /// whole-life clock runs (`LifeClock`); in every other state it waits or has ended.
+    pub fn at_work(self) -> bool {
+        matches!(
+            self,
+            Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+        )
+    }
+
     /// DONE, FAILED, CANCELLED: nothing happens to the worker after these.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -110,6 +119,16 @@ pub struct Progress {
     pub extended: bool,
     pub warned: bool,
     pub fix_attempts: u32,
+    /// What sent the worker to FIXING_CI each time, oldest first: the first is its original
+    /// push's red, each later one a fix attempt that failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fix_reds: Vec<FixRed>,
+    /// The warning at `escalate_after` failed fix attempts was raised (once per worker).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub escalated: bool,
+    /// The worker's whole-life clock (`timeouts.default_worker_timeout`).
+    #[serde(default)]
+    pub life: LifeClock,
     /// The last pushed (and verified) SHA; CI is followed for it alone.
     pub tracked_sha: Option<Sha>,
     pub pushed_ms: Option<i64>,
@@ -144,6 +163,66 @@ pub struct Progress {
     /// A green commit held for approval (the worker is BLOCKED on it): DONE once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Sha>,
+}
+
+/// A red commit that sent the worker to FIXING_CI: its short SHA and the jobs that failed
+/// (empty until CI's verdict is known: the worker's FIXING_CI claim may come first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FixRed {
+    pub sha: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<String>,
+}
+
+impl std::fmt::Display for FixRed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.jobs.is_empty() {
+            write!(f, "{} (red: jobs not yet known)", self.sha)
+        } else {
+            write!(f, "{} red: {}", self.sha, self.jobs.join(", "))
+        }
+    }
+}
+
+/// How long a worker has been at work in all its life: across milestones and respawns (a
+/// respawn continues the same worker), the clock running only while it is at work
+/// (`Milestone::at_work`) — frozen while PAUSED, BLOCKED or BLOCKED_PERMISSION, stopped at
+/// the end. `step` keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifeClock {
+    /// Time at work before the current stretch.
+    pub spent_ms: i64,
+    /// When the current stretch at work began (None: the clock is stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
+}
+
+impl LifeClock {
+    /// Time at work up to `now`.
+    pub fn at(&self, now: i64) -> i64 {
+        self.spent_ms + self.since_ms.map_or(0, |s| (now - s).max(0))
+    }
+
+    /// Runs the clock while `at_work`, stops it otherwise (the stretch up to `now` counted).
+    pub(crate) fn follow(&mut self, at_work: bool, now: i64) {
+        match (at_work, self.since_ms) {
+            (true, None) => self.since_ms = Some(now),
+            (false, Some(s)) => {
+                self.spent_ms += (now - s).max(0);
+                self.since_ms = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// A new stretch from `now`, the one before it counted up to `until` (a resumer takes a
+    /// worker over: the time its supervisor was gone is not the worker's).
+    pub(crate) fn restart(&mut self, until: i64, now: i64) {
+        if let Some(s) = self.since_ms {
+            self.spent_ms += (until - s).max(0);
+            self.since_ms = Some(now);
+        }
+    }
 }
 
 /// The timers of the milestone a worker was paused in: how long it had been in it, how much
@@ -188,6 +267,12 @@ impl Progress {
             extended: false,
             warned: false,
             fix_attempts: 0,
+            fix_reds: Vec::new(),
+            escalated: false,
+            life: LifeClock {
+                spent_ms: 0,
+                since_ms: Some(now),
+            },
             tracked_sha: None,
             pushed_ms: None,
             verdict: None,
@@ -443,7 +528,7 @@ pub use landing::{DownstreamCheck, LandEvent, LandState, Landing};
 pub use line::{LineSignal, parse_line, sha_in};
 #[cfg(test)]
 use step::transition;
-pub use step::{HELD_STOP, step};
+pub use step::{BLOCKED_STOP, HELD_STOP, step};
 
 #[cfg(test)]
 mod tests;

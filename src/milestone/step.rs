@@ -60,6 +60,20 @@ pub fn step(
     event: &Event,
     now: i64,
 ) -> (Progress, Vec<Effect>) {
+    let (mut p, fx) = apply(contract, worker, state, event, now);
+    // The whole-life clock runs in the states at work and stands still in the others,
+    // whichever event moved the worker between them.
+    p.life.follow(p.milestone.at_work(), now);
+    (p, fx)
+}
+
+fn apply(
+    contract: &Contract,
+    worker: &str,
+    state: &Progress,
+    event: &Event,
+    now: i64,
+) -> (Progress, Vec<Effect>) {
     let mut p = state.clone();
     let mut fx = Vec::new();
     if let Event::Land(e) = event {
@@ -120,12 +134,22 @@ pub fn step(
                     }
                 }
                 Milestone::Blocked => {
+                    // `blocking: pause_and_escalate`: the worker is stopped at once — whatever
+                    // it would do next (a push, a claim) is not done — its lock kept, its
+                    // clocks frozen (BLOCKED is not at work, and has no timeout) until an
+                    // operator's `orch respawn` continues it.
                     if transition(contract, &mut p, Milestone::Blocked, note, now, &mut fx) {
                         p.end_reason = Some(format!("blocked: {note}"));
+                        fx.push(Effect::StopWorker {
+                            immediate: false,
+                            reason: BLOCKED_STOP.into(),
+                        });
                         fx.push(alert(
                             Severity::Warning,
                             "blocked",
-                            format!("worker {worker} is BLOCKED: {note}"),
+                            format!(
+                                "worker {worker} is BLOCKED: {note}; orch stopped its processes and keeps its lock — `orch respawn {worker} --note …` continues it"
+                            ),
                         ));
                     }
                 }
@@ -242,6 +266,17 @@ pub fn step(
             p.verdict_detail = Some(detail.clone());
             if changed {
                 fx.push(Effect::Checkpoint);
+            }
+            // A worker that claimed FIXING_CI before CI's verdict: its attempt's red is
+            // known now.
+            if p.milestone == Milestone::FixingCi
+                && *kind == VerdictKind::Red
+                && let Some(last) = p.fix_reds.last_mut()
+                && last.jobs.is_empty()
+                && last.sha == sha.short()
+            {
+                last.jobs = failed_jobs.clone();
+                escalate_if_due(contract, &mut p, worker, &mut fx);
             }
             // A worker in FIXING_CI whose tracked commit turns out green (its FIXING_CI came
             // while CI was still running, or a rerun passed): nothing is left to fix.
@@ -411,6 +446,10 @@ pub fn step(
             }
         }
         Event::Resumed { replacement } => {
+            // The life before counts up to its last sign of progress; the time nobody
+            // supervised the worker is not its own.
+            let last = p.last_progress_ms;
+            p.life.restart(last, now);
             let m = p.milestone;
             p.enter(contract, m, now);
             if *replacement {
@@ -536,6 +575,9 @@ fn unpause(
         }
     }
 }
+
+/// The reason of the stop of a worker that reported BLOCKED (its processes killed at once).
+pub const BLOCKED_STOP: &str = "blocked";
 
 /// The reason of the hold a change touching protected paths is kept in (BLOCKED).
 pub const HELD_STOP: &str = "held for approval";
@@ -707,7 +749,18 @@ fn count_fix_attempt(
     fx: &mut Vec<Effect>,
 ) {
     p.fix_attempts += 1;
+    p.fix_reds.push(super::FixRed {
+        sha: p
+            .tracked_sha
+            .as_ref()
+            .map_or("-", |s| s.short())
+            .to_string(),
+        jobs: p.failed_jobs.clone(),
+    });
     let max = contract.fixing_ci_max_attempts;
+    if !p.failed_jobs.is_empty() {
+        escalate_if_due(contract, p, worker, fx);
+    }
     if p.fix_attempts > max {
         fail(
             contract,
@@ -719,6 +772,37 @@ fn count_fix_attempt(
             fx,
         );
     }
+}
+
+/// `recoverable.escalate_after`: people hear of a worker that keeps failing before its
+/// attempts run out (FAILED after `fixing_ci_max_attempts`), once; the worker goes on fixing.
+/// The first entry into FIXING_CI is the original push's red; each later one is a fix
+/// attempt (FIXING_CI → PUSHED_TO_CI → red again) that failed. Raised once the red is known
+/// (a worker's FIXING_CI claim may come before CI's verdict): the alert names every failed
+/// attempt's commit and jobs.
+fn escalate_if_due(contract: &Contract, p: &mut Progress, worker: &str, fx: &mut Vec<Effect>) {
+    let failed = p.fix_attempts.saturating_sub(1);
+    let max = contract.fixing_ci_max_attempts;
+    if p.escalated || failed < contract.escalate_after || failed >= max {
+        return;
+    }
+    p.escalated = true;
+    let attempts: Vec<String> = p
+        .fix_reds
+        .iter()
+        .skip(1)
+        .enumerate()
+        .map(|(i, r)| format!("attempt {}: {r}", i + 1))
+        .collect();
+    fx.push(alert(
+        Severity::Warning,
+        "fix_attempts_escalated",
+        format!(
+            "worker {worker}: {failed} fix attempts failed (escalate_after {}) — {}; it goes on fixing, FAILED after {max} failed attempts — look at `orch logs {worker}`, or `orch cancel {worker}`",
+            contract.escalate_after,
+            attempts.join("; ")
+        ),
+    ));
 }
 
 fn block_permission(
@@ -871,6 +955,24 @@ fn deadlock(
 }
 
 fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut Vec<Effect>) {
+    let cap = contract.default_worker_timeout.as_millis() as i64;
+    if p.milestone.at_work() && p.life.at(now) >= cap {
+        // `default_worker_timeout` caps the worker's whole life. A timeout's action is
+        // `escalate` (the cspec's on_timeout_actions: notify, then extend_if_active /
+        // terminate_if_stuck / reassign_task). The extension is the milestone timers' (each
+        // extends once on recent progress); this cap is what bounds them all, so it is not
+        // extended — a worker that always looks busy would never end. It ends as a milestone
+        // timeout does, FAILED — the contract's state for "timeouts exhausted" — its
+        // processes stopped and its lock kept for an operator, with a critical alert.
+        let milestone = p.milestone;
+        let why = format!(
+            "worker timeout: {} at work in all (default_worker_timeout {}), now in {milestone}",
+            fmt_left(p.life.at(now)),
+            crate::duration::format(contract.default_worker_timeout)
+        );
+        fail(contract, p, worker, &why, "worker_timeout", now, fx);
+        return;
+    }
     let Some(spec) = contract.timeouts.get(p.milestone.as_str()) else {
         return;
     };

@@ -9,6 +9,213 @@ fn contract() -> Contract {
     Contract::embedded()
 }
 
+/// The shipped contract with one value replaced (`from` must be in it).
+fn contract_with(from: &str, to: &str) -> Contract {
+    let text = crate::contract::EMBEDDED;
+    assert!(text.contains(from), "the contract has no {from}");
+    Contract::from_str(&text.replace(from, to), std::path::Path::new("c.yaml")).unwrap()
+}
+
+fn push(sha: &str) -> Event {
+    Event::Push {
+        sha: sha.into(),
+        pushed_ms: T0,
+        via: Channel::Output,
+        protected: Vec::new(),
+    }
+}
+
+fn alerts_of<'a>(fx: &'a [Effect], kind: &str) -> Vec<&'a str> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Alert {
+                kind: k, message, ..
+            } if k == kind => Some(message.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_third_failed_fix_attempt_escalates_once_naming_the_attempts_and_jobs() {
+    let c = contract();
+    assert_eq!((c.escalate_after, c.fixing_ci_max_attempts), (3, 5));
+    let mut p = at(PushedToCi);
+    let mut raised = Vec::new();
+    // Red 1 is the original push's; reds 2.. are failed fix attempts 1..
+    for red in 1..=5u32 {
+        let sha = format!("{red}").repeat(40);
+        p.tracked_sha = Some(sha.clone().into());
+        let (q, fx) = step(
+            &c,
+            "w",
+            &p,
+            &verdict(VerdictKind::Red, &sha),
+            T0 + red as i64,
+        );
+        assert_eq!(q.milestone, FixingCi);
+        raised.push(alerts_of(&fx, "fix_attempts_escalated").len());
+        if red == 4 {
+            let msg = alerts_of(&fx, "fix_attempts_escalated")[0].to_string();
+            assert!(
+                msg.contains("3 fix attempts failed (escalate_after 3)"),
+                "{msg}"
+            );
+            for (n, s) in [(1, '2'), (2, '3'), (3, '4')] {
+                let named = format!("attempt {n}: {} red: test", s.to_string().repeat(10));
+                assert!(msg.contains(&named), "{named} in {msg}");
+            }
+            assert!(
+                !msg.contains("1111111111"),
+                "the original push is no fix attempt: {msg}"
+            );
+            assert!(
+                fx.iter().any(|e| matches!(
+                    e,
+                    Effect::Alert {
+                        severity: Severity::Warning,
+                        ..
+                    }
+                )),
+                "a warning"
+            );
+        }
+        let (q, _) = step(&c, "w", &q, &push(&sha), T0 + red as i64);
+        p = q;
+    }
+    assert_eq!(
+        raised,
+        vec![0, 0, 0, 1, 0],
+        "once, at the 3rd failed attempt"
+    );
+    assert!(p.escalated);
+    assert_eq!(p.milestone, PushedToCi, "the worker goes on fixing");
+}
+
+#[test]
+fn a_fixing_ci_claim_before_the_red_escalates_once_the_red_is_known() {
+    let c = contract();
+    let mut p = at(PushedToCi);
+    let claim = Event::Claim {
+        milestone: FixingCi,
+        note: "test fails".into(),
+        via: Channel::Report,
+    };
+    let mut raised = Vec::new();
+    for red in 1..=4u32 {
+        let sha = format!("{red}").repeat(40);
+        p.tracked_sha = Some(sha.clone().into());
+        let (q, fx) = step(&c, "w", &p, &claim, T0);
+        assert_eq!(q.milestone, FixingCi);
+        assert!(
+            alerts_of(&fx, "fix_attempts_escalated").is_empty(),
+            "{fx:?}"
+        );
+        let (q, fx) = step(&c, "w", &q, &verdict(VerdictKind::Red, &sha), T0);
+        raised.extend(
+            alerts_of(&fx, "fix_attempts_escalated")
+                .iter()
+                .map(|m| m.to_string()),
+        );
+        let (q, _) = step(&c, "w", &q, &push(&sha), T0);
+        p = q;
+    }
+    assert_eq!(raised.len(), 1, "{raised:?}");
+    assert!(
+        raised[0].contains("attempt 3: 4444444444 red: test"),
+        "{}",
+        raised[0]
+    );
+}
+
+#[test]
+fn the_whole_life_is_capped_across_respawns_its_clock_frozen_while_blocked_or_paused() {
+    let c = contract_with("default_worker_timeout: 30m", "default_worker_timeout: 10m");
+    let p = Progress::new(&c, T0);
+    // 6 minutes at work, then BLOCKED for an hour: the clock stands still.
+    let blocked = Event::Claim {
+        milestone: Blocked,
+        note: "missing credentials".into(),
+        via: Channel::Report,
+    };
+    let (p, _) = step(&c, "w", &p, &blocked, T0 + 6 * MIN);
+    assert_eq!(p.life.at(T0 + 66 * MIN), 6 * MIN);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 66 * MIN);
+    assert_eq!((p.milestone, fx.len()), (Blocked, 0));
+    // Respawned: the clock goes on from 6 minutes, not from zero.
+    let respawn = Event::Respawn {
+        by: "ops".into(),
+        note: "credentials added".into(),
+    };
+    let (p, _) = step(&c, "w", &p, &respawn, T0 + 66 * MIN);
+    assert_eq!(p.milestone, Working);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 69 * MIN);
+    assert_eq!(p.milestone, Working, "9 minutes at work: {fx:?}");
+    // Paused an hour by a red upstream: frozen again.
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &Event::Pause {
+            reason: "core is red".into(),
+        },
+        T0 + 69 * MIN,
+    );
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 129 * MIN);
+    assert_eq!((p.milestone, fx.len()), (Paused, 0));
+    let (p, _) = step(&c, "w", &p, &Event::Resume, T0 + 129 * MIN);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 130 * MIN - 1);
+    assert_eq!(p.milestone, Working, "{fx:?}");
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 130 * MIN);
+    assert_eq!(p.milestone, Failed, "10 minutes at work in all");
+    let msg = alerts_of(&fx, "worker_timeout");
+    assert_eq!(msg.len(), 1, "{fx:?}");
+    assert!(msg[0].contains("default_worker_timeout 10m"), "{}", msg[0]);
+    assert!(fx.iter().any(|e| matches!(e, Effect::StopWorker { .. })));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+    assert_eq!(p.life.since_ms, None, "stopped at the end");
+}
+
+#[test]
+fn a_resumed_worker_is_not_charged_for_the_time_nobody_supervised_it() {
+    let c = contract();
+    let p = Progress::new(&c, T0);
+    let (p, _) = step(&c, "w", &p, &Event::Output, T0 + 4 * MIN);
+    // Its supervisor died; a resumer takes it over two hours later.
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &Event::Resumed { replacement: true },
+        T0 + 124 * MIN,
+    );
+    assert_eq!(p.life.at(T0 + 125 * MIN), 5 * MIN);
+}
+
+#[test]
+fn a_blocked_report_stops_the_worker_at_once_and_keeps_the_lock() {
+    let c = contract();
+    for from in [Working, PushedToCi, FixingCi] {
+        let claim = Event::Claim {
+            milestone: Blocked,
+            note: "the API needs a key".into(),
+            via: Channel::Report,
+        };
+        let (p, fx) = step(&c, "w", &at(from), &claim, T0);
+        assert_eq!(p.milestone, Blocked);
+        assert!(
+            fx.contains(&Effect::StopWorker {
+                immediate: false,
+                reason: BLOCKED_STOP.into()
+            }),
+            "{fx:?}"
+        );
+        assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+        let msg = alerts_of(&fx, "blocked");
+        assert!(msg[0].contains("orch respawn w"), "{msg:?}");
+    }
+}
+
 fn at(m: Milestone) -> Progress {
     let c = contract();
     let mut p = Progress::new(&c, T0);
@@ -437,7 +644,8 @@ fn two_permission_denials_stop_the_worker_at_once_and_keep_the_lock() {
 
 #[test]
 fn timeout_warns_then_extends_once_on_progress_then_fails() {
-    let c = contract();
+    // The whole-life cap (30m) would end the worker before its extended WORKING timeout.
+    let c = contract_with("default_worker_timeout: 30m", "default_worker_timeout: 2h");
     let p = at(Working); // 20m timeout, warning at 15m
     let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 15 * MIN);
     assert!(

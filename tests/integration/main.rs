@@ -23,6 +23,7 @@ mod ci_cli;
 mod config_trust;
 mod containment;
 mod demo;
+mod escalation;
 mod escapers;
 mod first_run;
 mod forge_unreachable;

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Claims DONE through `orch report` although CI is red. orch's answer goes to the worker's
 # stdout too (as a shell-driven agent would show it): it must not count as a second claim.
-# Then reports BLOCKED (so the test knows every earlier line was read), records the answer
-# and exit code, and waits for the test.
+# Records the answer and exit code, then reports BLOCKED (so the test knows every earlier
+# line was read; orch stops it there).
 set -eu
 . "$(dirname "$0")/lib.sh"
 echo "WORKING: $ORCH_TASK"
@@ -15,7 +15,7 @@ fi
 rc=0
 answer=$("$ORCH_BIN" report DONE --note "claiming anyway" 2>&1) || rc=$?
 echo "$answer"
-echo "BLOCKED: DONE was refused, a human should look"
 echo "$answer" >"$E2E_OUT/report.txt"
 echo "$rc" >"$E2E_OUT/report.rc"
+echo "BLOCKED: DONE was refused, a human should look"
 await_release

@@ -239,10 +239,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 /// How a `StopWorker` effect stops the group. DONE kills at once: the worker is frozen while
 /// its claim is judged, and any time it ran after the judgement could be a push the DONE does
 /// not cover (a worker that printed DONE had `DONE_EXIT_GRACE` to exit by itself first). So
-/// does a DONE held for an operator's approval: the approval is of the commit judged.
+/// does a DONE held for an operator's approval: the approval is of the commit judged. A
+/// worker that reported BLOCKED is paused at once (`blocking: pause_and_escalate`): it gets
+/// `BLOCKED_EXIT_GRACE` to exit by itself (a worker whose last word that was), then its whole
+/// tree is killed — never a SIGTERM it could answer with `worker.stop_grace` of work (a push).
+/// Its worktree and conversation are what `orch respawn` continues from.
 fn stop_how(immediate: bool, reason: &str) -> Stop {
     if immediate || reason == "done" || reason == crate::milestone::HELD_STOP {
         Stop::Kill
+    } else if reason == crate::milestone::BLOCKED_STOP {
+        Stop::KillAfter(super::BLOCKED_EXIT_GRACE)
     } else {
         Stop::Terminate
     }

@@ -103,6 +103,10 @@ const HEAD_CHECK_EVERY_MS: i64 = 5_000;
 /// How long a worker that printed DONE may take to exit by itself before it is frozen for
 /// the judgement (a worker blocked in `orch report DONE` waits for its answer instead).
 const DONE_EXIT_GRACE: Duration = Duration::from_secs(1);
+/// How long a worker that reported BLOCKED may take to exit by itself before its tree is
+/// killed: short, so that it is stopped within a second of its report (an exit that was its
+/// next step keeps its own status).
+const BLOCKED_EXIT_GRACE: Duration = Duration::from_millis(300);
 /// The shortest sleep of the loop on its own deadlines (rings wake it at once): something due
 /// that cannot be done yet never turns the loop into a spin.
 const MIN_WAIT_MS: i64 = 10;

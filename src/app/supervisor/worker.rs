@@ -43,6 +43,9 @@ pub enum Stop {
     Kill,
     /// SIGTERM to the group, `worker.stop_grace`, then SIGKILL (timeout, cancel).
     Terminate,
+    /// This long for the worker to exit by itself (its last word said), then SIGKILL to the
+    /// whole group — no signal it could act on first (a worker that reported BLOCKED).
+    KillAfter(Duration),
 }
 
 /// How one run of the worker starts: its conversation, and what goes on its stdin.
@@ -398,6 +401,11 @@ impl WorkerProcess {
         match how {
             Stop::Kill => self.kill_now(),
             Stop::Terminate => self.terminate(grace),
+            Stop::KillAfter(wait) => {
+                if !matches!(self.child.wait_timeout(wait), Ok(Some(_))) {
+                    self.kill_now();
+                }
+            }
         }
         self.finish()
     }

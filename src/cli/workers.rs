@@ -397,7 +397,8 @@ fn page(tx: &rusqlite::Transaction, sel: &Selection) -> rusqlite::Result<Page> {
     workers.extend(ended);
     let mut usage = HashMap::new();
     let mut waves = HashMap::new();
-    for w in &workers {
+    for w in &mut workers {
+        ws::with_latest_verdict(tx, w)?;
         if let Some(u) = crate::store::usage::get_usage(tx, &w.id)? {
             usage.insert(w.id.clone(), u);
         }
@@ -526,9 +527,10 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         )));
     };
     let Some((w, events, pushes, usage)) = store.read(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
+        let Some(mut w) = ws::get_worker(tx, id)? else {
             return Ok(None);
         };
+        ws::with_latest_verdict(tx, &mut w)?;
         Ok(Some((
             w,
             ws::worker_events(tx, id)?,

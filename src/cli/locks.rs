@@ -83,6 +83,9 @@ pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool)
         Some(reason),
         Some(&by),
     )?;
+    if matches!(attempt, LockAttempt::Acquired(_)) {
+        crate::app::journal::write_holds(&mut store, &ctx.state_dir(&config));
+    }
     let view = match attempt {
         LockAttempt::Acquired(lock) => HoldView {
             held: true,
@@ -112,6 +115,7 @@ pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let mut store = ctx.store(&config)?;
     match store.unhold(repo, Some(&operator_name(None)))? {
         Ok(lock) => {
+            crate::app::journal::write_holds(&mut store, &ctx.state_dir(&config));
             let view = UnholdView {
                 released: true,
                 repo: repo.to_string(),

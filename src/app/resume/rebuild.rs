@@ -1,6 +1,7 @@
 //! Rebuilding a lost or unreadable database from the checkpoint files (`orch resume
-//! --from-checkpoints`): workers, their pushes and verdicts, and the locks they held. An
-//! unreadable database is moved aside, never deleted.
+//! --from-checkpoints`): workers, their pushes and verdicts, the locks they held, and the
+//! operator holds (`holds.yaml`; one that cannot be taken again is said loudly: a report line,
+//! a critical alert, exit 1). An unreadable database is moved aside, never deleted.
 //!
 //! Checkpoints are evidence, not truth (`trust.rs`): nothing is rebuilt while a supervisor
 //! of the state directory is alive; a checkpoint that is not what orch would have written

@@ -192,6 +192,72 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// The operator holds of a state directory (`hold:NAME` chain locks: `orch hold`, a broken
+/// dependent's hold, `orch resume`'s own), a view of the database written after every change to
+/// them, so that `orch resume --from-checkpoints` takes them again: a rebuilt database that
+/// forgot a release freeze would end it unseen.
+pub const HOLDS_FILE: &str = "holds.yaml";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HeldChain {
+    pub repo: String,
+    /// `hold:<name>`.
+    pub holder: String,
+    pub reason: Option<String>,
+    pub by: Option<String>,
+    pub acquired_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Holds {
+    pub holds: Vec<HeldChain>,
+}
+
+pub fn holds_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(HOLDS_FILE)
+}
+
+/// Writes the holds among `locks` atomically (an empty list too: "no holds" is said, not
+/// guessed from a missing file).
+pub fn write_holds(state_dir: &Path, locks: &[crate::lock::ChainLock]) -> std::io::Result<()> {
+    let holds = Holds {
+        holds: locks
+            .iter()
+            .filter(|l| l.kind == crate::lock::HolderKind::Hold)
+            .map(|l| HeldChain {
+                repo: l.repo.clone(),
+                holder: l.holder.clone(),
+                reason: l.reason.clone(),
+                by: l.by.clone(),
+                acquired_at: fmt_ms(l.acquired_ms),
+            })
+            .collect(),
+    };
+    let text = crate::yaml::to_yaml_string(&holds).map_err(std::io::Error::other)?;
+    write_atomic(&holds_path(state_dir), text.as_bytes())
+}
+
+/// The holds recorded in the state directory: `None` when no hold was ever recorded there (no
+/// file); an error names the file and what is wrong with it.
+pub fn read_holds(state_dir: &Path) -> Result<Option<Vec<HeldChain>>, String> {
+    let path = holds_path(state_dir);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let holds: Holds = crate::yaml::from_yaml_str(&text)
+        .map_err(|e| format!("{}: {}", path.display(), e.message))?;
+    if let Some(bad) = holds.holds.iter().find(|h| !h.holder.starts_with("hold:")) {
+        return Err(format!(
+            "{}: {} is not an operator hold's name (hold:<name>)",
+            path.display(),
+            crate::text::escape(&bad.holder)
+        ));
+    }
+    Ok(Some(holds.holds))
+}
+
 /// Reads a checkpoint file.
 pub fn read(path: &Path) -> Result<Checkpoint, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -201,6 +267,50 @@ pub fn read(path: &Path) -> Result<Checkpoint, String> {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    #[test]
+    fn holds_are_written_and_read_back_and_a_bad_file_is_named() {
+        use crate::lock::{ChainLock, HolderKind};
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            super::read_holds(dir.path()),
+            Ok(None),
+            "no file: none recorded"
+        );
+        let lock = |repo: &str, holder: &str, kind| ChainLock {
+            id: 1,
+            repo: repo.into(),
+            holder: holder.into(),
+            kind,
+            reason: Some("release freeze".into()),
+            by: Some("rm".into()),
+            acquired_ms: 0,
+        };
+        let locks = [
+            lock("core", "hold:rm", HolderKind::Hold),
+            lock("vm", "vm-12345678", HolderKind::Worker),
+        ];
+        super::write_holds(dir.path(), &locks).unwrap();
+        let holds = super::read_holds(dir.path()).unwrap().unwrap();
+        assert_eq!(holds.len(), 1, "holds only: {holds:?}");
+        assert_eq!(
+            (holds[0].repo.as_str(), holds[0].holder.as_str()),
+            ("core", "hold:rm")
+        );
+        assert_eq!(holds[0].reason.as_deref(), Some("release freeze"));
+        super::write_holds(dir.path(), &locks[1..]).unwrap();
+        assert_eq!(super::read_holds(dir.path()), Ok(Some(Vec::new())));
+        std::fs::write(super::holds_path(dir.path()), "holds: [ {repo: core\n").unwrap();
+        let err = super::read_holds(dir.path()).unwrap_err();
+        assert!(err.contains(super::HOLDS_FILE), "{err}");
+        std::fs::write(
+            super::holds_path(dir.path()),
+            "holds: [{repo: core, holder: core-1, reason: null, by: null, acquired_at: x}]\n",
+        )
+        .unwrap();
+        let err = super::read_holds(dir.path()).unwrap_err();
+        assert!(err.contains("not an operator hold"), "{err}");
+    }
 
     /// The longest repository name config accepts still gives file names a file system
     /// takes: the checkpoint and the temporary file it is written through (pid at its widest).

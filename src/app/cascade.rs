@@ -17,19 +17,24 @@ use crate::store::{Store, now_ms};
 /// How long a claimed poll may take before another watcher may claim it.
 const POLL_LEASE_MS: i64 = 30_000;
 
-/// Why `rows` make a downstream worker stop (the first red upstream), e.g.
-/// "acdc-core main is red: test". Pure.
+/// The first red upstream among `rows`: the one that makes a downstream worker stop. Pure.
+pub fn first_red(rows: &[UpstreamRow]) -> Option<&UpstreamRow> {
+    rows.iter().find(|r| r.verdict.as_deref() == Some("red"))
+}
+
+/// Why a red upstream stops downstream work, e.g. "acdc-core main is red: test". Pure.
+pub fn reason(r: &UpstreamRow) -> String {
+    let what = if r.failed_jobs.is_empty() {
+        r.detail.clone().unwrap_or_else(|| "CI failed".into())
+    } else {
+        r.failed_jobs.join(", ")
+    };
+    format!("{} {} is red: {what}", r.repo, r.branch)
+}
+
+/// Why `rows` make a downstream worker stop (the first red upstream). Pure.
 pub fn red_reason(rows: &[UpstreamRow]) -> Option<String> {
-    rows.iter()
-        .find(|r| r.verdict.as_deref() == Some("red"))
-        .map(|r| {
-            let what = if r.failed_jobs.is_empty() {
-                r.detail.clone().unwrap_or_else(|| "CI failed".into())
-            } else {
-                r.failed_jobs.join(", ")
-            };
-            format!("{} {} is red: {what}", r.repo, r.branch)
-        })
+    first_red(rows).map(reason)
 }
 
 /// The repositories whose base-branch CI a worker on `repo` depends on.
@@ -75,28 +80,8 @@ pub async fn status<F: Forge>(
     if !claimed {
         return row;
     }
-    let polled = async {
-        let Some(sha) = follower.forge().branch_head(repo, &repo.branch).await? else {
-            return Ok(None);
-        };
-        let (v, _) = follower.poll(repo, &sha, None, now_ms()).await?;
-        Ok::<_, crate::forge::ForgeError>(Some((sha, v)))
-    }
-    .await;
-    match polled {
-        Ok(found) => {
-            let new = UpstreamRow {
-                repo: repo.name.clone(),
-                branch: repo.branch.clone(),
-                sha: found.as_ref().map(|(s, _)| s.clone()),
-                verdict: found.as_ref().map(|(_, v)| v.kind.as_str().to_string()),
-                failed_jobs: found
-                    .as_ref()
-                    .map(|(_, v)| v.failed_jobs.clone())
-                    .unwrap_or_default(),
-                detail: found.as_ref().map(|(_, v)| v.detail.clone()),
-                checked_ms: now_ms(),
-            };
+    match poll(follower, repo).await {
+        Ok(new) => {
             if let Err(e) = store.write(|tx| su::put(tx, &new)) {
                 tracing::warn!(repo = %repo.name, error = %e, "cannot record upstream CI");
             }
@@ -110,6 +95,32 @@ pub async fn status<F: Forge>(
     }
 }
 
+/// The base-branch CI of `repo` asked of the forge now: its head, and CI for that commit.
+async fn poll<F: Forge>(
+    follower: &CiFollower<F>,
+    repo: &Repo,
+) -> Result<UpstreamRow, crate::forge::ForgeError> {
+    let found = match follower.forge().branch_head(repo, &repo.branch).await? {
+        Some(sha) => {
+            let (v, _) = follower.poll(repo, &sha, None, now_ms()).await?;
+            Some((sha, v))
+        }
+        None => None,
+    };
+    Ok(UpstreamRow {
+        repo: repo.name.clone(),
+        branch: repo.branch.clone(),
+        sha: found.as_ref().map(|(s, _)| s.clone()),
+        verdict: found.as_ref().map(|(_, v)| v.kind.as_str().to_string()),
+        failed_jobs: found
+            .as_ref()
+            .map(|(_, v)| v.failed_jobs.clone())
+            .unwrap_or_default(),
+        detail: found.as_ref().map(|(_, v)| v.detail.clone()),
+        checked_ms: now_ms(),
+    })
+}
+
 /// Why a worker on `repo` must not start now (an upstream is red), polling what is stale.
 pub fn spawn_refusal<F: Forge>(
     store: &mut Store,
@@ -117,6 +128,18 @@ pub fn spawn_refusal<F: Forge>(
     config: &Config,
     repo: &str,
 ) -> Option<String> {
+    red_upstream(Some(store), follower, config, repo).map(|r| reason(&r))
+}
+
+/// The red upstream that keeps a worker on `repo` from starting, if any: what [`spawn_refusal`]
+/// refuses on. With a store, the shared rows (polled when stale, as spawn does); without one
+/// (nothing ran here yet: `orch can-spawn`, which creates no state) the forge is asked directly.
+pub fn red_upstream<F: Forge>(
+    mut store: Option<&mut Store>,
+    follower: &CiFollower<F>,
+    config: &Config,
+    repo: &str,
+) -> Option<UpstreamRow> {
     let ups = upstreams(config, repo);
     if ups.is_empty() {
         return None;
@@ -129,11 +152,19 @@ pub fn spawn_refusal<F: Forge>(
     let rows: Vec<UpstreamRow> = rt.block_on(async {
         let mut rows = Vec::new();
         for u in ups {
-            rows.extend(status(store, follower, u, max_age).await);
+            match store.as_deref_mut() {
+                Some(store) => rows.extend(status(store, follower, u, max_age).await),
+                None => match poll(follower, u).await {
+                    Ok(row) => rows.push(row),
+                    Err(e) => {
+                        tracing::debug!(repo = %u.name, error = %e, "cannot read upstream CI")
+                    }
+                },
+            }
         }
         rows
     });
-    red_reason(&rows)
+    first_red(&rows).cloned()
 }
 
 #[cfg(test)]

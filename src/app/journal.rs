@@ -285,6 +285,13 @@ pub fn commit(
         if entry.checkpoint || entry.effects.contains(&Effect::Checkpoint) {
             write_checkpoint(store, state_dir, id);
         }
+        if entry
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::HoldChain { .. }))
+        {
+            write_holds(store, state_dir);
+        }
     }
     Ok(written)
 }
@@ -341,6 +348,19 @@ fn record_fact(
             ws::record_resumed(tx, id, *respawns, *replacement_note, *keep_lease)
         }
         Fact::Logged { kind, detail } => ws::add_event(tx, id, kind, milestone, detail),
+    }
+}
+
+/// Writes the holds file (`checkpoint::HOLDS_FILE`) from the database's holds, after a commit
+/// that took or released one (a view, like a checkpoint: best effort, logged when it fails).
+pub fn write_holds(store: &mut Store, state_dir: &Path) {
+    match store.read(crate::store::active_locks) {
+        Ok(locks) => {
+            if let Err(e) = crate::checkpoint::write_holds(state_dir, &locks) {
+                tracing::error!(error = %e, "could not write {}", crate::checkpoint::HOLDS_FILE);
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "could not read the holds to checkpoint them"),
     }
 }
 

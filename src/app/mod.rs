@@ -69,10 +69,37 @@ impl Loaded {
         })?;
         if lost {
             let checkpoints = checkpoint_files(&self.state_dir);
-            if checkpoints > 0 {
+            // Holds recorded beside a database that has none (an unreadable record counts):
+            // a database holding nothing but a release freeze lost it just the same.
+            let holds = match crate::checkpoint::read_holds(&self.state_dir) {
+                Ok(h) => h.map_or(0, |h| h.len()),
+                Err(_) => 1,
+            };
+            let holds = if holds > 0
+                && store.read(|tx| {
+                    Ok(crate::store::active_locks(tx)?
+                        .iter()
+                        .all(|l| l.kind != crate::lock::HolderKind::Hold))
+                })? {
+                holds
+            } else {
+                0
+            };
+            if checkpoints > 0 || holds > 0 {
+                let mut beside = Vec::new();
+                if checkpoints > 0 {
+                    beside.push(format!("{checkpoints} checkpoint file(s)"));
+                }
+                if holds > 0 {
+                    beside.push(format!(
+                        "{} recording operator hold(s)",
+                        crate::checkpoint::HOLDS_FILE
+                    ));
+                }
                 return Err(Error::Refused(format!(
-                    "the database {} holds no workers, but {checkpoints} checkpoint file(s) are beside it in {}: it has lost its contents (truncated or replaced?). Rebuild it from them with `orch resume --from-checkpoints` (nothing was changed)",
+                    "the database {} holds no workers, but {} are beside it in {}: it has lost its contents (truncated or replaced?). Rebuild it from them with `orch resume --from-checkpoints` (nothing was changed)",
                     store.path().display(),
+                    beside.join(" and "),
                     self.state_dir.display()
                 )));
             }

@@ -326,6 +326,14 @@ pub fn prepare(
         p.keep();
     }
     super::hold_lease_until_handover(state_dir, &record.id);
+    // A hold handed over to this worker is gone from the holds file too.
+    if req
+        .take_over
+        .as_deref()
+        .is_some_and(|h| h.starts_with("hold:"))
+    {
+        super::journal::write_holds(store, state_dir);
+    }
 
     let upstream = upstream_changes(store, config, &repo.name);
     let handoff = req.handoff.clone().unwrap_or_default();

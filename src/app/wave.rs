@@ -92,7 +92,11 @@ pub struct PlanReport {
 }
 
 pub fn plan(l: &Loaded, wave: &Wave) -> Result<PlanReport> {
-    let hist = history(&mut l.store()?)?;
+    // A plan only reads: where nothing ran yet there is no history, and no state is created.
+    let hist = match l.existing_store()? {
+        Some(mut store) => history(&mut store)?,
+        None => HashMap::new(),
+    };
     let est = estimates(&wave.tasks, &hist);
     let dag = Dag::build(&wave.tasks, &l.config.graph)
         .map_err(|_| Error::Refused("the wave's waits form a cycle".into()))?;
@@ -365,13 +369,18 @@ fn view(l: &Loaded, w: &Loaded2) -> WaveView {
 
 /// The recorded wave `name` (None: never ticked).
 pub fn status(l: &Loaded, name: &str) -> Result<Option<WaveView>> {
-    let mut store = l.store()?;
+    let Some(mut store) = l.existing_store()? else {
+        return Ok(None);
+    };
     Ok(load_recorded(l, &mut store, name)?.map(|w| view(l, &w)))
 }
 
 /// Every recorded wave's name.
 pub fn names(l: &Loaded) -> Result<Vec<String>> {
-    Ok(l.store()?
+    let Some(mut store) = l.existing_store()? else {
+        return Ok(Vec::new());
+    };
+    Ok(store
         .read(wv::list_waves)?
         .into_iter()
         .map(|w| w.name)

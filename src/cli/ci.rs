@@ -45,7 +45,7 @@ fn resolve_sha(l: &Loaded, repo: &str, sha: &str) -> Result<String, Failure> {
 }
 
 /// Where the forge's outage notice goes: stderr, at once (a person is waiting), unless `-q`.
-fn notice(ctx: &Ctx) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
+pub(super) fn notice(ctx: &Ctx) -> std::sync::Arc<dyn Fn(&str) + Send + Sync> {
     let quiet = ctx.quiet;
     std::sync::Arc::new(move |m: &str| {
         if !quiet {

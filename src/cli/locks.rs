@@ -7,23 +7,30 @@ use crate::lock::{HolderKind, blockers};
 use crate::store::{LockAttempt, now_ms};
 
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
-    let config = ctx.config()?;
+    let l = ctx.load()?;
+    let config = &l.config;
     config.require_repo(repo)?;
-    let (active, drifts) = match ctx.existing_store(&config)? {
-        Some(mut store) => (
+    let mut store = ctx.existing_store(config)?;
+    let (active, drifts) = match &mut store {
+        Some(store) => (
             store.locks()?,
-            store.read(|tx| crate::app::drift::drift_in(tx, &config))?,
+            store.read(|tx| crate::app::drift::drift_in(tx, config))?,
         ),
         None => (Vec::new(), Vec::new()),
     };
     let mut blocking = blockers(&config.graph, repo, &active);
     blocking.extend(crate::app::drift::same_clone_blockers(
-        &drifts, &config, repo,
+        &drifts, config, repo,
     ));
+    let mut views = BlockerView::all(&blocking, repo);
+    views.extend(
+        red_upstream(ctx, &l, store.as_mut(), repo)
+            .map(|red| BlockerView::upstream_red(&red, repo)),
+    );
     let view = CanSpawnView {
         repo: repo.to_string(),
-        can_spawn: blocking.is_empty(),
-        blockers: BlockerView::all(&blocking, repo),
+        can_spawn: views.is_empty(),
+        blockers: views,
     };
     if json {
         print_json(&view);
@@ -31,6 +38,30 @@ pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
         print!("{}", view.human());
     }
     Ok(if view.can_spawn { 0 } else { 1 })
+}
+
+/// The red upstream `spawn` would refuse `repo` for (`app::cascade`), asked the same way: the
+/// shared rows where orch has state (polled when stale), else the forge directly — except the
+/// local forge, where nothing can have run yet (and asking would create its state).
+fn red_upstream(
+    ctx: &Ctx,
+    l: &crate::app::Loaded,
+    store: Option<&mut crate::store::Store>,
+    repo: &str,
+) -> Option<crate::store::upstream::UpstreamRow> {
+    if crate::app::cascade::upstreams(&l.config, repo).is_empty()
+        || (store.is_none() && l.config.forge.kind == crate::config::ForgeKind::Local)
+    {
+        return None;
+    }
+    match l.query_follower(super::ci::notice(ctx)) {
+        Ok(follower) => crate::app::cascade::red_upstream(store, &follower, &l.config, repo),
+        Err(e) => {
+            // As spawn does: a forge it cannot build is no refusal, only a warning.
+            ctx.warn(format!("cannot check upstream CI: {e}"));
+            None
+        }
+    }
 }
 
 pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool) -> Outcome {
@@ -52,6 +83,9 @@ pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool)
         Some(reason),
         Some(&by),
     )?;
+    if matches!(attempt, LockAttempt::Acquired(_)) {
+        crate::app::journal::write_holds(&mut store, &ctx.state_dir(&config));
+    }
     let view = match attempt {
         LockAttempt::Acquired(lock) => HoldView {
             held: true,
@@ -81,6 +115,7 @@ pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let mut store = ctx.store(&config)?;
     match store.unhold(repo, Some(&operator_name(None)))? {
         Ok(lock) => {
+            crate::app::journal::write_holds(&mut store, &ctx.state_dir(&config));
             let view = UnholdView {
                 released: true,
                 repo: repo.to_string(),

@@ -397,7 +397,8 @@ fn page(tx: &rusqlite::Transaction, sel: &Selection) -> rusqlite::Result<Page> {
     workers.extend(ended);
     let mut usage = HashMap::new();
     let mut waves = HashMap::new();
-    for w in &workers {
+    for w in &mut workers {
+        ws::with_latest_verdict(tx, w)?;
         if let Some(u) = crate::store::usage::get_usage(tx, &w.id)? {
             usage.insert(w.id.clone(), u);
         }
@@ -526,9 +527,10 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         )));
     };
     let Some((w, events, pushes, usage)) = store.read(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
+        let Some(mut w) = ws::get_worker(tx, id)? else {
             return Ok(None);
         };
+        ws::with_latest_verdict(tx, &mut w)?;
         Ok(Some((
             w,
             ws::worker_events(tx, id)?,
@@ -721,17 +723,31 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
         .as_ref()
         .map(|r| r.refused.clone())
         .unwrap_or_default();
-    let refusal = (!refused.is_empty()).then(|| {
+    let mut said = Vec::new();
+    if !refused.is_empty() {
         let list: Vec<String> = refused
             .iter()
             .map(|x| esc(&x.describe()).into_owned())
             .collect();
-        format!(
+        said.push(format!(
             "{} could not be trusted and were not rebuilt: {}",
             super::plural(refused.len(), "checkpoint", "checkpoints"),
             list.join("; ")
-        )
-    });
+        ));
+    }
+    // A hold the rebuild could not take again is a freeze that ended unseen: said as loudly.
+    let lost_holds = rebuilt
+        .as_ref()
+        .map(|r| r.lost_holds.clone())
+        .unwrap_or_default();
+    if !lost_holds.is_empty() {
+        let list: Vec<String> = lost_holds.iter().map(|h| esc(h).into_owned()).collect();
+        said.push(format!(
+            "operator holds were not rebuilt (take them again with `orch hold`): {}",
+            list.join("; ")
+        ));
+    }
+    let refusal = (!said.is_empty()).then(|| said.join("; "));
     let view = ResumeView {
         rebuilt: rebuilt.as_ref().map(RebuiltView::from),
         resumed: results

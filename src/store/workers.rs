@@ -818,6 +818,33 @@ pub fn record_observed_verdict(
         .execute(params![sha, v.kind.as_str(), v.detail, failed, runs, now_ms()])
 }
 
+/// The push record of `worker` for `sha`, if it pushed it.
+pub fn push_of(tx: &Transaction, worker: &str, sha: &str) -> rusqlite::Result<Option<PushRecord>> {
+    tx.prepare_cached(&format!(
+        "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 AND sha = ?2"
+    ))?
+    .query_row([worker, sha], row_to_push)
+    .optional()
+}
+
+/// `w` as shown to people: its verdict (and failed jobs, detail) the latest recorded for its
+/// tracked commit. A worker's progress keeps the verdict it had when it last moved, and a
+/// settled one (FAILED, BLOCKED, waiting for an operator) no longer hears CI, while a later
+/// answer — the supervisor's last look, `orch ci status` — is still recorded against the push.
+pub fn with_latest_verdict(tx: &Transaction, w: &mut WorkerRecord) -> rusqlite::Result<()> {
+    let Some(sha) = &w.progress.tracked_sha else {
+        return Ok(());
+    };
+    if let Some(push) = push_of(tx, &w.id, sha)?
+        && let Some(kind) = push.verdict
+    {
+        w.progress.verdict = Some(kind);
+        w.progress.failed_jobs = push.failed_jobs;
+        w.progress.verdict_detail = push.detail;
+    }
+    Ok(())
+}
+
 pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 ORDER BY rowid"

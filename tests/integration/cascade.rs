@@ -89,3 +89,57 @@ fn a_red_upstream_pauses_the_downstream_worker_until_it_is_green_again() {
     assert!(t.contains(&("WORKING".into(), "PAUSED".into())), "{t:?}");
     assert!(t.contains(&("PAUSED".into(), "WORKING".into())), "{t:?}");
 }
+
+/// `can-spawn` answers what `spawn` would do: below a red upstream it says no, with the
+/// reason `spawn` gives (exit 1), and `--json` names the red repository as a blocker.
+#[test]
+fn can_spawn_says_no_below_a_red_upstream_with_spawns_reason() {
+    let spec = Spec::local("cascade_wait.sh")
+        .repo(RepoSpec::new("core").standard_ci("grep -qx good status.txt"))
+        .repo(RepoSpec::new("net").deps(&["core"]));
+    let org = Org::new(spec);
+    let sha = org.push_to_base("core", "status.txt", "bad");
+    poll_until(
+        "core's base branch to be red",
+        DEADLINE,
+        || {
+            let v = org.json(&["ci", "status", "--repo", "core", "--sha", &sha, "--json"]);
+            (v["verdict"] == "red").then_some(())
+        },
+        || org.dump(),
+    );
+
+    let spawn = org.run(&["spawn", "--repo", "net", "--task", "t"]);
+    assert_eq!(spawn.status.code(), Some(1), "{}", output_text(&spawn));
+    assert!(
+        output_text(&spawn).contains("core main is red: test"),
+        "{}",
+        output_text(&spawn)
+    );
+
+    let can = org.run(&["can-spawn", "net"]);
+    assert_eq!(can.status.code(), Some(1), "{}", output_text(&can));
+    let said = String::from_utf8_lossy(&can.stdout);
+    assert!(said.starts_with("no:"), "{said}");
+    assert!(said.contains("core main is red: test"), "{said}");
+
+    let v = org.json(&["can-spawn", "net", "--json"]);
+    assert_eq!(v["can_spawn"], false, "{v:#}");
+    let blockers = v["blockers"].as_array().unwrap();
+    assert_eq!(blockers.len(), 1, "{v:#}");
+    let b = &blockers[0];
+    assert_eq!(b["kind"], "upstream_red", "{v:#}");
+    assert_eq!(b["repo"], "core", "{v:#}");
+    assert_eq!(b["relation"], "dependency", "{v:#}");
+    assert_eq!(b["holder"], sha.as_str(), "the red commit: {v:#}");
+    assert!(
+        b["text"]
+            .as_str()
+            .unwrap()
+            .contains("core main is red: test"),
+        "{v:#}"
+    );
+    // The red repository itself has nothing red above it.
+    assert_eq!(org.run(&["can-spawn", "core"]).status.code(), Some(0));
+    assert!(org.workers().is_empty(), "nothing started");
+}

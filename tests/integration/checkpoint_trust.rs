@@ -277,3 +277,79 @@ fn a_deleted_checkpoint_is_reported_and_its_chain_stays_held() {
     assert_eq!(unhold.status.code(), Some(0), "{}", output_text(&unhold));
     assert!(locks(&org).is_empty());
 }
+
+/// An operator's hold (a release freeze) is checkpointed too (`holds.yaml`): a database lost
+/// with only a hold in it is refused rather than read as "every chain free", and
+/// `orch resume --from-checkpoints` takes the hold again, with its holder and reason.
+#[test]
+fn an_operator_hold_survives_a_rebuild() {
+    let org = org();
+    let out = org.run(&["hold", "core", "--reason", "release freeze", "--by", "rm"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    remove_db(&org);
+
+    let spawn = org.run(&["spawn", "--repo", "side", "--task", "t"]);
+    let said = output_text(&spawn);
+    assert_eq!(spawn.status.code(), Some(2), "{said}");
+    assert!(said.contains("--from-checkpoints"), "{said}");
+    assert!(said.contains("hold"), "{said}");
+
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    let holds = answer["rebuilt"]["holds"].as_array().unwrap();
+    assert_eq!(holds.len(), 1, "{answer:#}");
+    assert!(holds[0].as_str().unwrap().contains("hold:rm"), "{answer:#}");
+    assert!(
+        answer["rebuilt"]["lost_holds"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(locks(&org), vec![("core".into(), "hold:rm".into())]);
+    let lock = &org.store().locks().unwrap()[0];
+    assert_eq!(lock.reason.as_deref(), Some("release freeze"));
+    assert_eq!(lock.by.as_deref(), Some("rm"));
+    let can = org.run(&["can-spawn", "core"]);
+    assert_eq!(can.status.code(), Some(1), "{}", output_text(&can));
+    assert!(
+        output_text(&can).contains("hold:rm"),
+        "{}",
+        output_text(&can)
+    );
+
+    // Released, it stays released through the next rebuild.
+    assert!(org.run(&["unhold", "core"]).status.success());
+    remove_db(&org);
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    assert!(
+        answer["rebuilt"]["holds"].as_array().unwrap().is_empty(),
+        "{answer:#}"
+    );
+    assert!(locks(&org).is_empty());
+}
+
+/// A hold the rebuild cannot take again is said loudly: an unreadable holds file makes
+/// `orch resume --from-checkpoints` exit 1 naming it, with a critical alert.
+#[test]
+fn a_hold_that_cannot_be_rebuilt_is_said_loudly() {
+    let org = org();
+    let out = org.run(&["hold", "core", "--reason", "release freeze", "--by", "rm"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let file = org.state.join("holds.yaml");
+    assert!(file.exists(), "the hold is checkpointed");
+    std::fs::write(&file, "holds: [ {repo: core, holder: \n").unwrap();
+    remove_db(&org);
+
+    let out = org.run(&["resume", "--from-checkpoints"]);
+    let said = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("holds.yaml"), "{said}");
+    assert!(said.contains("LOST HOLD"), "{said}");
+    let alerts = std::fs::read_to_string(org.state.join("alerts.jsonl")).unwrap_or_default();
+    let lost: Vec<Value> = alerts
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|a| a["kind"] == "hold_lost")
+        .collect();
+    assert_eq!(lost.len(), 1, "{alerts}");
+    assert_eq!(lost[0]["severity"], "critical", "{alerts}");
+}

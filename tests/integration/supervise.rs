@@ -726,3 +726,57 @@ fn a_lock_on_a_renamed_repository_blocks_every_spawn_until_released() {
     let out = org.run(&["can-spawn", "sdk"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
+
+/// `orch status` shows the latest verdict recorded for a worker's last commit: a worker that
+/// failed (its PUSHED_TO_CI timed out) while CI still ran shows `red` once CI's red answer is
+/// recorded (here by `orch ci status`), not the undecided verdict it had when it failed.
+#[test]
+fn status_shows_the_latest_recorded_verdict_of_a_failed_workers_commit() {
+    // resume_worker.sh's `bad-push-hang`: pushes a change CI (gated) will reject, then waits.
+    let mut spec = Spec::resumable(&[("alpha", &[])]).timeout("PUSHED_TO_CI", "2s", "1s");
+    spec.progress_window = Some("1s".into());
+    let org = Org::new(spec);
+    let id = org.spawn_detached("alpha", "bad-push-hang it");
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    let sha = w.progress.tracked_sha.clone().expect("a pushed commit");
+    assert!(
+        !w.progress.verdict.is_some_and(|v| v.is_terminal()),
+        "CI was still running when it failed: {:?}",
+        w.progress.verdict
+    );
+    org.wait_supervisor_gone(&id);
+
+    org.open_gate("alpha");
+    poll_until(
+        "CI of the failed worker's commit to be red",
+        DEADLINE,
+        || {
+            let v = org.json(&["ci", "status", "--repo", "alpha", "--sha", &sha, "--json"]);
+            (v["verdict"] == "red").then_some(())
+        },
+        || org.diag(&id),
+    );
+
+    let status = org.json(&["status", "--json"]);
+    let shown = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} in {status:#}"))
+        .clone();
+    assert_eq!(shown["milestone"], "FAILED", "{shown:#}");
+    assert_eq!(shown["verdict"], "red", "{shown:#}");
+    assert!(
+        !shown["failed_jobs"].as_array().unwrap().is_empty(),
+        "{shown:#}"
+    );
+    let table = text(&org.run(&["status"]).stdout);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} in\n{table}"));
+    assert!(row.contains(" red "), "{row}");
+    let session = org.json(&["sessions", "show", &id, "--json"]);
+    assert_eq!(session["verdict"], "red", "{session:#}");
+}

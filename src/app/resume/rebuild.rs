@@ -1,6 +1,7 @@
 //! Rebuilding a lost or unreadable database from the checkpoint files (`orch resume
-//! --from-checkpoints`): workers, their pushes and verdicts, and the locks they held. An
-//! unreadable database is moved aside, never deleted.
+//! --from-checkpoints`): workers, their pushes and verdicts, the locks they held, and the
+//! operator holds (`holds.yaml`; one that cannot be taken again is said loudly: a report line,
+//! a critical alert, exit 1). An unreadable database is moved aside, never deleted.
 //!
 //! Checkpoints are evidence, not truth (`trust.rs`): nothing is rebuilt while a supervisor
 //! of the state directory is alive; a checkpoint that is not what orch would have written
@@ -37,6 +38,11 @@ pub struct Rebuilt {
     pub unproven_done: Vec<String>,
     /// Checkpoints (and sessions left without one) that were not rebuilt.
     pub refused: Vec<RefusedCheckpoint>,
+    /// Operator holds taken again from the holds file, each as a sentence.
+    pub holds: Vec<String>,
+    /// Operator holds that could not be taken again (or a holds file that could not be read),
+    /// each as a sentence: an operator must look (each is a critical `hold_lost` alert too).
+    pub lost_holds: Vec<String>,
 }
 
 /// A checkpoint that was not rebuilt: which file, why, and the chain held in its place.
@@ -114,6 +120,20 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         Err(e) => {
             moved_aside = Some(move_aside(&db, &e.to_string())?);
             Store::open(&l.state_dir)?
+        }
+    };
+    // The operator holds: a rebuilt database that forgot one would end a freeze unseen.
+    let mut lost_holds = Vec::new();
+    let recorded_holds = match crate::checkpoint::read_holds(&l.state_dir) {
+        Ok(h) => h.unwrap_or_default(),
+        Err(why) => {
+            let file = crate::checkpoint::holds_path(&l.state_dir);
+            let kept = move_holds_aside(&file);
+            lost_holds.push(format!(
+                "{} could not be read ({why}){kept}: the operator holds it recorded (a release freeze?) were not taken again; take them again with `orch hold <repo> --reason …`",
+                file.display()
+            ));
+            Vec::new()
         }
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&l.state_dir)
@@ -219,11 +239,20 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
     // One transaction for the whole rebuild: the active locks are read once (`ActiveLocks`),
     // not once per worker, and a rebuild that fails half-way leaves no half-filled database
     // behind (which --from-checkpoints would then refuse to rebuild).
-    let (problems, workers, locks) = store.write(|tx| {
+    let (problems, workers, locks, holds, lost) = store.write(|tx| {
         let mut held = ActiveLocks::read(tx)?;
         let mut problems = Vec::new();
         let mut workers = 0;
         let mut locks = 0;
+        // Holds first: an operator's freeze only stops work, and is what a rebuild must not
+        // lose; a worker's lock that conflicts with one is a problem said below.
+        let (mut holds, mut lost) = (Vec::new(), Vec::new());
+        for h in &recorded_holds {
+            match take_hold_again(l, &mut held, h)? {
+                Ok(said) => holds.push(said),
+                Err(said) => lost.push(said),
+            }
+        }
         for (cp, rec, lock, proof) in &plan {
             // Only an unproven DONE wishes for a lock only if free.
             let note = if *lock == Lock::IfFree {
@@ -246,8 +275,11 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         // Deliberately rebuilt: a database with no workers beside checkpoints it refused is
         // what the operator chose, not one that lost its contents (see `Loaded::store`).
         crate::store::set_meta(tx, crate::store::REBUILT_META, crate::store::now_ms())?;
-        Ok((problems, workers, locks))
+        Ok((problems, workers, locks, holds, lost))
     })?;
+    lost_holds.extend(lost);
+    crate::app::journal::write_holds(&mut store, &l.state_dir);
+    raise_lost_holds(&mut store, &l.state_dir, &lost_holds);
     Ok(Rebuilt {
         moved_aside,
         workers,
@@ -255,7 +287,97 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         problems,
         unproven_done,
         refused,
+        holds,
+        lost_holds,
     })
+}
+
+/// Takes a recorded hold again: `Ok` says it was (or is still) held, `Err` why it could not be.
+fn take_hold_again(
+    l: &Loaded,
+    held: &mut ActiveLocks,
+    h: &crate::checkpoint::HeldChain,
+) -> rusqlite::Result<std::result::Result<String, String>> {
+    let what = format!(
+        "{} on {} ({}, by {}, since {})",
+        h.holder,
+        h.repo,
+        h.reason.as_deref().unwrap_or("no reason given"),
+        h.by.as_deref().unwrap_or("?"),
+        h.acquired_at
+    );
+    if l.config.repo(&h.repo).is_none() {
+        return Ok(Err(format!(
+            "{what}: {} does not name {} any more; the hold was not taken again",
+            l.config.file.display(),
+            h.repo
+        )));
+    }
+    let attempt = held.try_lock(
+        &l.config.graph,
+        &h.repo,
+        &h.holder,
+        HolderKind::Hold,
+        h.reason.as_deref(),
+        h.by.as_deref(),
+    )?;
+    Ok(match attempt {
+        LockAttempt::Acquired(_) => Ok(what),
+        // Still there: the database kept it.
+        LockAttempt::Blocked(b) if b.iter().all(|x| x.holder == h.holder && x.repo == h.repo) => {
+            Ok(what)
+        }
+        LockAttempt::Blocked(b) => {
+            let names: Vec<String> = b.iter().map(|x| x.describe(&h.repo)).collect();
+            Err(format!(
+                "{what}: its chain is locked by others now ({}); the hold was not taken again",
+                names.join("; ")
+            ))
+        }
+    })
+}
+
+/// Moves an unreadable holds file aside (never deleted: it is the evidence) before the rebuilt
+/// database's holds are written in its place; says where, for the report.
+fn move_holds_aside(file: &Path) -> String {
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let target = file.with_file_name(format!(
+        "{}.unreadable-{stamp}",
+        crate::checkpoint::HOLDS_FILE
+    ));
+    match std::fs::rename(file, &target) {
+        Ok(()) => format!("; moved to {}", target.display()),
+        Err(_) => String::new(),
+    }
+}
+
+/// Each hold the rebuild lost is a critical alert (de-duplicated like every alert).
+fn raise_lost_holds(store: &mut Store, state_dir: &Path, lost: &[String]) {
+    let window = store.alert_window().as_millis() as i64;
+    let mut fresh = Vec::new();
+    for message in lost {
+        let alert = crate::store::workers::AlertRecord {
+            id: 0,
+            at_ms: now_ms(),
+            severity: "critical".into(),
+            worker_id: None,
+            repo: None,
+            kind: "hold_lost".into(),
+            message: format!("orch resume --from-checkpoints: {message}"),
+            repeats: 1,
+            resolved_ms: None,
+        };
+        if let Ok(crate::store::alerts::Recorded::New(id)) =
+            store.write(|tx| crate::store::alerts::record(tx, &alert, window))
+        {
+            fresh.push(crate::store::workers::AlertRecord { id, ..alert });
+        }
+    }
+    if !fresh.is_empty() {
+        crate::alerts::append_jsonl(state_dir, &fresh);
+    }
 }
 
 /// A DONE that CI did not prove: PUSHED_TO_CI for its tracked SHA (WORKING when there is
@@ -420,6 +542,10 @@ fn hold_for(l: &Loaded, held: &mut ActiveLocks, r: &mut RefusedCheckpoint) -> ru
     )?;
     match attempt {
         LockAttempt::Acquired(_) => r.held = Some(repo.to_string()),
+        // Held already by the same hold (taken again from the holds file).
+        LockAttempt::Blocked(b) if b.iter().all(|x| x.holder == HOLDER && x.repo == repo) => {
+            r.held = Some(repo.to_string())
+        }
         LockAttempt::Blocked(b) => {
             let names: Vec<String> = b.iter().map(|x| x.describe(repo)).collect();
             r.why.push_str(&format!(

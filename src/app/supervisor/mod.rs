@@ -925,7 +925,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.observe_head(head);
         }
         if self.w.progress.milestone.is_terminal() {
-            return; // settled: an answer still in flight at DONE changes nothing
+            // Settled: an answer still in flight at the end changes nothing but the push's
+            // record, which `status` shows (a FAILED worker's commit turning red says so).
+            if let Ok((v, runs)) = &a.result {
+                self.record(vec![Fact::Verdict {
+                    sha: &a.sha,
+                    row: VerdictRow::of(v, runs),
+                }]);
+            }
+            return;
         }
         let about_tracked = self.w.progress.tracked_sha.as_ref() == Some(&a.sha);
         let failed = a.result.is_err();

@@ -49,14 +49,39 @@ pub enum Relation {
     SameClone,
 }
 
-/// An active lock that stops a worker from starting on the repository asked about.
+/// What stops a worker from starting.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockerKind {
+    /// An operator's freeze (`orch hold`).
+    Hold,
+    /// A worker; released on verified DONE, cancel, or a forced release.
+    Worker,
+    /// The base branch of a repository it depends on is red (cascade): `spawn` refuses until
+    /// it is green.
+    UpstreamRed,
+}
+
+impl From<HolderKind> for BlockerKind {
+    fn from(k: HolderKind) -> Self {
+        match k {
+            HolderKind::Hold => BlockerKind::Hold,
+            HolderKind::Worker => BlockerKind::Worker,
+        }
+    }
+}
+
+/// What stops a worker from starting on the repository asked about: an active lock, or (for
+/// `can-spawn`) a red upstream.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct BlockerView {
-    /// The locked repository.
+    /// The locked repository (`upstream_red`: the red one).
     pub repo: String,
+    /// The lock's holder (`hold:<name>` or a worker id); `upstream_red`: the red commit at the
+    /// head of its base branch.
     pub holder: String,
-    pub kind: HolderKind,
+    pub kind: BlockerKind,
     pub relation: Relation,
     /// "alphavm is held by hold:release-1.2 — a dependency of adnet".
     pub text: String,
@@ -68,7 +93,7 @@ impl BlockerView {
         BlockerView {
             repo: b.repo.clone(),
             holder: b.holder.clone(),
-            kind: b.kind,
+            kind: b.kind.into(),
             relation: match b.relation {
                 R::Itself => Relation::Itself,
                 R::Dependency => Relation::Dependency,
@@ -82,6 +107,20 @@ impl BlockerView {
 
     pub fn all(bs: &[Blocker], asked: &str) -> Vec<Self> {
         bs.iter().map(|b| BlockerView::of(b, asked)).collect()
+    }
+
+    /// A red upstream of `asked` (cascade), said as `spawn` refuses it.
+    pub fn upstream_red(red: &crate::store::upstream::UpstreamRow, asked: &str) -> Self {
+        BlockerView {
+            repo: red.repo.clone(),
+            holder: red.sha.clone().unwrap_or_else(|| red.branch.clone()),
+            kind: BlockerKind::UpstreamRed,
+            relation: Relation::Dependency,
+            text: format!(
+                "{} — a dependency of {asked}: workers below a red repository do not start until it is green",
+                crate::app::cascade::reason(red)
+            ),
+        }
     }
 }
 

@@ -775,6 +775,11 @@ pub struct RebuiltView {
     /// Workers whose checkpoint said DONE and whose commit CI did not prove green again.
     pub unproven_done: Vec<String>,
     pub refused: Vec<RefusedView>,
+    /// Operator holds taken again from `holds.yaml`.
+    pub holds: Vec<String>,
+    /// Operator holds that could not be taken again (or an unreadable `holds.yaml`): an
+    /// operator must look; the command exits 1.
+    pub lost_holds: Vec<String>,
 }
 
 impl From<&crate::app::resume::Rebuilt> for RebuiltView {
@@ -796,6 +801,8 @@ impl From<&crate::app::resume::Rebuilt> for RebuiltView {
                     text: x.describe(),
                 })
                 .collect(),
+            holds: r.holds.clone(),
+            lost_holds: r.lost_holds.clone(),
         }
     }
 }
@@ -821,6 +828,12 @@ impl RebuiltView {
         }
         for x in &self.refused {
             out.push_str(&format!("  REFUSED {}\n", esc(&x.text)));
+        }
+        for h in &self.holds {
+            out.push_str(&format!("  held again: {}\n", esc(h)));
+        }
+        for h in &self.lost_holds {
+            out.push_str(&format!("  LOST HOLD {}\n", esc(h)));
         }
         out
     }

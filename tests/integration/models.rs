@@ -120,3 +120,74 @@ tasks:
     assert!(human.contains("MODEL"), "{human}");
     assert!(human.contains("spent by model: "), "{human}");
 }
+
+/// A `claude` on PATH that records its argv (each launch after a `--` line) and ends its run
+/// having done nothing: the worker waits for an operator (BLOCKED).
+fn fake_claude_on_path(org: &mut Org) {
+    let bin = org.root.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("claude");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{{ echo --; printf '%s\\n' \"$@\"; }} >>\"$E2E_OUT/argv-$ORCH_WORKER_ID\"\nexec sh {:?} idle\n",
+            worker_script("fake_claude.sh").display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    org.set_env("PATH", &path);
+}
+
+/// Claude Code's default argv carries `--model` for the model chosen at spawn (`--model` here),
+/// and a respawn of the worker runs the same model, whatever repos.yaml says.
+#[test]
+fn claudes_default_argv_names_the_spawned_model_and_a_respawn_keeps_it() {
+    let mut spec = Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("true"));
+    spec.worker_section = Some(
+        "  agent: claude\n  env_passthrough: [HOME, PATH, E2E_OUT]\n  stop_grace: 1s\n  model: small\n"
+            .into(),
+    );
+    let mut org = Org::new(spec);
+    fake_claude_on_path(&mut org);
+    let out = org.run(&[
+        "spawn", "--repo", "alpha", "--task", "anything", "--model", "mine", "--json",
+    ]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["worker_id"].as_str().unwrap().to_string();
+    org.wait_milestone(&id, "BLOCKED", crate::support::DEADLINE);
+    org.wait_supervisor_gone(&id);
+    let out = org.run(&["respawn", &id, "--note", "try again"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let launches = poll_until(
+        "the respawned agent's argv",
+        crate::support::DEADLINE,
+        || {
+            let all = argv(&org, &id);
+            let launches: Vec<Vec<String>> = all
+                .split(|a| a == "--")
+                .filter(|l| !l.is_empty())
+                .map(|l| l.to_vec())
+                .collect();
+            (launches.len() == 2).then_some(launches)
+        },
+        || format!("{:?}", argv(&org, &id)),
+    );
+    for (n, got) in launches.iter().enumerate() {
+        assert!(got.contains(&"stream-json".to_string()), "{got:?}");
+        let at = got.iter().position(|a| a == "--model").expect("--model");
+        assert_eq!(got[at + 1], "mine", "launch {n}: {got:?}");
+    }
+    assert!(
+        launches[1].contains(&"--resume".to_string()),
+        "{launches:?}"
+    );
+    let show = org.run(&["sessions", "show", &id]);
+    assert!(
+        output_text(&show).contains("mine (task)"),
+        "{}",
+        output_text(&show)
+    );
+}

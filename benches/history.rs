@@ -130,6 +130,8 @@ fn seed(state: &Path, n: usize) {
                     created_ms: created,
                     updated_ms: ended,
                     ended_ms: None,
+                    model: None,
+                    model_source: None,
                 };
                 ws::insert_worker(tx, &w)?;
                 tx.execute(

@@ -88,6 +88,8 @@ fn seed(state: &Path, config: &orch::config::Config, contract: &Contract, n: usi
                     created_ms: now - 60_000,
                     updated_ms: now - 30_000,
                     ended_ms: None,
+                    model: None,
+                    model_source: None,
                 };
                 let LockAttempt::Acquired(_) = try_lock_in(
                     tx,

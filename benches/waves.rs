@@ -53,6 +53,9 @@ fn task(i: usize, repo: String, after: Vec<String>) -> TaskDef {
         estimate: None,
         after,
         land: None,
+        model: None,
+        complexity: None,
+        security_sensitive: false,
     }
 }
 

@@ -36,6 +36,12 @@ pub struct Checkpoint {
     pub tracked_sha: Option<String>,
     pub fix_attempts: u32,
     pub respawns: i64,
+    /// The model the worker's agent runs with (`worker.model`, an override, …; none: the
+    /// agent's default), and why (`task`, `override:<condition>`, `repo`, `worker`).
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub model_source: Option<String>,
     pub lock_held: bool,
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -122,6 +128,8 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
         tracked_sha: pr.tracked_sha.as_ref().map(|s| s.to_string()),
         fix_attempts: pr.fix_attempts,
         respawns: w.respawns,
+        model: w.model.clone(),
+        model_source: w.model_source.clone(),
         lock_held,
         created_ms: w.created_ms,
         updated_ms: w.updated_ms,

@@ -33,6 +33,9 @@ pub struct SpawnRequest {
     pub handoff: Option<String>,
     /// `land.policy` for this task alone (a wave task's `land:`), over its repository's.
     pub land: Option<crate::config::LandPolicy>,
+    /// The model its agent runs with, as the caller chose it (a wave task's, with its
+    /// overrides; `spawn --model`); `None`: the repository's or `worker.model`.
+    pub model: Option<crate::config::model::ModelChoice>,
 }
 
 #[derive(Debug)]
@@ -189,6 +192,10 @@ pub fn prepare(
     let base_sha = gitops::base_sha(&repo.path, &remote, &repo.branch)
         .map_err(|e| SpawnError::Setup(e.to_string()))?;
 
+    let model = req
+        .model
+        .clone()
+        .or_else(|| config.model_for(&repo.name, &crate::config::model::TaskTraits::default()));
     let id = new_id(&repo.name);
     // `land: direct`: the worker pushes to the base branch itself (the chain lock keeps every
     // other worker off it); orch watches that branch on the forge. Its local branch is still
@@ -257,6 +264,8 @@ pub fn prepare(
         created_ms: now,
         updated_ms: now,
         ended_ms: None,
+        model_source: model.as_ref().map(|m| m.source.as_string()),
+        model: model.map(|m| m.model),
     };
 
     // A live worker in the clone repos.yaml now names this repository (or one of its chain)

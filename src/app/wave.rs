@@ -518,6 +518,11 @@ fn describe_change(t: &TaskDef, recorded: &str, worker: Option<&str>) -> String 
             t.component.clone().unwrap_or_default(),
         );
         field("after", was.after.join(","), t.after.join(","));
+        field(
+            "model",
+            was.model.unwrap_or_default(),
+            t.model.clone().unwrap_or_default(),
+        );
     }
     format!(
         "task {} (started as worker {}): {}",
@@ -587,6 +592,15 @@ fn start_ready(
     report: &mut TickReport,
 ) -> Result<()> {
     let name = w.row.name.clone();
+    // The model each task's worker runs with: its own, or an override for a condition that
+    // holds (the wave's critical path, computed with the scheduler's estimates), else the
+    // repository's or `worker.model`.
+    let est: Vec<u64> = w.est.iter().map(|e| e.0).collect();
+    let models: Vec<_> = crate::wave::model::traits(&w.tasks, &w.dag, &est)
+        .iter()
+        .zip(&w.tasks)
+        .map(|(traits, t)| l.config.model_for(&t.repo, traits))
+        .collect();
     loop {
         let (locks, running, others) = store.read(|tx| {
             Ok((
@@ -615,6 +629,7 @@ fn start_ready(
                 component: t.component.clone(),
                 plan: t.plan.clone(),
                 land: t.land,
+                model: models[i].clone(),
                 ..Default::default()
             };
             match prepare(&l.config, &l.contract, &l.state_dir, store, &req) {

@@ -127,6 +127,15 @@ pub enum Command {
         /// Supervise in this process; exit 0 on DONE, 1 on any other end.
         #[arg(long)]
         foreground: bool,
+        /// The model the worker's agent runs with, over repos.yaml's choice.
+        #[arg(long)]
+        model: Option<String>,
+        /// The task's complexity: `high` picks worker.model_overrides.complexity_high.
+        #[arg(long, value_parser = ["low", "medium", "high"])]
+        complexity: Option<String>,
+        /// Picks worker.model_overrides.security_sensitive.
+        #[arg(long)]
+        security_sensitive: bool,
         #[arg(long)]
         json: bool,
     },
@@ -778,6 +787,9 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             wait,
             wait_timeout,
             foreground,
+            model,
+            complexity,
+            security_sensitive,
             json,
         } => workers::spawn(
             ctx,
@@ -794,6 +806,9 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
                 wait_timeout,
                 foreground,
                 json,
+                model,
+                complexity_high: complexity.as_deref() == Some("high"),
+                security_sensitive,
             },
         ),
         Command::Report {

@@ -4,9 +4,9 @@
 use super::view::locks::{BlockerView, LockView};
 use super::view::print_json;
 use super::view::workers::{
-    AlertEntry, AlertsView, ApproveView, CancelView, DeliveryView, EventView, PushView,
-    RebuiltView, ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView, SessionView,
-    SessionsView, SpawnView, StatusView, WorkerView, usage_text,
+    AlertEntry, AlertsView, ApproveView, CancelView, DeliveryView, EventView, ModelSpendView,
+    PushView, RebuiltView, ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView,
+    SessionView, SessionsView, SpawnView, StatusView, WorkerView, usage_text,
 };
 use super::{Ctx, Failure, HistoryArgs, Outcome, operator_name};
 use crate::app::channel;
@@ -29,11 +29,31 @@ pub struct SpawnArgs {
     pub wait_timeout: Option<Duration>,
     pub foreground: bool,
     pub json: bool,
+    /// `--model`: the task's own model, over every other choice.
+    pub model: Option<String>,
+    /// `--complexity high`, `--security-sensitive`: conditions for `worker.model_overrides`.
+    pub complexity_high: bool,
+    pub security_sensitive: bool,
 }
 
-pub fn spawn(ctx: &Ctx, args: SpawnArgs) -> Outcome {
+pub fn spawn(ctx: &Ctx, mut args: SpawnArgs) -> Outcome {
     let l = ctx.load()?;
     l.config.require_repo(&args.request.repo)?;
+    if let Some(m) = &args.model
+        && let Some(why) = crate::config::model::name_problem(m)
+    {
+        return Err(Failure::bad_input(format!(
+            "--model {:?} is not a model name: {why}",
+            esc(m)
+        )));
+    }
+    let traits = crate::config::model::TaskTraits {
+        model: args.model.as_deref(),
+        complexity_high: args.complexity_high,
+        security_sensitive: args.security_sensitive,
+        ..Default::default()
+    };
+    args.request.model = l.config.model_for(&args.request.repo, &traits);
     if args.request.task.trim().is_empty() {
         return Err(Failure::bad_input("--task must describe the work"));
     }
@@ -433,6 +453,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
                 locks: Vec::new(),
                 more_ended: 0,
                 next: None,
+                spent_by_model: Vec::new(),
             });
         } else {
             println!("{}", no_state(&l));
@@ -444,19 +465,21 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
         let (page, locks) =
             store.read(|tx| Ok((page(tx, &sel)?, crate::store::active_locks(tx)?)))?;
         let now = now_ms();
+        let workers: Vec<WorkerView> = page
+            .workers
+            .iter()
+            .map(|w| {
+                WorkerView::of(
+                    w,
+                    page.usage.get(&w.id),
+                    page.waves.get(&w.id).cloned(),
+                    now,
+                )
+            })
+            .collect();
         let view = StatusView {
-            workers: page
-                .workers
-                .iter()
-                .map(|w| {
-                    WorkerView::of(
-                        w,
-                        page.usage.get(&w.id),
-                        page.waves.get(&w.id).cloned(),
-                        now,
-                    )
-                })
-                .collect(),
+            spent_by_model: ModelSpendView::of(&workers),
+            workers,
             locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
             more_ended: page.more_ended,
             next: page.next.clone(),

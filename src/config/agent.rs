@@ -55,6 +55,7 @@ impl Agent {
                 "acceptEdits",
                 "--allowedTools",
                 CLAUDE_ALLOWED_TOOLS,
+                "{model}",
                 "{resume}",
             ],
             Agent::Codex => &[
@@ -72,6 +73,7 @@ impl Agent {
                 "{git_dir}",
                 "--add-dir",
                 "{remote}",
+                "{model}",
                 "{resume}",
             ],
             Agent::Aider => &[
@@ -82,6 +84,7 @@ impl Agent {
                 "--no-pretty",
                 "--no-check-update",
                 "--no-analytics",
+                "{model}",
             ],
         };
         v.iter().map(|s| s.to_string()).collect()
@@ -122,6 +125,14 @@ impl Agent {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// The option that names the model on this agent's command line (`{model}`).
+    pub fn model_option(self) -> &'static str {
+        match self {
+            Agent::Codex => "-m",
+            Agent::Command | Agent::Claude | Agent::Aider => "--model",
+        }
+    }
+
     /// Whether a respawn can continue the previous worker's conversation.
     pub fn resumes(self) -> bool {
         matches!(self, Agent::Claude | Agent::Codex)
@@ -139,7 +150,7 @@ impl std::fmt::Display for Agent {
 pub const CLAUDE_ALLOWED_TOOLS: &str = "Bash(git:*) Bash(orch:*) Read Edit Write Glob Grep";
 
 /// The placeholders `worker.command` may use, with what they become.
-pub const PLACEHOLDERS: [(&str, &str); 7] = [
+pub const PLACEHOLDERS: [(&str, &str); 9] = [
     (
         "session_id",
         "the worker's conversation id (a UUID orch assigns; kept across respawns)",
@@ -162,6 +173,14 @@ pub const PLACEHOLDERS: [(&str, &str); 7] = [
     ),
     ("remote", "the push remote of the worker's branch"),
     ("worker_id", "the worker's id"),
+    (
+        "model",
+        "a whole argument: the agent's model option and the worker's model (claude, aider and command `--model <name>`, codex `-m <name>`); nothing when no model was chosen",
+    ),
+    (
+        "model_name",
+        "the worker's model alone (needs worker.model, so that every worker has one)",
+    ),
 ];
 
 /// `{name}` placeholders in `arg` (names of lowercase letters and `_`; other braces, such as
@@ -198,9 +217,9 @@ pub fn command_problems(argv: &[String]) -> Vec<String> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
-            } else if name == "resume" && arg != "{resume}" {
+            } else if (name == "resume" || name == "model") && arg != &format!("{{{name}}}") {
                 out.push(format!(
-                    "worker.command: {{resume}} must be a whole argument (it becomes zero or more arguments), not part of {arg:?}"
+                    "worker.command: {{{name}}} must be a whole argument (it becomes zero or more arguments), not part of {arg:?}"
                 ));
             }
         }
@@ -219,6 +238,8 @@ pub struct ArgvValues<'a> {
     pub worktree_git_dir: &'a str,
     pub remote: &'a str,
     pub worker_id: &'a str,
+    /// The model the worker runs with (None: the agent's own default).
+    pub model: Option<&'a str>,
 }
 
 /// `argv` with its placeholders replaced by `v`'s values.
@@ -234,6 +255,12 @@ pub fn expand(agent: Agent, argv: &[String], v: &ArgvValues) -> Vec<String> {
             }
             continue;
         }
+        if arg == "{model}" {
+            if let Some(m) = v.model {
+                out.extend([agent.model_option().into(), m.into()]);
+            }
+            continue;
+        }
         let mut s = arg.clone();
         for (name, value) in [
             ("session_id", v.session_id),
@@ -242,6 +269,7 @@ pub fn expand(agent: Agent, argv: &[String], v: &ArgvValues) -> Vec<String> {
             ("worktree_git_dir", v.worktree_git_dir),
             ("remote", v.remote),
             ("worker_id", v.worker_id),
+            ("model_name", v.model.unwrap_or_default()),
         ] {
             s = s.replace(&format!("{{{name}}}"), value);
         }
@@ -263,6 +291,7 @@ mod tests {
             worktree_git_dir: "/repo/.git/worktrees/a-1",
             remote: "/remotes/a.git",
             worker_id: "a-1",
+            model: None,
         }
     }
 
@@ -292,6 +321,40 @@ mod tests {
             expand(Agent::Command, &mine, &values(true)),
             vec!["x", "--dir=/wt/sub"]
         );
+    }
+
+    #[test]
+    fn each_agent_names_the_model_with_its_own_option_and_none_without_one() {
+        let model = |agent: Agent, m: Option<&'static str>| {
+            let v = ArgvValues {
+                model: m,
+                ..values(false)
+            };
+            expand(agent, &agent.default_command(), &v)
+        };
+        for (agent, opt) in [
+            (Agent::Claude, "--model"),
+            (Agent::Codex, "-m"),
+            (Agent::Aider, "--model"),
+        ] {
+            let argv = model(agent, Some("big"));
+            let at = argv.iter().position(|a| a == "big").expect("the model");
+            assert_eq!(argv[at - 1], opt, "{agent}: {argv:?}");
+            assert!(!model(agent, None).iter().any(|a| a == opt), "{agent}");
+        }
+        // Codex: the model option comes before `resume <id>` (an option of `exec`).
+        let v = ArgvValues {
+            model: Some("big"),
+            ..values(true)
+        };
+        let again = expand(Agent::Codex, &Agent::Codex.default_command(), &v);
+        assert!(again.ends_with(&["-m".into(), "big".into(), "resume".into(), "0b8e".into()]));
+        let mine: Vec<String> = vec!["x".into(), "--llm={model_name}".into(), "{model}".into()];
+        assert_eq!(
+            expand(Agent::Command, &mine, &v),
+            vec!["x", "--llm=big", "--model", "big"]
+        );
+        assert!(command_problems(&["--m={model}".to_string()])[0].contains("whole argument"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! instead of stopping at the first one.
 
 pub mod agent;
+pub mod model;
 mod raw;
 mod shape;
 mod validate;
@@ -156,6 +157,12 @@ pub struct WorkerConfig {
     /// one account per live worker), by name or number: orch's database, state and processes
     /// are then not theirs (see `account.rs`). Empty: orch's own user.
     pub users: Vec<String>,
+    /// `worker.model`: the model every worker's agent runs with unless a repository, a task
+    /// or an override says otherwise (None: the agent's own default, no model argument).
+    pub model: Option<String>,
+    /// `worker.model_overrides`: a stronger model per condition of the contract's
+    /// `override_to_opus` (see `model::choose`).
+    pub model_overrides: model::ModelOverrides,
 }
 
 impl WorkerConfig {
@@ -274,6 +281,8 @@ pub struct Repo {
     /// (`ci.protected_paths`: the repository's own, else the organisation's, else the
     /// workflow directories and the scripts its jobs run).
     pub protected_paths: Vec<crate::protect::Pattern>,
+    /// `model`: the model its workers run with, over `worker.model`.
+    pub model: Option<String>,
 }
 
 /// `land.policy`: what orch does with a DONE worker's branch.
@@ -568,6 +577,16 @@ impl Config {
             file: self.file.clone(),
             known: self.graph.names().to_vec(),
         })
+    }
+
+    /// The model a worker on `repo` runs with for a task with `traits` (see `model::choose`).
+    pub fn model_for(&self, repo: &str, traits: &model::TaskTraits) -> Option<model::ModelChoice> {
+        model::choose(
+            self.worker.model.as_deref(),
+            &self.worker.model_overrides,
+            self.repo(repo).and_then(|r| r.model.as_deref()),
+            traits,
+        )
     }
 
     /// On the local forge, why a worker on `repo` could never reach DONE (no CI jobs, or no

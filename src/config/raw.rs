@@ -118,6 +118,24 @@ pub(super) struct RawWorker {
     pub(super) user: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) users: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(super) model: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) model_overrides: Option<RawModelOverrides>,
+}
+
+/// `worker.model_overrides`: a stronger model when a condition of the contract's
+/// `override_to_opus` holds for a task.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawModelOverrides {
+    #[serde(default)]
+    pub(super) critical_path: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) complexity_high: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) security_sensitive: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) cross_repo: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -210,6 +228,8 @@ pub(super) struct RawRepo {
     pub(super) ci: Option<RawRepoCi>,
     #[serde(default)]
     pub(super) land: Option<RawLand>,
+    #[serde(default)]
+    pub(super) model: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -481,11 +501,19 @@ pub(super) const WORKER: &[&str] = &[
     "max_tokens",
     "user",
     "users",
+    "model",
+    "model_overrides",
+];
+pub(super) const MODEL_OVERRIDES: &[&str] = &[
+    "critical_path",
+    "complexity_high",
+    "security_sensitive",
+    "cross_repo",
 ];
 pub(super) const ALERTS: &[&str] = &["sinks", "dedup_window", "retry_initial", "max_attempts"];
 pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeout"];
 pub(super) const WEBHOOK: &[&str] = &["url_env"];
-pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci", "land"];
+pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci", "land", "model"];
 pub(super) const LAND: &[&str] = &["policy", "method", "max_attempts", "on_conflict"];
 pub(super) const REPO_CI: &[&str] = &["jobs", "protected_paths"];
 pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout"];
@@ -502,7 +530,17 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
         &|path, key, value, out| match (path, key) {
             ("", "forge") => walk_map(value, "forge", FORGE, out, &|_, _, _, _| {}),
             ("", "ci") => walk_map(value, "ci", CI, out, &|_, _, _, _| {}),
-            ("", "worker") => walk_map(value, "worker", WORKER, out, &|_, _, _, _| {}),
+            ("", "worker") => walk_map(value, "worker", WORKER, out, &|_, key, value, out| {
+                if key == "model_overrides" {
+                    walk_map(
+                        value,
+                        "worker.model_overrides",
+                        MODEL_OVERRIDES,
+                        out,
+                        &|_, _, _, _| {},
+                    );
+                }
+            }),
             ("", "land") => walk_map(value, "land", LAND, out, &|_, _, _, _| {}),
             ("", "downstream") => walk_map(value, "downstream", DOWNSTREAM, out, &|_, _, _, _| {}),
             ("", "history") => walk_map(value, "history", HISTORY, out, &|_, _, _, _| {}),

@@ -78,6 +78,14 @@ pub(super) const WORKER: &[Field] = &[
     ("max_tokens", Shape::Int, Optional),
     ("user", Shape::Text, Optional),
     ("users", TEXTS, Optional),
+    ("model", Shape::Text, NotEmpty),
+    ("model_overrides", Shape::Map(MODEL_OVERRIDES), Optional),
+];
+pub(super) const MODEL_OVERRIDES: &[Field] = &[
+    ("critical_path", Shape::Text, NotEmpty),
+    ("complexity_high", Shape::Text, NotEmpty),
+    ("security_sensitive", Shape::Text, NotEmpty),
+    ("cross_repo", Shape::Text, NotEmpty),
 ];
 pub(super) const WEBHOOK: &[Field] = &[("url_env", Shape::Text, Required)];
 pub(super) const SINK: &[Field] = &[
@@ -119,6 +127,7 @@ pub(super) const REPO: &[Field] = &[
     ("deps", TEXTS, NotEmpty),
     ("ci", Shape::Map(REPO_CI), Optional),
     ("land", Shape::Map(LAND), Optional),
+    ("model", Shape::Text, NotEmpty),
 ];
 pub(super) const TOP: &[Field] = &[
     ("forge", Shape::Map(FORGE), Optional),
@@ -415,6 +424,7 @@ mod tests {
             (FORGE, raw::FORGE),
             (CI, raw::CI),
             (WORKER, raw::WORKER),
+            (MODEL_OVERRIDES, raw::MODEL_OVERRIDES),
             (ALERTS, raw::ALERTS),
             (SINK, raw::SINK),
             (WEBHOOK, raw::WEBHOOK),

@@ -592,3 +592,43 @@ fn bad_protected_paths_are_named_where_they_are() {
     assert!(got[3].2.contains("protected_paths"), "{text}");
     assert!(text.contains("/tmp/repos.yaml:2:21:"), "{text}");
 }
+
+#[test]
+fn models_per_role_are_read_and_bad_ones_refused_with_positions() {
+    let c = load(
+        "worker:\n  agent: claude\n  model: sonnet\n  model_overrides: {critical_path: opus, cross_repo: opus-x}\nrepos:\n  a: {model: haiku}\n  b: {}\n",
+    )
+    .unwrap();
+    assert_eq!(c.worker.model.as_deref(), Some("sonnet"));
+    assert_eq!(
+        c.worker.model_overrides.critical_path.as_deref(),
+        Some("opus")
+    );
+    assert_eq!(c.worker.model_overrides.complexity_high, None);
+    let plain = model::TaskTraits::default();
+    assert_eq!(c.model_for("a", &plain).unwrap().model, "haiku");
+    assert_eq!(c.model_for("b", &plain).unwrap().model, "sonnet");
+    let err = load(
+        "worker:\n  model: '-x'\n  model_overrides: {critical: opus, security_sensitive: 'a b'}\nrepos:\n  a: {model: ''}\n",
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("/tmp/repos.yaml:2:10: worker.model: \"-x\" is not a model name"),
+        "{text}"
+    );
+    assert!(
+        text.contains("unknown key `critical` in worker.model_overrides"),
+        "{text}"
+    );
+    assert!(
+        text.contains("worker.model_overrides.security_sensitive: \"a b\""),
+        "{text}"
+    );
+    assert!(text.contains("repos.a.model"), "{text}");
+    assert_eq!(err.0.len(), 4, "{text}");
+    // `{model_name}` needs a model for every worker.
+    let err = load("worker:\n  command: [x, '--m={model_name}']\nrepos: {a: {}}\n").unwrap_err();
+    assert!(err.to_string().contains("worker.model is not set"), "{err}");
+    load("worker:\n  command: [x, '{model}']\nrepos: {a: {}}\n").unwrap();
+}

@@ -240,6 +240,8 @@ pub(super) fn validate(
         stop_grace: None,
         user: None,
         users: None,
+        model: None,
+        model_overrides: None,
     });
     let agent = match &w.agent {
         None => Agent::Command,
@@ -256,6 +258,7 @@ pub(super) fn validate(
         }),
     };
     let users = accounts(&mut c, &w);
+    let command_pos = w.command.as_ref().and_then(pos);
     let command = match w.command {
         None => agent.default_command(),
         Some(cmd) => {
@@ -312,7 +315,40 @@ pub(super) fn validate(
         max_cost_usd,
         max_tokens,
         users,
+        model: model_name(&mut c, "worker.model", &w.model),
+        model_overrides: {
+            let o = w.model_overrides.unwrap_or_default();
+            super::model::ModelOverrides {
+                critical_path: model_name(
+                    &mut c,
+                    "worker.model_overrides.critical_path",
+                    &o.critical_path,
+                ),
+                complexity_high: model_name(
+                    &mut c,
+                    "worker.model_overrides.complexity_high",
+                    &o.complexity_high,
+                ),
+                security_sensitive: model_name(
+                    &mut c,
+                    "worker.model_overrides.security_sensitive",
+                    &o.security_sensitive,
+                ),
+                cross_repo: model_name(&mut c, "worker.model_overrides.cross_repo", &o.cross_repo),
+            }
+        },
     };
+    if worker.model.is_none()
+        && worker
+            .command
+            .iter()
+            .any(|a| super::agent::placeholders_in(a).contains(&"model_name"))
+    {
+        c.err(
+            command_pos,
+            "worker.command uses {model_name} but worker.model is not set: a worker no model was chosen for would get an empty name (set worker.model, or use {model}, which is left out then)",
+        );
+    }
     if let Some(var) = &forge.token_env
         && worker.env_passthrough.iter().any(|v| v == var)
     {
@@ -475,7 +511,9 @@ pub(super) fn validate(
             ),
             None => land,
         };
+        let model = model_name(&mut c, &format!("repos.{}.model", name.value), &spec.model);
         repos.push(Repo {
+            model,
             name: name.value,
             path,
             branch,
@@ -512,6 +550,23 @@ pub(super) fn validate(
         diags.sort();
         Err(diags)
     }
+}
+
+/// A model's name (`worker.model`, an override, a repository's `model`), refused with its
+/// position when it could not be one argument of the agent's command line.
+fn model_name(c: &mut Check, key: &str, raw: &Option<Spanned<String>>) -> Option<String> {
+    let m = raw.as_ref()?;
+    if let Some(why) = super::model::name_problem(&m.value) {
+        c.err(
+            pos(m),
+            format!(
+                "{key}: \"{}\" is not a model name: {why}",
+                m.value.escape_debug()
+            ),
+        );
+        return None;
+    }
+    Some(m.value.trim().to_string())
 }
 
 /// A `protected_paths` list: each entry a pattern (see `protect`), refused with its position.

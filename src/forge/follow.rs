@@ -166,6 +166,7 @@ mod tests {
             jobs: vec![],
             land: crate::config::LandConfig::default_for(crate::config::ForgeKind::Forgejo),
             protected_paths: Vec::new(),
+            model: None,
         }
     }
 

@@ -42,7 +42,7 @@ pub fn candidates(tx: &Transaction, cutoff_ms: i64) -> rusqlite::Result<Vec<Cand
             "SELECT {COLUMNS}, cleaned_ms IS NOT NULL FROM workers
              WHERE ended_ms IS NOT NULL AND ended_ms < ?1 ORDER BY ended_ms, id"
         ))?
-        .query_map([cutoff_ms], |r| Ok((row_to_worker(r)?, r.get(23)?)))?
+        .query_map([cutoff_ms], |r| Ok((row_to_worker(r)?, r.get(25)?)))?
         .collect::<rusqlite::Result<_>>()?;
     let mut out = Vec::with_capacity(rows.len());
     for (worker, cleaned) in rows {
@@ -213,6 +213,8 @@ mod tests {
             created_ms: at,
             updated_ms: at,
             ended_ms: None,
+            model: None,
+            model_source: None,
         }
     }
 

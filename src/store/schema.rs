@@ -311,6 +311,13 @@ const MIGRATIONS: &[&str] = &[
         value INTEGER NOT NULL
     );
     "#,
+    // 12: the model a worker's agent runs with (`worker.model`, a repository's, a task's, or
+    // an override's: `config::model`) and why, chosen once at spawn so that every respawn and
+    // resume of the worker runs the same one. NULL: the agent's own default.
+    r#"
+    ALTER TABLE workers ADD COLUMN model TEXT;
+    ALTER TABLE workers ADD COLUMN model_source TEXT;
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -38,6 +38,11 @@ pub struct WorkerRecord {
     /// When it ended for good ([`ended`]), as stored; `None` while it is live. Written with its
     /// progress (the value given to [`insert_worker`] is not read).
     pub ended_ms: Option<i64>,
+    /// The model its agent runs with, chosen at spawn and kept for every respawn and resume
+    /// (`config::model`); `None`: the agent's own default.
+    pub model: Option<String>,
+    /// Why that model: `task`, `override:<condition>`, `repo`, `worker`.
+    pub model_source: Option<String>,
 }
 
 /// Whether a worker whose state is `p` has ended for good: terminal, and no change of it still
@@ -98,7 +103,7 @@ impl Lease {
 
 pub(super) const COLUMNS: &str = "id, repo, task, task_id, component, plan, progress, branch, base_sha, worktree, remote, day, \
     supervisor_pid, supervisor_start, lease_until_ms, worker_pid, worker_running, exit_code, respawns, resume_note, \
-    created_ms, updated_ms, ended_ms";
+    created_ms, updated_ms, ended_ms, model, model_source";
 
 pub(super) fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
     let progress: String = r.get(6)?;
@@ -129,6 +134,8 @@ pub(super) fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord>
         created_ms: r.get(20)?,
         updated_ms: r.get(21)?,
         ended_ms: r.get(22)?,
+        model: r.get(23)?,
+        model_source: r.get(24)?,
     })
 }
 
@@ -141,7 +148,7 @@ pub fn any_worker(tx: &Transaction) -> rusqlite::Result<bool> {
 pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
     // Cached: spawn's lock transaction runs it, and a rebuild once per worker.
     tx.prepare_cached(
-        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"),
+        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"),
     )?
     .execute(params![
             w.id,
@@ -167,6 +174,8 @@ pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()>
             w.created_ms,
             w.updated_ms,
             ended(&w.progress).then_some(w.updated_ms),
+            w.model,
+            w.model_source,
             w.progress.milestone.as_str()
         ])?;
     Ok(())

@@ -113,6 +113,23 @@ impl Dag {
         level
     }
 
+    /// Which tasks lie on a critical path of the whole wave: a longest chain of waits by
+    /// estimates (every one of them when several are equally long). A task is on one when the
+    /// longest chain ending at it (its own estimate included) and the longest starting at it
+    /// add up, less its estimate counted twice, to the critical path.
+    pub fn on_critical_path(&self, est: &[u64]) -> Vec<bool> {
+        let bottom = self.bottom_levels(est);
+        let mut top = vec![0u64; self.len()];
+        for &i in &self.order {
+            let head = self.preds[i].iter().map(|&p| top[p]).max().unwrap_or(0);
+            top[i] = head + est[i];
+        }
+        let cp = bottom.iter().copied().max().unwrap_or(0);
+        (0..self.len())
+            .map(|i| top[i] + bottom[i] - est[i] == cp)
+            .collect()
+    }
+
     /// The longest chain of waits, weighted by estimates.
     pub fn critical_path(&self, est: &[u64]) -> u64 {
         self.bottom_levels(est).into_iter().max().unwrap_or(0)

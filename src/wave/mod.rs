@@ -6,6 +6,7 @@
 //! (`plan.rs`: the schedule in simulated time, its lower bound, the seed's phase plan).
 
 pub mod dag;
+pub mod model;
 pub mod plan;
 pub mod schedule;
 
@@ -38,6 +39,24 @@ pub struct TaskDef {
     /// `land:` for this task alone (merge, pull_request or none), over its repository's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub land: Option<crate::config::LandPolicy>,
+    /// `model:` for this task alone, over every other choice (see `config::model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `complexity: high` (`low`, `medium` change nothing): `worker.model_overrides.complexity_high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complexity: Option<Complexity>,
+    /// `security_sensitive: true`: `worker.model_overrides.security_sensitive`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub security_sensitive: bool,
+}
+
+/// A wave task's `complexity:` (the contract's `task_complexity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Complexity {
+    Low,
+    Medium,
+    High,
 }
 
 impl TaskDef {
@@ -82,6 +101,12 @@ struct RawTask {
     after: Vec<Spanned<String>>,
     #[serde(default)]
     land: Option<Spanned<String>>,
+    #[serde(default)]
+    model: Option<Spanned<String>>,
+    #[serde(default)]
+    complexity: Option<Spanned<String>>,
+    #[serde(default)]
+    security_sensitive: Option<bool>,
 }
 
 fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
@@ -211,6 +236,37 @@ impl Wave {
                     }
                 },
             };
+            let model =
+                r.model
+                    .as_ref()
+                    .and_then(|m| match crate::config::model::name_problem(&m.value) {
+                        Some(why) => {
+                            err(
+                                pos(m),
+                                format!(
+                                    "task {id}: model {:?} is not a model name: {why}",
+                                    crate::text::escape(&m.value)
+                                ),
+                            );
+                            None
+                        }
+                        None => Some(m.value.trim().to_string()),
+                    });
+            let complexity = r.complexity.as_ref().and_then(|c| match c.value.as_str() {
+                "low" => Some(Complexity::Low),
+                "medium" => Some(Complexity::Medium),
+                "high" => Some(Complexity::High),
+                other => {
+                    err(
+                        pos(c),
+                        format!(
+                            "task {id}: complexity must be low, medium or high, got {:?}",
+                            crate::text::escape(other)
+                        ),
+                    );
+                    None
+                }
+            });
             let non_empty = |s: &Option<Spanned<String>>| {
                 s.as_ref()
                     .map(|s| s.value.clone())
@@ -225,6 +281,9 @@ impl Wave {
                 estimate,
                 after: r.after.iter().map(|a| a.value.clone()).collect(),
                 land,
+                model,
+                complexity,
+                security_sensitive: r.security_sensitive.unwrap_or(false),
             });
             positions.push(pos(&r.id));
             after_pos.push(r.after.iter().map(pos).collect());

@@ -298,6 +298,9 @@ fn wave_strategy() -> impl Strategy<Value = (RepoGraph, Vec<TaskDef>, Vec<u64>, 
                         .map(|a| vec![format!("t{a}")])
                         .unwrap_or_default(),
                     land: None,
+                    model: None,
+                    complexity: None,
+                    security_sensitive: false,
                 })
                 .collect();
             // `after` may close a cycle with the repository graph: such waves are refused, so

@@ -54,6 +54,7 @@ fn repo(name: &str) -> Repo {
         jobs: vec![],
         land: orch::config::LandConfig::default_for(orch::config::ForgeKind::Forgejo),
         protected_paths: Vec::new(),
+        model: None,
     }
 }
 

@@ -44,6 +44,8 @@ fn past_worker(org: &Org, id: &str, repo: &str, m: Milestone, ended_ago_ms: Opti
         created_ms: at,
         updated_ms: at,
         ended_ms: None,
+        model: None,
+        model_source: None,
     };
     let mut store = org.store();
     store

@@ -37,6 +37,7 @@ mod local_forge;
 mod lock_race;
 mod logs;
 mod lying_workers;
+mod models;
 mod operator_day;
 mod output_escape;
 mod process_group;

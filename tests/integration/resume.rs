@@ -331,6 +331,8 @@ fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
         created_ms: now,
         updated_ms: now,
         ended_ms: None,
+        model: None,
+        model_source: None,
     };
     store
         .write(|tx| {

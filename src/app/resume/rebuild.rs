@@ -426,6 +426,8 @@ fn record(cp: &Checkpoint, progress: Progress, day: String) -> WorkerRecord {
         created_ms: cp.created_ms,
         updated_ms: cp.updated_ms,
         ended_ms: None,
+        model: cp.model.clone(),
+        model_source: cp.model_source.clone(),
     }
 }
 

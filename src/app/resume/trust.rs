@@ -129,6 +129,15 @@ pub fn check(l: &Loaded, file: &Path, cp: &Checkpoint) -> Result<Progress, Strin
             crate::text::escape(&bad.sha)
         ));
     }
+    // The model becomes an argument of the agent's command line: never an option.
+    if let Some(m) = &cp.model
+        && let Some(why) = crate::config::model::name_problem(m)
+    {
+        return Err(format!(
+            "model \"{}\" is not a model name: {why}",
+            crate::text::escape(m)
+        ));
+    }
     let progress: Progress = serde_json::from_str(&cp.progress_json)
         .map_err(|e| format!("its progress_json is unreadable ({e})"))?;
     if progress.milestone.as_str() != cp.current_milestone {

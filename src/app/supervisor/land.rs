@@ -347,6 +347,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             take_over: Some(self.w.id.clone()),
             handoff: Some(handoff),
             land: self.w.progress.landing.as_ref().map(|l| l.policy),
+            // The same task: the model it was given (an override included).
+            model: crate::config::model::ModelChoice::recorded(
+                self.w.model.as_deref(),
+                self.w.model_source.as_deref(),
+            ),
         };
         let detail = match self.spawn_handed_over(&req) {
             Ok(id) => {

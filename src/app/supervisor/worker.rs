@@ -612,6 +612,7 @@ fn argv_for(env: &Env, w: &WorkerRecord, launch: &Launch) -> Vec<String> {
         worktree_git_dir: &worktree_git_dir,
         remote: &remote,
         worker_id: &w.id,
+        model: w.model.as_deref(),
     };
     expand(env.config.worker.agent, argv, &values)
 }

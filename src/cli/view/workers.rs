@@ -150,6 +150,11 @@ pub struct WorkerView {
     pub held_sha: Option<Sha>,
     /// The commit an operator approved (a later push needs a new approval).
     pub approved_sha: Option<Sha>,
+    /// The model its agent runs with (null: the agent's own default), chosen at spawn.
+    pub model: Option<String>,
+    /// Why that model: `task` (its own `model:`), `override:<condition>`
+    /// (`worker.model_overrides`), `repo`, `worker`.
+    pub model_source: Option<String>,
 }
 
 /// A worker's landing (see README, "From DONE to the base branch").
@@ -231,7 +236,70 @@ impl WorkerView {
             protected: p.protected.clone(),
             held_sha: p.held.clone().filter(|_| p.milestone == Milestone::Blocked),
             approved_sha: p.approved.clone(),
+            model: w.model.clone(),
+            model_source: w.model_source.clone(),
         }
+    }
+}
+
+/// What the workers of one model spent (`status`: the workers it shows).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ModelSpendView {
+    /// null: the agent's own default model.
+    pub model: Option<String>,
+    pub workers: usize,
+    pub cost_usd: f64,
+    pub total_tokens: u64,
+}
+
+impl ModelSpendView {
+    /// One entry per model among `workers`, in the order first seen, with what each spent.
+    pub fn of(workers: &[WorkerView]) -> Vec<ModelSpendView> {
+        let mut out: Vec<ModelSpendView> = Vec::new();
+        for w in workers {
+            let at = match out.iter().position(|m| m.model == w.model) {
+                Some(at) => at,
+                None => {
+                    out.push(ModelSpendView {
+                        model: w.model.clone(),
+                        workers: 0,
+                        cost_usd: 0.0,
+                        total_tokens: 0,
+                    });
+                    out.len() - 1
+                }
+            };
+            let m = &mut out[at];
+            m.workers += 1;
+            if let Some(u) = &w.usage {
+                m.cost_usd += u.cost_usd;
+                m.total_tokens += u.total_tokens;
+            }
+        }
+        out
+    }
+
+    /// "spent by model: opus $0.1200, 12.3k tokens (2 workers); …", or nothing when no
+    /// worker shown has a model and none spent anything.
+    pub fn line(all: &[ModelSpendView]) -> String {
+        if all.iter().all(|m| m.model.is_none()) {
+            return String::new();
+        }
+        let parts: Vec<String> = all
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} ${:.4}, {} tokens ({} worker{})",
+                    esc(m.model.as_deref().unwrap_or("agent default")),
+                    m.cost_usd,
+                    m.total_tokens,
+                    m.workers,
+                    if m.workers == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        format!("spent by model: {}\n", parts.join("; "))
     }
 }
 
@@ -247,6 +315,8 @@ pub struct StatusView {
     pub more_ended: usize,
     /// Pass to `--after` for the next page (null: this was the last).
     pub next: Option<String>,
+    /// What the workers shown spent, per model.
+    pub spent_by_model: Vec<ModelSpendView>,
 }
 
 /// The line under a listing that left ended workers out.
@@ -282,6 +352,7 @@ impl StatusView {
                 "CI",
                 "SUPERVISOR",
                 "SPENT",
+                "MODEL",
                 "WAVE",
                 "LANDING",
             ]);
@@ -302,12 +373,14 @@ impl StatusView {
                     w.verdict.map(|v| v.as_str()).unwrap_or("-").to_string(),
                     w.supervision.column().to_string(),
                     spent(&w.worker_id),
+                    esc(w.model.as_deref().unwrap_or("-")).into_owned(),
                     esc(w.wave.as_deref().unwrap_or("-")).into_owned(),
                     esc(&landing).into_owned(),
                 ]);
             }
             t.right(3);
             out.push_str(&t.render());
+            out.push_str(&ModelSpendView::line(&self.spent_by_model));
             for w in &self.workers {
                 if let Some(sha) = &w.held_sha {
                     out.push_str(&format!(
@@ -502,6 +575,16 @@ impl SessionView {
         }
         line("supervisor", w.supervision.sentence().to_string());
         line("spent", spent.to_string());
+        if let Some(m) = &w.model {
+            line(
+                "model",
+                format!(
+                    "{} ({})",
+                    esc(m),
+                    esc(w.model_source.as_deref().unwrap_or("-"))
+                ),
+            );
+        }
         if let Some(s) = &w.session_id {
             line("session", esc(s).into_owned());
         }

@@ -292,6 +292,8 @@ fn record(p: Progress) -> WorkerRecord {
         created_ms: T0,
         updated_ms: T0,
         ended_ms: None,
+        model: None,
+        model_source: None,
     }
 }
 

@@ -472,6 +472,18 @@ pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> 
     hand_over(state_dir, w, &session, &account)
 }
 
+/// Hands worker `w`'s workspace over to its account again (a spawner killed before it did).
+pub fn hand_over_again(config: &Config, state_dir: &Path, w: &WorkerRecord) -> Result<(), String> {
+    let workspace = crate::account::workspace_dir(state_dir, &w.id);
+    let account = match crate::account::of_workspace(&workspace, &config.worker.users) {
+        Ok(Some(a)) => a,
+        // The workspace itself is still orch's: the pool's first account takes it.
+        _ => crate::account::usable(&config.worker.users[0])?,
+    };
+    let session = super::supervisor::session_dir(state_dir, &w.id);
+    hand_over(state_dir, w, &session, &account)
+}
+
 /// A new worker's workspace, made as the account chosen for it; removed on drop unless kept
 /// (a spawn that took no lock leaves nothing behind).
 struct PendingWorkspace {

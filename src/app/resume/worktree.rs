@@ -14,6 +14,18 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     let Some(repo) = l.config.repo(&w.repo) else {
         return;
     };
+    // A spawner killed between making a worker's own clone and handing it over leaves a
+    // usable clone that is still orch's: its worker (another account) could not commit in it.
+    if l.config.worker.separate()
+        && worktree_usable(wt)
+        && crate::account::owner_of(wt) == Some(rustix::process::geteuid().as_raw())
+    {
+        // Its prompts first: the hand-over copies its CI guide.
+        ensure_prompts(l, w);
+        if let Err(e) = crate::app::spawn::hand_over_again(&l.config, &l.state_dir, w) {
+            tracing::error!(worker = %w.id, error = %e, "cannot hand its clone over to its account");
+        }
+    }
     if !worktree_usable(wt) {
         // Only ever a worktree where orch makes them: never move a directory elsewhere.
         let expected = super::trust::expected_worktree(&l.state_dir, &w.id);

@@ -80,13 +80,7 @@ const GIT_FIXED_CONFIG: &[(&str, &str)] = &[
 /// A `git` command for `dir` that runs nothing a worker configured: a scrubbed environment
 /// (no forge token can reach a hook, or anything else) and fixed configuration.
 fn git_command(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.env_clear();
-    for var in GIT_ENV_KEPT {
-        if let Some(v) = std::env::var_os(var) {
-            cmd.env(var, v);
-        }
-    }
+    let mut cmd = scrubbed_git();
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         // `refs/replace/*` would let a worker give a commit other parents: the ancestry
         // checks of a push must see the real graph.
@@ -149,6 +143,13 @@ fn user_level() -> &'static UserLevel {
 /// worker's relayed transport: a scrubbed environment as every git orch runs, but the remote's
 /// own configuration and hooks (its `pre-receive` judges the push).
 pub fn service_command(service: &str, remote: &Path) -> Command {
+    let mut cmd = scrubbed_git();
+    cmd.env("LC_ALL", "C").arg(service).arg(remote);
+    cmd
+}
+
+/// `git` with orch's environment scrubbed to [`GIT_ENV_KEPT`].
+fn scrubbed_git() -> Command {
     let mut cmd = Command::new("git");
     cmd.env_clear();
     for var in GIT_ENV_KEPT {
@@ -156,7 +157,6 @@ pub fn service_command(service: &str, remote: &Path) -> Command {
             cmd.env(var, v);
         }
     }
-    cmd.env("LC_ALL", "C").arg(service).arg(remote);
     cmd
 }
 

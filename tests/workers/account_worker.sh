@@ -8,12 +8,6 @@
 cat >/dev/null
 echo "WORKING: $ORCH_TASK"
 
-attempt() {
-    name=$1
-    shift
-    "$@" >"$E2E_OUT/$name.out" 2>&1
-    echo $? >"$E2E_OUT/$name.code"
-}
 
 id -u >"$E2E_OUT/uid"
 echo "$HOME" >"$E2E_OUT/home"

@@ -61,3 +61,12 @@ await_release() {
         sleep 0.1
     done
 }
+
+# attempt NAME CMD...: runs CMD, its output to $E2E_OUT/NAME.out and its exit code to
+# $E2E_OUT/NAME.code (the hostile workers' record of what was refused).
+attempt() {
+    name=$1
+    shift
+    "$@" >"$E2E_OUT/$name.out" 2>&1
+    echo $? >"$E2E_OUT/$name.code"
+}

@@ -7,12 +7,6 @@ cat >/dev/null
 # Its answers are read by the other worker's account too.
 umask 022
 echo "WORKING: $ORCH_TASK"
-attempt() {
-    name=$1
-    shift
-    "$@" >"$E2E_OUT/$name.out" 2>&1
-    echo $? >"$E2E_OUT/$name.code"
-}
 waitfor() {
     n=0
     while [ ! -e "$E2E_OUT/$1" ] && [ "$n" -lt 1200 ]; do sleep 0.05; n=$((n + 1)); done

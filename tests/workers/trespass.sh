@@ -11,12 +11,6 @@ esac
 victim=$(cat "$E2E_OUT/victim-id")
 orch=$ORCH_BIN
 
-attempt() {
-    name=$1
-    shift
-    "$@" >"$E2E_OUT/$name.out" 2>&1
-    echo $? >"$E2E_OUT/$name.code"
-}
 
 case "$ORCH_TASK" in
 push*)

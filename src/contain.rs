@@ -296,9 +296,16 @@ pub fn worker_of_self() -> Option<WorkerOfProcess> {
         .and_then(|path| worker_cgroup_id(&path));
     let guard = self_ancestry().into_iter().find_map(|pid| {
         let argv = argv(pid);
-        // `guard::GUARD_COMMAND`, spelled out here: the guard imports this module.
-        if argv.get(1).map(String::as_str) != Some("__guard") {
-            return None;
+        // `guard::GUARD_COMMAND` and `pidns::INIT_COMMAND`, spelled out here: both import
+        // this module. A sandboxed worker's `/proc` shows its init, never its guard.
+        // An init names its worker only when sandboxed: an unnamed one is passed by.
+        match argv.get(1).map(String::as_str) {
+            Some("__guard") => {}
+            Some("__init")
+                if argv
+                    .iter()
+                    .any(|a| a == crate::report_wire::GUARD_WORKER_ARG) => {}
+            _ => return None,
         }
         let value = |flag: &str| {
             argv.iter()

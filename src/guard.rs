@@ -52,6 +52,11 @@ struct Args {
     pidns: bool,
     /// The account the worker command runs as (`worker.user`): uid, gid.
     user: Option<(u32, u32)>,
+    /// `worker.sandbox`: what the worker must not see (needs `--pidns`).
+    sandbox: crate::sandbox::Plan,
+    /// `--worker <id> --channel <name>`, given on to a sandboxed worker's init (the guard is
+    /// not in the worker's `/proc`).
+    ident: Vec<String>,
     argv: Vec<String>,
 }
 
@@ -60,15 +65,20 @@ fn parse(args: &[String]) -> Option<Args> {
     let mut cgroup = None;
     let mut pidns = false;
     let mut user = None;
+    let mut sandbox = crate::sandbox::Plan::default();
+    let mut ident = Vec::new();
     let mut i = 0;
     loop {
         match args.get(i)?.as_str() {
             "--parent" => parent = Some(args.get(i + 1)?.parse::<i32>().ok()?),
             "--cgroup" => cgroup = Some(PathBuf::from(args.get(i + 1)?)),
             USER_ARG => user = Some(crate::account::parse_arg(args.get(i + 1)?)?),
+            crate::sandbox::HIDE_ARG => sandbox.hide.push(PathBuf::from(args.get(i + 1)?)),
+            crate::sandbox::KEEP_ARG => sandbox.keep.push(PathBuf::from(args.get(i + 1)?)),
             // Read from /proc by orch commands run inside the worker (`report_wire`).
             flag if flag == GUARD_WORKER_ARG || flag == GUARD_CHANNEL_ARG => {
-                args.get(i + 1)?;
+                ident.push(flag.to_string());
+                ident.push(args.get(i + 1)?.clone());
             }
             "--pidns" => {
                 pidns = true;
@@ -86,13 +96,15 @@ fn parse(args: &[String]) -> Option<Args> {
         cgroup,
         pidns,
         user,
+        sandbox,
+        ident,
         argv,
     })
 }
 
 fn usage() -> i32 {
     eprintln!(
-        "usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns] [--user <uid>:<gid>] -- <command> [args…]"
+        "usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns [--hide <path>]… [--keep <dir>]…] [--user <uid>:<gid>] -- <command> [args…]"
     );
     2
 }
@@ -155,9 +167,40 @@ pub fn guard_main(args: &[String]) -> i32 {
     }
     let me = std::process::id() as i32;
     let mut cgroup = a.cgroup.as_deref().and_then(Cgroup::at);
+    // A sandbox is made by the namespace's init: without a namespace the worker does not run
+    // (it would see everything it was meant not to).
+    let sandbox = if a.sandbox.is_empty() {
+        None
+    } else if !pidns {
+        eprintln!(
+            "orch: worker.sandbox needs a PID namespace for the worker, and this machine gives none (see `orch check`); the worker is not started"
+        );
+        return 127;
+    } else {
+        let cwd = std::env::current_dir().ok();
+        match crate::sandbox::Prepared::new(
+            &a.sandbox,
+            cgroup.as_ref().map(Cgroup::dir),
+            cwd.as_deref(),
+        ) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!(
+                    "orch: cannot prepare the worker's sandbox: {e}; the worker is not started"
+                );
+                return 127;
+            }
+        }
+    };
     let started = if pidns {
         // orch's init is the namespace's pid 1; it joins the cgroup and starts the command.
-        crate::pidns::spawn_init(&a.argv, cgroup.as_ref().map(Cgroup::dir), a.user)
+        crate::pidns::spawn_init(
+            &a.argv,
+            cgroup.as_ref().map(Cgroup::dir),
+            a.user,
+            sandbox.as_ref(),
+            &a.ident,
+        )
     } else {
         start(&a.argv, cgroup.as_ref(), a.user, me)
     };

@@ -25,6 +25,7 @@ pub mod process;
 pub mod prompt;
 pub mod protect;
 pub mod report_wire;
+pub mod sandbox;
 pub mod secret;
 pub mod sha;
 pub mod store;

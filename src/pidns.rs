@@ -285,12 +285,22 @@ pub fn spawn_init(
     argv: &[String],
     cgroup: Option<&std::path::Path>,
     user: Option<(u32, u32)>,
+    sandbox: Option<&crate::sandbox::Prepared>,
+    ident: &[String],
 ) -> io::Result<i32> {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
     let mut cmd = Command::new(exe);
     cmd.arg(INIT_COMMAND);
-    if let Some(dir) = cgroup {
-        cmd.arg("--cgroup").arg(dir);
+    match (cgroup, sandbox) {
+        // A sandboxed init joins its cgroup before the tree is hidden (`Prepared::apply`),
+        // and is named in its own argv: its worker's `/proc` shows no guard.
+        (_, Some(_)) => {
+            cmd.args(ident);
+        }
+        (Some(dir), None) => {
+            cmd.arg("--cgroup").arg(dir);
+        }
+        (None, None) => {}
     }
     if let Some((uid, gid)) = user {
         cmd.arg(crate::account::USER_ARG)
@@ -306,8 +316,11 @@ pub fn spawn_init(
         return Err(io::Error::last_os_error());
     }
     let (rfd, wfd) = (fds[0], fds[1]);
+    // The sandbox outlives `cmd` (a borrow of the caller's, and `cmd` ends with this function):
+    // its address is what the closure, which must be 'static, carries.
+    let sandbox = sandbox.map(|s| s as *const crate::sandbox::Prepared as usize);
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system
-    // calls (prctl, close, poll) on local memory.
+    // calls (prctl, close, poll, and the sandbox's mounts) on memory made before.
     unsafe {
         cmd.pre_exec(move || {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
@@ -320,7 +333,11 @@ pub fn spawn_init(
             if libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLHUP != 0 {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
-            Ok(())
+            match sandbox {
+                // SAFETY: see above: the sandbox is alive until this function returns.
+                Some(s) => (*(s as *const crate::sandbox::Prepared)).apply(),
+                None => Ok(()),
+            }
         });
     }
     let child = cmd.spawn();
@@ -348,6 +365,10 @@ fn parse_init(args: &[String]) -> Option<InitArgs> {
             "--cgroup" => cgroup = Some(PathBuf::from(args.get(i + 1)?)),
             crate::account::USER_ARG => {
                 user = Some(crate::account::parse_arg(args.get(i + 1)?)?);
+            }
+            // Read from /proc by orch commands run inside a sandboxed worker (`contain`).
+            crate::report_wire::GUARD_WORKER_ARG | crate::report_wire::GUARD_CHANNEL_ARG => {
+                args.get(i + 1)?;
             }
             "--" => break,
             _ => return None,

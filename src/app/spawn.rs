@@ -209,13 +209,16 @@ pub fn prepare(
     // A worker of another account works in a clone of its own in a workspace it owns; orch's
     // session directory stays orch's. Its account is chosen now and the workspace made as its
     // (removed again if no worker comes of this spawn).
-    let pending = if pool.is_empty() {
-        None
-    } else {
+    // A sandboxed worker (`worker.sandbox`) gets the same workspace, orch's own.
+    let pending = if !pool.is_empty() {
         Some(claim_account(store, state_dir, &id, &pool).map_err(SpawnError::Setup)?)
+    } else if config.worker.sandbox {
+        Some(PendingWorkspace::make(state_dir, &id, None).map_err(SpawnError::Setup)?)
+    } else {
+        None
     };
-    let account = pending.as_ref().map(|p| p.account.clone());
-    let worktree = match &account {
+    let account = pending.as_ref().and_then(|p| p.account.clone());
+    let worktree = match &pending {
         Some(_) => crate::account::workspace_dir(state_dir, &id).join("worktree"),
         None => session.join("worktree"),
     };
@@ -349,9 +352,12 @@ pub fn prepare(
     let made = setup_worktree(
         config, contract, &repo, &record, &session, &upstream, &handoff,
     )
-    .and_then(|()| match &account {
-        Some(a) => hand_over(state_dir, &record, &session, a),
-        None => Ok(()),
+    .and_then(|()| {
+        if config.worker.separate() {
+            hand_over(state_dir, &record, &session, account.as_ref())
+        } else {
+            Ok(())
+        }
     });
     if let Err(e) = made {
         // Nothing ran: undo the lock so the chain is not held by a worker that never existed,
@@ -449,15 +455,15 @@ fn make_own_clone(
 /// at what it pushed when the clone has it from the remote, else at its base; handed over.
 pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> Result<(), String> {
     if !config.worker.separate() {
-        return Err("worker.user is no longer set: its clone is not made again".into());
+        return Err(
+            "neither worker.user nor worker.sandbox is set any more: its clone is not made again"
+                .into(),
+        );
     }
     // Its account is its workspace's owner (the workspace outlives a lost clone); a workspace
     // gone as well gets the pool's first account.
     let workspace = crate::account::workspace_dir(state_dir, &w.id);
-    let account = match crate::account::of_workspace(&workspace, &config.worker.users)? {
-        Some(a) => a,
-        None => crate::account::usable(&config.worker.users[0])?,
-    };
+    let account = workspace_account(config, &workspace)?;
     let repo = config
         .repo(&w.repo)
         .ok_or_else(|| format!("unknown repository {}", w.repo))?;
@@ -469,30 +475,60 @@ pub fn remake_own_clone(config: &Config, state_dir: &Path, w: &WorkerRecord) -> 
     .unwrap_or_else(|_| w.base_sha.clone());
     make_own_clone(config, repo, w, &start)?;
     let session = super::supervisor::session_dir(state_dir, &w.id);
-    hand_over(state_dir, w, &session, &account)
+    hand_over(state_dir, w, &session, account.as_ref())
+}
+
+/// The account whose workspace `workspace` is: its owner, else (still orch's: a spawner
+/// killed before it handed it over) the pool's first account; none for a sandboxed worker.
+fn workspace_account(
+    config: &Config,
+    workspace: &Path,
+) -> Result<Option<crate::account::Account>, String> {
+    if !config.worker.accounts() {
+        return Ok(None);
+    }
+    match crate::account::of_workspace(workspace, &config.worker.users) {
+        Ok(Some(a)) => Ok(Some(a)),
+        _ => crate::account::usable(&config.worker.users[0]).map(Some),
+    }
 }
 
 /// Hands worker `w`'s workspace over to its account again (a spawner killed before it did).
 pub fn hand_over_again(config: &Config, state_dir: &Path, w: &WorkerRecord) -> Result<(), String> {
     let workspace = crate::account::workspace_dir(state_dir, &w.id);
-    let account = match crate::account::of_workspace(&workspace, &config.worker.users) {
-        Ok(Some(a)) => a,
-        // The workspace itself is still orch's: the pool's first account takes it.
-        _ => crate::account::usable(&config.worker.users[0])?,
-    };
+    let account = workspace_account(config, &workspace)?;
     let session = super::supervisor::session_dir(state_dir, &w.id);
-    hand_over(state_dir, w, &session, &account)
+    hand_over(state_dir, w, &session, account.as_ref())
 }
 
-/// A new worker's workspace, made as the account chosen for it; removed on drop unless kept
-/// (a spawn that took no lock leaves nothing behind).
+/// A new worker's workspace, made as the account chosen for it (none: a sandboxed worker's,
+/// orch's own); removed on drop unless kept (a spawn that took no lock leaves nothing behind).
 struct PendingWorkspace {
     dir: PathBuf,
-    account: crate::account::Account,
+    account: Option<crate::account::Account>,
     kept: bool,
 }
 
 impl PendingWorkspace {
+    fn make(
+        state_dir: &Path,
+        id: &str,
+        account: Option<crate::account::Account>,
+    ) -> Result<PendingWorkspace, String> {
+        let dir = crate::account::workspace_dir(state_dir, id);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let pending = PendingWorkspace {
+            dir: dir.clone(),
+            account,
+            kept: false,
+        };
+        if let Some(a) = &pending.account {
+            crate::account::chown_tree(&dir, a.uid, a.gid)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        Ok(pending)
+    }
+
     fn keep(mut self) {
         self.kept = true;
     }
@@ -553,25 +589,17 @@ fn claim_account(
             account.name
         );
     }
-    let dir = crate::account::workspace_dir(state_dir, id);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let pending = PendingWorkspace {
-        dir: dir.clone(),
-        account: account.clone(),
-        kept: false,
-    };
-    crate::account::chown_tree(&dir, account.uid, account.gid)
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(pending)
+    PendingWorkspace::make(state_dir, id, Some(account))
 }
 
 /// Hands the workspace of worker `w` to `account`: its clone, a home, a copy of its CI guide;
-/// and keeps the rest of the state directory out of its reach.
+/// and keeps the rest of the state directory out of its reach. A sandboxed worker's (no
+/// account) gets the home and the guide, orch's own (its sandbox hides everything else).
 fn hand_over(
     state_dir: &Path,
     w: &WorkerRecord,
     session: &Path,
-    account: &crate::account::Account,
+    account: Option<&crate::account::Account>,
 ) -> Result<(), String> {
     let wt = Path::new(&w.worktree);
     let home = crate::account::worker_home(wt);
@@ -583,6 +611,9 @@ fn hand_over(
     let guide = crate::account::worker_ci_guide(wt);
     std::fs::copy(session.join("ci-guide.md"), &guide).map_err(io(&guide))?;
     let workspace = wt.parent().unwrap_or(wt);
+    let Some(account) = account else {
+        return crate::account::set_mode(workspace, 0o700).map_err(io(workspace));
+    };
     crate::account::chown_tree(workspace, account.uid, account.gid).map_err(io(workspace))?;
     crate::account::set_mode(workspace, 0o700).map_err(io(workspace))?;
     crate::account::set_mode(session, 0o700).map_err(io(session))?;

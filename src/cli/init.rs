@@ -317,6 +317,8 @@ fn repos_yaml(found: &[Found]) -> String {
          \x20 # max_cost_usd: 5.00   # a worker that spends more is stopped (FAILED, kind budget)\n\
          \x20 # user: orch-worker   # run workers as an account of their own (orch then runs as root):\n\
          \x20 #                     #   useradd --system --user-group --shell /usr/sbin/nologin orch-worker\n\
+         \x20 # sandbox: true       # without root: each worker in a namespace that hides orch's state,\n\
+         \x20 #                     #   the clones and your credentials (README, Workers in a sandbox)\n\
          land:                  # after a verified DONE (README, From DONE to the base branch)\n\
          \x20 policy: merge        # merge: orch moves the base branch to verified work, only ever to a\n\
          \x20                      #   commit whose CI is green; none: people merge (Forgejo's default)\n\

@@ -41,6 +41,73 @@ impl From<&Diagnostic> for Problem {
 /// `worker.user`: an account that does not exist (or is root, or orch's own) is a problem; one
 /// this orch cannot switch to, or that cannot reach the state directory, a warning (`check`
 /// may run as someone else than the orch that spawns).
+/// `worker.sandbox`: whether this machine makes one (tried for real: a command under orch's
+/// guard in a sandbox over a directory of its own), and what would make it hollow.
+fn sandbox_findings(config: &Config, view: &mut CheckView) {
+    let file = &config.file;
+    if config.worker.agent == crate::config::agent::Agent::Codex {
+        view.problems.push(Problem::at(
+            file,
+            "worker.sandbox: Codex workers run without orch's PID namespace (its own sandbox never completes a command inside one), so they cannot be sandboxed; unset worker.sandbox or use worker.user",
+        ));
+        return;
+    }
+    if crate::pidns::usable().is_none() {
+        view.problems.push(Problem::at(
+            file,
+            "worker.sandbox: this machine gives orch no PID namespace (unprivileged user namespaces disabled, or ORCH_PIDNS=off): no worker could start; use worker.user (orch as root) instead",
+        ));
+        return;
+    }
+    if rustix::process::geteuid().is_root() && !config.worker.accounts() {
+        view.warnings.push(
+            "worker.sandbox: orch runs as root and worker.user is not set, so workers run as root and can undo their sandbox; set worker.user too".into(),
+        );
+    }
+    if let Err(e) = try_sandbox() {
+        view.problems.push(Problem::at(
+            file,
+            format!("worker.sandbox: this machine cannot make a worker's sandbox: {e}"),
+        ));
+    }
+}
+
+/// Runs `true` under orch's guard in a sandbox that hides a directory and keeps one inside it.
+fn try_sandbox() -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("orch's binary: {e}"))?;
+    let dir = std::env::temp_dir().join(format!(
+        "orch-check-sandbox-{}-{}",
+        std::process::id(),
+        crate::store::now_ms()
+    ));
+    let keep = dir.join("keep");
+    std::fs::create_dir_all(&keep).map_err(|e| format!("{}: {e}", keep.display()))?;
+    let plan = crate::sandbox::Plan {
+        hide: vec![dir.clone()],
+        keep: vec![keep.clone()],
+    }
+    .resolved(None);
+    let out = std::process::Command::new(exe)
+        .arg(crate::guard::GUARD_COMMAND)
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--pidns")
+        .args(plan.args())
+        .args(["--", "true"])
+        .current_dir(&keep)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.map_err(|e| format!("orch {}: {e}", crate::guard::GUARD_COMMAND))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr)
+            .trim()
+            .replace('\n', "; "))
+    }
+}
+
 fn account_findings(ctx: &Ctx, config: &Config, name: &str, view: &mut CheckView) {
     let account = match crate::account::Account::lookup(name) {
         Ok(a) => a,
@@ -148,6 +215,9 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
         }
         for name in &config.worker.users {
             account_findings(ctx, config, name, &mut view);
+        }
+        if config.worker.sandbox {
+            sandbox_findings(config, &mut view);
         }
         if config.worker.users.len() > 1 && config.worker.users.len() < config.worker.max_parallel {
             view.warnings.push(format!(

@@ -157,6 +157,13 @@ pub struct WorkerConfig {
     /// one account per live worker), by name or number: orch's database, state and processes
     /// are then not theirs (see `account.rs`). Empty: orch's own user.
     pub users: Vec<String>,
+    /// `worker.sandbox`: each worker in a mount namespace of its own that hides orch's state
+    /// directory (but its workspace), the repositories' clones, orch's home's credentials and
+    /// the cgroup tree, with a `/proc` of its PID namespace alone (see `sandbox.rs`): the
+    /// separation `worker.user` gives, for an orch that runs unprivileged.
+    pub sandbox: bool,
+    /// `worker.hide`: more paths a sandboxed worker must not see.
+    pub hide: Vec<PathBuf>,
     /// `worker.model`: the model every worker's agent runs with unless a repository, a task
     /// or an override says otherwise (None: the agent's own default, no model argument).
     pub model: Option<String>,
@@ -166,8 +173,15 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
-    /// Whether workers run as accounts of their own (`worker.user` / `worker.users`).
+    /// Whether workers work in a workspace of their own, cut off from orch's files: they run
+    /// as accounts of their own (`worker.user(s)`) or in a sandbox (`worker.sandbox`). Their
+    /// pushes, fetches and CI questions then go through their supervisor.
     pub fn separate(&self) -> bool {
+        self.accounts() || self.sandbox
+    }
+
+    /// Whether workers run as accounts of their own (`worker.user` / `worker.users`).
+    pub fn accounts(&self) -> bool {
         !self.users.is_empty()
     }
 }

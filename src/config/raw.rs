@@ -119,6 +119,10 @@ pub(super) struct RawWorker {
     #[serde(default)]
     pub(super) users: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
+    pub(super) sandbox: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub(super) hide: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
     pub(super) model: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) model_overrides: Option<RawModelOverrides>,
@@ -501,6 +505,8 @@ pub(super) const WORKER: &[&str] = &[
     "max_tokens",
     "user",
     "users",
+    "sandbox",
+    "hide",
     "model",
     "model_overrides",
 ];

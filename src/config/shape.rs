@@ -19,6 +19,8 @@ pub(super) enum Shape {
     /// Any scalar (names, paths, durations: their own checks say more).
     Text,
     Int,
+    /// `true` or `false`.
+    Bool,
     /// An integer or a decimal number.
     Number,
     List(&'static Shape),
@@ -78,6 +80,8 @@ pub(super) const WORKER: &[Field] = &[
     ("max_tokens", Shape::Int, Optional),
     ("user", Shape::Text, Optional),
     ("users", TEXTS, Optional),
+    ("sandbox", Shape::Bool, Optional),
+    ("hide", TEXTS, Optional),
     ("model", Shape::Text, NotEmpty),
     ("model_overrides", Shape::Map(MODEL_OVERRIDES), Optional),
 ];
@@ -283,6 +287,11 @@ fn check(
                 wrong(node, path, "a whole number", key, out);
             }
         }
+        Shape::Bool => {
+            if !matches!(&node.value, Node::Scalar(Scalar::Bool(_))) {
+                wrong(node, path, "true or false", key, out);
+            }
+        }
         Shape::Number => {
             let ok = match &node.value {
                 Node::Scalar(Scalar::Int(_) | Scalar::Float(_)) => true,
@@ -376,6 +385,7 @@ fn describe_shape(shape: &Shape) -> String {
     match shape {
         Shape::Text => "a value".into(),
         Shape::Int => "a whole number".into(),
+        Shape::Bool => "true or false".into(),
         Shape::Number => "a number".into(),
         Shape::List(item) => format!("a list of {}", plural(item)),
         Shape::Map(_) | Shape::Alerts | Shape::Sink => "a mapping".into(),

@@ -632,3 +632,26 @@ fn models_per_role_are_read_and_bad_ones_refused_with_positions() {
     assert!(err.to_string().contains("worker.model is not set"), "{err}");
     load("worker:\n  command: [x, '{model}']\nrepos: {a: {}}\n").unwrap();
 }
+
+#[test]
+fn the_sandbox_is_a_switch_and_its_hidden_paths_are_resolved() {
+    let c = load(
+        "worker:\n  sandbox: true\n  hide: [~/.config/tool, secrets, /etc/orch-key]\nrepos:\n  a: {}\n",
+    )
+    .unwrap();
+    assert!(c.worker.sandbox && c.worker.separate() && !c.worker.accounts());
+    assert_eq!(
+        c.worker.hide,
+        vec![
+            PathBuf::from("~/.config/tool"),
+            PathBuf::from("/tmp/secrets"),
+            PathBuf::from("/etc/orch-key")
+        ]
+    );
+    let err = load("worker:\n  sandbox: yes please\n  hide: ['~', /]\nrepos:\n  a: {}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("true or false"), "{err}");
+    assert!(err.contains("worker.hide: \"~\""), "{err}");
+    assert!(err.contains("worker.hide: \"/\""), "{err}");
+}

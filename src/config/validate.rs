@@ -240,6 +240,8 @@ pub(super) fn validate(
         stop_grace: None,
         user: None,
         users: None,
+        sandbox: None,
+        hide: None,
         model: None,
         model_overrides: None,
     });
@@ -315,6 +317,8 @@ pub(super) fn validate(
         max_cost_usd,
         max_tokens,
         users,
+        sandbox: w.sandbox.as_ref().is_some_and(|s| s.value),
+        hide: hidden_paths(&mut c, root, &w.hide),
         model: model_name(&mut c, "worker.model", &w.model),
         model_overrides: {
             let o = w.model_overrides.unwrap_or_default();
@@ -892,6 +896,33 @@ pub(super) fn env_var_name(s: &str) -> bool {
             let kinds = [digits, lower, upper].iter().filter(|n| **n > 0).count();
             (word.len() >= 16 && kinds >= 2 && digits > 0) || (word.len() >= 20 && kinds >= 2)
         })
+}
+
+/// `worker.hide`: more paths a sandboxed worker must not see — absolute, `~/…` (orch's home,
+/// expanded where the sandbox is made: validation reads no environment) or relative to the
+/// configuration's directory.
+fn hidden_paths(c: &mut Check, root: &Path, hide: &Option<Vec<Spanned<String>>>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for h in hide.iter().flatten() {
+        let text = h.value.trim();
+        let path = if text == "~" || text.starts_with("~/") {
+            PathBuf::from(text)
+        } else {
+            super::normalize(&root.join(text))
+        };
+        if text.is_empty() || text == "~" || path == Path::new("/") {
+            c.err(
+                pos(h),
+                format!(
+                    "worker.hide: {:?} is not a path a worker can be kept from (name a file or directory other than / and ~)",
+                    h.value
+                ),
+            );
+            continue;
+        }
+        out.push(path);
+    }
+    out
 }
 
 /// `worker.user` (one account) or `worker.users` (a pool: each live worker gets one of its own),

@@ -44,6 +44,7 @@ mod process_group;
 mod protected_paths;
 mod respawn;
 mod resume;
+mod sandbox;
 mod spawn_race;
 mod store_errors;
 mod supervise;

@@ -87,6 +87,11 @@ pub fn second_worker_account() -> Option<TestAccount> {
     named_account("orch-it-worker2")
 }
 
+/// The unprivileged account an orch of tests of `worker.sandbox` runs as (`orch-it-orch`).
+pub fn unprivileged_orch_account() -> Option<TestAccount> {
+    named_account("orch-it-orch")
+}
+
 fn named_account(name: &'static str) -> Option<TestAccount> {
     #[allow(non_snake_case)]
     let NAME = name;

@@ -653,6 +653,8 @@ pub struct Org {
     pub ctl: PathBuf,
     pub spec: Spec,
     env: Vec<(String, String)>,
+    /// Every `orch` command runs as this uid and gid (an unprivileged orch: [`Org::run_as`]).
+    run_as: Option<(u32, u32)>,
     /// Stops the base pusher (see [`base_pusher`]) when the organisation goes.
     base_pusher_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -884,6 +886,7 @@ impl Org {
             ctl,
             spec,
             env,
+            run_as: None,
         };
         let check = org.run(&["check"]);
         assert!(
@@ -899,6 +902,34 @@ impl Org {
     pub fn set_env(&mut self, key: &str, value: &str) {
         self.env.retain(|(k, _)| k != key);
         self.env.push((key.into(), value.into()));
+    }
+
+    /// From now on every `orch` command runs as account `name` (`uid`; orch unprivileged, as an operator
+    /// without root runs it), the organisation's files given to it and its HOME
+    /// `<root>/orch-home`. Read the state only through `orch` commands until the end: a
+    /// database file root creates (SQLite's `-wal`/`-shm`) would not be the account's.
+    pub fn run_as(&mut self, name: &str, uid: u32) {
+        let gid = std::process::Command::new("id")
+            .args(["-g", name])
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+            })
+            .expect("the account's group");
+        let home = self.root.join("orch-home");
+        std::fs::create_dir_all(&home).unwrap();
+        let own = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&self.root)
+            .output()
+            .unwrap();
+        assert!(own.status.success(), "{}", output_text(&own));
+        self.set_env("HOME", &home.display().to_string());
+        self.run_as = Some((uid, gid));
     }
 
     pub fn clone_path(&self, repo: &str) -> PathBuf {
@@ -919,6 +950,21 @@ impl Org {
             .args(args);
         for (k, v) in &self.env {
             c.env(k, v);
+        }
+        if let Some((uid, gid)) = self.run_as {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only system calls between fork and exec.
+            unsafe {
+                c.pre_exec(move || {
+                    if libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setresgid(gid, gid, gid) != 0
+                        || libc::setresuid(uid, uid, uid) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         c
     }

@@ -16,7 +16,7 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     };
     // A spawner killed between making a worker's own clone and handing it over leaves a
     // usable clone that is still orch's: its worker (another account) could not commit in it.
-    if l.config.worker.separate()
+    if l.config.worker.accounts()
         && worktree_usable(wt)
         && crate::account::owner_of(wt) == Some(rustix::process::geteuid().as_raw())
     {

@@ -102,23 +102,29 @@ impl WorkerProcess {
             .unwrap_or_else(|| prompt.clone());
         // `worker.user(s)`: the worker runs as the account its workspace was made for (refused
         // here rather than run as orch).
-        let account = if env.config.worker.separate() {
-            let refuse = |e: String| {
-                start_error(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))
-            };
-            let wt = std::path::Path::new(&w.worktree);
-            let workspace = crate::account::workspace_dir(env.state_dir, &w.id);
-            if wt.parent() != Some(workspace.as_path()) {
-                return Err(refuse(format!(
-                    "worker {} was started before worker.user was set: its worktree {} is orch's, not an account's (cancel it, or unset worker.user until it ends)",
-                    w.id, w.worktree
-                )));
-            }
+        // `worker.user(s)` / `worker.sandbox`: the worker works in a workspace of its own, and
+        // runs as the account it was made for (refused here rather than run as orch).
+        let wt = std::path::Path::new(&w.worktree);
+        let workspace = crate::account::workspace_dir(env.state_dir, &w.id);
+        let refuse =
+            |e: String| start_error(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e));
+        if env.config.worker.separate() && wt.parent() != Some(workspace.as_path()) {
+            return Err(refuse(format!(
+                "worker {} was started before worker.user or worker.sandbox was set: its worktree {} is orch's, not a workspace of its own (cancel it, or unset them until it ends)",
+                w.id, w.worktree
+            )));
+        }
+        let account = if env.config.worker.accounts() {
             let a = crate::account::of_workspace(&workspace, &env.config.worker.users)
                 .map_err(refuse)?
                 .ok_or_else(|| refuse(format!("its workspace {} is gone", workspace.display())))?;
             crate::account::usable(&a.uid.to_string()).map_err(refuse)?;
             Some(a)
+        } else {
+            None
+        };
+        let sandbox = if env.config.worker.sandbox {
+            Some(sandbox_plan(env, &workspace, &argv).map_err(refuse)?)
         } else {
             None
         };
@@ -150,6 +156,15 @@ impl WorkerProcess {
             && env.config.worker.agent != crate::config::agent::Agent::Codex;
         if pidns {
             cmd.arg("--pidns");
+        }
+        if let Some(plan) = &sandbox {
+            // The sandbox is made by the namespace's init: no namespace, no worker.
+            if !pidns {
+                return Err(refuse(
+                    "worker.sandbox needs a PID namespace for the worker: this machine gives none, or the agent (Codex) runs without one (see `orch check`)".into(),
+                ));
+            }
+            cmd.args(plan.args());
         }
         if let Some(a) = &account {
             cmd.arg(crate::account::USER_ARG).arg(a.arg());
@@ -196,15 +211,15 @@ impl WorkerProcess {
         if let Some(ch) = channel {
             cmd.env(SOCKET_ENV, ch.name());
         }
-        if let Some(a) = &account {
+        if env.config.worker.separate() {
             // Its own home (agents keep their configuration there) and its own copy of the CI
             // guide: orch's session directory is not its to read.
-            let wt = std::path::Path::new(&w.worktree);
             cmd.env("HOME", crate::account::worker_home(wt))
-                .env("USER", &a.name)
-                .env("LOGNAME", &a.name)
                 .env("ORCH_CI_GUIDE", crate::account::worker_ci_guide(wt))
                 .env(crate::report_wire::CI_VIA_ENV, "channel");
+        }
+        if let Some(a) = &account {
+            cmd.env("USER", &a.name).env("LOGNAME", &a.name);
         }
         let mut child = spawn_in_group(
             &mut cmd,
@@ -466,6 +481,47 @@ impl WorkerProcess {
 }
 
 /// The PATH `cmd` would give the worker so far (the passed-through one), if any.
+/// What worker `argv` must not see in its sandbox (`worker.sandbox`), refused when something
+/// it needs would be hidden (orch's binary, the worker command, the configuration or the
+/// contract orch's commands read inside it).
+fn sandbox_plan(
+    env: &Env,
+    workspace: &std::path::Path,
+    argv: &[String],
+) -> Result<crate::sandbox::Plan, String> {
+    let clones: Vec<&std::path::Path> = env.config.repos.iter().map(|r| r.path.as_path()).collect();
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from);
+    let plan = crate::sandbox::for_worker(
+        env.state_dir,
+        &clones,
+        env.config.forge.token_file.as_deref(),
+        &env.config.worker.hide,
+        workspace,
+        home.as_deref(),
+    );
+    let mut needed = vec![
+        ("orch's binary", env.orch_exe.to_path_buf()),
+        ("the configuration", env.config_path.to_path_buf()),
+    ];
+    if !env.contract.is_built_in() {
+        needed.push(("the contract", env.contract_path.to_path_buf()));
+    }
+    if let Some(program) = argv.first().filter(|p| p.starts_with('/')) {
+        needed.push(("the worker command", program.into()));
+    }
+    for (what, path) in needed {
+        if plan.hides(&path) {
+            return Err(format!(
+                "worker.sandbox would hide {what} ({}) from the worker: move it out of the state directory, the clones and worker.hide",
+                path.display()
+            ));
+        }
+    }
+    Ok(plan)
+}
+
 fn cmd_path(cmd: &std::process::Command) -> Option<std::ffi::OsString> {
     cmd.get_envs()
         .find(|(k, _)| *k == "PATH")

@@ -140,6 +140,30 @@ fn execute(
         },
         Some(Err(e)) => return fail_run(layout, store, run, &e),
     };
+    // `worker.sandbox`: the jobs, the worker's code, in the sandbox its worker had (orch's
+    // state, the clones and orch's credentials hidden; the checkout kept).
+    let sandbox = config.worker.sandbox.then(|| {
+        let clones: Vec<&Path> = config.repos.iter().map(|r| r.path.as_path()).collect();
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(std::path::PathBuf::from);
+        crate::sandbox::for_worker(
+            &layout.state_dir,
+            &clones,
+            config.forge.token_file.as_deref(),
+            &config.worker.hide,
+            &work,
+            home.as_deref(),
+        )
+    });
+    if sandbox.is_some() && crate::pidns::usable().is_none() {
+        return fail_run(
+            layout,
+            store,
+            run,
+            "worker.sandbox needs PID namespaces, which this machine does not give: the jobs are not run unsandboxed",
+        );
+    }
     while let Some(job) = next_job(store, run.id)? {
         say(format_args!("run {}: job {} starts", run.id, job.name));
         let status = run_job(
@@ -149,7 +173,10 @@ fn execute(
             &work,
             &job,
             preface.as_deref(),
-            account.as_ref(),
+            &Confinement {
+                account: account.as_ref(),
+                sandbox: sandbox.as_ref(),
+            },
         )?;
         // A failed job may decide the run before it ends (a required job red).
         crate::wake::ring_all(&layout.state_dir, crate::wake::Ring::Ci(run.repo.clone()));
@@ -190,7 +217,7 @@ fn ci_account(
     config: &Config,
     run: &RunRow,
 ) -> Option<Result<crate::account::Account, String>> {
-    if !config.worker.separate() {
+    if !config.worker.accounts() {
         return None;
     }
     let worker = run.git_ref.strip_prefix("refs/heads/orch/").filter(|id| {
@@ -446,7 +473,7 @@ fn run_job(
     work: &Path,
     job: &JobRow,
     preface: Option<&str>,
-    account: Option<&crate::account::Account>,
+    confined: &Confinement,
 ) -> Result<JobStatus, LocalForgeError> {
     let log_path = layout.job_log(&run.repo, run.number, &job.name);
     let finish = |store: &mut Store, status: JobStatus, code: Option<i64>, note: Option<&str>| {
@@ -463,7 +490,7 @@ fn run_job(
             )
         })
     };
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, account) {
+    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, confined) {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -530,14 +557,23 @@ fn run_job(
     Ok(status)
 }
 
+/// Whom a job runs as and what it may see: the worker's account (`worker.user(s)`), its
+/// sandbox (`worker.sandbox`); neither, orch's user and everything.
+#[derive(Clone, Copy)]
+struct Confinement<'a> {
+    account: Option<&'a crate::account::Account>,
+    sandbox: Option<&'a crate::sandbox::Plan>,
+}
+
 fn job_command(
     log_path: &Path,
     run: &RunRow,
     work: &Path,
     job: &JobRow,
     preface: Option<&str>,
-    account: Option<&crate::account::Account>,
+    confined: &Confinement,
 ) -> std::io::Result<(Command, Duration)> {
+    let Confinement { account, sandbox } = *confined;
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -546,7 +582,24 @@ fn job_command(
         // Written through the job's own descriptor, before its output: the job writes on.
         writeln!(log, "{line}")?;
     }
-    let mut cmd = Command::new("sh");
+    let mut cmd = match sandbox {
+        // Under orch's guard, whose init makes the sandbox (and, for an account, switches
+        // to it after).
+        Some(plan) => {
+            let mut c = Command::new(std::env::current_exe()?);
+            c.arg(crate::guard::GUARD_COMMAND)
+                .arg("--parent")
+                .arg(std::process::id().to_string())
+                .arg("--pidns")
+                .args(plan.args());
+            if let Some(a) = account {
+                c.arg(crate::account::USER_ARG).arg(a.arg());
+            }
+            c.args(["--", "sh"]);
+            c
+        }
+        None => Command::new("sh"),
+    };
     cmd.arg("-c")
         .arg(&job.command)
         .current_dir(work)
@@ -561,10 +614,11 @@ fn job_command(
         .env("ORCH_CI_JOB", &job.name);
     if let Some(a) = account {
         use std::os::unix::process::CommandExt;
-        // std drops the supplementary groups too when it switches from root.
-        cmd.uid(a.uid)
-            .gid(a.gid)
-            .env("HOME", work)
+        if sandbox.is_none() {
+            // std drops the supplementary groups too when it switches from root.
+            cmd.uid(a.uid).gid(a.gid);
+        }
+        cmd.env("HOME", work)
             .env("USER", &a.name)
             .env("LOGNAME", &a.name);
     }

@@ -1,0 +1,509 @@
+//! The sandbox (`worker.sandbox`): what a worker sees of the file system when orch cannot give
+//! it an account of its own (orch runs unprivileged). The worker still runs as orch's user, so
+//! file modes cannot keep it from orch's files; a mount namespace of its own does:
+//!
+//! - orch's state directory (the database, sessions, the local forge's remotes), the
+//!   repositories' clones, orch's home's credentials (`~/.ssh`, `~/.gitconfig`, …), the
+//!   forge token's file, the cgroup tree and what `worker.hide` adds are covered — a directory
+//!   by an empty read-only tmpfs, a file by `/dev/null`;
+//! - the worker's own workspace (its clone, its home, its CI guide) is bound back where it was,
+//!   and its working directory entered again through the new mounts (a working directory kept
+//!   from before would lead back under a covered directory with `..`);
+//! - `/proc` is mounted again for its PID namespace alone: it sees no orch process, no other
+//!   worker, no environment of either;
+//! - a cgroup namespace rooted at its own cgroup.
+//!
+//! The mounts are made by the namespace's init between fork and exec (it still holds the
+//! capabilities its user namespace gave it; the exec as orch's uid drops them), so the worker
+//! can undo none of them: it has no capability in the namespace that owns them, and a user
+//! namespace it makes itself copies them locked. Everything here is prepared before the fork:
+//! [`Prepared::apply`] only makes system calls.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// `--hide <path>`: a path the worker must not see (guard and init argv).
+pub const HIDE_ARG: &str = "--hide";
+/// `--keep <path>`: a directory under a hidden one the worker keeps (its workspace).
+pub const KEEP_ARG: &str = "--keep";
+
+/// What orch's home holds that no worker may read: keys, credentials, git's and other tools'
+/// configuration with tokens in it.
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".gitconfig",
+    ".git-credentials",
+    ".config/git",
+    ".netrc",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".docker",
+    ".kube",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".pgpass",
+    ".claude",
+    ".claude.json",
+    ".codex",
+    ".config/orch",
+];
+
+/// The cgroup tree's usual mount point: hidden so that a worker cannot write itself into
+/// another cgroup (it is orch's user: the delegated tree is writable by it).
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// A sandbox as asked for: the paths to hide and the directories kept inside them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub hide: Vec<PathBuf>,
+    pub keep: Vec<PathBuf>,
+}
+
+impl Plan {
+    /// The argv words (`--hide P … --keep P …`) that carry this plan to the guard.
+    pub fn args(&self) -> Vec<std::ffi::OsString> {
+        let mut out = Vec::new();
+        for h in &self.hide {
+            out.push(HIDE_ARG.into());
+            out.push(h.clone().into_os_string());
+        }
+        for k in &self.keep {
+            out.push(KEEP_ARG.into());
+            out.push(k.clone().into_os_string());
+        }
+        out
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hide.is_empty() && self.keep.is_empty()
+    }
+
+    /// `~/…` expanded with `home`; every path made absolute and resolved as the file system
+    /// resolves it (a symlinked path hides its target).
+    pub fn resolved(&self, home: Option<&Path>) -> Plan {
+        let fix = |p: &PathBuf| -> Option<PathBuf> {
+            let s = p.to_string_lossy();
+            let p = if s == "~" || s.starts_with("~/") {
+                home?.join(s.trim_start_matches('~').trim_start_matches('/'))
+            } else {
+                p.clone()
+            };
+            Some(resolve(&p))
+        };
+        Plan {
+            hide: self.hide.iter().filter_map(fix).collect(),
+            keep: self.keep.iter().filter_map(fix).collect(),
+        }
+    }
+}
+
+/// What a worker must not see: orch's state directory (but `workspace`, kept), the
+/// repositories' `clones`, the forge's `token_file`, orch's home's credentials
+/// ([`HOME_SECRETS`]), the cgroup tree and `extra` (`worker.hide`); resolved with `home`.
+pub fn for_worker(
+    state_dir: &Path,
+    clones: &[&Path],
+    token_file: Option<&Path>,
+    extra: &[PathBuf],
+    workspace: &Path,
+    home: Option<&Path>,
+) -> Plan {
+    let mut hide = vec![state_dir.to_path_buf()];
+    hide.extend(clones.iter().map(|c| c.to_path_buf()));
+    hide.extend(token_file.map(Path::to_path_buf));
+    hide.extend(HOME_SECRETS.iter().map(|s| PathBuf::from("~").join(s)));
+    hide.push(PathBuf::from(CGROUP_ROOT));
+    hide.extend(extra.iter().cloned());
+    Plan {
+        hide,
+        keep: vec![workspace.to_path_buf()],
+    }
+    .resolved(home)
+}
+
+impl Plan {
+    /// Whether a worker of this (resolved) plan cannot see `path`: it is (under) a hidden path
+    /// and not under a kept directory.
+    pub fn hides(&self, path: &Path) -> bool {
+        let path = resolve(path);
+        self.hide.iter().any(|h| path.starts_with(h))
+            && !self.keep.iter().any(|k| path.starts_with(k))
+    }
+}
+
+/// `path` with its longest existing ancestor canonicalised.
+fn resolve(path: &Path) -> PathBuf {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for r in rest.iter().rev() {
+                out.push(r);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// The hidden paths that matter, outermost first: those that do not exist are dropped (there
+/// is nothing to see), and those inside another hidden directory (already covered).
+pub fn outermost(hide: &[PathBuf], is_dir: impl Fn(&Path) -> Option<bool>) -> Vec<(PathBuf, bool)> {
+    let mut found: Vec<(PathBuf, bool)> = hide
+        .iter()
+        .filter_map(|p| is_dir(p).map(|d| (p.clone(), d)))
+        .collect();
+    found.sort_by_key(|(p, _)| p.components().count());
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    for (p, dir) in found {
+        if out.iter().any(|(o, odir)| *odir && p.starts_with(o)) || out.iter().any(|(o, _)| *o == p)
+        {
+            continue;
+        }
+        out.push((p, dir));
+    }
+    out
+}
+
+/// The directories to make inside hidden directory `root` (its tmpfs) so that `keep` can be
+/// bound back: each component below `root`, down to `keep` itself.
+pub fn mount_points(root: &Path, keep: &Path) -> Vec<PathBuf> {
+    let Ok(below) = keep.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut at = root.to_path_buf();
+    below
+        .components()
+        .map(|c| {
+            at.push(c);
+            at.clone()
+        })
+        .collect()
+}
+
+fn cstring(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: a NUL byte in the path", p.display()),
+        )
+    })
+}
+
+struct Hidden {
+    path: CString,
+    dir: bool,
+    /// Directories to make in its tmpfs, then the kept directories bound there.
+    mkdirs: Vec<CString>,
+    keeps: Vec<CString>,
+}
+
+/// How many directories one hidden directory may keep.
+const MAX_KEPT: usize = 8;
+
+/// A plan made ready for [`Prepared::apply`] between fork and exec: paths as C strings.
+pub struct Prepared {
+    cgroup_procs: Option<CString>,
+    hidden: Vec<Hidden>,
+    cwd: Option<CString>,
+}
+
+impl Prepared {
+    /// Prepares `plan` (already [`Plan::resolved`]): `cgroup` is joined before the cgroup tree
+    /// is hidden; `cwd` is entered again after the mounts.
+    pub fn new(plan: &Plan, cgroup: Option<&Path>, cwd: Option<&Path>) -> io::Result<Prepared> {
+        let roots = outermost(&plan.hide, |p| {
+            std::fs::metadata(p).ok().map(|m| m.is_dir())
+        });
+        let mut hidden = Vec::new();
+        for (root, dir) in roots {
+            let mut h = Hidden {
+                path: cstring(&root)?,
+                dir,
+                mkdirs: Vec::new(),
+                keeps: Vec::new(),
+            };
+            for keep in plan
+                .keep
+                .iter()
+                .filter(|k| dir && k.starts_with(&root) && **k != root)
+            {
+                if !keep.is_dir() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "{}: the workspace to keep is not a directory",
+                            keep.display()
+                        ),
+                    ));
+                }
+                for m in mount_points(&root, keep) {
+                    h.mkdirs.push(cstring(&m)?);
+                }
+                h.keeps.push(cstring(keep)?);
+            }
+            if h.keeps.len() > MAX_KEPT {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: more than {MAX_KEPT} directories kept in it",
+                        root.display()
+                    ),
+                ));
+            }
+            hidden.push(h);
+        }
+        Ok(Prepared {
+            cgroup_procs: cgroup
+                .map(|c| cstring(&c.join("cgroup.procs")))
+                .transpose()?,
+            hidden,
+            cwd: cwd.map(cstring).transpose()?,
+        })
+    }
+
+    /// Makes the sandbox for the calling process and its future children. Async-signal-safe
+    /// (system calls on memory made before): for a child between fork and exec, which must be
+    /// the first process of a PID namespace (its `/proc`) holding CAP_SYS_ADMIN in its user
+    /// namespace.
+    pub fn apply(&self) -> io::Result<()> {
+        // The errno alone crosses the exec: the step is said on stderr (the supervisor's log),
+        // with write(2) on static text (nothing allocates between fork and exec).
+        let fail = |what: &'static str| -> io::Error {
+            let e = io::Error::last_os_error();
+            let say = |b: &[u8]| {
+                // SAFETY: write(2) of a live buffer to stderr.
+                unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+            };
+            say(b"orch: the worker's sandbox failed at ");
+            say(what.as_bytes());
+            say(b"\n");
+            e
+        };
+        // SAFETY: system calls on C strings owned by `self`.
+        unsafe {
+            if let Some(procs) = &self.cgroup_procs {
+                // Before its tree is hidden; a worker left outside a cgroup is still in its
+                // PID namespace (the guard says so when it cannot join).
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
+            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWCGROUP) != 0
+                && libc::unshare(libc::CLONE_NEWNS) != 0
+            {
+                return Err(fail("unshare(CLONE_NEWNS)"));
+            }
+            // Nothing mounted here reaches the host's namespace.
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(fail("making / private"));
+            }
+            let cover = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            for h in &self.hidden {
+                // The kept directories, opened in this namespace before they are covered (a
+                // bind mount's source must be a mount of the caller's namespace).
+                let mut kept = [-1; MAX_KEPT];
+                for (i, k) in h.keeps.iter().enumerate() {
+                    kept[i] = libc::open(
+                        k.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    );
+                    if kept[i] < 0 {
+                        return Err(fail("opening the workspace"));
+                    }
+                }
+                let r = if h.dir {
+                    libc::mount(
+                        c"orch-sandbox".as_ptr(),
+                        h.path.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        cover,
+                        c"size=64k,mode=0755".as_ptr().cast(),
+                    )
+                } else {
+                    libc::mount(
+                        c"/dev/null".as_ptr(),
+                        h.path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    )
+                };
+                if r != 0 {
+                    return Err(fail("covering a hidden path"));
+                }
+                for d in &h.mkdirs {
+                    if libc::mkdir(d.as_ptr(), 0o755) != 0
+                        && *libc::__errno_location() != libc::EEXIST
+                    {
+                        return Err(fail("making a mount point for the workspace"));
+                    }
+                }
+                for (i, target) in h.keeps.iter().enumerate() {
+                    let mut source = [0u8; 32];
+                    fd_path(kept[i], &mut source);
+                    let r = libc::mount(
+                        source.as_ptr().cast(),
+                        target.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    );
+                    libc::close(kept[i]);
+                    if r != 0 {
+                        return Err(fail("binding the workspace back"));
+                    }
+                }
+                if h.dir
+                    && libc::mount(
+                        std::ptr::null(),
+                        h.path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REMOUNT | libc::MS_RDONLY | cover,
+                        std::ptr::null(),
+                    ) != 0
+                {
+                    return Err(fail("making a cover read-only"));
+                }
+            }
+            if libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                cover,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(fail("mounting /proc for the PID namespace"));
+            }
+            if let Some(cwd) = &self.cwd
+                && libc::chdir(cwd.as_ptr()) != 0
+            {
+                return Err(fail("entering the workspace again"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `/proc/self/fd/<fd>` NUL-terminated in `out`, without allocating.
+fn fd_path(fd: i32, out: &mut [u8; 32]) {
+    let prefix = b"/proc/self/fd/";
+    out[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (fd.max(0) as u32, 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        out[prefix.len() + i] = digits[len - 1 - i];
+    }
+    out[prefix.len() + len] = 0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn only_the_outermost_existing_paths_are_covered() {
+        let exists = |q: &Path| match q.to_str().unwrap() {
+            "/missing" => None,
+            "/h/.gitconfig" => Some(false),
+            _ => Some(true),
+        };
+        let got = outermost(
+            &[
+                p("/s/state/forge"),
+                p("/s/state"),
+                p("/missing"),
+                p("/h/.gitconfig"),
+                p("/s/state"),
+            ],
+            exists,
+        );
+        assert_eq!(
+            got,
+            vec![(p("/s/state"), true), (p("/h/.gitconfig"), false)]
+        );
+    }
+
+    #[test]
+    fn an_fd_path_is_written_without_allocating() {
+        for fd in [0, 7, 10, 12345, i32::MAX] {
+            let mut out = [0u8; 32];
+            fd_path(fd, &mut out);
+            let end = out.iter().position(|b| *b == 0).unwrap();
+            assert_eq!(
+                std::str::from_utf8(&out[..end]).unwrap(),
+                format!("/proc/self/fd/{fd}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_kept_directory_gets_each_mount_point_below_its_cover() {
+        assert_eq!(
+            mount_points(&p("/s/state"), &p("/s/state/workspaces/w-1")),
+            vec![p("/s/state/workspaces"), p("/s/state/workspaces/w-1")]
+        );
+        assert!(mount_points(&p("/s/state"), &p("/elsewhere")).is_empty());
+    }
+
+    #[test]
+    fn home_paths_are_expanded_and_the_plan_travels_as_arguments() {
+        let plan = Plan {
+            hide: vec![p("~/.ssh")],
+            keep: vec![p("/k")],
+        }
+        .resolved(Some(Path::new("/nonexistent-home")));
+        assert_eq!(plan.hide, vec![p("/nonexistent-home/.ssh")]);
+        let args: Vec<String> = plan
+            .args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args, ["--hide", "/nonexistent-home/.ssh", "--keep", "/k"]);
+        assert!(
+            Plan {
+                hide: vec![p("~/x")],
+                keep: vec![]
+            }
+            .resolved(None)
+            .hide
+            .is_empty()
+        );
+    }
+}

@@ -187,18 +187,25 @@ pub fn commit(
             .effects
             .iter()
             .any(|e| matches!(e, Effect::ReleaseLock { .. } | Effect::Land));
-        for fact in &entry.facts {
-            record_fact(tx, id, milestone, fact, stopped_by_orch)?;
-        }
+        // The transition first: what happened with it (a worker stopped at DONE, its exit)
+        // reads after it in the worker's history.
         for e in entry.effects {
-            match e {
-                Effect::Transition { from, to, reason } => ws::add_event(
+            if let Effect::Transition { from, to, reason } = e {
+                ws::add_event(
                     tx,
                     id,
                     "transition",
                     *to,
                     &format!("{from} -> {to}: {reason}{}", entry.note),
-                )?,
+                )?;
+            }
+        }
+        for fact in &entry.facts {
+            record_fact(tx, id, milestone, fact, stopped_by_orch)?;
+        }
+        for e in entry.effects {
+            match e {
+                Effect::Transition { .. } => {}
                 Effect::Violation { kind, detail } => {
                     ws::add_event(tx, id, "violation", milestone, &format!("{kind}: {detail}"))?
                 }
@@ -342,7 +349,7 @@ fn record_fact(
                     id,
                     "respawn",
                     milestone,
-                    &format!("replacement {respawns}: previous worker {why}"),
+                    &format!("replacement {respawns}: the previous worker ended because {why}"),
                 )?;
             }
             ws::record_resumed(tx, id, *respawns, *replacement_note, *keep_lease)

@@ -699,7 +699,9 @@ fn alert_stopped(l: &Loaded, store: &mut Store, w: &Loaded2) -> Result<Vec<Strin
         let alert = AlertRecord {
             id: 0,
             at_ms: now_ms(),
-            severity: "error".into(),
+            // A stopped task holds its wave up until a person acts: critical (one of the
+            // documented severities, so `min_severity` filters it as it filters every alert).
+            severity: "critical".into(),
             worker_id: Some(rec.id.clone()),
             repo: Some(rec.repo.clone()),
             kind: "wave_task_stopped".into(),

@@ -498,7 +498,7 @@ pub fn find_upward(start: &Path) -> Option<PathBuf> {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "no repos.yaml in {} or any directory above it; run orch inside your organisation's directory, or pass --config FILE (or set ORCH_CONFIG)",
+        "no repos.yaml in {} or any directory above it; run orch inside your organisation's directory, pass --config FILE (or set ORCH_CONFIG), or make one: `orch init` (in the directory that holds your clones) or `orch init --example` (a demo organisation to try orch on)",
         start.display()
     )]
     NotFound { start: PathBuf },

@@ -281,6 +281,11 @@ fn missing_config_file_is_named() {
         err.contains("no repos.yaml in") && err.contains(&dir.path().display().to_string()),
         "{err}"
     );
+    // It names the commands that make one.
+    assert!(
+        err.contains("orch init") && err.contains("orch init --example"),
+        "{err}"
+    );
 }
 
 #[test]

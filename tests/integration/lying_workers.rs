@@ -150,8 +150,17 @@ fn no_worker_process_is_alive_when_its_lock_is_released() {
         "last worker process seen {} ms before the lock was released",
         released - last
     );
-    // The worker was stopped by orch (it lingered), and its DONE stands.
+    // The worker was stopped by orch (it lingered), and its DONE stands; its history says so
+    // after the DONE it was stopped at.
     assert_eq!(org.worker(&id).progress.milestone, Milestone::Done);
+    let events = org.events(&id);
+    let done = events
+        .iter()
+        .position(|e| e.kind == "transition" && e.detail.contains("-> DONE"))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    if let Some(stopped) = events.iter().position(|e| e.kind == "stopped") {
+        assert!(stopped > done, "{events:#?}");
+    }
     let head = git(
         &org.state.join("forge/alpha.git"),
         &[

@@ -491,6 +491,14 @@ fn a_worker_that_always_dies_fails_after_max_respawns_keeping_its_lock() {
         }
     }
     assert_eq!(actions, ["respawned", "respawned", "failed"]);
+    // Each replacement's event says why in a sentence.
+    for e in org.events(&id).iter().filter(|e| e.kind == "respawn") {
+        assert!(
+            e.detail.contains(": the previous worker ended because "),
+            "{}",
+            e.detail
+        );
+    }
     let w = org.worker(&id);
     assert_eq!(w.respawns, 2);
     assert_eq!(org.lives(&id), 3, "the first worker and two replacements");

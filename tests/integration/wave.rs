@@ -221,6 +221,13 @@ fn a_failed_task_holds_its_dependents_and_the_rest_completes() {
         .collect();
     assert_eq!(ours.len(), 1, "{alerts:#}");
     assert!(ours[0]["message"].as_str().unwrap().contains("vm-1"));
+    // Every alert has a documented severity (`min_severity` compares against these).
+    for a in alerts["alerts"].as_array().unwrap() {
+        assert!(
+            ["info", "warning", "critical"].contains(&a["severity"].as_str().unwrap()),
+            "{a:#}"
+        );
+    }
     let text = String::from_utf8_lossy(&org.run(&["wave", "status", "wave-f"]).stdout).to_string();
     assert!(text.contains("waiting on vm-1 (BLOCKED)"), "{text}");
     // --until-done on a stopped wave: exit 1 at once.

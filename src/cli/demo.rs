@@ -457,7 +457,7 @@ fn wave_part(l: &Loaded, dir: &Path, started: Instant, json: bool) -> Result<Dem
     );
     say!(
         json,
-        "  plan: makespan {} (lower bound {}), the seed's phase plan {}; critical path first.",
+        "  plan: makespan {} (lower bound {}; layer by layer it would take {}); critical path first.",
         ms(plan.plan.makespan_ms),
         ms(plan.plan.bound.lb_ms),
         ms(plan.plan.phase_makespan_ms)

@@ -77,12 +77,14 @@ pub enum Command {
     },
     /// Show repositories, their dependencies, chains and layers.
     Graph {
+        /// text (for people), dot (Graphviz) or json.
         #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
         format: GraphFormat,
     },
     /// Exit 0 if a worker could start on REPO now, 1 if not (naming every blocker).
     CanSpawn {
         repo: String,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -95,24 +97,29 @@ pub enum Command {
         /// Who holds it; the holder is shown as hold:<by> [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
     /// Release an operator hold on REPO.
     Unhold {
         repo: String,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
     /// Start a worker on REPO (takes the chain lock; detached unless --foreground).
     Spawn {
+        /// The repository to work on (its name in repos.yaml).
         #[arg(long)]
         repo: String,
+        /// What the worker is to do (the prompt's task; up to 64 KiB).
         #[arg(long)]
         task: String,
         /// The task's id in your tracker or wave file.
         #[arg(long = "id")]
         task_id: Option<String>,
+        /// The part of the repository the task is about (named in the prompt).
         #[arg(long)]
         component: Option<String>,
         /// Path of the plan the worker should follow.
@@ -136,24 +143,30 @@ pub enum Command {
         /// Picks worker.model_overrides.security_sensitive.
         #[arg(long)]
         security_sensitive: bool,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
     /// Report a milestone (run by workers, over the channel their supervisor gave them).
     Report {
         milestone: String,
+        /// The commit the milestone is about (PUSHED_TO_CI, DONE; default: HEAD).
         #[arg(long)]
         sha: Option<String>,
+        /// The CI job a FIXING_CI report is about.
         #[arg(long)]
         job: Option<String>,
+        /// A word for the people reading the worker's history (why BLOCKED, what was fixed).
         #[arg(long)]
         note: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
     /// Live workers and the last ended ones, with milestone, age, last SHA and its verdict;
     /// locks and holds.
     Status {
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
         /// Refresh every 2 seconds.
@@ -170,10 +183,13 @@ pub enum Command {
     /// Stop a worker (CANCELLED) and release its lock.
     Cancel {
         id: String,
+        /// Why (kept in the worker's history).
         #[arg(long)]
         reason: Option<String>,
+        /// Who did it, for the audit trail [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -184,8 +200,10 @@ pub enum Command {
         /// What the replacement is told (e.g. what the operator changed).
         #[arg(long, default_value = "")]
         note: String,
+        /// Who did it, for the audit trail [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -201,18 +219,23 @@ pub enum Command {
         /// Show the diff only; approve nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
     /// Release a worker's chain lock without a verified DONE (audited).
     Release {
         id: String,
+        /// Required: releasing a lock without a verified DONE is never a default.
         #[arg(long)]
         force: bool,
+        /// Why (kept in the lock history and the worker's history).
         #[arg(long)]
         reason: String,
+        /// Who did it, for the audit trail [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -226,6 +249,7 @@ pub enum Command {
         /// Rebuild a missing or unreadable database from sessions/*.checkpoint.yaml first.
         #[arg(long)]
         from_checkpoints: bool,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -234,6 +258,7 @@ pub enum Command {
         /// Only alerts newer than this (e.g. 1h, 30m) [default: 24h].
         #[arg(long, value_parser = parse_duration)]
         since: Option<std::time::Duration>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -273,6 +298,7 @@ pub enum Command {
         /// scripted worker, repos.yaml, a wave file): one that runs as it is.
         #[arg(long)]
         example: bool,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -283,6 +309,7 @@ pub enum Command {
         /// List what would be removed; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -355,6 +382,7 @@ pub fn parse_since(s: &str) -> Result<i64, String> {
 pub enum SessionsCommand {
     /// Live workers and the last ended ones (filters as for `orch status`).
     List {
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -362,6 +390,7 @@ pub enum SessionsCommand {
     },
     Show {
         id: String,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -371,10 +400,13 @@ pub enum SessionsCommand {
 pub enum CiCommand {
     /// The verdict for a commit: green, red, pending, running, sync_not_done or no_run.
     Status {
+        /// The repository (its name in repos.yaml).
         #[arg(long)]
         repo: String,
+        /// The commit (at least 7 hex digits).
         #[arg(long)]
         sha: String,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
         /// Poll until the verdict is decided.
@@ -386,12 +418,16 @@ pub enum CiCommand {
     },
     /// Job logs, where the forge keeps them.
     Logs {
+        /// The repository (its name in repos.yaml).
         #[arg(long)]
         repo: String,
+        /// The commit (at least 7 hex digits).
         #[arg(long)]
         sha: String,
+        /// One job's log only (default: every job's).
         #[arg(long)]
         job: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -958,6 +994,28 @@ mod tests {
         use clap::CommandFactory;
         let help = Cli::command().render_long_help().to_string();
         assert!(!help.contains("__"), "{help}");
+    }
+
+    /// Every option a person may type says what it does in `--help` (`--json` had none).
+    #[test]
+    fn every_visible_option_has_help_text() {
+        fn missing(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                if a.is_hide_set() || a.is_positional() {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    out.push(format!("{path} --{}", a.get_id()));
+                }
+            }
+            for s in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                missing(s, &format!("{path} {}", s.get_name()), out);
+            }
+        }
+        use clap::CommandFactory;
+        let mut out = Vec::new();
+        missing(&Cli::command(), "orch", &mut out);
+        assert!(out.is_empty(), "options without help text: {out:#?}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub enum WaveCommand {
     /// the seed's phase plan for comparison.
     Plan {
         file: std::path::PathBuf,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -38,6 +39,7 @@ pub enum WaveCommand {
         /// With --until-done: time between ticks.
         #[arg(long, value_parser = super::parse_duration, default_value = "2s")]
         interval: Duration,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -45,6 +47,7 @@ pub enum WaveCommand {
     Status {
         /// A wave file, or the name of a wave already run.
         wave: String,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -55,8 +58,10 @@ pub enum WaveCommand {
         wave: String,
         /// The task's id in the wave.
         task: String,
+        /// Who did it, for the audit trail [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -64,8 +69,10 @@ pub enum WaveCommand {
     Cancel {
         /// A wave file, or the name of a wave already run.
         wave: String,
+        /// Who did it, for the audit trail [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
     },
@@ -164,18 +171,17 @@ fn plan(ctx: &Ctx, file: &Path, json_out: bool) -> Outcome {
     let b = &p.bound;
     println!("makespan      {}", ms(p.makespan_ms));
     println!(
-        "lower bound   {} = max(longest task {}, critical path {}, total work {} / min(m {}, width {}{}))",
+        "lower bound   {}: no plan is shorter than its longest task ({}), its critical path ({}) or its total work ({}) shared by {} workers at once",
         ms(b.lb_ms),
         ms(b.longest_task_ms),
         ms(b.critical_path_ms),
         ms(b.total_work_ms),
-        b.slots,
-        b.width,
-        if b.width_exact { "" } else { ", bound" }
+        // The slots, or the graph's width where fewer tasks can ever run at once.
+        b.slots.min(b.width),
     );
     println!("ratio         {:.3}", p.ratio);
     println!(
-        "phase plan    {} ({} phases, each waiting for the previous one): this plan is {:.0}% shorter",
+        "layer by layer {} ({} layers of the graph, each waiting for the previous one): this plan is {:.0}% shorter",
         ms(p.phase_makespan_ms),
         p.phases,
         improvement * 100.0

@@ -1018,6 +1018,23 @@ mod tests {
         assert!(out.is_empty(), "options without help text: {out:#?}");
     }
 
+    /// `orch wave run FILE` alone names both ways to run it.
+    #[test]
+    fn a_wave_run_without_a_way_names_both() {
+        use clap::Parser;
+        let e = Cli::try_parse_from(["orch", "wave", "run", "w.yaml"]).unwrap_err();
+        let text = e.render().to_string();
+        assert!(
+            text.contains("--tick") && text.contains("--until-done"),
+            "{text}"
+        );
+        assert!(Cli::try_parse_from(["orch", "wave", "run", "w.yaml", "--until-done"]).is_ok());
+        assert!(
+            Cli::try_parse_from(["orch", "wave", "run", "w.yaml", "--tick", "--until-done"])
+                .is_err()
+        );
+    }
+
     #[test]
     fn durations_on_the_command_line() {
         use std::time::Duration;

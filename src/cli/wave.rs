@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, clap::Subcommand)]
 pub enum WaveCommand {
     /// The schedule orch would run: table, Gantt chart, makespan against its lower bound, and
-    /// the seed's phase plan for comparison.
+    /// the layer-by-layer schedule for comparison.
     Plan {
         file: std::path::PathBuf,
         /// Answer as one JSON object instead of text (its schema: docs/schema/).
@@ -24,14 +24,12 @@ pub enum WaveCommand {
         json: bool,
     },
     /// Run a wave: `--tick` once (for cron), or `--until-done` in the foreground.
+    // One of the two, named together when neither is given.
+    #[command(group(clap::ArgGroup::new("how").required(true).args(["tick", "until_done"])))]
     Run {
         file: std::path::PathBuf,
         /// Reconcile, start what may run now (detached), print, exit.
-        #[arg(
-            long,
-            conflicts_with = "until_done",
-            required_unless_present = "until_done"
-        )]
+        #[arg(long)]
         tick: bool,
         /// Tick until every task is terminal; exit 0 only if all are DONE.
         #[arg(long)]

@@ -83,7 +83,11 @@ set -u
 cat > /dev/null
 orch() { "$ORCH_BIN" "$@"; }
 git_commit() { git -c user.name="demo worker" -c user.email=worker@demo.invalid commit -q "$@"; }
-orch report WORKING --note "implementing: $ORCH_TASK" >/dev/null
+# A replacement that continues pushed work (ORCH_MILESTONE FIXING_CI or PUSHED_TO_CI) does not
+# report WORKING again: orch would count that as a violation.
+if [ "${ORCH_MILESTONE:-WORKING}" = WORKING ]; then
+  orch report WORKING --note "implementing: $ORCH_TASK" >/dev/null
+fi
 mkdir -p src
 printf '%s\n' "$ORCH_TASK" > src/feature.txt
 case "$ORCH_TASK" in

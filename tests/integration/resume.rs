@@ -133,6 +133,13 @@ fn ci_red_while_the_supervisor_was_down_respawns_a_briefed_replacement() {
     let first = org.prompt(&id, 1);
     assert!(!first.contains("RESUMING"), "{first}");
     let p = org.prompt(&id, 2);
+    // Its environment says where each life stands (ORCH_MILESTONE, ORCH_REPLACEMENT).
+    let stands = |life: u32| {
+        std::fs::read_to_string(org.ctl.join("prompts").join(format!("{id}.{life}.stands")))
+            .unwrap_or_default()
+    };
+    assert_eq!(stands(1).trim(), "WORKING 0");
+    assert_eq!(stands(2).trim(), "FIXING_CI 1");
     for needle in [
         "RESUMING as replacement worker 1 of 2".to_string(),
         format!("its supervisor (pid {dead}) died while it was running"),

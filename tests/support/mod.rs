@@ -40,9 +40,9 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A real agent CLI for the contract tests: `$<env_var>`, else where `.ci/run` installs it
-/// (`target/agents/node_modules/.bin/<name>`), else `<name>` on PATH. None (the tests say
-/// they are skipped) only with `ORCH_AGENT_TESTS=skip`; otherwise its absence fails them,
-/// naming `package` to install.
+/// (`target/agents/node_modules/.bin/<name>`), else `<name>` on PATH, else `package` (pinned)
+/// installed there with npm now. None (the tests say they are skipped) only with
+/// `ORCH_AGENT_TESTS=skip`; otherwise its absence fails them, naming what to install.
 pub fn agent_bin(env_var: &str, name: &str, package: &str) -> Option<PathBuf> {
     let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/agents/node_modules/.bin")
@@ -55,6 +55,35 @@ pub fn agent_bin(env_var: &str, name: &str, package: &str) -> Option<PathBuf> {
                 .map(|d| d.join(name))
                 .find(|p| p.is_file())
         });
+    // Not there: installed once, pinned, into target/agents (as .ci/run does), so that README's
+    // test command passes as typed on a machine with npm.
+    let found = found.or_else(|| {
+        if std::env::var("ORCH_AGENT_TESTS").as_deref() == Ok("skip") {
+            return None;
+        }
+        let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agents");
+        std::fs::create_dir_all(&prefix).ok()?;
+        // One installer at a time; the others find its result.
+        let lock = std::fs::File::create(prefix.join(".install.lock")).ok()?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        let bin = prefix.join("node_modules/.bin").join(name);
+        if !bin.is_file() {
+            eprintln!("installing {package} into {} (npm)", prefix.display());
+            let out = std::process::Command::new("npm")
+                .args(["install", "--prefix"])
+                .arg(&prefix)
+                .args(["--save-exact", "--no-audit", "--no-fund", package])
+                .output()
+                .ok()?;
+            if !out.status.success() {
+                eprintln!(
+                    "npm install {package} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        bin.is_file().then_some(bin)
+    });
     match found {
         Some(p) => Some(p),
         None if std::env::var("ORCH_AGENT_TESTS").as_deref() == Ok("skip") => {
@@ -64,7 +93,7 @@ pub fn agent_bin(env_var: &str, name: &str, package: &str) -> Option<PathBuf> {
             None
         }
         None => panic!(
-            "the agent contract tests need the real {name} CLI: install it (`npm install --prefix target/agents {package}`, as .ci/run does) or set {env_var}; ORCH_AGENT_TESTS=skip skips them"
+            "the agent contract tests need the real {name} CLI, and installing it failed (above): install Node.js and npm, or run `npm install --prefix target/agents {package}` (as .ci/run does), or set {env_var}; ORCH_AGENT_TESTS=skip skips them"
         ),
     }
 }

@@ -11,6 +11,8 @@ read -r host_pid _ </proc/self/stat
 echo "$host_pid" >> "$ctl/lives/$ORCH_WORKER_ID"
 life=$(wc -l < "$ctl/lives/$ORCH_WORKER_ID" | tr -d ' ')
 prompt="$ctl/prompts/$ORCH_WORKER_ID.$life"
+# Where orch says this life stands (before the prompt: the tests wait for the prompt).
+echo "${ORCH_MILESTONE:-unset} ${ORCH_REPLACEMENT:-unset}" > "$prompt.stands"
 # Saved whole or not at all: the tests read it as soon as it exists.
 cat > "$prompt.tmp" && mv "$prompt.tmp" "$prompt"
 

@@ -207,7 +207,11 @@ impl WorkerProcess {
             )
             .env("ORCH_PUSH_REMOTE", &w.remote)
             .env("ORCH_BIN", env.orch_exe)
-            .env("ORCH_SESSION_ID", &launch.session_id);
+            .env("ORCH_SESSION_ID", &launch.session_id)
+            // Where it stands: a replacement of a worker that pushed continues in FIXING_CI or
+            // PUSHED_TO_CI, and must not report WORKING again (a violation).
+            .env("ORCH_MILESTONE", w.progress.milestone.to_string())
+            .env("ORCH_REPLACEMENT", w.respawns.to_string());
         if let Some(ch) = channel {
             cmd.env(SOCKET_ENV, ch.name());
         }

@@ -10,6 +10,23 @@ use crate::support::{
     Org, RepoSpec, Spec, job, output_text, unprivileged_orch_account, worker_script,
 };
 
+/// Whether `uid` may make a user and PID namespace (`unshare -Urpf true` as that account).
+fn unprivileged_namespaces(uid: u32) -> bool {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new("unshare");
+    c.args(["-Urpf", "true"]).current_dir("/");
+    // SAFETY: only system calls between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().is_ok_and(|o| o.status.success())
+}
+
 fn read(org: &Org, name: &str) -> String {
     std::fs::read_to_string(org.out.join(name)).unwrap_or_default()
 }
@@ -26,8 +43,10 @@ fn a_sandboxed_worker_of_an_unprivileged_orch_sees_nothing_of_orch_and_still_rea
     let Some(account) = unprivileged_orch_account() else {
         return;
     };
-    if orch::pidns::usable().is_none() {
-        eprintln!("skipped: worker.sandbox needs PID namespaces, which this machine does not give");
+    if !unprivileged_namespaces(account.uid) {
+        eprintln!(
+            "skipped: worker.sandbox needs unprivileged user namespaces, which this machine does not give (orch check says so)"
+        );
         return;
     }
     let mut spec = Spec::local("sandbox_worker.sh").repo(

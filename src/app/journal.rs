@@ -242,6 +242,13 @@ pub fn commit(
                     milestone,
                     &format!("{from} -> {to}: {detail}{}", entry.note),
                 )?,
+                Effect::RestartCi { sha, why } => ws::add_event(
+                    tx,
+                    id,
+                    "ci_restart",
+                    milestone,
+                    &format!("CI for {} is stuck ({why}): restarted once", sha.short()),
+                )?,
                 Effect::Alert { .. } => {} // below, with the records built above
                 Effect::ResolveAlert { kind } => {
                     crate::store::alerts::resolve(tx, id, kind, now)?;

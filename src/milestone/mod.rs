@@ -163,6 +163,14 @@ pub struct Progress {
     /// A green commit held for approval (the worker is BLOCKED on it): DONE once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Sha>,
+    /// CI restarts in this PUSHED_TO_CI stint (`check_ci_then_escalate`'s `if_ci_stuck:
+    /// restart_ci_and_wait`: once, then the timeout escalates).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ci_restarts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A red commit that sent the worker to FIXING_CI: its short SHA and the jobs that failed
@@ -287,6 +295,7 @@ impl Progress {
             protected: Vec::new(),
             approved: None,
             held: None,
+            ci_restarts: 0,
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -302,6 +311,7 @@ impl Progress {
         self.extended = false;
         self.warned = false;
         self.last_progress_ms = now;
+        self.ci_restarts = 0;
     }
 }
 
@@ -501,6 +511,13 @@ pub enum Effect {
         from: LandState,
         to: LandState,
         detail: String,
+    },
+    /// CI for `sha` is stuck (`why`) at the PUSHED_TO_CI timeout: start it again — on
+    /// Forgejo an empty commit pushed to the worker's own branch (Forgejo's API has no rerun
+    /// endpoint), on the local forge a new run of the commit.
+    RestartCi {
+        sha: Sha,
+        why: String,
     },
     /// Follow CI for this SHA from now on (and forget the previous one).
     Track {

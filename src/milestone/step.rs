@@ -863,7 +863,7 @@ fn at_timeout(contract: &Contract, p: &Progress) -> String {
     match (spec.on_timeout, p.extended) {
         (_, true) => format!("at the extended timeout orch {end}"),
         (OnTimeout::CheckCiThenEscalate, false) => format!(
-            "at the timeout orch checks CI first (still running: extended once), else extends once on progress in the last {window}, else {end}"
+            "at the timeout orch checks CI first (still running: extended once; stuck — no runner took it up, or running past that — restarted once, then {end}), else extends once on progress in the last {window}, else {end}"
         ),
         (_, false) => format!(
             "at the timeout orch extends once if it made progress in the last {window}, else {end}"
@@ -954,6 +954,25 @@ fn deadlock(
     }
 }
 
+/// Why CI for the tracked commit counts as stuck at a PUSHED_TO_CI timeout (`None`: it
+/// finished, or nothing was pushed): no runner took its jobs up in the whole timeout
+/// (pending, or no run at all), or it is still running after the extension it had.
+fn ci_stuck(p: &Progress) -> Option<String> {
+    if p.milestone != Milestone::PushedToCi || p.tracked_sha.is_none() {
+        return None;
+    }
+    match p.verdict {
+        None | Some(VerdictKind::Pending) => {
+            Some("waiting: no runner has taken its jobs up".into())
+        }
+        Some(VerdictKind::NoRun) => Some("no push-triggered run appeared".into()),
+        Some(VerdictKind::Running) => {
+            Some("still running past the time CI was given, extension included".into())
+        }
+        Some(_) => None,
+    }
+}
+
 fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut Vec<Effect>) {
     let cap = contract.default_worker_timeout.as_millis() as i64;
     if p.milestone.at_work() && p.life.at(now) >= cap {
@@ -1000,11 +1019,45 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
         return;
     }
     let recent_progress = now - p.last_progress_ms <= contract.progress_window.as_millis() as i64;
-    let ci_still_going = spec.on_timeout == OnTimeout::CheckCiThenEscalate
-        && matches!(
-            p.verdict,
-            None | Some(VerdictKind::Pending) | Some(VerdictKind::Running)
-        );
+    let check_ci = spec.on_timeout == OnTimeout::CheckCiThenEscalate;
+    let ci_still_going = check_ci && p.verdict == Some(VerdictKind::Running);
+    // `check_ci_then_escalate`: CI still running gets the extension first; CI that is stuck
+    // — still waiting for a runner at the timeout, or still running past the extension —
+    // is restarted once (`if_ci_stuck: restart_ci_and_wait`), then the timeout escalates.
+    let extension_due = ci_still_going && !p.extended;
+    if check_ci
+        && !extension_due
+        && let Some(stuck) = ci_stuck(p)
+    {
+        if p.ci_restarts == 0
+            && let Some(sha) = p.tracked_sha.clone()
+        {
+            p.ci_restarts += 1;
+            p.extended = true;
+            p.deadline_ms = Some(now + spec.timeout.as_millis() as i64);
+            fx.push(Effect::RestartCi {
+                sha: sha.clone(),
+                why: stuck.clone(),
+            });
+            fx.push(alert(
+                Severity::Warning,
+                "ci_restarted",
+                format!(
+                    "worker {worker}: CI for {} is stuck ({stuck}) at the {} timeout: orch restarts it once and waits {}; still stuck then, it escalates",
+                    sha.short(),
+                    p.milestone,
+                    crate::duration::format(spec.timeout)
+                ),
+            ));
+            fx.push(Effect::Checkpoint);
+            return;
+        }
+        let milestone = p.milestone;
+        let why = format!("timeout in {milestone}: CI stuck ({stuck}) after one restart");
+        fail(contract, p, worker, &why, "ci_stuck", now, fx);
+        p.end_reason = Some(why);
+        return;
+    }
     if !p.extended && (recent_progress || ci_still_going) {
         p.extended = true;
         p.deadline_ms = Some(deadline + spec.timeout.as_millis() as i64);

@@ -28,6 +28,7 @@ pub mod input;
 mod land;
 mod lease;
 mod own_rows;
+mod restart;
 mod storage;
 mod worker;
 

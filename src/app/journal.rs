@@ -267,6 +267,10 @@ pub fn commit(
             if let crate::store::alerts::Recorded::New(new) =
                 crate::store::alerts::record(tx, a, window_ms)?
             {
+                // A deadlock indicator that fires is in the worker's timeline too (`logs`).
+                if a.kind.starts_with("deadlock_") {
+                    ws::add_event(tx, id, "deadlock", milestone, &a.message)?;
+                }
                 fresh.push(AlertRecord {
                     id: new,
                     ..a.clone()

@@ -167,6 +167,13 @@ pub struct Progress {
     /// restart_ci_and_wait`: once, then the timeout escalates).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ci_restarts: u32,
+    /// How far CI for the tracked commit has got, as last polled (`None`: no push run yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_jobs: Option<crate::ci::verdict::JobTally>,
+    /// The deadlock indicators that held at the last deadlock check (`deadlock_detection`):
+    /// `worker_idle`, `no_commits`, `ci_stuck_in_pending`, `api_errors`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deadlock: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -296,6 +303,8 @@ impl Progress {
             approved: None,
             held: None,
             ci_restarts: 0,
+            ci_jobs: None,
+            deadlock: Vec::new(),
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -368,6 +377,8 @@ pub enum Event {
         kind: VerdictKind,
         failed_jobs: Vec<String>,
         detail: String,
+        /// How far its jobs have got (`None`: not known).
+        jobs: Option<crate::ci::verdict::JobTally>,
     },
     /// The worker process ended.
     WorkerExited {

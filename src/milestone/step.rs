@@ -183,6 +183,7 @@ fn apply(
                 p.verdict = None;
                 p.failed_jobs.clear();
                 p.verdict_detail = None;
+                p.ci_jobs = None;
                 if replaced.as_ref() != Some(sha) {
                     fx.push(Effect::Track { sha: sha.clone() });
                 }
@@ -256,9 +257,13 @@ fn apply(
             kind,
             failed_jobs,
             detail,
+            jobs,
         } => {
             if p.tracked_sha.as_ref() != Some(sha) {
                 return (p, fx); // an old SHA: forgotten once a new one was pushed
+            }
+            if jobs.is_some() {
+                p.ci_jobs = jobs.clone();
             }
             let changed = p.verdict != Some(*kind);
             p.verdict = Some(*kind);
@@ -380,7 +385,7 @@ fn apply(
             forge_failures,
         } => deadlock(
             contract,
-            &p,
+            &mut p,
             worker,
             *worker_running,
             *last_commit_ms,
@@ -880,7 +885,7 @@ fn fmt_left(ms: i64) -> String {
 #[allow(clippy::too_many_arguments)]
 fn deadlock(
     contract: &Contract,
-    p: &Progress,
+    p: &mut Progress,
     worker: &str,
     worker_running: bool,
     last_commit_ms: Option<i64>,
@@ -892,7 +897,9 @@ fn deadlock(
     let ms = |x: std::time::Duration| x.as_millis() as i64;
     let next = at_timeout(contract, p);
     let m = p.milestone;
+    let mut held: Vec<String> = Vec::new();
     let mut raise = |kind: &str, what: String| {
+        held.push(indicator(kind).to_string());
         fx.push(alert(
             Severity::Warning,
             kind,
@@ -951,6 +958,17 @@ fn deadlock(
                 d.api_consecutive_failures
             ),
         );
+    }
+    p.deadlock = held;
+}
+
+/// The contract's name of the deadlock indicator an alert `kind` raises.
+fn indicator(kind: &str) -> &'static str {
+    match kind {
+        "deadlock_idle" => "worker_idle",
+        "deadlock_no_commit" => "no_commits",
+        "deadlock_ci_waiting" => "ci_stuck_in_pending",
+        _ => "api_errors",
     }
 }
 

@@ -373,6 +373,7 @@ fn verdict(kind: VerdictKind, sha: &str) -> Event {
             vec![]
         },
         detail: format!("{kind:?}"),
+        jobs: None,
     }
 }
 
@@ -767,6 +768,42 @@ fn pushed_to_ci_timeout_extends_running_ci_once_then_restarts_it_then_escalates(
 }
 
 #[test]
+fn ci_substates_and_deadlock_indicators_are_kept_in_the_progress() {
+    let c = contract();
+    let sha = "a".repeat(40);
+    let tally = crate::ci::verdict::JobTally {
+        passed: 3,
+        total: 6,
+        running: vec!["build".into()],
+    };
+    let running = Event::Verdict {
+        sha: sha.clone().into(),
+        kind: VerdictKind::Running,
+        failed_jobs: vec![],
+        detail: "running".into(),
+        jobs: Some(tally.clone()),
+    };
+    let (p, _) = step(&c, "w", &at(PushedToCi), &running, T0);
+    assert_eq!(p.ci_jobs.as_ref(), Some(&tally));
+    assert_eq!(tally.summary(), "ci 3/6 jobs, running build");
+    let (q, _) = step(&c, "w", &p, &push(&"b".repeat(40)), T0 + 1);
+    assert_eq!(q.ci_jobs, None, "a new push starts CI afresh");
+    let check = |forge_failures| Event::DeadlockCheck {
+        worker_running: false,
+        last_commit_ms: None,
+        forge_failures,
+    };
+    let mut p = at(PushedToCi); // pushed, its run still pending
+    p.pushed_ms = Some(T0);
+    let (p, fx) = step(&c, "w", &p, &check(4), T0 + 10 * MIN);
+    assert_eq!(p.deadlock, ["ci_stuck_in_pending", "api_errors"]);
+    assert_eq!(alerts_of(&fx, "deadlock_api_errors").len(), 1);
+    assert_eq!(alerts_of(&fx, "deadlock_ci_waiting").len(), 1);
+    let (p, _) = step(&c, "w", &p, &check(3), T0 + 10 * MIN);
+    assert_eq!(p.deadlock, ["ci_stuck_in_pending"], "3 is not more than 3");
+}
+
+#[test]
 fn worker_exit_keeps_following_ci_while_pushed() {
     let c = contract();
     let (p, fx) = step(
@@ -1038,6 +1075,7 @@ fn a_green_verdict_that_came_while_paused_finishes_on_resume() {
         kind: VerdictKind::Green,
         failed_jobs: vec![],
         detail: "ok".into(),
+        jobs: None,
     };
     let (p, _) = step(&c, "w", &p, &green, T0 + MIN);
     assert_eq!(p.milestone, Paused);

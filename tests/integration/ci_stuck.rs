@@ -205,3 +205,170 @@ fn forgejo_ci_with_no_runner_is_restarted_once_by_an_empty_commit_then_escalated
     );
     org.release(&id);
 }
+
+/// An organisation on a fake Forgejo 16 (no CI of its own: the test adds runs), the worker
+/// `push_and_wait.sh`, the deadlock check every second and PUSHED_TO_CI's warning (the
+/// pending indicator's threshold) at 1 s.
+fn forgejo_org(rt: &tokio::runtime::Runtime) -> (FakeForgejo, Org) {
+    let fake = rt.block_on(FakeForgejo::start("16.0.0+gitea-1.22.0"));
+    fake.require_token(Some(TOKEN));
+    let mut spec = Spec::local("push_and_wait.sh")
+        .repo(RepoSpec::new(REPO))
+        .timeout("PUSHED_TO_CI", "10m", "1s")
+        .contract_key("check_interval", "1s");
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: "E2E_FORGEJO_TOKEN".into(),
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
+    fake.serve_git(REPO, &org.origin_path(REPO));
+    (fake, org)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The worker as `status --json` shows it.
+fn shown(org: &Org, id: &str) -> serde_json::Value {
+    let status = org.json(&["status", "--json"]);
+    status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} in {status:#}"))
+}
+
+fn text_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A run pending forever fires `ci_status: stuck_in_pending` (alert, status, logs); once
+/// jobs move, `status` and `logs` show CI's substates (`ci 1/3 jobs, running test`).
+#[test]
+fn a_run_pending_past_its_time_and_cis_substates_show_in_status_and_logs() {
+    let rt = runtime();
+    let (fake, org) = forgejo_org(&rt);
+    let id = org.spawn_detached(REPO, "push and wait");
+    let sha = poll_until(
+        "the push is tracked",
+        DEADLINE,
+        || org.worker(&id).progress.tracked_sha.clone(),
+        || org.diag(&id),
+    );
+    let run = fake.add_run(
+        REPO,
+        sha.as_str(),
+        "push",
+        &[
+            ("lint", "waiting"),
+            ("test", "waiting"),
+            ("radicle-push", "blocked"),
+        ],
+    );
+    let w = poll_until(
+        "the pending indicator",
+        DEADLINE,
+        || {
+            let w = shown(&org, &id);
+            w["deadlock"]
+                .as_array()?
+                .iter()
+                .any(|d| d == "ci_stuck_in_pending")
+                .then_some(w)
+        },
+        || org.diag(&id),
+    );
+    assert_eq!(w["verdict"], "pending", "{w:#}");
+    let alert = alerts_of(&org, &id, "deadlock_ci_waiting");
+    assert_eq!(alert.len(), 1, "{alert:#?}");
+    let table = text_of(&org.run(&["status"]));
+    assert!(
+        table.contains(&format!("{id}: deadlock indicators: ci_stuck_in_pending")),
+        "{table}"
+    );
+    let logs = text_of(&org.run(&["logs", &id]));
+    assert!(logs.contains("has been waiting"), "{logs}");
+
+    fake.set_job(run, "lint", "success");
+    fake.set_job(run, "test", "running");
+    let w = poll_until(
+        "CI's substates",
+        DEADLINE,
+        || {
+            let w = shown(&org, &id);
+            (w["ci_jobs"]["passed"] == 1).then_some(w)
+        },
+        || org.diag(&id),
+    );
+    assert_eq!(
+        w["ci_jobs"],
+        serde_json::json!({"passed": 1, "total": 3, "running": ["test"]}),
+        "{w:#}"
+    );
+    assert_eq!(w["fix_attempts_max"], 5);
+    let table = text_of(&org.run(&["status"]));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} in\n{table}"));
+    assert!(row.contains("running: ci 1/3 jobs, running test"), "{row}");
+    let logs = text_of(&org.run(&["logs", &id]));
+    assert!(logs.contains("ci 1/3 jobs, running test"), "{logs}");
+    org.release(&id);
+    let _ = org.run(&["cancel", &id, "--reason", "test over"]);
+}
+
+/// A forge that fails more than 3 times in a row fires `api_errors: >3` (alert, status, logs).
+#[test]
+fn more_than_three_forge_errors_in_a_row_show_as_a_deadlock_indicator() {
+    let rt = runtime();
+    let (fake, org) = forgejo_org(&rt);
+    let id = org.spawn_detached(REPO, "push and wait");
+    poll_until(
+        "the push is tracked",
+        DEADLINE,
+        || org.worker(&id).progress.tracked_sha.clone(),
+        || org.diag(&id),
+    );
+    fake.fail_always(
+        "/actions/",
+        crate::support::fake_forgejo::Fault::Status(401),
+    );
+    let w = poll_until(
+        "the api_errors indicator",
+        DEADLINE,
+        || {
+            let w = shown(&org, &id);
+            w["deadlock"]
+                .as_array()?
+                .iter()
+                .any(|d| d == "api_errors")
+                .then_some(w)
+        },
+        || org.diag(&id),
+    );
+    assert_eq!(w["milestone"], "PUSHED_TO_CI", "{w:#}");
+    let alert = alerts_of(&org, &id, "deadlock_api_errors");
+    assert_eq!(alert.len(), 1, "{alert:#?}");
+    assert!(
+        alert[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("forge requests failed in a row (more than 3)"),
+        "{alert:#?}"
+    );
+    let logs = text_of(&org.run(&["logs", &id]));
+    assert!(logs.contains("failed in a row"), "{logs}");
+    fake.clear_faults();
+    org.release(&id);
+    let _ = org.run(&["cancel", &id, "--reason", "test over"]);
+}

@@ -763,6 +763,18 @@ fn count_fix_attempt(
         jobs: p.failed_jobs.clone(),
     });
     let max = contract.fixing_ci_max_attempts;
+    // The timeline (`orch logs`) says which attempt this is, as `status` does.
+    if let Some(Effect::Transition {
+        to: Milestone::FixingCi,
+        reason,
+        ..
+    }) = fx
+        .iter_mut()
+        .rev()
+        .find(|e| matches!(e, Effect::Transition { .. }))
+    {
+        reason.push_str(&format!(" (fix attempt {}/{max})", p.fix_attempts));
+    }
     if !p.failed_jobs.is_empty() {
         escalate_if_due(contract, p, worker, fx);
     }

@@ -801,6 +801,16 @@ fn ci_substates_and_deadlock_indicators_are_kept_in_the_progress() {
     assert_eq!(alerts_of(&fx, "deadlock_ci_waiting").len(), 1);
     let (p, _) = step(&c, "w", &p, &check(3), T0 + 10 * MIN);
     assert_eq!(p.deadlock, ["ci_stuck_in_pending"], "3 is not more than 3");
+    // The fix attempt, n of max, is in the transition the timeline shows.
+    let sha = p.tracked_sha.clone().unwrap();
+    let (p, fx) = step(&c, "w", &p, &verdict(VerdictKind::Red, &sha), T0 + 11 * MIN);
+    assert_eq!(p.milestone, FixingCi);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Transition { reason, .. }
+            if reason.ends_with("(fix attempt 1/5)"))),
+        "{fx:?}"
+    );
 }
 
 #[test]

@@ -323,6 +323,19 @@ fn a_run_pending_past_its_time_and_cis_substates_show_in_status_and_logs() {
     assert!(row.contains("running: ci 1/3 jobs, running test"), "{row}");
     let logs = text_of(&org.run(&["logs", &id]));
     assert!(logs.contains("ci 1/3 jobs, running test"), "{logs}");
+
+    // Red: the fix attempt, n of max, in status and in the timeline.
+    fake.set_job(run, "test", "failure");
+    fake.set_job(run, "radicle-push", "skipped");
+    org.wait_milestone(&id, "FIXING_CI", DEADLINE);
+    let table = text_of(&org.run(&["status"]));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} in\n{table}"));
+    assert!(row.contains("FIXING_CI 1/5"), "{row}");
+    let logs = text_of(&org.run(&["logs", &id]));
+    assert!(logs.contains("(fix attempt 1/5)"), "{logs}");
     org.release(&id);
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);
 }

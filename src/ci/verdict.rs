@@ -158,6 +158,10 @@ pub struct JobTally {
     /// Sorted job names.
     #[serde(default)]
     pub running: Vec<String>,
+    /// The running jobs that are past their own time limit, where the forge tells it (the
+    /// local forge: its runner is stuck). Sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub past_limit: Vec<String>,
 }
 
 impl JobTally {
@@ -171,6 +175,7 @@ impl JobTally {
             passed: 0,
             total: 0,
             running: Vec::new(),
+            past_limit: Vec::new(),
         };
         for job in counted.into_iter().flat_map(current_jobs) {
             t.total += 1;
@@ -179,9 +184,14 @@ impl JobTally {
                 JobStatus::Running => t.running.push(job.name.clone()),
                 _ => {}
             }
+            if job.past_limit {
+                t.past_limit.push(job.name.clone());
+            }
         }
         t.running.sort();
         t.running.dedup();
+        t.past_limit.sort();
+        t.past_limit.dedup();
         Some(t)
     }
 
@@ -190,6 +200,12 @@ impl JobTally {
         let mut s = format!("ci {}/{} jobs", self.passed, self.total);
         if !self.running.is_empty() {
             s.push_str(&format!(", running {}", self.running.join(", ")));
+        }
+        if !self.past_limit.is_empty() {
+            s.push_str(&format!(
+                " ({} past its own limit)",
+                self.past_limit.join(", ")
+            ));
         }
         s
     }

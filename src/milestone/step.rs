@@ -996,11 +996,23 @@ fn ci_stuck(p: &Progress) -> Option<String> {
             Some("waiting: no runner has taken its jobs up".into())
         }
         Some(VerdictKind::NoRun) => Some("no push-triggered run appeared".into()),
-        Some(VerdictKind::Running) => {
-            Some("still running past the time CI was given, extension included".into())
-        }
+        Some(VerdictKind::Running) => Some(match past_limit(p) {
+            Some(jobs) => format!(
+                "{} running past its own time limit: the runner is stuck",
+                jobs.join(", ")
+            ),
+            None => "still running past the time CI was given, extension included".into(),
+        }),
         Some(_) => None,
     }
+}
+
+/// The tracked commit's jobs running past their own time limit (where the forge tells it).
+fn past_limit(p: &Progress) -> Option<&[String]> {
+    p.ci_jobs
+        .as_ref()
+        .map(|t| t.past_limit.as_slice())
+        .filter(|j| !j.is_empty())
 }
 
 fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut Vec<Effect>) {
@@ -1050,7 +1062,9 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
     }
     let recent_progress = now - p.last_progress_ms <= contract.progress_window.as_millis() as i64;
     let check_ci = spec.on_timeout == OnTimeout::CheckCiThenEscalate;
-    let ci_still_going = check_ci && p.verdict == Some(VerdictKind::Running);
+    // A job past its own limit is not "still running": its runner is stuck.
+    let ci_still_going =
+        check_ci && p.verdict == Some(VerdictKind::Running) && past_limit(p).is_none();
     // `check_ci_then_escalate`: CI still running gets the extension first; CI that is stuck
     // — still waiting for a runner at the timeout, or still running past the extension —
     // is restarted once (`if_ci_stuck: restart_ci_and_wait`), then the timeout escalates.

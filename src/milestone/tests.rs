@@ -755,6 +755,19 @@ fn pushed_to_ci_timeout_extends_running_ci_once_then_restarts_it_then_escalates(
     assert!(alerts_of(&fx, "ci_restarted")[0].contains("running past"));
     let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 45 * MIN);
     assert_eq!((p.milestone, restarts(&fx)), (Failed, 0));
+    // A job past its own limit (a stuck runner) is restarted at the first timeout: no
+    // extension for it.
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::Running);
+    s.ci_jobs = Some(crate::ci::verdict::JobTally {
+        passed: 0,
+        total: 2,
+        running: vec!["test".into()],
+        past_limit: vec!["test".into()],
+    });
+    let (p, fx) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!((p.milestone, restarts(&fx)), (PushedToCi, 1));
+    assert!(alerts_of(&fx, "ci_restarted")[0].contains("test running past its own time limit"));
     // A finished CI is no stuck CI: the restart is only for pending, no run or running.
     let mut s = at(PushedToCi);
     s.verdict = Some(VerdictKind::SyncNotDone);
@@ -775,6 +788,7 @@ fn ci_substates_and_deadlock_indicators_are_kept_in_the_progress() {
         passed: 3,
         total: 6,
         running: vec!["build".into()],
+        past_limit: vec![],
     };
     let running = Event::Verdict {
         sha: sha.clone().into(),

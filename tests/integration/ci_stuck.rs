@@ -385,3 +385,67 @@ fn more_than_three_forge_errors_in_a_row_show_as_a_deadlock_indicator() {
     org.release(&id);
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);
 }
+
+/// Kills what is left of the local forge's runners of `org` (a stopped runner never ends).
+fn kill_runners(org: &Org) {
+    let state = org.state.display().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains("__local-forge") && cmdline.contains(&state) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// The local forge: a job still running past its own limit (its runner stuck: the job
+/// stops it) is restarted at the first PUSHED_TO_CI timeout, without the extension running
+/// CI gets — once — and the worker is FAILED when the new run's runner is stuck too.
+#[test]
+fn local_job_past_its_own_limit_is_restarted_once_then_escalated() {
+    let mut spec = Spec::local("push_and_wait.sh")
+        .repo(
+            RepoSpec::new(REPO)
+                .job(crate::support::job("test", "kill -STOP $PPID; sleep 60").timeout(Some("1s")))
+                .job(crate::support::job("radicle-push", "true").needs(&["test"])),
+        )
+        .timeout("PUSHED_TO_CI", "10s", "9s");
+    spec.progress_window = Some("1s".into());
+    let org = Org::new(spec);
+    let id = org.spawn_detached(REPO, "push and wait");
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    let shown_restart = alerts_of(&org, &id, "ci_restarted");
+    kill_runners(&org);
+    assert_eq!(
+        shown_restart.len(),
+        1,
+        "{shown_restart:#?}\n{}",
+        org.diag(&id)
+    );
+    assert!(
+        shown_restart[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("test running past its own time limit"),
+        "{shown_restart:#?}"
+    );
+    assert!(
+        alerts_of(&org, &id, "timeout_extended").is_empty(),
+        "a stuck runner gets no extension"
+    );
+    assert_restarted_once_then_escalated(&org, &id);
+    let sha = w.progress.tracked_sha.expect("a pushed commit");
+    let ci = org.json(&["ci", "status", "--repo", REPO, "--sha", &sha, "--json"]);
+    let runs = ci["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "the first run and its restart: {ci:#}");
+    let first = runs.iter().min_by_key(|r| r["id"].as_i64()).unwrap();
+    assert_eq!(first["status"], "cancelled", "{ci:#}");
+    org.release(&id);
+}

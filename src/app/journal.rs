@@ -249,6 +249,13 @@ pub fn commit(
                     milestone,
                     &format!("{from} -> {to}: {detail}{}", entry.note),
                 )?,
+                Effect::RestartCi { sha, why } => ws::add_event(
+                    tx,
+                    id,
+                    "ci_restart",
+                    milestone,
+                    &format!("CI for {} is stuck ({why}): restarted once", sha.short()),
+                )?,
                 Effect::Alert { .. } => {} // below, with the records built above
                 Effect::ResolveAlert { kind } => {
                     crate::store::alerts::resolve(tx, id, kind, now)?;
@@ -267,6 +274,10 @@ pub fn commit(
             if let crate::store::alerts::Recorded::New(new) =
                 crate::store::alerts::record(tx, a, window_ms)?
             {
+                // A deadlock indicator that fires is in the worker's timeline too (`logs`).
+                if a.kind.starts_with("deadlock_") {
+                    ws::add_event(tx, id, "deadlock", milestone, &a.message)?;
+                }
                 fresh.push(AlertRecord {
                     id: new,
                     ..a.clone()

@@ -86,6 +86,11 @@ pub struct CiJob {
     /// The forge's job id (Forgejo ≥ 16 job id, or the local forge's), for log retrieval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<i64>,
+    /// Still running past its own time limit (the local forge, whose runner enforces each
+    /// job's `timeout`: only a stuck runner lets a job run past it; Forgejo's API does not
+    /// tell a job's limit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub past_limit: bool,
 }
 
 /// One workflow run triggered by a commit.

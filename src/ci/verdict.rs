@@ -146,6 +146,71 @@ pub fn counted_runs(runs: &[CiRun]) -> Vec<&CiRun> {
     out
 }
 
+/// How far CI for a commit has got (`detailed_progress`'s CI substates): the jobs of its
+/// counted push runs that passed, out of all of them, and the ones running now.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
+pub struct JobTally {
+    pub passed: u32,
+    pub total: u32,
+    /// Sorted job names.
+    #[serde(default)]
+    pub running: Vec<String>,
+    /// The running jobs that are past their own time limit, where the forge tells it (the
+    /// local forge: its runner is stuck). Sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub past_limit: Vec<String>,
+}
+
+impl JobTally {
+    /// The tally of the counted push runs (`None`: no push run yet).
+    pub fn of(runs: &[CiRun]) -> Option<JobTally> {
+        let counted = counted_runs(runs);
+        if counted.is_empty() {
+            return None;
+        }
+        let mut t = JobTally {
+            passed: 0,
+            total: 0,
+            running: Vec::new(),
+            past_limit: Vec::new(),
+        };
+        for job in counted.into_iter().flat_map(current_jobs) {
+            t.total += 1;
+            match job.status {
+                JobStatus::Success => t.passed += 1,
+                JobStatus::Running => t.running.push(job.name.clone()),
+                _ => {}
+            }
+            if job.past_limit {
+                t.past_limit.push(job.name.clone());
+            }
+        }
+        t.running.sort();
+        t.running.dedup();
+        t.past_limit.sort();
+        t.past_limit.dedup();
+        Some(t)
+    }
+
+    /// `ci 3/6 jobs, running build`.
+    pub fn summary(&self) -> String {
+        let mut s = format!("ci {}/{} jobs", self.passed, self.total);
+        if !self.running.is_empty() {
+            s.push_str(&format!(", running {}", self.running.join(", ")));
+        }
+        if !self.past_limit.is_empty() {
+            s.push_str(&format!(
+                " ({} past its own limit)",
+                self.past_limit.join(", ")
+            ));
+        }
+        s
+    }
+}
+
 /// The current jobs of one run: the latest attempt of each job. Jobs with a forge id are
 /// distinct jobs (two jobs may share a name); jobs without one are told apart by name.
 pub fn current_jobs(run: &CiRun) -> Vec<&CiJob> {

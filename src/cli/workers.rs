@@ -473,6 +473,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
                     w,
                     page.usage.get(&w.id),
                     page.waves.get(&w.id).cloned(),
+                    l.contract.fixing_ci_max_attempts,
                     now,
                 )
             })
@@ -528,7 +529,15 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool, args: &HistoryArgs) -> Outcome {
         sessions: page
             .workers
             .iter()
-            .map(|w| WorkerView::of(w, page.usage.get(&w.id), None, now))
+            .map(|w| {
+                WorkerView::of(
+                    w,
+                    page.usage.get(&w.id),
+                    None,
+                    l.contract.fixing_ci_max_attempts,
+                    now,
+                )
+            })
             .collect(),
         more_ended: page.more_ended,
         next: page.next,
@@ -567,7 +576,13 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
     let cp = crate::checkpoint::path_for(&l.state_dir, &w);
     let log = session_dir(&l.state_dir, id).join("worker.log");
     let view = SessionView {
-        worker: WorkerView::of(&w, usage.as_ref(), None, now_ms()),
+        worker: WorkerView::of(
+            &w,
+            usage.as_ref(),
+            None,
+            l.contract.fixing_ci_max_attempts,
+            now_ms(),
+        ),
         pushes: pushes.iter().map(PushView::from).collect(),
         events: events.iter().map(EventView::from).collect(),
         worktree: w.worktree.clone(),

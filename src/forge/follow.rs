@@ -144,6 +144,7 @@ mod tests {
                     status,
                     attempt: 1,
                     id: None,
+                    past_limit: false,
                 }],
             }])
         }

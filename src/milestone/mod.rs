@@ -163,6 +163,21 @@ pub struct Progress {
     /// A green commit held for approval (the worker is BLOCKED on it): DONE once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Sha>,
+    /// CI restarts in this PUSHED_TO_CI stint (`check_ci_then_escalate`'s `if_ci_stuck:
+    /// restart_ci_and_wait`: once, then the timeout escalates).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ci_restarts: u32,
+    /// How far CI for the tracked commit has got, as last polled (`None`: no push run yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_jobs: Option<crate::ci::verdict::JobTally>,
+    /// The deadlock indicators that held at the last deadlock check (`deadlock_detection`):
+    /// `worker_idle`, `no_commits`, `ci_stuck_in_pending`, `api_errors`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deadlock: Vec<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A red commit that sent the worker to FIXING_CI: its short SHA and the jobs that failed
@@ -287,6 +302,9 @@ impl Progress {
             protected: Vec::new(),
             approved: None,
             held: None,
+            ci_restarts: 0,
+            ci_jobs: None,
+            deadlock: Vec::new(),
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -302,6 +320,7 @@ impl Progress {
         self.extended = false;
         self.warned = false;
         self.last_progress_ms = now;
+        self.ci_restarts = 0;
     }
 }
 
@@ -358,6 +377,8 @@ pub enum Event {
         kind: VerdictKind,
         failed_jobs: Vec<String>,
         detail: String,
+        /// How far its jobs have got (`None`: not known).
+        jobs: Option<crate::ci::verdict::JobTally>,
     },
     /// The worker process ended.
     WorkerExited {
@@ -501,6 +522,13 @@ pub enum Effect {
         from: LandState,
         to: LandState,
         detail: String,
+    },
+    /// CI for `sha` is stuck (`why`) at the PUSHED_TO_CI timeout: start it again — on
+    /// Forgejo an empty commit pushed to the worker's own branch (Forgejo's API has no rerun
+    /// endpoint), on the local forge a new run of the commit.
+    RestartCi {
+        sha: Sha,
+        why: String,
     },
     /// Follow CI for this SHA from now on (and forget the previous one).
     Track {

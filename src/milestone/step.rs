@@ -183,6 +183,7 @@ fn apply(
                 p.verdict = None;
                 p.failed_jobs.clear();
                 p.verdict_detail = None;
+                p.ci_jobs = None;
                 if replaced.as_ref() != Some(sha) {
                     fx.push(Effect::Track { sha: sha.clone() });
                 }
@@ -256,9 +257,13 @@ fn apply(
             kind,
             failed_jobs,
             detail,
+            jobs,
         } => {
             if p.tracked_sha.as_ref() != Some(sha) {
                 return (p, fx); // an old SHA: forgotten once a new one was pushed
+            }
+            if jobs.is_some() {
+                p.ci_jobs = jobs.clone();
             }
             let changed = p.verdict != Some(*kind);
             p.verdict = Some(*kind);
@@ -380,7 +385,7 @@ fn apply(
             forge_failures,
         } => deadlock(
             contract,
-            &p,
+            &mut p,
             worker,
             *worker_running,
             *last_commit_ms,
@@ -758,6 +763,18 @@ fn count_fix_attempt(
         jobs: p.failed_jobs.clone(),
     });
     let max = contract.fixing_ci_max_attempts;
+    // The timeline (`orch logs`) says which attempt this is, as `status` does.
+    if let Some(Effect::Transition {
+        to: Milestone::FixingCi,
+        reason,
+        ..
+    }) = fx
+        .iter_mut()
+        .rev()
+        .find(|e| matches!(e, Effect::Transition { .. }))
+    {
+        reason.push_str(&format!(" (fix attempt {}/{max})", p.fix_attempts));
+    }
     if !p.failed_jobs.is_empty() {
         escalate_if_due(contract, p, worker, fx);
     }
@@ -863,7 +880,7 @@ fn at_timeout(contract: &Contract, p: &Progress) -> String {
     match (spec.on_timeout, p.extended) {
         (_, true) => format!("at the extended timeout orch {end}"),
         (OnTimeout::CheckCiThenEscalate, false) => format!(
-            "at the timeout orch checks CI first (still running: extended once), else extends once on progress in the last {window}, else {end}"
+            "at the timeout orch checks CI first (still running: extended once; stuck — no runner took it up, or running past that — restarted once, then {end}), else extends once on progress in the last {window}, else {end}"
         ),
         (_, false) => format!(
             "at the timeout orch extends once if it made progress in the last {window}, else {end}"
@@ -880,7 +897,7 @@ fn fmt_left(ms: i64) -> String {
 #[allow(clippy::too_many_arguments)]
 fn deadlock(
     contract: &Contract,
-    p: &Progress,
+    p: &mut Progress,
     worker: &str,
     worker_running: bool,
     last_commit_ms: Option<i64>,
@@ -892,7 +909,9 @@ fn deadlock(
     let ms = |x: std::time::Duration| x.as_millis() as i64;
     let next = at_timeout(contract, p);
     let m = p.milestone;
+    let mut held: Vec<String> = Vec::new();
     let mut raise = |kind: &str, what: String| {
+        held.push(indicator(kind).to_string());
         fx.push(alert(
             Severity::Warning,
             kind,
@@ -952,6 +971,48 @@ fn deadlock(
             ),
         );
     }
+    p.deadlock = held;
+}
+
+/// The contract's name of the deadlock indicator an alert `kind` raises.
+fn indicator(kind: &str) -> &'static str {
+    match kind {
+        "deadlock_idle" => "worker_idle",
+        "deadlock_no_commit" => "no_commits",
+        "deadlock_ci_waiting" => "ci_stuck_in_pending",
+        _ => "api_errors",
+    }
+}
+
+/// Why CI for the tracked commit counts as stuck at a PUSHED_TO_CI timeout (`None`: it
+/// finished, or nothing was pushed): no runner took its jobs up in the whole timeout
+/// (pending, or no run at all), or it is still running after the extension it had.
+fn ci_stuck(p: &Progress) -> Option<String> {
+    if p.milestone != Milestone::PushedToCi || p.tracked_sha.is_none() {
+        return None;
+    }
+    match p.verdict {
+        None | Some(VerdictKind::Pending) => {
+            Some("waiting: no runner has taken its jobs up".into())
+        }
+        Some(VerdictKind::NoRun) => Some("no push-triggered run appeared".into()),
+        Some(VerdictKind::Running) => Some(match past_limit(p) {
+            Some(jobs) => format!(
+                "{} running past its own time limit: the runner is stuck",
+                jobs.join(", ")
+            ),
+            None => "still running past the time CI was given, extension included".into(),
+        }),
+        Some(_) => None,
+    }
+}
+
+/// The tracked commit's jobs running past their own time limit (where the forge tells it).
+fn past_limit(p: &Progress) -> Option<&[String]> {
+    p.ci_jobs
+        .as_ref()
+        .map(|t| t.past_limit.as_slice())
+        .filter(|j| !j.is_empty())
 }
 
 fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut Vec<Effect>) {
@@ -1000,11 +1061,47 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
         return;
     }
     let recent_progress = now - p.last_progress_ms <= contract.progress_window.as_millis() as i64;
-    let ci_still_going = spec.on_timeout == OnTimeout::CheckCiThenEscalate
-        && matches!(
-            p.verdict,
-            None | Some(VerdictKind::Pending) | Some(VerdictKind::Running)
-        );
+    let check_ci = spec.on_timeout == OnTimeout::CheckCiThenEscalate;
+    // A job past its own limit is not "still running": its runner is stuck.
+    let ci_still_going =
+        check_ci && p.verdict == Some(VerdictKind::Running) && past_limit(p).is_none();
+    // `check_ci_then_escalate`: CI still running gets the extension first; CI that is stuck
+    // — still waiting for a runner at the timeout, or still running past the extension —
+    // is restarted once (`if_ci_stuck: restart_ci_and_wait`), then the timeout escalates.
+    let extension_due = ci_still_going && !p.extended;
+    if check_ci
+        && !extension_due
+        && let Some(stuck) = ci_stuck(p)
+    {
+        if p.ci_restarts == 0
+            && let Some(sha) = p.tracked_sha.clone()
+        {
+            p.ci_restarts += 1;
+            p.extended = true;
+            p.deadline_ms = Some(now + spec.timeout.as_millis() as i64);
+            fx.push(Effect::RestartCi {
+                sha: sha.clone(),
+                why: stuck.clone(),
+            });
+            fx.push(alert(
+                Severity::Warning,
+                "ci_restarted",
+                format!(
+                    "worker {worker}: CI for {} is stuck ({stuck}) at the {} timeout: orch restarts it once and waits {}; still stuck then, it escalates",
+                    sha.short(),
+                    p.milestone,
+                    crate::duration::format(spec.timeout)
+                ),
+            ));
+            fx.push(Effect::Checkpoint);
+            return;
+        }
+        let milestone = p.milestone;
+        let why = format!("timeout in {milestone}: CI stuck ({stuck}) after one restart");
+        fail(contract, p, worker, &why, "ci_stuck", now, fx);
+        p.end_reason = Some(why);
+        return;
+    }
     if !p.extended && (recent_progress || ci_still_going) {
         p.extended = true;
         p.deadline_ms = Some(deadline + spec.timeout.as_millis() as i64);

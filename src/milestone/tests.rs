@@ -373,6 +373,7 @@ fn verdict(kind: VerdictKind, sha: &str) -> Event {
             vec![]
         },
         detail: format!("{kind:?}"),
+        jobs: None,
     }
 }
 
@@ -701,6 +702,131 @@ fn pushed_to_ci_timeout_checks_ci_first() {
     );
 }
 
+fn restarts(fx: &[Effect]) -> usize {
+    fx.iter()
+        .filter(|e| matches!(e, Effect::RestartCi { .. }))
+        .count()
+}
+
+#[test]
+fn pushed_to_ci_timeout_with_ci_waiting_for_a_runner_restarts_it_once_then_escalates() {
+    // PUSHED_TO_CI: 15m; the whole-life cap (30m) out of the way.
+    let c = contract_with("default_worker_timeout: 30m", "default_worker_timeout: 2h");
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::Pending);
+    let (p, fx) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!(p.milestone, PushedToCi, "stuck CI is restarted, not failed");
+    assert_eq!(restarts(&fx), 1);
+    assert!(matches!(&fx[..], [.., Effect::Checkpoint]));
+    assert!(alerts_of(&fx, "ci_restarted")[0].contains("no runner"));
+    assert_eq!(p.ci_restarts, 1);
+    assert_eq!(
+        p.deadline_ms,
+        Some(T0 + 30 * MIN),
+        "and waited for, one timeout"
+    );
+    // Forgejo's restart is an empty commit: a new push in the same stint keeps the count.
+    let (p, _) = step(&c, "w", &p, &push(&"b".repeat(40)), T0 + 16 * MIN);
+    assert_eq!((p.milestone, p.ci_restarts), (PushedToCi, 1));
+    let (q, fx) = step(&c, "w", &p, &Event::Tick, T0 + 29 * MIN);
+    assert!(fx.is_empty() && q.milestone == PushedToCi, "{fx:?}");
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 30 * MIN);
+    assert_eq!(
+        p.milestone, Failed,
+        "still stuck after one restart: escalated"
+    );
+    assert_eq!(restarts(&fx), 0, "never a second restart");
+    assert!(p.end_reason.as_deref().unwrap().contains("CI stuck"));
+    assert_eq!(alerts_of(&fx, "ci_stuck").len(), 1);
+    assert!(fx.iter().any(|e| matches!(e, Effect::StopWorker { .. })));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+}
+
+#[test]
+fn pushed_to_ci_timeout_extends_running_ci_once_then_restarts_it_then_escalates() {
+    let c = contract_with("default_worker_timeout: 30m", "default_worker_timeout: 2h");
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::Running);
+    let (p, fx) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!((p.milestone, restarts(&fx)), (PushedToCi, 0));
+    assert_eq!(alerts_of(&fx, "timeout_extended").len(), 1);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 30 * MIN);
+    assert_eq!((p.milestone, restarts(&fx)), (PushedToCi, 1));
+    assert!(alerts_of(&fx, "ci_restarted")[0].contains("running past"));
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 45 * MIN);
+    assert_eq!((p.milestone, restarts(&fx)), (Failed, 0));
+    // A job past its own limit (a stuck runner) is restarted at the first timeout: no
+    // extension for it.
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::Running);
+    s.ci_jobs = Some(crate::ci::verdict::JobTally {
+        passed: 0,
+        total: 2,
+        running: vec!["test".into()],
+        past_limit: vec!["test".into()],
+    });
+    let (p, fx) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!((p.milestone, restarts(&fx)), (PushedToCi, 1));
+    assert!(alerts_of(&fx, "ci_restarted")[0].contains("test running past its own time limit"));
+    // A finished CI is no stuck CI: the restart is only for pending, no run or running.
+    let mut s = at(PushedToCi);
+    s.verdict = Some(VerdictKind::SyncNotDone);
+    let (p, fx) = step(&c, "w", &s, &Event::Tick, T0 + 15 * MIN);
+    assert_eq!((p.milestone, restarts(&fx)), (Failed, 0));
+    // A new PUSHED_TO_CI stint (after a fix) may restart again.
+    let mut s = at(FixingCi);
+    s.ci_restarts = 1;
+    let (p, _) = step(&c, "w", &s, &push(&"c".repeat(40)), T0);
+    assert_eq!((p.milestone, p.ci_restarts), (PushedToCi, 0));
+}
+
+#[test]
+fn ci_substates_and_deadlock_indicators_are_kept_in_the_progress() {
+    let c = contract();
+    let sha = "a".repeat(40);
+    let tally = crate::ci::verdict::JobTally {
+        passed: 3,
+        total: 6,
+        running: vec!["build".into()],
+        past_limit: vec![],
+    };
+    let running = Event::Verdict {
+        sha: sha.clone().into(),
+        kind: VerdictKind::Running,
+        failed_jobs: vec![],
+        detail: "running".into(),
+        jobs: Some(tally.clone()),
+    };
+    let (p, _) = step(&c, "w", &at(PushedToCi), &running, T0);
+    assert_eq!(p.ci_jobs.as_ref(), Some(&tally));
+    assert_eq!(tally.summary(), "ci 3/6 jobs, running build");
+    let (q, _) = step(&c, "w", &p, &push(&"b".repeat(40)), T0 + 1);
+    assert_eq!(q.ci_jobs, None, "a new push starts CI afresh");
+    let check = |forge_failures| Event::DeadlockCheck {
+        worker_running: false,
+        last_commit_ms: None,
+        forge_failures,
+    };
+    let mut p = at(PushedToCi); // pushed, its run still pending
+    p.pushed_ms = Some(T0);
+    let (p, fx) = step(&c, "w", &p, &check(4), T0 + 10 * MIN);
+    assert_eq!(p.deadlock, ["ci_stuck_in_pending", "api_errors"]);
+    assert_eq!(alerts_of(&fx, "deadlock_api_errors").len(), 1);
+    assert_eq!(alerts_of(&fx, "deadlock_ci_waiting").len(), 1);
+    let (p, _) = step(&c, "w", &p, &check(3), T0 + 10 * MIN);
+    assert_eq!(p.deadlock, ["ci_stuck_in_pending"], "3 is not more than 3");
+    // The fix attempt, n of max, is in the transition the timeline shows.
+    let sha = p.tracked_sha.clone().unwrap();
+    let (p, fx) = step(&c, "w", &p, &verdict(VerdictKind::Red, &sha), T0 + 11 * MIN);
+    assert_eq!(p.milestone, FixingCi);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Transition { reason, .. }
+            if reason.ends_with("(fix attempt 1/5)"))),
+        "{fx:?}"
+    );
+}
+
 #[test]
 fn worker_exit_keeps_following_ci_while_pushed() {
     let c = contract();
@@ -973,6 +1099,7 @@ fn a_green_verdict_that_came_while_paused_finishes_on_resume() {
         kind: VerdictKind::Green,
         failed_jobs: vec![],
         detail: "ok".into(),
+        jobs: None,
     };
     let (p, _) = step(&c, "w", &p, &green, T0 + MIN);
     assert_eq!(p.milestone, Paused);

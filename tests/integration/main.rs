@@ -20,6 +20,7 @@ mod chaos;
 mod check_bad_input;
 mod checkpoint_trust;
 mod ci_cli;
+mod ci_stuck;
 mod config_trust;
 mod containment;
 mod demo;

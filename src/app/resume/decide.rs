@@ -140,6 +140,7 @@ pub fn decide(contract: &Contract, case: &Case, now: i64) -> Decision {
             kind: v.kind,
             failed_jobs: v.failed_jobs.clone(),
             detail: v.detail.clone(),
+            jobs: None,
         };
         apply(&mut d, verdict);
     }

@@ -121,6 +121,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     self.next_poll_ms = 0;
                 }
                 Effect::Land => self.next_land_ms = 0,
+                Effect::RestartCi { sha, .. } => self.restart_ci(sha),
                 // Durable effects: carried out by the journal.
                 Effect::Landing { .. }
                 | Effect::HoldChain { .. }

@@ -28,6 +28,7 @@ pub mod input;
 mod land;
 mod lease;
 mod own_rows;
+mod restart;
 mod storage;
 mod worker;
 
@@ -958,13 +959,26 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     self.record(vec![fact]);
                     self.poll_ci(true);
                 } else if about_tracked {
+                    let jobs = crate::ci::verdict::JobTally::of(runs);
+                    let mut facts = vec![fact];
+                    // `orch logs` tells CI's substates as they change (`ci 3/6 jobs, running
+                    // build`); the tally itself is bookkeeping in the progress.
+                    if let Some(t) = &jobs
+                        && self.w.progress.ci_jobs.as_ref() != Some(t)
+                    {
+                        facts.push(Fact::Logged {
+                            kind: "ci_progress",
+                            detail: format!("{} for {}", t.summary(), a.sha.short()),
+                        });
+                    }
                     let event = Event::Verdict {
                         sha: a.sha.clone(),
                         kind: v.kind,
                         failed_jobs: v.failed_jobs.clone(),
                         detail: v.detail.clone(),
+                        jobs,
                     };
-                    self.apply(event, None, vec![fact]);
+                    self.apply(event, None, facts);
                     // Not DONE after all (the worker is gone or stays): let it go on.
                     self.thaw();
                 } else {

@@ -20,6 +20,7 @@ fn job(name: &str, status: JobStatus) -> CiJob {
         status,
         attempt: 1,
         id: None,
+        past_limit: false,
     }
 }
 
@@ -511,6 +512,7 @@ fn any_runs() -> impl Strategy<Value = Vec<CiRun>> {
             status: s,
             attempt: a,
             id: None,
+            past_limit: false,
         });
     let run = (
         0i64..5,

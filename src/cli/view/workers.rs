@@ -130,6 +130,16 @@ pub struct WorkerView {
     pub verdict: Option<VerdictKind>,
     pub failed_jobs: Vec<String>,
     pub fix_attempts: u32,
+    /// The fix attempts it may make (`FIXING_CI.max_attempts`): `fix_attempts` of this.
+    pub fix_attempts_max: u32,
+    /// How far CI for the tracked commit has got (null: no push run seen yet): the jobs of
+    /// its push runs that passed, out of all, and those running now.
+    pub ci_jobs: Option<crate::ci::verdict::JobTally>,
+    /// CI restarts in this PUSHED_TO_CI stint (stuck CI is restarted once).
+    pub ci_restarts: u32,
+    /// The deadlock indicators that held at the last check (`worker_idle`, `no_commits`,
+    /// `ci_stuck_in_pending`, `api_errors`); each one raised an alert.
+    pub deadlock: Vec<String>,
     /// Why it stopped, when it did.
     pub end_reason: Option<String>,
     pub worker_running: bool,
@@ -206,7 +216,13 @@ impl LandingView {
 }
 
 impl WorkerView {
-    pub fn of(w: &WorkerRecord, u: Option<&Usage>, wave: Option<String>, now_ms: i64) -> Self {
+    pub fn of(
+        w: &WorkerRecord,
+        u: Option<&Usage>,
+        wave: Option<String>,
+        fix_attempts_max: u32,
+        now_ms: i64,
+    ) -> Self {
         let p = &w.progress;
         WorkerView {
             worker_id: w.id.clone(),
@@ -224,6 +240,15 @@ impl WorkerView {
             verdict: p.verdict,
             failed_jobs: p.failed_jobs.clone(),
             fix_attempts: p.fix_attempts,
+            fix_attempts_max,
+            ci_jobs: p.ci_jobs.clone(),
+            ci_restarts: p.ci_restarts,
+            // Indicators are about a worker at work: an ended one's last check is history.
+            deadlock: if p.milestone.at_work() {
+                p.deadlock.clone()
+            } else {
+                Vec::new()
+            },
             end_reason: p.end_reason.clone(),
             worker_running: w.worker_running,
             supervisor_alive: w.supervised(now_ms),
@@ -239,6 +264,35 @@ impl WorkerView {
             model: w.model.clone(),
             model_source: w.model_source.clone(),
         }
+    }
+}
+
+impl WorkerView {
+    /// The milestone, with the fix attempt while fixing (`FIXING_CI 2/5`).
+    pub fn milestone_column(&self) -> String {
+        if self.milestone == Milestone::FixingCi {
+            format!(
+                "{} {}/{}",
+                self.milestone, self.fix_attempts, self.fix_attempts_max
+            )
+        } else {
+            self.milestone.as_str().to_string()
+        }
+    }
+
+    /// The verdict, with CI's substates while it is undecided (`running: ci 3/6 jobs,
+    /// running build`) and a restart.
+    pub fn ci_column(&self) -> String {
+        let mut s = self.verdict.map(|v| v.as_str()).unwrap_or("-").to_string();
+        if let Some(t) = &self.ci_jobs
+            && !self.verdict.is_some_and(|v| v.is_terminal())
+        {
+            s.push_str(&format!(": {}", t.summary()));
+        }
+        if self.ci_restarts > 0 {
+            s.push_str(" (restarted)");
+        }
+        s
     }
 }
 
@@ -364,13 +418,13 @@ impl StatusView {
                 t.row([
                     esc(&w.worker_id).into_owned(),
                     esc(&w.repo).into_owned(),
-                    w.milestone.as_str().to_string(),
+                    w.milestone_column(),
                     human_duration(w.age_s),
                     w.tracked_sha
                         .as_ref()
                         .map(|s| s.short().to_string())
                         .unwrap_or_else(|| "-".into()),
-                    w.verdict.map(|v| v.as_str()).unwrap_or("-").to_string(),
+                    esc(&w.ci_column()).into_owned(),
                     w.supervision.column().to_string(),
                     spent(&w.worker_id),
                     esc(w.model.as_deref().unwrap_or("-")).into_owned(),
@@ -382,6 +436,13 @@ impl StatusView {
             out.push_str(&t.render());
             out.push_str(&ModelSpendView::line(&self.spent_by_model));
             for w in &self.workers {
+                if !w.deadlock.is_empty() {
+                    out.push_str(&format!(
+                        "{}: deadlock indicators: {} (see `orch alerts`)\n",
+                        esc(&w.worker_id),
+                        w.deadlock.join(", ")
+                    ));
+                }
                 if let Some(sha) = &w.held_sha {
                     out.push_str(&format!(
                         "{} is held at {}: its change touches protected paths ({}); `orch approve {}` shows the diff\n",

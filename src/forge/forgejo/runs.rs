@@ -299,6 +299,7 @@ impl ForgejoForge {
                         attempt: u32::try_from(j.attempt.unwrap_or(0).max(1)).unwrap_or(u32::MAX),
                         id: Some(j.id),
                         name: j.name,
+                        past_limit: false,
                     })
                     .collect()
             } else {
@@ -494,6 +495,7 @@ pub(super) fn merge_statuses(runs: &mut Vec<CiRun>, statuses: &[StatusJob], set_
                 status: s.status,
                 attempt: 1,
                 id: None,
+                past_limit: false,
             });
         }
     }
@@ -564,6 +566,7 @@ pub(super) fn jobs_from_tasks(group: &[&wire::ActionTask]) -> Vec<CiJob> {
                 status: JobStatus::parse(&t.status),
                 attempt: 1,
                 id: None,
+                past_limit: false,
             }),
         }
     }

@@ -263,6 +263,7 @@ fn commit_statuses_become_jobs() {
             status: JobStatus::Skipped,
             attempt: 1,
             id: None,
+            past_limit: false,
         }],
     }];
     merge_statuses(&mut runs, &jobs, true);

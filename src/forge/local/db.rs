@@ -39,11 +39,12 @@ pub struct JobRow {
     pub pid: Option<i64>,
     pub exit_code: Option<i64>,
     pub note: Option<String>,
+    pub started_ms: Option<i64>,
 }
 
 const RUN_COLS: &str = "id, repo, number, ref, sha, event, status, runner_pid, runner_start, note, created_ms, finished_ms";
 const JOB_COLS: &str =
-    "id, run_id, seq, name, command, needs, timeout_ms, status, pid, exit_code, note";
+    "id, run_id, seq, name, command, needs, timeout_ms, status, pid, exit_code, note, started_ms";
 
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -76,6 +77,7 @@ fn job_row(r: &rusqlite::Row) -> rusqlite::Result<JobRow> {
         pid: r.get(8)?,
         exit_code: r.get(9)?,
         note: r.get(10)?,
+        started_ms: r.get(11)?,
     })
 }
 
@@ -323,8 +325,13 @@ pub fn finish_unfinished_jobs(
     refresh_run_status(tx, run_id)
 }
 
+/// How long past its own `timeout` a job may still read `running` before it counts as past
+/// its limit: the runner's SIGTERM → SIGKILL grace, and a little for the write.
+pub const PAST_LIMIT_SLACK_MS: i64 = 7_000;
+
 /// The forge-neutral view of a run.
 pub fn to_ci_run(run: &RunRow, jobs: &[JobRow]) -> CiRun {
+    let now = now_ms();
     CiRun {
         id: run.id,
         number: run.number,
@@ -339,6 +346,11 @@ pub fn to_ci_run(run: &RunRow, jobs: &[JobRow]) -> CiRun {
                 status: j.status,
                 attempt: 1,
                 id: Some(j.id),
+                // The runner ends a job at its limit; one still running well after it has a
+                // runner that is stuck (stopped, wedged).
+                past_limit: j.status == JobStatus::Running
+                    && j.started_ms
+                        .is_some_and(|s| now - s > j.timeout_ms + PAST_LIMIT_SLACK_MS),
             })
             .collect(),
     }

@@ -341,6 +341,73 @@ impl LocalForge {
         .is_ok()
     }
 
+    /// Restarts CI for `sha` of `repo` (pushed to `git_ref`): every unfinished run of it is
+    /// cancelled — its runner's group and its jobs' groups killed, its jobs `cancelled` — and
+    /// a new run is recorded and started. The new run is the newest of its workflow, so the
+    /// verdict counts it alone. Returns what was done, in words.
+    pub fn restart_run(
+        &self,
+        repo: &str,
+        git_ref: &str,
+        sha: &str,
+    ) -> Result<String, LocalForgeError> {
+        let stuck: Vec<db::RunRow> = self.with_store(|store| {
+            Ok(store
+                .read(db::unfinished_runs)?
+                .into_iter()
+                .filter(|r| r.repo == repo && r.sha == sha)
+                .collect())
+        })?;
+        let note = "cancelled: orch restarted CI (the run was stuck)";
+        for run in &stuck {
+            let jobs = self.with_store(|store| {
+                Ok(store.write(|tx| {
+                    let running: Vec<i64> = db::load_jobs(tx, run.id)?
+                        .into_iter()
+                        .filter(|j| j.status == crate::ci::JobStatus::Running)
+                        .filter_map(|j| j.pid)
+                        .collect();
+                    db::finish_unfinished_jobs(tx, run.id, crate::ci::JobStatus::Cancelled, note)?;
+                    Ok(running)
+                })?)
+            })?;
+            // The runner led its own session (setsid): its group, then what is left of each
+            // job group in that session (never a pgid reused by someone else).
+            if let Some(pid) = run.runner_pid
+                && runner_alive(pid, run.runner_start)
+                && let Ok(sid) = i32::try_from(pid)
+            {
+                for pgid in jobs.into_iter().filter_map(|p| i32::try_from(p).ok()) {
+                    if crate::process::group_in_session(pgid, sid) {
+                        let _ = crate::process::signal_group(pgid, crate::process::Signal::KILL);
+                    }
+                }
+                let _ = crate::process::signal_group(sid, crate::process::Signal::KILL);
+            }
+        }
+        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
+        let lines = cli::start_runs(
+            &self.layout.state_dir,
+            &self.config_file,
+            repo,
+            &input,
+            &self.exe,
+            false,
+            cli::Runner::Start,
+        )?;
+        let cancelled: Vec<String> = stuck.iter().map(|r| format!("#{}", r.number)).collect();
+        Ok(format!(
+            "CI for {} restarted: {}{}",
+            crate::sha::short_to(sha, 12),
+            if cancelled.is_empty() {
+                String::new()
+            } else {
+                format!("run {} cancelled; ", cancelled.join(", "))
+            },
+            lines.join("; ")
+        ))
+    }
+
     /// Why no run will ever come for `sha` in `repo`, when none exists: the local forge starts
     /// runs only for pushes (its hook), and a lost hook's run only for a push of orch's own
     /// branches. `None` when the head of an `orch/…` branch is `sha` (its owner starts the

@@ -191,6 +191,12 @@ struct Supervisor<'a, F: Forge> {
     next_land_ms: i64,
     /// Looks at a pull request the server did not find mergeable yet (see `land.rs`).
     pull_waits: u32,
+    /// The fatal hold over the worker's chain as last read (see `watch_fatal`): while one
+    /// stands, nothing of the worker moves, its landing included.
+    fatal_hold: Option<String>,
+    /// Whether the cascade watch last said an upstream is red (a cleared fatal hold leaves a
+    /// worker PAUSED then).
+    upstream_red: bool,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -300,6 +306,8 @@ pub fn supervise_then<F: Forge + 'static>(
         notes_said: Default::default(),
         next_land_ms: 0,
         pull_waits: 0,
+        fatal_hold: None,
+        upstream_red: false,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -366,6 +374,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             let now = now_ms();
             if rang.inbox || now - last_inbox >= INBOX_EVERY_MS {
                 last_inbox = now;
+                // A fatal hold rings every doorbell: the chain stops at once.
+                self.watch_fatal();
                 for r in self.inbox() {
                     self.handle(Input::Request(r));
                 }
@@ -447,9 +457,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
             }
             Input::Upstream(Some(reason)) => {
+                self.upstream_red = true;
                 self.apply(Event::Pause { reason }, None, Vec::new());
             }
             Input::Upstream(None) => {
+                self.upstream_red = false;
                 self.apply(Event::Resume, None, Vec::new());
             }
             Input::Denial { tool, detail } => {
@@ -609,8 +621,56 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// Whether a fatal hold (`store::fatal`) covers the worker's chain: a new one stops the
+    /// worker (`Event::Fatal`: PAUSED, nothing lost), a cleared one lets it go on.
+    fn watch_fatal(&mut self) {
+        let repo = self.w.repo.clone();
+        let graph = &self.env.config.graph;
+        let Ok(over) = self
+            .store
+            .read(|tx| crate::store::fatal::covering(tx, graph, &repo))
+        else {
+            return; // unreadable now: the next look decides (nothing starts meanwhile)
+        };
+        let reason = over.first().map(|h| {
+            if h.repo == repo {
+                h.reason.clone()
+            } else {
+                format!("{} (held on {}, in this chain)", h.reason, h.repo)
+            }
+        });
+        let was = std::mem::replace(&mut self.fatal_hold, reason.clone());
+        if was.is_some() && reason.is_none() {
+            tracing::info!(worker = %self.w.id, "fatal hold over the chain cleared");
+        }
+        if self.w.progress.milestone.is_terminal() {
+            return;
+        }
+        match (reason, self.w.progress.halted.is_some()) {
+            (Some(reason), false) => {
+                self.apply(
+                    Event::Fatal {
+                        reason,
+                        raised: false,
+                    },
+                    None,
+                    Vec::new(),
+                );
+            }
+            (None, true) => {
+                let event = Event::FatalCleared {
+                    by: "an operator".into(),
+                    upstream_red: self.upstream_red,
+                };
+                self.apply(event, None, Vec::new());
+            }
+            _ => {}
+        }
+    }
+
     fn tick(&mut self) {
         let now = now_ms();
+        self.watch_fatal();
         // One system call says whether there is anything to reap at all.
         if zombie_child() {
             reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
@@ -727,6 +787,33 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                         "a worker's report is taken only through the channel its supervisor gave it"
                             .into(),
                 }
+            }
+            RequestKind::Fatal { .. } if !self.channel.as_ref().is_some_and(|c| c.queued(r.id)) => {
+                self.apply(
+                    Event::Trespass {
+                        kind: "forged_report".into(),
+                        message: format!(
+                            "a FATAL report for worker {} that did not come through its channel (request {}) was refused",
+                            self.w.id, r.id
+                        ),
+                    },
+                    None,
+                    Vec::new(),
+                );
+                Outcome::Refused {
+                    kind: "forged_report".into(),
+                    detail:
+                        "a worker's report is taken only through the channel its supervisor gave it"
+                            .into(),
+                }
+            }
+            RequestKind::Fatal { reason } => {
+                self.health.did_work = true;
+                let event = Event::Fatal {
+                    reason: format!("reported by the worker: {}", truncate(&reason, 500)),
+                    raised: true,
+                };
+                self.apply(event, Some(r.id), Vec::new())
             }
             RequestKind::Approve { by, sha } => {
                 let event = Event::Approve {

@@ -628,6 +628,14 @@ pub fn changed_since_merge_base(
     Ok((merge_base.to_string(), files))
 }
 
+/// Whether commit `sha` of the repository at `dir` is a merge (more than one parent); `None`
+/// when it cannot be read there.
+pub fn is_merge(dir: &Path, sha: &str) -> Option<bool> {
+    let repo = open(dir).ok()?;
+    let c = repo.find_commit(Oid::from_str(sha).ok()?).ok()?;
+    Some(c.parent_count() > 1)
+}
+
 /// The secrets (`secret::kind_in`) in the lines each commit from the merge base of `base` and
 /// `head` up to `head` adds — every commit, not only the sum: a secret added then deleted is
 /// still in the history that would land. At most `limit` findings; a line's text is looked at

@@ -82,10 +82,19 @@ pub fn landed_since(
             let cfg = l.config.repo(&w.repo)?;
             let path = cfg.path.display();
             let (remote, branch) = (&w.remote, &cfg.branch);
+            // As `on_breakage: revert` builds it (`gitops::revert`): a landed merge against its
+            // first parent, else every commit the move brought.
+            let what = if crate::gitops::is_merge(&cfg.path, &landed) == Some(true) {
+                format!("-m 1 {}", crate::sha::short(&landed))
+            } else {
+                format!(
+                    "{}..{}",
+                    crate::sha::short(&from),
+                    crate::sha::short(&landed)
+                )
+            };
             let revert = format!(
-                "git -C {path} fetch {remote} && git -C {path} checkout {branch} && git -C {path} merge --ff-only {remote}/{branch} && git -C {path} revert --no-edit {}..{} && git -C {path} push {remote} {branch}",
-                crate::sha::short(&from),
-                crate::sha::short(&landed)
+                "git -C {path} fetch {remote} && git -C {path} checkout {branch} && git -C {path} merge --ff-only {remote}/{branch} && git -C {path} revert --no-edit {what} && git -C {path} push {remote} {branch}"
             );
             Some(LandedChange {
                 worker: w.id.clone(),
@@ -267,7 +276,14 @@ pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(FatalHold, Vec<String>
             "{repo}'s chain is not halted by a FATAL"
         )));
     };
-    let Some(cleared) = store.write(|tx| sf::clear(tx, &on))? else {
+    let Some(cleared) = store.write(|tx| {
+        let cleared = sf::clear(tx, &on)?;
+        if cleared.is_some() {
+            crate::store::alerts::resolve_repo(tx, &on, "fatal", now_ms())?;
+        }
+        Ok(cleared)
+    })?
+    else {
         return Err(Error::No(format!("{on}'s chain is not halted by a FATAL")));
     };
     journal::write_holds(&mut store, &l.state_dir);

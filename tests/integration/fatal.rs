@@ -126,9 +126,18 @@ fn fatal_halts_a_chain_of_three_live_workers_and_none_goes_on_until_it_is_cleare
         output_text(&out)
     );
 
-    // Cleared: every worker goes on where it stopped, and finishes.
+    // Cleared: every worker goes on where it stopped, and finishes; the alert is resolved.
     let out = org.run(&["fatal", "--clear", "core"]);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let alerts = org.json(&["alerts", "--json"]);
+    let fatal = alerts["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "fatal")
+        .expect("the fatal alert")
+        .clone();
+    assert!(fatal["resolved_at"].is_string(), "{fatal:#}");
     for (id, pid) in ids.iter().zip(&pids) {
         let w = org.wait_milestone(id, "WORKING", DEADLINE);
         assert_eq!(w.progress.halted, None);
@@ -246,5 +255,58 @@ fn a_committed_private_key_is_fatal_before_it_can_land() {
         org.git_base_head("core"),
         base_before,
         "never on the base branch"
+    );
+}
+
+/// With landing, a FATAL offers the revert of what the chain landed since the task began —
+/// the commands that do it by hand — and orch reverts nothing on its own.
+#[test]
+fn a_fatal_offers_the_revert_of_what_the_chain_landed_and_never_reverts() {
+    let org = Org::new(star());
+    let id = org.spawn_detached("a", "wait");
+    org.release(&id);
+    org.wait_done(&id);
+    let landed = org
+        .worker(&id)
+        .progress
+        .landing
+        .and_then(|l| l.landed)
+        .expect("the change landed")
+        .to_string();
+    assert_eq!(org.git_base_head("a"), landed);
+
+    let out = org.run(&[
+        "fatal",
+        &id,
+        "--reason",
+        "a breaking change to a stable interface",
+    ]);
+    let said = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains(&landed[..7]), "{said}");
+    assert!(said.contains("revert --no-edit"), "{said}");
+    let alerts = all_alerts(&org);
+    let fatal = alerts
+        .iter()
+        .find(|a| a["kind"] == "fatal")
+        .expect("a fatal alert");
+    assert!(
+        fatal["message"]
+            .as_str()
+            .unwrap()
+            .contains("landed 1 change(s)"),
+        "{fatal:#}"
+    );
+    // Shown again while it stands; the base branch is where the change put it.
+    let out = org.run(&["fatal", "a"]);
+    assert!(
+        output_text(&out).contains("revert --no-edit"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(
+        org.git_base_head("a"),
+        landed,
+        "orch reverts nothing itself"
     );
 }

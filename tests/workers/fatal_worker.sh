@@ -4,6 +4,8 @@
 #            then commits, pushes and reports DONE once CI is green
 #   report   WORKING, reports FATAL (its exit code to $E2E_OUT/fatal-<id>.code), then waits
 #   secret   commits an OpenSSH private key, pushes, and reports DONE once CI is green
+#   token    commits what the test wrote to $E2E_OUT/leak.txt (the forge token), pushes, and
+#            reports DONE once CI is green
 set -eu
 . "$(dirname "$0")/lib.sh"
 echo "WORKING: $ORCH_TASK"
@@ -29,6 +31,11 @@ secret)
         '-----END OPENSSH PRIVATE KEY-----' >deploy/id_ed25519
     git add deploy/id_ed25519
     git commit -q -m "deploy key"
+    ;;
+token)
+    cp "$E2E_OUT/leak.txt" settings.conf
+    git add settings.conf
+    git commit -q -m "settings"
     ;;
 esac
 push_head

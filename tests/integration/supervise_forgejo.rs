@@ -633,7 +633,23 @@ fn a_workflow_edit_on_forgejo_is_held_until_approved() {
 /// in memory, and named as "the forge token": never written into orch's state.
 #[test]
 fn a_committed_forge_token_is_fatal_and_never_written_down() {
-    let (_rt, fake, org) = setup("fatal_worker.sh");
+    // A token file: no environment holds the token (the sampling test beside this one looks
+    // at every process's).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(FakeForgejo::start(V16));
+    fake.require_token(Some(TOKEN));
+    let mut spec = Spec::local("fatal_worker.sh").repo(RepoSpec::new(REPO));
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: String::new(),
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
     let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
     std::fs::write(org.out.join("leak.txt"), format!("api_token = {TOKEN}\n")).unwrap();
     let id = org.spawn_detached(REPO, "token");

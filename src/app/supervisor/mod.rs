@@ -374,9 +374,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             let now = now_ms();
             if rang.inbox || now - last_inbox >= INBOX_EVERY_MS {
                 last_inbox = now;
+                let (requests, fatal) = self.inbox();
                 // A fatal hold rings every doorbell: the chain stops at once.
-                self.watch_fatal();
-                for r in self.inbox() {
+                self.watch_fatal(fatal);
+                for r in requests {
                     self.handle(Input::Request(r));
                 }
             }
@@ -621,17 +622,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    /// Whether a fatal hold (`store::fatal`) covers the worker's chain: a new one stops the
-    /// worker (`Event::Fatal`: PAUSED, nothing lost), a cleared one lets it go on.
-    fn watch_fatal(&mut self) {
-        let repo = self.w.repo.clone();
-        let graph = &self.env.config.graph;
-        let Ok(over) = self
-            .store
-            .read(|tx| crate::store::fatal::covering(tx, graph, &repo))
-        else {
-            return; // unreadable now: the next look decides (nothing starts meanwhile)
+    /// Whether a fatal hold (`store::fatal`) covers the worker's chain (`over`, read with the
+    /// inbox: on every doorbell, else every `INBOX_EVERY_MS`; `None` when it could not be
+    /// read: the next look decides): a new one stops the worker (`Event::Fatal`: PAUSED,
+    /// nothing lost), a cleared one lets it go on.
+    fn watch_fatal(&mut self, over: Option<Vec<crate::store::fatal::FatalHold>>) {
+        let Some(over) = over else {
+            return;
         };
+        let repo = self.w.repo.clone();
         let reason = over.first().map(|h| {
             if h.repo == repo {
                 h.reason.clone()
@@ -670,7 +669,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     fn tick(&mut self) {
         let now = now_ms();
-        self.watch_fatal();
         // One system call says whether there is anything to reap at all.
         if zombie_child() {
             reap_orphans(self.worker.as_ref().map(WorkerProcess::pid));
@@ -746,17 +744,28 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    fn inbox(&mut self) -> Vec<Request> {
+    /// The requests waiting for this supervisor, and the fatal holds over its worker's chain
+    /// (one read: looked at on the same doorbell and at the same pace).
+    fn inbox(&mut self) -> (Vec<Request>, Option<Vec<crate::store::fatal::FatalHold>>) {
         let id = self.w.id.clone();
-        let requests = self
-            .store
-            .read(|tx| ws::pending_requests(tx, &id))
-            .unwrap_or_default();
+        let repo = self.w.repo.clone();
+        let graph = &self.env.config.graph;
+        let read = self.store.read(|tx| {
+            Ok((
+                ws::pending_requests(tx, &id)?,
+                crate::store::fatal::covering(tx, graph, &repo)?,
+            ))
+        });
+        let (requests, fatal) = match read {
+            Ok((r, f)) => (r, Some(f)),
+            Err(_) => (Vec::new(), None),
+        };
         // A deferred DONE report is answered when its fresh verdict arrives.
-        requests
+        let requests = requests
             .into_iter()
             .filter(|r| !self.done_claims.waiting_on(r.id))
-            .collect()
+            .collect();
+        (requests, fatal)
     }
 
     fn request(&mut self, r: Request) {

@@ -216,9 +216,40 @@ pub struct HeldChain {
     pub acquired_at: String,
 }
 
+/// A fatal hold (`store::fatal`): a chain halted until an operator clears it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FatalChain {
+    pub repo: String,
+    pub reason: String,
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    pub at: String,
+}
+
+impl FatalChain {
+    /// The hold as the store keeps it (its time read back from RFC 3339; now if unreadable).
+    pub fn to_hold(&self) -> crate::store::fatal::FatalHold {
+        crate::store::fatal::FatalHold {
+            repo: self.repo.clone(),
+            reason: self.reason.clone(),
+            by: self.by.clone(),
+            worker_id: self.worker.clone(),
+            at_ms: self
+                .at
+                .parse::<jiff::Timestamp>()
+                .map(|t| t.as_millisecond())
+                .unwrap_or_else(|_| crate::store::now_ms()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Holds {
     pub holds: Vec<HeldChain>,
+    /// Fatal holds: they must survive a rebuilt database as a freeze does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fatal: Vec<FatalChain>,
 }
 
 pub fn holds_path(state_dir: &Path) -> PathBuf {
@@ -227,7 +258,11 @@ pub fn holds_path(state_dir: &Path) -> PathBuf {
 
 /// Writes the holds among `locks` atomically (an empty list too: "no holds" is said, not
 /// guessed from a missing file).
-pub fn write_holds(state_dir: &Path, locks: &[crate::lock::ChainLock]) -> std::io::Result<()> {
+pub fn write_holds(
+    state_dir: &Path,
+    locks: &[crate::lock::ChainLock],
+    fatal: &[crate::store::fatal::FatalHold],
+) -> std::io::Result<()> {
     let holds = Holds {
         holds: locks
             .iter()
@@ -240,6 +275,16 @@ pub fn write_holds(state_dir: &Path, locks: &[crate::lock::ChainLock]) -> std::i
                 acquired_at: fmt_ms(l.acquired_ms),
             })
             .collect(),
+        fatal: fatal
+            .iter()
+            .map(|h| FatalChain {
+                repo: h.repo.clone(),
+                reason: h.reason.clone(),
+                by: h.by.clone(),
+                worker: h.worker_id.clone(),
+                at: fmt_ms(h.at_ms),
+            })
+            .collect(),
     };
     let text = crate::yaml::to_yaml_string(&holds).map_err(std::io::Error::other)?;
     write_atomic(&holds_path(state_dir), text.as_bytes())
@@ -247,7 +292,7 @@ pub fn write_holds(state_dir: &Path, locks: &[crate::lock::ChainLock]) -> std::i
 
 /// The holds recorded in the state directory: `None` when no hold was ever recorded there (no
 /// file); an error names the file and what is wrong with it.
-pub fn read_holds(state_dir: &Path) -> Result<Option<Vec<HeldChain>>, String> {
+pub fn read_holds(state_dir: &Path) -> Result<Option<Holds>, String> {
     let path = holds_path(state_dir);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -263,7 +308,7 @@ pub fn read_holds(state_dir: &Path) -> Result<Option<Vec<HeldChain>>, String> {
             crate::text::escape(&bad.holder)
         ));
     }
-    Ok(Some(holds.holds))
+    Ok(Some(holds))
 }
 
 /// Reads a checkpoint file.
@@ -298,16 +343,19 @@ mod tests {
             lock("core", "hold:rm", HolderKind::Hold),
             lock("vm", "vm-12345678", HolderKind::Worker),
         ];
-        super::write_holds(dir.path(), &locks).unwrap();
-        let holds = super::read_holds(dir.path()).unwrap().unwrap();
+        super::write_holds(dir.path(), &locks, &[]).unwrap();
+        let holds = super::read_holds(dir.path()).unwrap().unwrap().holds;
         assert_eq!(holds.len(), 1, "holds only: {holds:?}");
         assert_eq!(
             (holds[0].repo.as_str(), holds[0].holder.as_str()),
             ("core", "hold:rm")
         );
         assert_eq!(holds[0].reason.as_deref(), Some("release freeze"));
-        super::write_holds(dir.path(), &locks[1..]).unwrap();
-        assert_eq!(super::read_holds(dir.path()), Ok(Some(Vec::new())));
+        super::write_holds(dir.path(), &locks[1..], &[]).unwrap();
+        assert_eq!(
+            super::read_holds(dir.path()).map(|h| h.map(|h| h.holds)),
+            Ok(Some(Vec::new()))
+        );
         std::fs::write(super::holds_path(dir.path()), "holds: [ {repo: core\n").unwrap();
         let err = super::read_holds(dir.path()).unwrap_err();
         assert!(err.contains(super::HOLDS_FILE), "{err}");

@@ -628,6 +628,82 @@ pub fn changed_since_merge_base(
     Ok((merge_base.to_string(), files))
 }
 
+/// Whether commit `sha` of the repository at `dir` is a merge (more than one parent); `None`
+/// when it cannot be read there.
+pub fn is_merge(dir: &Path, sha: &str) -> Option<bool> {
+    let repo = open(dir).ok()?;
+    let c = repo.find_commit(Oid::from_str(sha).ok()?).ok()?;
+    Some(c.parent_count() > 1)
+}
+
+/// The secrets (`secret::kind_in`) in the lines each commit from the merge base of `base` and
+/// `head` up to `head` adds — every commit, not only the sum: a secret added then deleted is
+/// still in the history that would land. At most `limit` findings; a line's text is looked at
+/// in memory and never kept. Binary files have no lines.
+pub fn secrets_since_merge_base(
+    dir: &Path,
+    base: &str,
+    head: &str,
+    token: Option<&crate::secret::Secret>,
+    limit: usize,
+) -> Result<Vec<crate::secret::Finding>, GitError> {
+    let repo = open(dir)?;
+    let oid = |s: &str| Oid::from_str(s).map_err(|e| err(dir, e));
+    let (base, head) = (oid(base)?, oid(head)?);
+    let merge_base = repo.merge_base(base, head).map_err(|e| err(dir, e))?;
+    let mut walk = repo.revwalk().map_err(|e| err(dir, e))?;
+    walk.push(head).map_err(|e| err(dir, e))?;
+    walk.hide(merge_base).map_err(|e| err(dir, e))?;
+    let mut found = Vec::new();
+    for c in walk {
+        let commit = c
+            .and_then(|o| repo.find_commit(o))
+            .map_err(|e| err(dir, e))?;
+        let to = commit.tree().map_err(|e| err(dir, e))?;
+        let from = match commit.parent(0) {
+            Ok(p) => Some(p.tree().map_err(|e| err(dir, e))?),
+            Err(_) => None,
+        };
+        let diff = repo
+            .diff_tree_to_tree(from.as_ref(), Some(&to), None)
+            .map_err(|e| err(dir, e))?;
+        diff.foreach(
+            &mut |_, _| true,
+            None,
+            None,
+            Some(&mut |delta, _, line| {
+                if line.origin() == '+'
+                    && let Some(kind) = crate::secret::kind_in(line.content(), token)
+                {
+                    let file = delta
+                        .new_file()
+                        .path()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let line = line.new_lineno().unwrap_or(0);
+                    let f = crate::secret::Finding { file, line, kind };
+                    if !found.contains(&f) {
+                        found.push(f);
+                    }
+                }
+                found.len() < limit
+            }),
+        )
+        .or_else(|e| {
+            // The callback stopping at the limit is no failure.
+            if found.len() >= limit {
+                Ok(())
+            } else {
+                Err(err(dir, e))
+            }
+        })?;
+        if found.len() >= limit {
+            break;
+        }
+    }
+    Ok(found)
+}
+
 /// `git diff --stat` and the patch from `from` to `to`, for `files` alone (literal paths).
 /// No external diff program or text conversion runs: a worker's repository configures them.
 pub fn diff_of_files(

@@ -32,6 +32,9 @@ pub enum Message {
         job: Option<String>,
         note: Option<String>,
     },
+    /// `orch report FATAL --reason …`: the worker halts its chain (a secret committed, data
+    /// corruption, a breaking change to a stable interface).
+    Fatal { reason: String },
     /// An operator command that refused to run inside the worker: the supervisor alerts.
     RefusedCommand { command: String },
     /// A push of the worker's that the local forge refused (`forge/local/branches.rs`).

@@ -325,6 +325,7 @@ impl Server {
         if let Err(why) = belongs(&cred, speaker.as_ref()) {
             let what = match &message {
                 Message::Report { milestone, .. } => format!("report {milestone}"),
+                Message::Fatal { .. } => "report FATAL".to_string(),
                 Message::RefusedCommand { command } => format!("say it was refused `{command}`"),
                 Message::RefusedPush { repo, .. } => format!("say a push to {repo} was refused"),
                 Message::Git { service, .. } => format!("run git {}", service.as_str()),
@@ -377,6 +378,9 @@ impl Server {
                 }))
             }
             Message::Ci(question) => Ok(Next::Reply(self.ci(&question)?)),
+            Message::Fatal { reason } => {
+                self.report(RequestKind::Fatal { reason }).map(Next::Reply)
+            }
             Message::Git { service, protocol } => {
                 if self.relay.is_none() {
                     return Err(format!(

@@ -242,6 +242,24 @@ pub fn commit(
                     };
                     ws::add_event(tx, id, "hold", milestone, &detail)?;
                 }
+                Effect::HoldFatal { reason } => {
+                    let hold = crate::store::fatal::FatalHold {
+                        repo: entry.repo.to_string(),
+                        reason: reason.clone(),
+                        by: format!("worker {id}"),
+                        worker_id: Some(id.to_string()),
+                        at_ms: now,
+                    };
+                    let detail = if crate::store::fatal::add(tx, &hold)? {
+                        format!("{}'s chain halted (FATAL): {reason}", entry.repo)
+                    } else {
+                        format!(
+                            "{}'s chain was already halted (FATAL); this one too: {reason}",
+                            entry.repo
+                        )
+                    };
+                    ws::add_event(tx, id, "fatal", milestone, &detail)?;
+                }
                 Effect::Landing { from, to, detail } => ws::add_event(
                     tx,
                     id,
@@ -306,9 +324,17 @@ pub fn commit(
         if entry
             .effects
             .iter()
-            .any(|e| matches!(e, Effect::HoldChain { .. }))
+            .any(|e| matches!(e, Effect::HoldChain { .. } | Effect::HoldFatal { .. }))
         {
             write_holds(store, state_dir);
+        }
+        if entry
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::HoldFatal { .. }))
+        {
+            // Every supervisor in the chain stops its worker at its next look: now.
+            crate::wake::ring_all(state_dir, crate::wake::Ring::Inbox);
         }
     }
     Ok(written)
@@ -372,9 +398,15 @@ fn record_fact(
 /// Writes the holds file (`checkpoint::HOLDS_FILE`) from the database's holds, after a commit
 /// that took or released one (a view, like a checkpoint: best effort, logged when it fails).
 pub fn write_holds(store: &mut Store, state_dir: &Path) {
-    match store.read(crate::store::active_locks) {
-        Ok(locks) => {
-            if let Err(e) = crate::checkpoint::write_holds(state_dir, &locks) {
+    let read = store.read(|tx| {
+        Ok((
+            crate::store::active_locks(tx)?,
+            crate::store::fatal::all(tx)?,
+        ))
+    });
+    match read {
+        Ok((locks, fatal)) => {
+            if let Err(e) = crate::checkpoint::write_holds(state_dir, &locks, &fatal) {
                 tracing::error!(error = %e, "could not write {}", crate::checkpoint::HOLDS_FILE);
             }
         }

@@ -9,6 +9,7 @@ pub mod channel;
 pub mod deliver;
 pub mod drift;
 pub mod error;
+pub mod fatal;
 pub mod gc;
 pub mod inbox;
 pub mod journal;
@@ -72,7 +73,7 @@ impl Loaded {
             // Holds recorded beside a database that has none (an unreadable record counts):
             // a database holding nothing but a release freeze lost it just the same.
             let holds = match crate::checkpoint::read_holds(&self.state_dir) {
-                Ok(h) => h.map_or(0, |h| h.len()),
+                Ok(h) => h.map_or(0, |h| h.holds.len() + h.fatal.len()),
                 Err(_) => 1,
             };
             let holds = if holds > 0

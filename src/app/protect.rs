@@ -26,6 +26,32 @@ pub fn touched(config: &Config, w: &WorkerRecord, head: &Sha) -> Vec<String> {
     }
 }
 
+/// How many secrets a push's scan names at most (the first ones are enough to act on).
+const SECRETS_NAMED: usize = 5;
+
+/// The secrets the commits of the change at `head` add (`gitops::secrets_since_merge_base`:
+/// the forge token this process holds, private key headers, well-known key formats), each as
+/// `file:line: kind` — never the value. Like [`touched`], a change that cannot be read fails
+/// closed: one entry saying why, and the push is FATAL until an operator looks.
+pub fn secrets(config: &Config, w: &WorkerRecord, head: &Sha) -> Vec<String> {
+    let token = crate::token::forge_token(config).ok().flatten();
+    match crate::gitops::secrets_since_merge_base(
+        Path::new(&w.worktree),
+        &w.base_sha,
+        head,
+        token.as_ref(),
+        SECRETS_NAMED,
+    ) {
+        Ok(found) => found.iter().map(ToString::to_string).collect(),
+        Err(e) => vec![format!(
+            "(the commits cannot be scanned for secrets: {})",
+            token
+                .as_ref()
+                .map_or(e.to_string(), |t| t.scrub(&e.to_string()))
+        )],
+    }
+}
+
 /// What an operator sees before approving a change.
 #[derive(Debug, Clone)]
 pub struct ProtectedDiff {

@@ -285,6 +285,17 @@ pub fn prepare(
     // The lock and the record commit together: a worker exists iff it holds its chain.
     let max = config.worker.max_parallel;
     let outcome = store.write(|tx| {
+        // A FATAL over the chain stops every start in it, a hand-over too, until an operator
+        // clears it (`orch fatal --clear`).
+        let fatal = crate::store::fatal::covering(tx, &config.graph, &repo.name)?;
+        if !fatal.is_empty() {
+            let held = crate::store::fatal::as_locks(&fatal);
+            return Ok(Spawned::Blocked(crate::lock::blockers(
+                &config.graph,
+                &repo.name,
+                &held,
+            )));
+        }
         if let Some(holder) = &req.take_over {
             // Blocked by anything but the holder handing over: nothing is released.
             let others: Vec<_> = crate::store::active_locks(tx)?

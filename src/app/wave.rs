@@ -603,8 +603,13 @@ fn start_ready(
         .collect();
     loop {
         let (locks, running, others) = store.read(|tx| {
+            // A fatal hold stops starts in its chain as a lock does: the scheduler skips them.
+            let mut locks = crate::store::active_locks(tx)?;
+            locks.extend(crate::store::fatal::as_locks(&crate::store::fatal::all(
+                tx,
+            )?));
             Ok((
-                crate::store::active_locks(tx)?,
+                locks,
                 crate::store::worker_lock_count(tx)?,
                 wv::others_waiting(tx, &name, now_ms() - FAIR_WINDOW_MS)?,
             ))

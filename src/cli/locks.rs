@@ -1,4 +1,5 @@
-//! `orch can-spawn`, `orch hold`, `orch unhold`: the chain locks seen by operators.
+//! `orch can-spawn`, `orch hold`, `orch unhold`, `orch fatal`: the chain locks (and fatal
+//! holds) seen by operators.
 
 use super::view::locks::{BlockerView, CanSpawnView, HoldView, LockView, UnholdView};
 use super::view::print_json;
@@ -11,13 +12,18 @@ pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let config = &l.config;
     config.require_repo(repo)?;
     let mut store = ctx.existing_store(config)?;
-    let (active, drifts) = match &mut store {
+    let (mut active, drifts) = match &mut store {
         Some(store) => (
             store.locks()?,
             store.read(|tx| crate::app::drift::drift_in(tx, config))?,
         ),
         None => (Vec::new(), Vec::new()),
     };
+    // A fatal hold blocks as spawn finds it: in the chain.
+    if let Some(store) = &mut store {
+        let fatal = store.read(|tx| crate::store::fatal::covering(tx, &config.graph, repo))?;
+        active.extend(crate::store::fatal::as_locks(&fatal));
+    }
     let mut blocking = blockers(&config.graph, repo, &active);
     blocking.extend(crate::app::drift::same_clone_blockers(
         &drifts, config, repo,
@@ -128,10 +134,91 @@ pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
             }
             Ok(0)
         }
-        Err(None) => Err(Failure::no(format!("{repo} is not held"))),
+        Err(None) => {
+            let fatal = store.read(|tx| crate::store::fatal::covering(tx, &config.graph, repo))?;
+            Err(Failure::no(match fatal.first() {
+                Some(h) => format!(
+                    "{repo} is not held by a lock, but its chain is halted by a FATAL on {}: `orch fatal --clear {}` ends it",
+                    h.repo, h.repo
+                ),
+                None => format!("{repo} is not held"),
+            }))
+        }
         Err(Some(lock)) => Err(Failure::no(format!(
             "{repo} is locked by worker {}, not by a hold; use `orch cancel {}` or `orch release {} --force --reason …`",
             lock.holder, lock.holder, lock.holder
         ))),
     }
+}
+
+pub fn fatal(
+    ctx: &Ctx,
+    target: &str,
+    reason: Option<String>,
+    clear: bool,
+    by: Option<String>,
+) -> Outcome {
+    let l = ctx.load()?;
+    let by = operator_name(by);
+    if clear {
+        let (cleared, handed) = crate::app::fatal::clear(&l, target, &by)?;
+        println!(
+            "fatal hold on {}'s chain cleared by {by} (it said: {}); its workers go on",
+            cleared.repo,
+            crate::text::escape(&cleared.reason)
+        );
+        if !handed.is_empty() {
+            println!("handed to new supervisors: {}", handed.join(", "));
+        }
+        return Ok(0);
+    }
+    let shown = match reason {
+        Some(r) if r.trim().is_empty() => {
+            return Err(Failure::bad_input("--reason must say what went wrong"));
+        }
+        Some(r) => vec![crate::app::fatal::raise(&l, target, &r, &by)?],
+        None => crate::app::fatal::show(&l, target)?,
+    };
+    if shown.is_empty() {
+        println!("{target}: no FATAL over its chain");
+        return Ok(1);
+    }
+    for s in &shown {
+        let h = &s.hold;
+        println!(
+            "FATAL on {}'s chain{} by {} at {}: {}",
+            h.repo,
+            if s.new { "" } else { " (standing)" },
+            crate::text::escape(&h.by),
+            crate::store::fmt_ms(h.at_ms),
+            crate::text::escape(&h.reason)
+        );
+        println!(
+            "  stopped: {}",
+            if s.workers.is_empty() {
+                "no live worker".to_string()
+            } else {
+                s.workers.join(", ")
+            }
+        );
+        if s.landed.is_empty() {
+            println!("  landed since its task began: nothing");
+        } else {
+            println!(
+                "  landed since its task began (orch reverts nothing on its own; to revert by hand):"
+            );
+            for c in &s.landed {
+                println!(
+                    "    {} on {} {} by {}: {}",
+                    crate::sha::short(&c.landed),
+                    c.repo,
+                    c.branch,
+                    c.worker,
+                    c.revert
+                );
+            }
+        }
+        println!("  clear it with: orch fatal --clear {}", h.repo);
+    }
+    Ok(0)
 }

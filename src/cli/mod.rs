@@ -101,6 +101,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// FATAL on a chain (a secret committed, data corruption, a breaking change to a stable
+    /// interface): with --reason, stop every worker in TARGET's chain (a repository, or a
+    /// worker's) and let none start or go on until --clear; alone, show the hold and what the
+    /// chain landed since its task began, with the commands that revert it (orch never does).
+    Fatal {
+        /// A repository, or a worker id (its repository's chain).
+        target: String,
+        /// Why: what went wrong (never a secret's value).
+        #[arg(long, conflicts_with = "clear")]
+        reason: Option<String>,
+        /// End the fatal hold: the chain's workers go on.
+        #[arg(long)]
+        clear: bool,
+        /// Who reports or clears it [default: $USER].
+        #[arg(long)]
+        by: Option<String>,
+    },
     /// Release an operator hold on REPO.
     Unhold {
         repo: String,
@@ -159,6 +176,10 @@ pub enum Command {
         /// A word for the people reading the worker's history (why BLOCKED, what was fixed).
         #[arg(long)]
         note: Option<String>,
+        /// Why (FATAL: what went wrong — a secret committed, data corruption, a breaking
+        /// change to a stable interface; never the secret itself).
+        #[arg(long)]
+        reason: Option<String>,
         /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
@@ -726,6 +747,7 @@ pub fn main() -> i32 {
 fn operator_command(command: &Command) -> Option<&'static str> {
     Some(match command {
         Command::Hold { .. } => "hold",
+        Command::Fatal { .. } => "fatal",
         Command::Unhold { .. } => "unhold",
         Command::Spawn { .. } => "spawn",
         Command::Cancel { .. } => "cancel",
@@ -809,6 +831,12 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             json,
         } => locks::hold(ctx, &repo, &reason, by, json),
         Command::Unhold { repo, json } => locks::unhold(ctx, &repo, json),
+        Command::Fatal {
+            target,
+            reason,
+            clear,
+            by,
+        } => locks::fatal(ctx, &target, reason, clear, by),
         Command::Status {
             json,
             watch,
@@ -852,8 +880,9 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             sha,
             job,
             note,
+            reason,
             json,
-        } => workers::report(ctx, &milestone, sha, job, note, json),
+        } => workers::report(ctx, &milestone, sha, job, note.or(reason), json),
         Command::Sessions { command } => match command {
             SessionsCommand::List { json, history } => workers::sessions_list(ctx, json, &history),
             SessionsCommand::Show { id, json } => workers::sessions_show(ctx, &id, json),

@@ -248,10 +248,33 @@ pub fn report(
                 | Milestone::BlockedPermission
         )
     });
-    let Some(m) = m else {
-        return Err(Failure::bad_input(format!(
-            "unknown milestone \"{milestone}\"; report one of WORKING, PUSHED_TO_CI, FIXING_CI, DONE, BLOCKED, BLOCKED_PERMISSION"
-        )));
+    // FATAL is no milestone of the worker's but a failure class (`failure_taxonomy.fatal`):
+    // it travels as its own message and halts the worker's chain.
+    let fatal = milestone.eq_ignore_ascii_case("FATAL");
+    if fatal && note.as_deref().is_none_or(|n| n.trim().is_empty()) {
+        return Err(Failure::bad_input(
+            "FATAL needs --reason: what went wrong (never the secret itself)",
+        ));
+    }
+    let message = match (m, fatal) {
+        (_, true) => channel::Message::Fatal {
+            reason: note.clone().unwrap_or_default(),
+        },
+        (Some(m), false) => channel::Message::Report {
+            milestone: m,
+            sha: sha.clone(),
+            job: job.clone(),
+            note: note.clone(),
+        },
+        (None, false) => {
+            return Err(Failure::bad_input(format!(
+                "unknown milestone \"{milestone}\"; report one of WORKING, PUSHED_TO_CI, FIXING_CI, DONE, BLOCKED, BLOCKED_PERMISSION, FATAL"
+            )));
+        }
+    };
+    let said = match &message {
+        channel::Message::Report { milestone, .. } => milestone.to_string(),
+        _ => "FATAL".to_string(),
     };
     if let Some(s) = &sha
         && !(s.len() >= 4 && s.len() <= 64 && s.chars().all(|c| c.is_ascii_hexdigit()))
@@ -261,12 +284,6 @@ pub fn report(
     let (code, view) = match std::env::var(channel::SOCKET_ENV) {
         // A worker speaks over its supervisor's channel: who it is, the kernel says.
         Ok(socket) => {
-            let message = channel::Message::Report {
-                milestone: m,
-                sha,
-                job,
-                note,
-            };
             let reply = channel::send(&socket, &message).map_err(|e| {
                 Failure::unavailable(format!(
                     "not recorded: no supervisor answers on this worker's channel ({}): {e}",
@@ -281,7 +298,7 @@ pub fn report(
                 code,
                 ReportView {
                     worker_id: reply.worker_id,
-                    milestone: m,
+                    milestone: said.clone(),
                     state: reply.state,
                     outcome: reply.outcome,
                 },
@@ -315,7 +332,7 @@ pub fn report(
                 1,
                 ReportView {
                     worker_id: id,
-                    milestone: m,
+                    milestone: said.clone(),
                     state: "not_applied".into(),
                     outcome,
                 },

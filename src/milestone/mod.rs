@@ -174,6 +174,16 @@ pub struct Progress {
     /// `worker_idle`, `no_commits`, `ci_stuck_in_pending`, `api_errors`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deadlock: Vec<String>,
+    /// The fatal hold over the worker's chain (its reason): the worker stays stopped (PAUSED
+    /// when it was at work) whatever else happens — an upstream green again, a resumer, a
+    /// respawn — until an operator clears the hold (`orch fatal --clear`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
+    /// The secrets orch found in the tracked commit's history (redacted: `file:line: kind`,
+    /// never the value): that commit never becomes DONE, whatever CI says — the branch must
+    /// be rewritten without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -305,6 +315,8 @@ impl Progress {
             ci_restarts: 0,
             ci_jobs: None,
             deadlock: Vec::new(),
+            halted: None,
+            secrets: Vec::new(),
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -344,6 +356,9 @@ pub enum Event {
         via: Channel,
         /// The protected files its change touches (see `Progress::protected`).
         protected: Vec<String>,
+        /// The secrets orch found in the commits it adds, redacted (see `Progress::secrets`):
+        /// any makes the push FATAL.
+        secrets: Vec<String>,
     },
     /// An operator approves the change at `sha` that touches protected paths
     /// (`orch approve`): a held worker goes on to DONE.
@@ -457,6 +472,21 @@ pub enum Event {
     Unpaused {
         reason: String,
     },
+    /// FATAL (`failure_taxonomy.fatal`): the worker's chain is halted. `raised`: this worker
+    /// reported it (`orch report FATAL`), so its step takes the fatal hold on its chain and
+    /// raises the critical alert; otherwise its supervisor found a hold over its chain (an
+    /// operator's, another worker's) and the worker only stops.
+    Fatal {
+        reason: String,
+        raised: bool,
+    },
+    /// The fatal hold over the worker's chain was cleared by an operator: a worker halted at
+    /// work goes on where it stopped — unless an upstream is red (`upstream_red`), when it
+    /// stays PAUSED for the cascade.
+    FatalCleared {
+        by: String,
+        upstream_red: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -511,6 +541,11 @@ pub enum Effect {
     },
     /// DONE with a landing to do: the supervisor carries the change to the base branch.
     Land,
+    /// Take the fatal hold on the worker's chain (its repository's), with `reason`, in the
+    /// same transaction as the step: every supervisor in the chain then stops its worker.
+    HoldFatal {
+        reason: String,
+    },
     /// Take an operator hold on `repo`'s chain (downstream breakage), after this entry's lock
     /// release, in the same transaction.
     HoldChain {

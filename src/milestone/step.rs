@@ -167,6 +167,7 @@ fn apply(
             pushed_ms,
             via,
             protected,
+            secrets,
         } => {
             let replaced = p.tracked_sha.clone();
             if transition(
@@ -180,6 +181,7 @@ fn apply(
                 p.tracked_sha = Some(sha.clone());
                 p.pushed_ms = Some(*pushed_ms);
                 p.protected = protected.clone();
+                p.secrets = secrets.clone();
                 p.verdict = None;
                 p.failed_jobs.clear();
                 p.verdict_detail = None;
@@ -188,6 +190,18 @@ fn apply(
                     fx.push(Effect::Track { sha: sha.clone() });
                 }
                 fx.push(Effect::Checkpoint);
+            }
+            if !secrets.is_empty() {
+                // orch's own FATAL: a secret on its way to the base branch. The commit never
+                // becomes DONE (`finish_done`), and the chain stops until an operator, who
+                // must rotate the secret anyway, clears the hold.
+                let reason = format!(
+                    "secret committed in {} ({}): {}",
+                    sha.short(),
+                    worker,
+                    secrets.join("; ")
+                );
+                fatal(contract, &mut p, worker, &reason, true, now, &mut fx);
             }
         }
         Event::PushRejected {
@@ -464,6 +478,15 @@ fn apply(
             }
             fx.push(Effect::Checkpoint);
         }
+        Event::Respawn { by, .. } if p.halted.is_some() => {
+            fx.push(violation(
+                "halted",
+                format!(
+                    "respawn by {by} refused: the chain is halted by a FATAL ({}); `orch fatal --clear` first",
+                    p.halted.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
         Event::Respawn { by, note } => {
             if matches!(
                 p.milestone,
@@ -526,6 +549,23 @@ fn apply(
             &mut fx,
         ),
         Event::Unpaused { reason } => unpause(contract, &mut p, worker, reason, now, &mut fx),
+        Event::Fatal { reason, raised } => {
+            fatal(contract, &mut p, worker, reason, *raised, now, &mut fx)
+        }
+        Event::FatalCleared { by, upstream_red } => {
+            if p.halted.take().is_some() {
+                fx.push(Effect::ResolveAlert {
+                    kind: "halted".into(),
+                });
+                fx.push(Effect::Checkpoint);
+                if *upstream_red {
+                    // Still below a red upstream: the cascade keeps it PAUSED.
+                } else {
+                    let why = format!("fatal hold cleared by {by}");
+                    unpause(contract, &mut p, worker, &why, now, &mut fx);
+                }
+            }
+        }
         Event::Land(_) => {} // handled above
     }
     (p, fx)
@@ -542,7 +582,8 @@ fn unpause(
     now: i64,
     fx: &mut Vec<Effect>,
 ) {
-    if p.milestone == Milestone::Paused {
+    // A fatal hold outranks every other way out of PAUSED: only its clearing ends it.
+    if p.milestone == Milestone::Paused && p.halted.is_none() {
         let back = p.paused_from.unwrap_or(Milestone::Working);
         if transition(contract, p, back, reason, now, fx) {
             p.paused_from = None;
@@ -579,6 +620,67 @@ fn unpause(
             }
         }
     }
+}
+
+/// FATAL over the worker's chain (`failure_taxonomy.fatal`: `halt_all_workers_in_chain`,
+/// `require: human_intervention`): the worker is stopped as a cascade pauses it — its
+/// processes stopped, its timers frozen, its lock kept: nothing lost — and stays so until an
+/// operator clears the hold. `raised`: this worker is where it came from (its report, its
+/// push), so its step takes the hold and raises the critical alert.
+fn fatal(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    reason: &str,
+    raised: bool,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    if p.halted.is_some() && !raised {
+        return;
+    }
+    p.halted = Some(reason.to_string());
+    if raised {
+        fx.push(Effect::HoldFatal {
+            reason: reason.to_string(),
+        });
+        fx.push(alert(
+            Severity::Critical,
+            "fatal",
+            format!(
+                "FATAL from worker {worker}: {reason} — every worker in its chain is stopped (locks kept) and none resumes until an operator clears the hold: `orch fatal {worker}` shows it and what the chain landed (to revert by hand: orch never reverts on its own), `orch fatal --clear {worker}` ends it"
+            ),
+        ));
+    }
+    let from = p.milestone;
+    if from.at_work() {
+        let clock = super::PausedClock {
+            elapsed_ms: now - p.since_ms,
+            left_ms: p.deadline_ms.map(|d| (d - now).max(0)),
+            warned: p.warned,
+            extended: p.extended,
+        };
+        if transition(
+            contract,
+            p,
+            Milestone::Paused,
+            &format!("FATAL: {reason}"),
+            now,
+            fx,
+        ) {
+            p.deadline_ms = None;
+            p.paused_clock = Some(clock);
+            fx.push(Effect::SuspendWorker);
+        }
+    }
+    fx.push(alert(
+        Severity::Warning,
+        "halted",
+        format!(
+            "worker {worker} halted in {from}: FATAL in its chain ({reason}); its processes are stopped and its timers frozen until an operator clears the hold"
+        ),
+    ));
+    fx.push(Effect::Checkpoint);
 }
 
 /// The reason of the stop of a worker that reported BLOCKED (its processes killed at once).
@@ -697,6 +799,25 @@ fn finish_done(
     now: i64,
     fx: &mut Vec<Effect>,
 ) {
+    if !p.secrets.is_empty() || p.halted.is_some() {
+        // A commit carrying a secret never lands, and nothing becomes DONE under a FATAL.
+        let why = if p.secrets.is_empty() {
+            format!(
+                "the chain is halted by a FATAL ({})",
+                p.halted.as_deref().unwrap_or_default()
+            )
+        } else {
+            format!(
+                "its history carries secrets ({}): rewrite the branch without them and push again",
+                p.secrets.join("; ")
+            )
+        };
+        fx.push(violation(
+            "done_refused",
+            format!("worker {worker}: not DONE: {why}"),
+        ));
+        return;
+    }
     if p.needs_approval() {
         return hold(contract, p, worker, now, fx);
     }

@@ -22,6 +22,7 @@ fn push(sha: &str) -> Event {
         pushed_ms: T0,
         via: Channel::Output,
         protected: Vec::new(),
+        secrets: Vec::new(),
     }
 }
 
@@ -312,6 +313,7 @@ fn claims_from_every_state_follow_the_contract() {
                     pushed_ms: T0,
                     via: Channel::Report,
                     protected: Vec::new(),
+                    secrets: Vec::new(),
                 },
             ),
             (
@@ -499,6 +501,7 @@ fn red_moves_to_fixing_ci_and_counts_attempts_up_to_the_limit() {
                 pushed_ms: T0,
                 via: Channel::Output,
                 protected: Vec::new(),
+                secrets: Vec::new(),
             },
             T0,
         );
@@ -553,6 +556,7 @@ fn sync_not_done_stays_pushed_until_a_new_push_succeeds() {
             pushed_ms: T0,
             via: Channel::Report,
             protected: Vec::new(),
+            secrets: Vec::new(),
         },
         T0,
     );
@@ -1678,6 +1682,7 @@ mod protected {
             pushed_ms: T0,
             via: Channel::Report,
             protected: vec![".forgejo/workflows/x.yml".into()],
+            secrets: Vec::new(),
         };
         let (p2, _) = step(&c, "w", &p, &push, T0 + 1);
         assert!(p2.needs_approval(), "the approval was of {a}, not {b}");
@@ -1742,4 +1747,109 @@ mod protected {
             |e| matches!(e, Effect::Violation { detail, .. } if detail.contains("no longer green"))
         ));
     }
+}
+
+#[test]
+fn a_fatal_halts_a_worker_at_work_and_only_its_clearing_lets_it_go_on() {
+    let c = contract();
+    let fatal = |raised| Event::Fatal {
+        reason: "data corruption".into(),
+        raised,
+    };
+    // Seen by a supervisor in the chain: paused as a cascade does, no hold taken.
+    let (p, fx) = step(&c, "w", &at(FixingCi), &fatal(false), T0);
+    assert_eq!(p.milestone, Paused);
+    assert_eq!(p.paused_from, Some(FixingCi));
+    assert_eq!(p.halted.as_deref(), Some("data corruption"));
+    assert!(fx.contains(&Effect::SuspendWorker));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::HoldFatal { .. })));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::ReleaseLock { .. })));
+    assert_eq!(alerts_of(&fx, "halted").len(), 1);
+    // An upstream green again, a resumer, a respawn: none lets it go on.
+    for e in [
+        Event::Resume,
+        Event::Unpaused {
+            reason: "resumed".into(),
+        },
+        Event::Respawn {
+            by: "op".into(),
+            note: String::new(),
+        },
+    ] {
+        let (q, _) = step(&c, "w", &p, &e, T0 + MIN);
+        assert_eq!(q.milestone, Paused, "{e:?}");
+        assert!(q.halted.is_some());
+    }
+    // Cleared under a red upstream: still PAUSED (the cascade's), no longer halted.
+    let cleared = |upstream_red| Event::FatalCleared {
+        by: "op".into(),
+        upstream_red,
+    };
+    let (q, _) = step(&c, "w", &p, &cleared(true), T0 + MIN);
+    assert_eq!((q.milestone, q.halted.as_deref()), (Paused, None));
+    // Cleared: back where it stopped, its processes continued.
+    let (q, fx) = step(&c, "w", &p, &cleared(false), T0 + MIN);
+    assert_eq!((q.milestone, q.halted.as_deref()), (FixingCi, None));
+    assert!(fx.contains(&Effect::ContinueWorker));
+    // The worker that reports it takes the hold and raises the critical alert.
+    let (p, fx) = step(&c, "w", &at(Working), &fatal(true), T0);
+    assert_eq!(p.milestone, Paused);
+    assert!(fx.contains(&Effect::HoldFatal {
+        reason: "data corruption".into()
+    }));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Alert { severity: Severity::Critical, kind, .. } if kind == "fatal"
+    )));
+    // A BLOCKED worker stays BLOCKED, halted: no respawn until cleared.
+    let (p, _) = step(&c, "w", &at(Blocked), &fatal(false), T0);
+    assert_eq!((p.milestone, p.halted.is_some()), (Blocked, true));
+}
+
+#[test]
+fn a_push_carrying_a_secret_is_fatal_and_never_done() {
+    let c = contract();
+    let sha = "b".repeat(40);
+    let mut e = push(&sha);
+    if let Event::Push { secrets, .. } = &mut e {
+        secrets.push("keys/id:1: an OpenSSH private key".into());
+    }
+    let (p, fx) = step(&c, "w", &at(Working), &e, T0);
+    assert_eq!(p.milestone, Paused);
+    assert_eq!(p.secrets.len(), 1);
+    let hold = fx.iter().find_map(|e| match e {
+        Effect::HoldFatal { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    assert!(
+        hold.as_deref()
+            .is_some_and(|r| r.contains("keys/id:1: an OpenSSH private key")),
+        "{hold:?}"
+    );
+    // Cleared (the key rotated), CI green, the worker's word: still not DONE on that commit.
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &Event::FatalCleared {
+            by: "op".into(),
+            upstream_red: false,
+        },
+        T0 + 1,
+    );
+    assert_eq!(p.milestone, PushedToCi);
+    let mut p = p;
+    p.turn_ended = true;
+    let (p, fx) = step(&c, "w", &p, &verdict(VerdictKind::Green, &sha), T0 + 2);
+    assert_eq!(p.milestone, PushedToCi);
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Land | Effect::ReleaseLock { .. }))
+    );
+    // A rewritten branch without it is an ordinary push again.
+    let clean = "c".repeat(40);
+    let (p, _) = step(&c, "w", &p, &push(&clean), T0 + 3);
+    assert!(p.secrets.is_empty());
+    let (p, _) = step(&c, "w", &p, &verdict(VerdictKind::Green, &clean), T0 + 4);
+    assert_eq!(p.milestone, Done);
 }

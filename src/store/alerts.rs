@@ -67,6 +67,19 @@ pub fn resolve(tx: &Transaction, worker: &str, kind: &str, now_ms: i64) -> rusql
     )
 }
 
+/// Resolves the open alerts of `kind` about `repo`, whoever raised them (a FATAL cleared).
+pub fn resolve_repo(
+    tx: &Transaction,
+    repo: &str,
+    kind: &str,
+    now_ms: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "UPDATE alerts SET resolved_ms = ?3 WHERE repo = ?1 AND kind = ?2 AND resolved_ms IS NULL",
+        params![repo, kind, now_ms],
+    )
+}
+
 fn alert_of(r: &rusqlite::Row) -> rusqlite::Result<AlertRecord> {
     Ok(AlertRecord {
         id: r.get(0)?,

@@ -318,6 +318,19 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE workers ADD COLUMN model TEXT;
     ALTER TABLE workers ADD COLUMN model_source TEXT;
     "#,
+    // 13: fatal holds (`orch fatal`, a worker's FATAL report, a secret in a pushed diff): the
+    // chain of `repo` is halted until an operator clears it. Not a chain lock — the paused
+    // workers keep theirs (nothing lost), and a lock beside them would conflict — but a stop
+    // over them: spawn, respawn, resume and every supervisor in the chain read it.
+    r#"
+    CREATE TABLE fatal_holds (
+        repo      TEXT PRIMARY KEY,
+        reason    TEXT NOT NULL,
+        by        TEXT NOT NULL,
+        worker_id TEXT,
+        at_ms     INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

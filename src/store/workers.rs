@@ -594,6 +594,8 @@ pub enum RequestKind {
     /// `orch approve`: an operator approves the change at `sha`, which touches protected
     /// paths.
     Approve { by: String, sha: String },
+    /// `orch report FATAL --reason …`: the worker halts its chain.
+    Fatal { reason: String },
     /// A row this orch does not understand (written by a newer one): refused, never dropped.
     Unknown { kind: String },
 }
@@ -633,6 +635,9 @@ fn row_to_request(r: &rusqlite::Row) -> rusqlite::Result<Request> {
                 sha,
             },
             None => RequestKind::Unknown { kind },
+        },
+        ("fatal", _) => RequestKind::Fatal {
+            reason: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
         },
         ("cancel", _) => RequestKind::Cancel {
             by: r
@@ -687,6 +692,7 @@ pub fn add_request(tx: &Transaction, worker: &str, kind: &RequestKind) -> rusqli
             None,
             Some(by.as_str()),
         ),
+        RequestKind::Fatal { reason } => ("fatal", None, None, None, Some(reason.as_str()), None),
         RequestKind::Unknown { kind } => (kind.as_str(), None, None, None, None, None),
     };
     tx.execute(

@@ -327,6 +327,39 @@ fn an_operator_hold_survives_a_rebuild() {
     assert!(locks(&org).is_empty());
 }
 
+/// A fatal hold is checkpointed with the holds: a database lost with only a FATAL in it is
+/// refused, and the rebuild halts the chain again until an operator clears it.
+#[test]
+fn a_fatal_hold_survives_a_rebuild() {
+    let org = org();
+    let out = org.run(&["fatal", "core", "--reason", "a key committed", "--by", "rm"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    remove_db(&org);
+
+    let spawn = org.run(&["spawn", "--repo", "side", "--task", "t"]);
+    assert_eq!(spawn.status.code(), Some(2), "{}", output_text(&spawn));
+
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    let holds = answer["rebuilt"]["holds"].as_array().unwrap();
+    assert!(
+        holds
+            .iter()
+            .any(|h| h.as_str().unwrap().contains("a key committed")),
+        "{answer:#}"
+    );
+    let can = org.run(&["can-spawn", "core"]);
+    assert_eq!(can.status.code(), Some(1), "{}", output_text(&can));
+    assert!(output_text(&can).contains("FATAL"), "{}", output_text(&can));
+
+    assert!(org.run(&["fatal", "--clear", "core"]).status.success());
+    remove_db(&org);
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    assert!(
+        answer["rebuilt"]["holds"].as_array().unwrap().is_empty(),
+        "{answer:#}"
+    );
+}
+
 /// A hold the rebuild cannot take again is said loudly: an unreadable holds file makes
 /// `orch resume --from-checkpoints` exit 1 naming it, with a critical alert.
 #[test]

@@ -26,6 +26,7 @@ mod containment;
 mod demo;
 mod escalation;
 mod escapers;
+mod fatal;
 mod first_run;
 mod forge_unreachable;
 mod forgejo_contract;

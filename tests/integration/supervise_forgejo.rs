@@ -627,3 +627,47 @@ fn a_workflow_edit_on_forgejo_is_held_until_approved() {
     );
     assert!(org.locks_of(&id).is_empty());
 }
+
+/// The forge token committed by a worker (it never gets it from orch; here the test hands it
+/// over) is FATAL by orch's own detection before the commit can be DONE — found by comparing
+/// in memory, and named as "the forge token": never written into orch's state.
+#[test]
+fn a_committed_forge_token_is_fatal_and_never_written_down() {
+    // A token file: no environment holds the token (the sampling test beside this one looks
+    // at every process's).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = rt.block_on(FakeForgejo::start(V16));
+    fake.require_token(Some(TOKEN));
+    let mut spec = Spec::local("fatal_worker.sh").repo(RepoSpec::new(REPO));
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: String::new(),
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
+    let _ci = FakeCi::start(fake.clone(), org.origin_path(REPO), |_, _| true);
+    std::fs::write(org.out.join("leak.txt"), format!("api_token = {TOKEN}\n")).unwrap();
+    let id = org.spawn_detached(REPO, "token");
+    let w = org.wait_milestone(&id, "PAUSED", DEADLINE);
+    assert!(
+        w.progress
+            .secrets
+            .iter()
+            .any(|s| s == "settings.conf:1: the forge token"),
+        "{:?}",
+        w.progress.secrets
+    );
+    // Nowhere in orch's state but the worker's own worktree (where the worker wrote it).
+    let worktree = PathBuf::from(&w.worktree);
+    let leaks: Vec<PathBuf> = files_containing(&org.state, TOKEN.as_bytes())
+        .into_iter()
+        .filter(|p| !p.starts_with(&worktree))
+        .collect();
+    assert!(leaks.is_empty(), "token found in {leaks:?}");
+    assert_ne!(w.progress.milestone, Milestone::Done);
+}

@@ -1200,6 +1200,27 @@ impl Org {
         sha
     }
 
+    /// The head of `repo`'s base branch on the local forge (its bare remote, created if
+    /// needed).
+    pub fn git_base_head(&self, repo: &str) -> String {
+        let r = self
+            .config
+            .repo(repo)
+            .expect("a configured repository")
+            .clone();
+        let bare = orch::forge::local::LocalForge::new(&self.state, &self.config)
+            .with_exe(ORCH)
+            .ensure_remote(&r)
+            .expect("the local forge's remote");
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(["rev-parse", &r.branch])
+            .output()
+            .expect("git runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// Lines of `alerts.jsonl` for worker `id`.
     pub fn alerts(&self, id: &str) -> Vec<Value> {
         std::fs::read_to_string(self.state.join("alerts.jsonl"))

@@ -84,6 +84,8 @@ pub struct Case<'a> {
     pub unreported_push: Option<(Sha, i64)>,
     /// The protected files the unreported push's change touches (see `Progress::protected`).
     pub unreported_protected: Vec<String>,
+    /// The secrets the unreported push's commits add (see `Progress::secrets`).
+    pub unreported_secrets: Vec<String>,
     /// CI for the tracked (or newly found) SHA; `None` when nothing was pushed or the forge
     /// could not be read.
     pub verdict: Option<SeenVerdict>,
@@ -131,6 +133,7 @@ pub fn decide(contract: &Contract, case: &Case, now: i64) -> Decision {
             pushed_ms: *pushed_ms,
             via: Channel::Output,
             protected: case.unreported_protected.clone(),
+            secrets: case.unreported_secrets.clone(),
         };
         apply(&mut d, push);
     }

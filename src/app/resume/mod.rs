@@ -53,6 +53,10 @@ pub struct Reconciled {
 /// A PAUSED worker needs one too (its supervisor watched the upstream). BLOCKED and
 /// BLOCKED_PERMISSION wait for an operator; terminal states are final.
 pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
+    // Halted by a FATAL: it waits for an operator (`orch fatal --clear` continues it).
+    if w.progress.halted.is_some() && !w.progress.landing_active() {
+        return false;
+    }
     (matches!(
         w.milestone(),
         Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused
@@ -228,6 +232,15 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(Err(super::Error::Refused(format!("no worker {id}"))));
         };
+        let fatal = crate::store::fatal::covering(tx, &l.config.graph, &w.repo)?;
+        if let Some(h) = fatal.first() {
+            return Ok(Err(super::Error::No(format!(
+                "{id} is halted by a FATAL on {}'s chain ({}): no worker there goes on until an operator clears it (`orch fatal --clear {}`)",
+                h.repo,
+                crate::text::escape(&h.reason),
+                h.repo
+            ))));
+        }
         if !matches!(
             w.milestone(),
             Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
@@ -513,6 +526,10 @@ fn reconcile(
         unreported_protected: unreported_push
             .as_ref()
             .map(|(sha, _)| super::protect::touched(&l.config, &w, sha))
+            .unwrap_or_default(),
+        unreported_secrets: unreported_push
+            .as_ref()
+            .map(|(sha, _)| super::protect::secrets(&l.config, &w, sha))
             .unwrap_or_default(),
         verdict,
         why: &why,

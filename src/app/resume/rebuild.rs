@@ -124,8 +124,8 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
     };
     // The operator holds: a rebuilt database that forgot one would end a freeze unseen.
     let mut lost_holds = Vec::new();
-    let recorded_holds = match crate::checkpoint::read_holds(&l.state_dir) {
-        Ok(h) => h.unwrap_or_default(),
+    let (recorded_holds, recorded_fatal) = match crate::checkpoint::read_holds(&l.state_dir) {
+        Ok(h) => h.map_or_else(Default::default, |h| (h.holds, h.fatal)),
         Err(why) => {
             let file = crate::checkpoint::holds_path(&l.state_dir);
             let kept = move_holds_aside(&file);
@@ -133,7 +133,7 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
                 "{} could not be read ({why}){kept}: the operator holds it recorded (a release freeze?) were not taken again; take them again with `orch hold <repo> --reason …`",
                 file.display()
             ));
-            Vec::new()
+            Default::default()
         }
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&l.state_dir)
@@ -252,6 +252,16 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
                 Ok(said) => holds.push(said),
                 Err(said) => lost.push(said),
             }
+        }
+        // Fatal holds stop work over locks, never conflict with one: always taken again.
+        for f in &recorded_fatal {
+            crate::store::fatal::add(tx, &f.to_hold())?;
+            holds.push(format!(
+                "{}'s chain halted again (FATAL by {}): {}",
+                f.repo,
+                crate::text::escape(&f.by),
+                crate::text::escape(&f.reason)
+            ));
         }
         for (cp, rec, lock, proof) in &plan {
             // Only an unproven DONE wishes for a lock only if free.

@@ -125,6 +125,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 // Durable effects: carried out by the journal.
                 Effect::Landing { .. }
                 | Effect::HoldChain { .. }
+                | Effect::HoldFatal { .. }
                 | Effect::Violation { .. }
                 | Effect::Alert { .. }
                 | Effect::ResolveAlert { .. }

@@ -79,6 +79,7 @@ pub fn push_of(
         pushed_ms: pushed_ms.min(now_ms()),
         via,
         protected: crate::app::protect::touched(config, w, head),
+        secrets: crate::app::protect::secrets(config, w, head),
     })
 }
 

@@ -39,6 +39,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if !self.w.progress.landing_active() || now < self.next_land_ms {
             return;
         }
+        if self.fatal_hold.is_some() {
+            // Nothing moves toward the base branch under a FATAL over the chain; the landing
+            // goes on where it stood once an operator clears the hold.
+            self.next_land_ms = now + LAND_EVERY_MS;
+            return;
+        }
         let Some(l) = self.w.progress.landing.clone() else {
             return;
         };

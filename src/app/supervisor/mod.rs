@@ -192,6 +192,12 @@ struct Supervisor<'a, F: Forge> {
     next_land_ms: i64,
     /// Looks at a pull request the server did not find mergeable yet (see `land.rs`).
     pull_waits: u32,
+    /// The fatal hold over the worker's chain as last read (see `watch_fatal`): while one
+    /// stands, nothing of the worker moves, its landing included.
+    fatal_hold: Option<String>,
+    /// Whether the cascade watch last said an upstream is red (a cleared fatal hold leaves a
+    /// worker PAUSED then).
+    upstream_red: bool,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -301,6 +307,8 @@ pub fn supervise_then<F: Forge + 'static>(
         notes_said: Default::default(),
         next_land_ms: 0,
         pull_waits: 0,
+        fatal_hold: None,
+        upstream_red: false,
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -367,7 +375,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             let now = now_ms();
             if rang.inbox || now - last_inbox >= INBOX_EVERY_MS {
                 last_inbox = now;
-                for r in self.inbox() {
+                let (requests, fatal) = self.inbox();
+                // A fatal hold rings every doorbell: the chain stops at once.
+                self.watch_fatal(fatal);
+                for r in requests {
                     self.handle(Input::Request(r));
                 }
             }
@@ -448,9 +459,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
             }
             Input::Upstream(Some(reason)) => {
+                self.upstream_red = true;
                 self.apply(Event::Pause { reason }, None, Vec::new());
             }
             Input::Upstream(None) => {
+                self.upstream_red = false;
                 self.apply(Event::Resume, None, Vec::new());
             }
             Input::Denial { tool, detail } => {
@@ -610,6 +623,51 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// Whether a fatal hold (`store::fatal`) covers the worker's chain (`over`, read with the
+    /// inbox: on every doorbell, else every `INBOX_EVERY_MS`; `None` when it could not be
+    /// read: the next look decides): a new one stops the worker (`Event::Fatal`: PAUSED,
+    /// nothing lost), a cleared one lets it go on.
+    fn watch_fatal(&mut self, over: Option<Vec<crate::store::fatal::FatalHold>>) {
+        let Some(over) = over else {
+            return;
+        };
+        let repo = self.w.repo.clone();
+        let reason = over.first().map(|h| {
+            if h.repo == repo {
+                h.reason.clone()
+            } else {
+                format!("{} (held on {}, in this chain)", h.reason, h.repo)
+            }
+        });
+        let was = std::mem::replace(&mut self.fatal_hold, reason.clone());
+        if was.is_some() && reason.is_none() {
+            tracing::info!(worker = %self.w.id, "fatal hold over the chain cleared");
+        }
+        if self.w.progress.milestone.is_terminal() {
+            return;
+        }
+        match (reason, self.w.progress.halted.is_some()) {
+            (Some(reason), false) => {
+                self.apply(
+                    Event::Fatal {
+                        reason,
+                        raised: false,
+                    },
+                    None,
+                    Vec::new(),
+                );
+            }
+            (None, true) => {
+                let event = Event::FatalCleared {
+                    by: "an operator".into(),
+                    upstream_red: self.upstream_red,
+                };
+                self.apply(event, None, Vec::new());
+            }
+            _ => {}
+        }
+    }
+
     fn tick(&mut self) {
         let now = now_ms();
         // One system call says whether there is anything to reap at all.
@@ -687,17 +745,28 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    fn inbox(&mut self) -> Vec<Request> {
+    /// The requests waiting for this supervisor, and the fatal holds over its worker's chain
+    /// (one read: looked at on the same doorbell and at the same pace).
+    fn inbox(&mut self) -> (Vec<Request>, Option<Vec<crate::store::fatal::FatalHold>>) {
         let id = self.w.id.clone();
-        let requests = self
-            .store
-            .read(|tx| ws::pending_requests(tx, &id))
-            .unwrap_or_default();
+        let repo = self.w.repo.clone();
+        let graph = &self.env.config.graph;
+        let read = self.store.read(|tx| {
+            Ok((
+                ws::pending_requests(tx, &id)?,
+                crate::store::fatal::covering(tx, graph, &repo)?,
+            ))
+        });
+        let (requests, fatal) = match read {
+            Ok((r, f)) => (r, Some(f)),
+            Err(_) => (Vec::new(), None),
+        };
         // A deferred DONE report is answered when its fresh verdict arrives.
-        requests
+        let requests = requests
             .into_iter()
             .filter(|r| !self.done_claims.waiting_on(r.id))
-            .collect()
+            .collect();
+        (requests, fatal)
     }
 
     fn request(&mut self, r: Request) {
@@ -728,6 +797,33 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                         "a worker's report is taken only through the channel its supervisor gave it"
                             .into(),
                 }
+            }
+            RequestKind::Fatal { .. } if !self.channel.as_ref().is_some_and(|c| c.queued(r.id)) => {
+                self.apply(
+                    Event::Trespass {
+                        kind: "forged_report".into(),
+                        message: format!(
+                            "a FATAL report for worker {} that did not come through its channel (request {}) was refused",
+                            self.w.id, r.id
+                        ),
+                    },
+                    None,
+                    Vec::new(),
+                );
+                Outcome::Refused {
+                    kind: "forged_report".into(),
+                    detail:
+                        "a worker's report is taken only through the channel its supervisor gave it"
+                            .into(),
+                }
+            }
+            RequestKind::Fatal { reason } => {
+                self.health.did_work = true;
+                let event = Event::Fatal {
+                    reason: format!("reported by the worker: {}", truncate(&reason, 500)),
+                    raised: true,
+                };
+                self.apply(event, Some(r.id), Vec::new())
             }
             RequestKind::Approve { by, sha } => {
                 let event = Event::Approve {

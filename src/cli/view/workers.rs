@@ -732,7 +732,8 @@ impl SpawnView {
 #[schemars(deny_unknown_fields)]
 pub struct ReportView {
     pub worker_id: String,
-    pub milestone: Milestone,
+    /// The milestone reported, or FATAL.
+    pub milestone: String,
     /// applied, refused, queued or not_applied.
     pub state: String,
     pub outcome: String,

@@ -48,6 +48,7 @@ fn case(p: &Progress, verdict: Option<SeenVerdict>) -> Case<'_> {
         max_respawns: 3,
         unreported_push: None,
         unreported_protected: Vec::new(),
+        unreported_secrets: Vec::new(),
         verdict,
         why: "its supervisor died",
     }

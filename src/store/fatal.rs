@@ -1,0 +1,137 @@
+//! Fatal holds: a chain halted by a FATAL (`orch fatal`, a worker's `orch report FATAL`, a
+//! secret in a pushed diff) until an operator clears it. One row per halted repository; the
+//! chain it covers is the graph's (`RepoGraph::chain_of`), decided by whoever reads it.
+
+use crate::graph::RepoGraph;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FatalHold {
+    /// The repository whose chain is halted.
+    pub repo: String,
+    pub reason: String,
+    /// Who reported it: an operator's name, or `worker <id>` / `orch` for its own detection.
+    pub by: String,
+    /// The worker whose report (or push) raised it, if one did.
+    pub worker_id: Option<String>,
+    pub at_ms: i64,
+}
+
+fn row(r: &rusqlite::Row) -> rusqlite::Result<FatalHold> {
+    Ok(FatalHold {
+        repo: r.get(0)?,
+        reason: r.get(1)?,
+        by: r.get(2)?,
+        worker_id: r.get(3)?,
+        at_ms: r.get(4)?,
+    })
+}
+
+/// Every fatal hold, oldest first.
+pub fn all(tx: &Transaction) -> rusqlite::Result<Vec<FatalHold>> {
+    tx.prepare_cached(
+        "SELECT repo, reason, by, worker_id, at_ms FROM fatal_holds ORDER BY at_ms, repo",
+    )?
+    .query_map([], row)?
+    .collect()
+}
+
+/// The fatal holds whose chain covers `repo` (a hold on X covers X, its dependencies and its
+/// dependents, transitively — a chain lock's reach). A hold on a repository the graph no
+/// longer names covers everything: its chain is unknown.
+pub fn covering(
+    tx: &Transaction,
+    graph: &RepoGraph,
+    repo: &str,
+) -> rusqlite::Result<Vec<FatalHold>> {
+    let holds = all(tx)?;
+    if holds.is_empty() {
+        return Ok(holds);
+    }
+    Ok(covering_in(graph, repo, holds))
+}
+
+/// [`covering`] over holds already read. Pure.
+pub fn covering_in(graph: &RepoGraph, repo: &str, holds: Vec<FatalHold>) -> Vec<FatalHold> {
+    let chain = graph.chain_of(repo);
+    holds
+        .into_iter()
+        .filter(|h| h.repo == repo || !graph.contains(&h.repo) || chain.contains(&h.repo))
+        .collect()
+}
+
+/// The holds as what blocks a new lock on `repo` (`spawn`, `can-spawn`, a wave's scheduler):
+/// each named by its reason. Pure.
+pub fn as_locks(holds: &[FatalHold]) -> Vec<crate::lock::ChainLock> {
+    holds
+        .iter()
+        .map(|h| crate::lock::ChainLock {
+            id: 0,
+            repo: h.repo.clone(),
+            holder: format!("FATAL ({})", crate::text::escape(&h.reason)),
+            kind: crate::lock::HolderKind::Hold,
+            reason: Some(h.reason.clone()),
+            by: Some(h.by.clone()),
+            acquired_ms: h.at_ms,
+        })
+        .collect()
+}
+
+/// Records a fatal hold on `repo`'s chain; a hold already there is kept (the first reason
+/// stands) and returned as `false`.
+pub fn add(tx: &Transaction, h: &FatalHold) -> rusqlite::Result<bool> {
+    let n = tx.execute(
+        "INSERT OR IGNORE INTO fatal_holds (repo, reason, by, worker_id, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![h.repo, h.reason, h.by, h.worker_id, h.at_ms],
+    )?;
+    Ok(n == 1)
+}
+
+/// Clears the fatal hold on `repo`: the one that was there, if any.
+pub fn clear(tx: &Transaction, repo: &str) -> rusqlite::Result<Option<FatalHold>> {
+    let h = tx
+        .prepare_cached(
+            "SELECT repo, reason, by, worker_id, at_ms FROM fatal_holds WHERE repo = ?1",
+        )?
+        .query_row([repo], row)
+        .optional()?;
+    if h.is_some() {
+        tx.execute("DELETE FROM fatal_holds WHERE repo = ?1", [repo])?;
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[test]
+    fn a_hold_covers_its_chain_and_is_cleared_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let g = RepoGraph::new([
+            ("core".to_string(), vec![]),
+            ("vm".to_string(), vec!["core".to_string()]),
+            ("os".to_string(), vec!["core".to_string()]),
+            ("web".to_string(), vec![]),
+        ]);
+        let h = FatalHold {
+            repo: "vm".into(),
+            reason: "secret committed".into(),
+            by: "alice".into(),
+            worker_id: None,
+            at_ms: 5,
+        };
+        assert!(s.write(|tx| add(tx, &h)).unwrap());
+        assert!(!s.write(|tx| add(tx, &h)).unwrap(), "the first stands");
+        let cov = |s: &mut Store, r: &str| s.read(|tx| covering(tx, &g, r)).unwrap().len();
+        assert_eq!(cov(&mut s, "vm"), 1);
+        assert_eq!(cov(&mut s, "core"), 1, "a dependency");
+        assert_eq!(cov(&mut s, "os"), 0, "a sibling is not in vm's chain");
+        assert_eq!(cov(&mut s, "web"), 0);
+        assert_eq!(s.write(|tx| clear(tx, "vm")).unwrap(), Some(h));
+        assert_eq!(s.write(|tx| clear(tx, "vm")).unwrap(), None);
+        assert_eq!(cov(&mut s, "vm"), 0);
+    }
+}

@@ -19,6 +19,7 @@ pub mod gitops;
 pub mod graph;
 pub mod guard;
 pub mod lock;
+pub mod manifest;
 pub mod milestone;
 pub mod pidns;
 pub mod process;

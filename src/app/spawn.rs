@@ -59,9 +59,53 @@ pub enum SpawnError {
     /// Cascade: a repository this one depends on has a red base branch (see `app::cascade`).
     #[error("not spawned: {0} (workers below a red repository do not start until it is green)")]
     UpstreamRed(String),
+    /// The worker's program is not installed (`program_missing`).
+    #[error("not spawned: {0}")]
+    ProgramMissing(String),
     /// The agent's API reported a rate limit with a reset time still ahead.
     #[error("not spawned: {0} (no new worker of this agent starts before the reset)")]
     AgentLimited(String),
+}
+
+/// Why no worker can start, when the program `worker.command` starts is nowhere to be found:
+/// on PATH (a bare name) or at its path (relative to repos.yaml), with how to install it.
+/// `orch check` warns with it; spawns refuse with it before anything is taken, and a wave's
+/// ready tasks wait with it.
+pub fn program_missing(config: &Config) -> Option<String> {
+    use crate::config::agent::Agent;
+    let program = config.worker.command.first()?;
+    if program.contains('{') {
+        return None; // a placeholder: known only at spawn
+    }
+    let found = if program.contains('/') {
+        config.root().join(program).exists()
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|d| {
+            let p = d.join(program);
+            std::fs::metadata(&p).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+    };
+    if found {
+        return None;
+    }
+    let install = match config.worker.agent {
+        Agent::Claude => " (Claude Code: `npm install -g @anthropic-ai/claude-code`)",
+        Agent::Codex => " (Codex: `npm install -g @openai/codex`)",
+        Agent::Aider => " (aider: `pipx install aider-chat`)",
+        Agent::Command => "",
+    };
+    Some(format!(
+        "worker.command runs {}, which is not {}{install}; no worker can start until it is",
+        crate::text::escape(program),
+        if program.contains('/') {
+            "there"
+        } else {
+            "on PATH"
+        }
+    ))
 }
 
 /// The remote a worker pushes to: the local forge's bare repository, or the clone's origin.
@@ -117,6 +161,11 @@ pub fn prepare(
             "orch spawn from inside a worker's PID namespace is refused: run it outside the worker"
                 .into(),
         ));
+    }
+    // A program that is not there would only exit 127, be respawned and fail, holding the
+    // chain meanwhile: refused before anything is taken.
+    if let Some(why) = program_missing(config) {
+        return Err(SpawnError::ProgramMissing(why));
     }
     let repo = config
         .require_repo(&req.repo)

@@ -405,6 +405,9 @@ pub struct TickReport {
     pub started: Vec<Started>,
     /// Tasks that could not start (spawn setup failed): (task, why).
     pub failed_to_start: Vec<(String, String)>,
+    /// Why ready tasks were not started and wait (the worker's program is not installed);
+    /// the next tick tries again.
+    pub waiting: Option<String>,
     /// Alerts raised by this tick (a task that stopped with tasks waiting for it).
     pub alerts: Vec<String>,
     pub view: Option<WaveView>,
@@ -542,6 +545,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
         resumed: 0,
         started: Vec::new(),
         failed_to_start: Vec::new(),
+        waiting: None,
         alerts: Vec::new(),
         view: None,
     };
@@ -623,6 +627,11 @@ fn start_ready(
         let free = free_slots(l.config.worker.max_parallel, running, mine, others);
         let picks = decide(&w.dag, &w.state, &l.config.graph, &locks, free);
         if picks.is_empty() {
+            return Ok(());
+        }
+        // Not a task's failure: they wait, nothing taken, until the program is installed.
+        if let Some(why) = crate::app::spawn::program_missing(&l.config) {
+            report.waiting = Some(why);
             return Ok(());
         }
         for i in picks {

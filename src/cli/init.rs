@@ -1,13 +1,16 @@
 //! `orch init [DIR]`: a commented repos.yaml for the git repositories found in DIR (and, with
 //! `--with-contract`, the contract and prompt templates, for those who want to tune them).
 //!
-//! What it cannot know it guesses and says so: the base branch is the clone's current branch,
-//! dependencies are read off the manifests (`Cargo.toml`, `package.json`, `go.mod`,
-//! `pyproject.toml`) when they name another repository found, and a CI command from the kind of
-//! project — each marked for the user to confirm.
+//! What it cannot know it guesses and says so: the base branch is the clone's current branch;
+//! the dependencies are the other clones whose *packages* its manifests depend on (src/manifest/
+//! reads Cargo, Python, npm/pnpm/yarn, Go, Maven and Gradle manifests and matches package names
+//! as each ecosystem compares them), each with the manifest line it came from; a CI command
+//! from the kind of project and the tools installed here, with what it needs first; a poll
+//! interval for the local forge — each marked for the user to confirm.
 
 use super::view::setup::{FileAction, FileKind, InitFile, InitRepo, InitView};
 use super::{Failure, Outcome};
+use crate::manifest::{self, Manifest, Source};
 use std::path::{Path, PathBuf};
 
 /// One repository found.
@@ -15,13 +18,13 @@ struct Found {
     name: String,
     dir: PathBuf,
     branch: String,
-    /// Other repositories its manifests name, and in which file.
-    deps: Vec<(String, &'static str)>,
-    /// A CI command for the project's kind, and that kind.
-    ci: (&'static str, &'static str),
+    /// The other repositories whose packages its manifests depend on, each with the line
+    /// that says so.
+    deps: Vec<(String, Source)>,
+    /// Its manifests that could not be read, each with why.
+    unreadable: Vec<String>,
+    ci: CiGuess,
 }
-
-const MANIFESTS: &[&str] = &["Cargo.toml", "package.json", "go.mod", "pyproject.toml"];
 
 pub fn run(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
@@ -211,7 +214,8 @@ pub fn example(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outc
     Ok(0)
 }
 
-/// The git repositories among `dir`'s subdirectories, by name.
+/// The git repositories among `dir`'s subdirectories, by name, each with the edges its
+/// manifests give to the others (src/manifest/).
 fn find(dir: &Path) -> Vec<Found> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
@@ -223,33 +227,133 @@ fn find(dir: &Path) -> Vec<Found> {
         .unwrap_or_default();
     dirs.sort();
     let names: Vec<String> = dirs.iter().map(|d| repo_name(d)).collect();
+    let manifests: Vec<Manifest> = dirs
+        .iter()
+        .map(|d| {
+            let folder = d.file_name().map(|n| n.to_string_lossy().into_owned());
+            manifest::read_clone(&folder.unwrap_or_default(), &manifest_files(d))
+        })
+        .collect();
+    let edges = manifest::edges(&manifests);
     dirs.iter()
         .zip(&names)
-        .map(|(d, name)| {
+        .zip(manifests.into_iter().zip(edges))
+        .map(|((d, name), (m, edges))| {
             let branch = git2::Repository::open(d)
                 .ok()
                 .and_then(|r| r.head().ok()?.shorthand().ok().map(str::to_string))
                 .unwrap_or_else(|| "main".into());
-            let mut deps = Vec::new();
-            for m in MANIFESTS {
-                let Ok(text) = std::fs::read_to_string(d.join(m)) else {
-                    continue;
-                };
-                for other in names.iter().filter(|o| *o != name) {
-                    if names_word(&text, other) && !deps.iter().any(|(n, _)| n == other) {
-                        deps.push((other.clone(), *m));
-                    }
-                }
-            }
             Found {
                 name: name.clone(),
                 dir: d.clone(),
                 branch,
-                deps,
+                deps: edges
+                    .into_iter()
+                    .map(|e| (names[e.to].clone(), e.source))
+                    .collect(),
+                unreadable: m.unreadable,
                 ci: ci_guess(d),
             }
         })
         .collect()
+}
+
+/// A manifest larger than this is not one a person wrote: not read.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// The manifest files of the clone at `root` (path relative to it, text): those at its top
+/// and in `requirements/`, then those of its workspace members / modules.
+fn manifest_files(root: &Path) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    manifests_in(root, "", &mut files);
+    let folder = root.file_name().map(|n| n.to_string_lossy().into_owned());
+    let members = manifest::read_clone(&folder.unwrap_or_default(), &files).members;
+    let mut seen: Vec<String> = vec![String::new()];
+    for pattern in members {
+        for member in expand_member(root, &pattern) {
+            if !seen.contains(&member) {
+                manifests_in(root, &member, &mut files);
+                seen.push(member);
+            }
+        }
+    }
+    files
+}
+
+/// Appends the manifests in `root/rel` (and `root/rel/requirements/`), in
+/// `manifest::FILES` order then by name.
+fn manifests_in(root: &Path, rel: &str, files: &mut Vec<(String, String)>) {
+    let join = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            format!("{a}/{b}")
+        }
+    };
+    let mut found: Vec<String> = Vec::new();
+    for sub in [rel.to_string(), join(rel, "requirements")] {
+        let Ok(rd) = std::fs::read_dir(root.join(&sub)) else {
+            continue;
+        };
+        let mut here: Vec<String> = rd
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| join(&sub, &e.file_name().to_string_lossy()))
+            .filter(|p| manifest::is_manifest(p))
+            .collect();
+        let rank = |p: &String| {
+            let base = p.rsplit('/').next().unwrap_or(p);
+            manifest::FILES
+                .iter()
+                .position(|f| *f == base)
+                .unwrap_or(manifest::FILES.len())
+        };
+        here.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
+        found.extend(here);
+    }
+    for path in found {
+        let full = root.join(&path);
+        let small = std::fs::metadata(&full).is_ok_and(|m| m.len() <= MAX_MANIFEST_BYTES);
+        if let (true, Ok(text)) = (small, std::fs::read_to_string(&full)) {
+            files.push((path, text));
+        }
+    }
+}
+
+/// The directories a workspace member pattern names (`crates/x`, `packages/*`,
+/// `packages/**`), relative to `root`; none outside it.
+fn expand_member(root: &Path, pattern: &str) -> Vec<String> {
+    let pattern = pattern
+        .trim()
+        .trim_start_matches("./")
+        .trim_end_matches('/');
+    if pattern.is_empty() || pattern.split('/').any(|c| c == ".." || c.starts_with('/')) {
+        return Vec::new();
+    }
+    let Some(star) = pattern.find('*') else {
+        return vec![pattern.to_string()];
+    };
+    // One level under the part before the first wildcard: what workspaces hold in practice.
+    let parent = pattern[..star].rsplit_once('/').map_or("", |(p, _)| p);
+    let prefix = &pattern[parent.len()..star].trim_start_matches('/');
+    let mut out: Vec<String> = std::fs::read_dir(root.join(parent))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(prefix) && !n.starts_with('.'))
+                .map(|n| {
+                    if parent.is_empty() {
+                        n
+                    } else {
+                        format!("{parent}/{n}")
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
 }
 
 /// A repository name for a directory: its file name, with what orch refuses in a name
@@ -272,30 +376,160 @@ fn repo_name(dir: &Path) -> String {
     cleaned.trim_matches('-').to_string()
 }
 
-/// Whether `text` names `word` as a whole word (letters, digits, `-`, `_` around it end it).
-fn names_word(text: &str, word: &str) -> bool {
-    let part = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-    text.match_indices(word).any(|(i, _)| {
-        let before = text[..i].chars().next_back();
-        let after = text[i + word.len()..].chars().next();
-        !before.is_some_and(part) && !after.is_some_and(part)
+/// A CI command guessed for a clone, and the comment that says what it rests on.
+struct CiGuess {
+    run: String,
+    note: String,
+}
+
+/// Whether `program` is an executable file in a directory of PATH.
+fn on_path(program: &str) -> bool {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|d| {
+        std::fs::metadata(d.join(program)).is_ok_and(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.is_file() && m.permissions().mode() & 0o111 != 0
+        })
     })
 }
 
-/// A CI command for the project in `dir`, and what it was guessed from.
-fn ci_guess(dir: &Path) -> (&'static str, &'static str) {
-    for (file, cmd) in [
-        ("Cargo.toml", "cargo test"),
-        ("package.json", "npm test"),
-        ("go.mod", "go test ./..."),
-        ("pyproject.toml", "python -m pytest"),
-        ("Makefile", "make test"),
-    ] {
-        if dir.join(file).exists() {
-            return (cmd, file);
-        }
+/// A CI command for the project in `dir` that can pass on this machine: the kind of project
+/// from its files, the tool from what is installed (a wrapper script, a lock file), and a
+/// comment when the tool is missing or the job must install something first.
+fn ci_guess(dir: &Path) -> CiGuess {
+    let has = |f: &str| dir.join(f).exists();
+    let guess = |run: &str, from: &str, tool: &str, install: &str| CiGuess {
+        run: run.to_string(),
+        note: if tool.is_empty() || on_path(tool) {
+            format!("guessed from {from}")
+        } else {
+            format!("guessed from {from}; {tool} is not on PATH here: {install}")
+        },
+    };
+    if has("Cargo.toml") {
+        return guess(
+            "cargo test",
+            "Cargo.toml",
+            "cargo",
+            "install Rust (rustup) first",
+        );
     }
-    ("true", "nothing found")
+    if has("package.json") {
+        let text = std::fs::read_to_string(dir.join("package.json")).unwrap_or_default();
+        let scripts = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("scripts")?.get("test").cloned());
+        let (tool, install_step) = if has("pnpm-lock.yaml") {
+            ("pnpm", "pnpm install --frozen-lockfile")
+        } else if has("yarn.lock") {
+            ("yarn", "yarn install --frozen-lockfile")
+        } else if has("package-lock.json") {
+            ("npm", "npm ci")
+        } else {
+            ("npm", "npm install")
+        };
+        // A fresh checkout has no node_modules: the job installs them.
+        let mut g = guess(
+            &format!("{install_step} && {tool} test"),
+            "package.json",
+            tool,
+            "install Node.js and it first",
+        );
+        if scripts.is_none() {
+            g.note
+                .push_str("; package.json has no `test` script: name the real one");
+        }
+        return g;
+    }
+    if has("go.mod") {
+        return guess("go test ./...", "go.mod", "go", "install Go first");
+    }
+    if has("pom.xml") {
+        return if has("mvnw") {
+            guess("./mvnw -q test", "pom.xml, mvnw", "", "")
+        } else {
+            guess("mvn -q test", "pom.xml", "mvn", "install Maven first")
+        };
+    }
+    if has("build.gradle") || has("build.gradle.kts") {
+        return if has("gradlew") {
+            guess("./gradlew test", "build.gradle, gradlew", "", "")
+        } else {
+            guess(
+                "gradle test",
+                "build.gradle",
+                "gradle",
+                "install Gradle first",
+            )
+        };
+    }
+    let python_files = ["pyproject.toml", "setup.py", "requirements.txt"];
+    if let Some(from) = python_files.iter().find(|f| has(f)) {
+        return python_ci(dir, from);
+    }
+    if has("Makefile") {
+        return guess("make test", "Makefile", "make", "install make first");
+    }
+    CiGuess {
+        run: "true".into(),
+        note: "no project file found: put the real CI command here".into(),
+    }
+}
+
+/// Python's tests need pytest and, usually, the project installed: with pytest already
+/// importable by python3 the job runs it; otherwise it makes a virtual environment first.
+fn python_ci(dir: &Path, from: &str) -> CiGuess {
+    if !on_path("python3") {
+        return CiGuess {
+            run: "python3 -m pytest".into(),
+            note: format!(
+                "guessed from {from}; python3 is not on PATH here: install Python 3 first"
+            ),
+        };
+    }
+    let has_pytest = std::process::Command::new("python3")
+        .args(["-c", "import pytest"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if has_pytest {
+        return CiGuess {
+            run: "python3 -m pytest".into(),
+            note: format!(
+                "guessed from {from}; pytest is installed for python3 here — if the tests need the project installed, use a virtual environment: python3 -m venv .venv && .venv/bin/pip install -e . pytest"
+            ),
+        };
+    }
+    let install = if dir.join("pyproject.toml").exists() || dir.join("setup.py").exists() {
+        "-e ."
+    } else {
+        "-r requirements.txt"
+    };
+    CiGuess {
+        run: format!(
+            "python3 -m venv .venv && .venv/bin/pip install -q {install} pytest && .venv/bin/python -m pytest"
+        ),
+        note: format!(
+            "guessed from {from}; pytest is not installed for python3 here, so the job makes a virtual environment (.venv) and installs the project and pytest into it from PyPI"
+        ),
+    }
+}
+
+/// Text as one line of a YAML comment: control characters out.
+fn comment_text(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// A manifest's line in a comment: one line, long ones cut.
+fn quoted_line(s: &str) -> String {
+    let clean = comment_text(s);
+    match clean.char_indices().nth(100) {
+        Some((at, _)) => format!("{}…", &clean[..at]),
+        None => clean,
+    }
 }
 
 fn repos_yaml(found: &[Found]) -> String {
@@ -311,6 +545,8 @@ fn repos_yaml(found: &[Found]) -> String {
          \x20 # token_file: forge-token   # a file holding the token (chmod 600), beside this file\n\
          ci:\n\
          \x20 sync_job: radicle-push\n\
+         \x20 poll_interval: 500ms   # the local forge runs CI on this machine; on Forgejo 10s (the\n\
+         \x20                        #   default) spares its API\n\
          worker:\n\
          \x20 agent: claude        # claude | codex | aider | command (README, Agents): orch runs each with the flags it needs\n\
          \x20 max_parallel: 4\n\
@@ -327,26 +563,31 @@ fn repos_yaml(found: &[Found]) -> String {
     );
     for f in found {
         let deps: Vec<&str> = f.deps.iter().map(|(n, _)| n.as_str()).collect();
+        let mut dep_lines = String::new();
         let dep_note = if f.deps.is_empty() {
-            "# guessed: none found in the manifests".to_string()
+            "# guessed: no other clone's package among the manifests' dependencies"
         } else {
-            let from: Vec<String> = f.deps.iter().map(|(n, m)| format!("{n} ({m})")).collect();
-            format!("# guessed from {}", from.join(", "))
+            "# guessed from the manifests; each from the line below"
         };
-        let ci_note = if f.ci.0 == "true" {
-            "# no project file found: put the real CI command here".to_string()
-        } else {
-            format!("# guessed from {}", f.ci.1)
-        };
+        for (to, source) in &f.deps {
+            dep_lines.push_str(&format!(
+                "      # {to}: {source}  {}\n",
+                quoted_line(&source.text)
+            ));
+        }
+        for why in &f.unreadable {
+            dep_lines.push_str(&format!("      # not read: {}\n", quoted_line(why)));
+        }
         y.push_str(&format!(
-            "  {}:\n    path: ./{}\n    branch: {}   # guessed: the clone's current branch\n    deps: [{}]   {}\n    ci:                  # the local forge's jobs\n      jobs:\n        - {{ name: check, run: \"{}\", timeout: 30m }}   {}\n        - {{ name: radicle-push, run: \"true\", needs: [check] }}   # your sync step\n",
+            "  {}:\n    path: ./{}\n    branch: {}   # guessed: the clone's current branch\n    deps: [{}]   {}\n{}    ci:                  # the local forge's jobs\n      jobs:\n        # {}\n        - {{ name: check, run: {}, timeout: 30m }}\n        - {{ name: radicle-push, run: \"true\", needs: [check] }}   # your sync step\n",
             f.name,
             f.dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
             f.branch,
             deps.join(", "),
             dep_note,
-            f.ci.0,
-            ci_note,
+            dep_lines,
+            comment_text(&f.ci.note),
+            serde_json::to_string(&f.ci.run).unwrap_or_default(),
         ));
     }
     y
@@ -368,10 +609,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_name_counts_only_as_a_whole_word() {
-        assert!(names_word("core = { path = \"../core\" }", "core"));
-        assert!(!names_word("acdc-core = \"1\"", "core"));
-        assert!(!names_word("corelib", "core"));
+    fn a_repository_name_is_a_clean_folder_name() {
         assert_eq!(repo_name(Path::new("/x/my repo.git")), "my-repo-git");
+    }
+
+    #[test]
+    fn a_comment_is_one_line() {
+        assert_eq!(comment_text("a\rb\tc"), "a b c");
+        assert_eq!(quoted_line(&"x".repeat(150)).chars().count(), 101);
     }
 }

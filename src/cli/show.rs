@@ -277,7 +277,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
                     config.file.display()
                 ));
             }
-            if let Some(w) = worker_program_missing(config) {
+            if let Some(w) = crate::app::spawn::program_missing(config) {
                 view.warnings.push(w);
             }
             if let Some(contract) = &contract {
@@ -348,43 +348,4 @@ pub fn graph(ctx: &Ctx, format: GraphFormat) -> Outcome {
         GraphFormat::Text => print!("{}", GraphView::of(g).human()),
     }
     Ok(0)
-}
-
-/// A warning when the program `worker.command` starts is nowhere to be found: on PATH (a bare
-/// name) or at its path (relative to repos.yaml). Every spawn would fail until it is installed.
-fn worker_program_missing(config: &crate::config::Config) -> Option<String> {
-    use crate::config::agent::Agent;
-    let program = config.worker.command.first()?;
-    if program.contains('{') {
-        return None; // a placeholder: known only at spawn
-    }
-    let found = if program.contains('/') {
-        config.root().join(program).exists()
-    } else {
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|d| {
-            let p = d.join(program);
-            std::fs::metadata(&p).is_ok_and(|m| {
-                use std::os::unix::fs::PermissionsExt;
-                m.is_file() && m.permissions().mode() & 0o111 != 0
-            })
-        })
-    };
-    if found {
-        return None;
-    }
-    let install = match config.worker.agent {
-        Agent::Claude => " (Claude Code: `npm install -g @anthropic-ai/claude-code`)",
-        Agent::Codex => " (Codex: `npm install -g @openai/codex`)",
-        Agent::Aider => " (aider: `pipx install aider-chat`)",
-        Agent::Command => "",
-    };
-    Some(format!(
-        "worker.command runs {}, which is not {}{install}; no worker can start until it is",
-        crate::text::escape(program),
-        if program.contains('/') {
-            "there"
-        } else {
-            "on PATH"
-        }
-    ))
 }

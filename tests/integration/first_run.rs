@@ -192,3 +192,47 @@ fn init_example_writes_an_organisation_that_runs_to_done() {
         output_text(&forced)
     );
 }
+
+/// A worker program that is not installed (`agent: claude`, as `orch init` writes, without
+/// Claude Code): `spawn` refuses, exit 2, naming the install command, before any lock or
+/// worker exists; a wave tick leaves its ready task waiting with the reason.
+#[test]
+fn a_worker_program_that_is_not_there_starts_nothing() {
+    let mut spec = Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("true"));
+    spec.worker_section = Some("  agent: claude\n  max_parallel: 2\n".into());
+    let org = Org::new(spec);
+    // No claude on this PATH, whatever the machine has.
+    let without = |args: &[&str]| {
+        let mut c = org.cmd(args);
+        c.env("PATH", "/usr/bin:/bin");
+        c.output().unwrap()
+    };
+    let out = without(&["spawn", "--repo", "alpha", "--task", "first run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("runs claude, which is not on PATH")
+            && stderr.contains("npm install -g @anthropic-ai/claude-code"),
+        "{stderr}"
+    );
+    assert!(org.workers().is_empty());
+    let s = org.json(&["status", "--json"]);
+    assert_eq!(s["locks"].as_array().unwrap().len(), 0, "{s:#}");
+
+    let wave = org.root.join("first.yaml");
+    std::fs::write(
+        &wave,
+        "name: first\ntasks:\n  - {id: a-1, repo: alpha, task: \"first run\"}\n",
+    )
+    .unwrap();
+    let out = without(&["wave", "run", wave.to_str().unwrap(), "--tick"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("ready tasks wait: worker.command runs claude"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(org.workers().is_empty());
+    let v = org.json(&["wave", "status", "first", "--json"]);
+    assert_eq!(v["tasks"][0]["state"], "PENDING", "{v:#}");
+}

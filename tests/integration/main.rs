@@ -33,6 +33,7 @@ mod forgejo_contract;
 mod gc;
 mod graph_output;
 mod history;
+mod init_manifests;
 mod json_views;
 mod landing;
 mod local_forge;

@@ -161,6 +161,9 @@ pub struct TickView {
     pub resumed: usize,
     pub started: Vec<StartedView>,
     pub failed_to_start: Vec<NotStartedView>,
+    /// Why the tasks ready to start wait (the worker's program is not installed); the next
+    /// tick tries again.
+    pub waiting: Option<String>,
     /// Alerts raised by this tick.
     pub alerts: Vec<String>,
     /// The wave after the tick (null when skipped).
@@ -205,6 +208,9 @@ impl TickView {
                 esc(&f.why)
             ));
         }
+        if let Some(why) = &self.waiting {
+            out.push_str(&format!("wave {name}: ready tasks wait: {}\n", esc(why)));
+        }
         for a in &self.alerts {
             out.push_str(&format!("alert: {}\n", esc(a)));
         }
@@ -248,6 +254,7 @@ impl TickView {
                     why: why.clone(),
                 })
                 .collect(),
+            waiting: r.waiting.clone(),
             alerts: r.alerts.clone(),
             status: r.view.as_ref().map(WaveStatusView::of),
         }

@@ -163,6 +163,13 @@ pub struct Progress {
     /// A green commit held for approval (the worker is BLOCKED on it): DONE once approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<Sha>,
+    /// A milestone timeout reassigns this worker's task rather than only escalating (set at
+    /// spawn for a task on its wave's critical path; see `OnTimeout::Reassign`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reassign_on_timeout: bool,
+    /// How many workers before this one the task was reassigned from (`app::reassign`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reassignments: u32,
 }
 
 /// A red commit that sent the worker to FIXING_CI: its short SHA and the jobs that failed
@@ -235,6 +242,10 @@ pub struct PausedClock {
     pub extended: bool,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl Progress {
     /// Whether orch still has landing work to do for a DONE worker.
     pub fn landing_active(&self) -> bool {
@@ -287,6 +298,8 @@ impl Progress {
             protected: Vec::new(),
             approved: None,
             held: None,
+            reassign_on_timeout: false,
+            reassignments: 0,
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -502,6 +515,10 @@ pub enum Effect {
         to: LandState,
         detail: String,
     },
+    /// The worker timed out FAILED with `on_timeout: reassign` (or on a wave's critical path):
+    /// its supervisor, once its processes are gone, hands the task and the chain lock to a new
+    /// worker (`app::reassign`). Carried out by the owner, after the commit.
+    Reassign,
     /// Follow CI for this SHA from now on (and forget the previous one).
     Track {
         sha: Sha,

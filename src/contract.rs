@@ -48,6 +48,11 @@ pub enum OnTimeout {
     Escalate,
     CheckCiThenEscalate,
     EscalateAfterMaxAttempts,
+    /// The cspec's `on_timeout_actions.escalate.reassign_task` ("Critical path, spawn new
+    /// worker"): the worker ends FAILED as for `escalate`, and its supervisor hands its task
+    /// and chain lock to a new worker told the previous one's checkpoint (within
+    /// `worker.max_respawns`). A wave's critical-path tasks get it whatever the milestone says.
+    Reassign,
 }
 
 #[derive(Debug, Clone)]

@@ -281,6 +281,7 @@ pub fn commit(
                 // The owning process's part: see `supervisor::Supervisor::apply`.
                 Effect::StopWorker { .. }
                 | Effect::Land
+                | Effect::Reassign
                 | Effect::SuspendWorker
                 | Effect::ContinueWorker
                 | Effect::Checkpoint => {}
@@ -417,15 +418,8 @@ pub fn write_holds(store: &mut Store, state_dir: &Path) {
 /// Writes the checkpoint file of `id` from the database's view of it (a view: best effort,
 /// logged when it fails; the database stays the truth).
 pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) -> Option<String> {
-    let read = store.read(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(None);
-        };
-        Ok(Some((w, ws::pushes(tx, id)?, holds_lock(tx, id)?)))
-    });
-    match read {
-        Ok(Some((w, pushes, held))) => {
-            let cp = crate::checkpoint::build(&w, &pushes, held);
+    match checkpoint_of(store, id) {
+        Ok(Some((w, cp))) => {
             if let Err(e) = crate::checkpoint::write(state_dir, &w, &cp) {
                 tracing::error!(worker = %id, error = %e, "could not write checkpoint");
                 // A file system that refuses writes is named with the file (the caller may
@@ -445,4 +439,22 @@ pub fn write_checkpoint(store: &mut Store, state_dir: &Path, id: &str) -> Option
         }
     }
     None
+}
+
+/// Worker `id` and its checkpoint as the database has it now (what its file shows once
+/// written); `None`: no such worker.
+pub fn checkpoint_of(
+    store: &mut Store,
+    id: &str,
+) -> Result<Option<(WorkerRecord, crate::checkpoint::Checkpoint)>, StoreError> {
+    let read = store.read(|tx| {
+        let Some(w) = ws::get_worker(tx, id)? else {
+            return Ok(None);
+        };
+        Ok(Some((w, ws::pushes(tx, id)?, holds_lock(tx, id)?)))
+    })?;
+    Ok(read.map(|(w, pushes, held)| {
+        let cp = crate::checkpoint::build(&w, &pushes, held);
+        (w, cp)
+    }))
 }

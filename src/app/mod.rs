@@ -17,6 +17,7 @@ pub mod logs;
 pub mod operator;
 pub mod orphans;
 pub mod protect;
+pub mod reassign;
 pub mod resume;
 pub mod spawn;
 pub mod supervisor;

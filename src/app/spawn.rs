@@ -36,6 +36,11 @@ pub struct SpawnRequest {
     /// The model its agent runs with, as the caller chose it (a wave task's, with its
     /// overrides; `spawn --model`); `None`: the repository's or `worker.model`.
     pub model: Option<crate::config::model::ModelChoice>,
+    /// How many workers before this one the task was reassigned from (orch's own
+    /// reassignments stop at `worker.max_respawns`).
+    pub reassignments: u32,
+    /// A milestone timeout reassigns the task (a wave task on its critical path).
+    pub reassign_on_timeout: bool,
 }
 
 #[derive(Debug)]
@@ -293,6 +298,8 @@ pub fn prepare(
                     },
                 )
             }),
+            reassign_on_timeout: req.reassign_on_timeout,
+            reassignments: req.reassignments,
             ..Progress::new(contract, now)
         },
         branch: branch.clone(),

@@ -600,7 +600,8 @@ fn start_ready(
     // holds (the wave's critical path, computed with the scheduler's estimates), else the
     // repository's or `worker.model`.
     let est: Vec<u64> = w.est.iter().map(|e| e.0).collect();
-    let models: Vec<_> = crate::wave::model::traits(&w.tasks, &w.dag, &est)
+    let traits = crate::wave::model::traits(&w.tasks, &w.dag, &est);
+    let models: Vec<_> = traits
         .iter()
         .zip(&w.tasks)
         .map(|(traits, t)| l.config.model_for(&t.repo, traits))
@@ -636,14 +637,33 @@ fn start_ready(
         }
         for i in picks {
             let t = w.tasks[i].clone();
+            let attempt = w.rows[i].attempt;
+            // A retried task's new worker is told its previous attempt's checkpoint.
+            let previous = if attempt > 1 {
+                let key = attempt_key(&name, &t.id, attempt - 1);
+                match store.read(|tx| wv::worker_for_task_id(tx, &key))? {
+                    Some((prev, _)) => super::journal::checkpoint_of(store, &prev)?,
+                    None => None,
+                }
+            } else {
+                None
+            };
             let req = SpawnRequest {
                 repo: t.repo.clone(),
                 task: t.task.clone(),
-                task_id: Some(attempt_key(&name, &t.id, w.rows[i].attempt)),
+                task_id: Some(attempt_key(&name, &t.id, attempt)),
                 component: t.component.clone(),
                 plan: t.plan.clone(),
                 land: t.land,
                 model: models[i].clone(),
+                handoff: previous
+                    .as_ref()
+                    .map(|(prev, cp)| super::reassign::handoff(&l.state_dir, prev, cp)),
+                reassignments: previous
+                    .as_ref()
+                    .map_or(0, |(prev, _)| prev.progress.reassignments + 1),
+                // The contract's `reassign_task`: "Critical path, spawn new worker".
+                reassign_on_timeout: traits[i].critical_path,
                 ..Default::default()
             };
             match prepare(&l.config, &l.contract, &l.state_dir, store, &req) {

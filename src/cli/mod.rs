@@ -215,7 +215,8 @@ pub enum Command {
         json: bool,
     },
     /// Give a BLOCKED or BLOCKED_PERMISSION worker another go: a replacement continues its
-    /// work (FIXING_CI when it pushed, else WORKING), told `--note`.
+    /// work (FIXING_CI when it pushed, else WORKING), told `--note`. A FAILED worker's task is
+    /// reassigned: a new worker takes it (and its chain lock) over, told its checkpoint.
     Respawn {
         id: String,
         /// What the replacement is told (e.g. what the operator changed).

@@ -653,11 +653,34 @@ pub fn cancel(
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
     let l = ctx.load()?;
     let by = operator_name(by);
-    let m = crate::app::resume::respawn(&l, id, &by, note)?;
-    let view = RespawnView {
-        worker_id: id.to_string(),
-        milestone: m,
-        by,
+    let mut store = l.store()?;
+    // A FAILED worker's task goes to a new worker told its checkpoint (it cannot go on
+    // itself: FAILED is terminal); a BLOCKED or PAUSED one goes on in place.
+    let view = if store
+        .worker(id)?
+        .is_some_and(|w| crate::app::reassign::reassignable(&w))
+    {
+        let rec = crate::app::reassign::reassign(
+            &l,
+            &mut store,
+            id,
+            crate::app::reassign::By::Operator { name: &by, note },
+        )?;
+        RespawnView {
+            worker_id: id.to_string(),
+            milestone: rec.milestone(),
+            by,
+            new_worker: Some(rec.id),
+        }
+    } else {
+        drop(store);
+        let m = crate::app::resume::respawn(&l, id, &by, note)?;
+        RespawnView {
+            worker_id: id.to_string(),
+            milestone: m,
+            by,
+            new_worker: None,
+        }
     };
     if json {
         print_json(&view);

@@ -184,6 +184,13 @@ pub struct Progress {
     /// be rewritten without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// A milestone timeout reassigns this worker's task rather than only escalating (set at
+    /// spawn for a task on its wave's critical path; see `OnTimeout::Reassign`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reassign_on_timeout: bool,
+    /// How many workers before this one the task was reassigned from (`app::reassign`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reassignments: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -317,6 +324,8 @@ impl Progress {
             deadlock: Vec::new(),
             halted: None,
             secrets: Vec::new(),
+            reassign_on_timeout: false,
+            reassignments: 0,
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -565,6 +574,10 @@ pub enum Effect {
         sha: Sha,
         why: String,
     },
+    /// The worker timed out FAILED with `on_timeout: reassign` (or on a wave's critical path):
+    /// its supervisor, once its processes are gone, hands the task and the chain lock to a new
+    /// worker (`app::reassign`). Carried out by the owner, after the commit.
+    Reassign,
     /// Follow CI for this SHA from now on (and forget the previous one).
     Track {
         sha: Sha,

@@ -997,7 +997,11 @@ fn at_timeout(contract: &Contract, p: &Progress) -> String {
         return "nothing (no timeout for this milestone)".into();
     };
     let window = crate::duration::format(contract.progress_window);
-    let end = "stops its processes and marks it FAILED, keeping the lock for an operator";
+    let end = if spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout {
+        "stops its processes (FAILED) and reassigns its task to a new worker, the lock handed over"
+    } else {
+        "stops its processes and marks it FAILED, keeping the lock for an operator"
+    };
     match (spec.on_timeout, p.extended) {
         (_, true) => format!("at the extended timeout orch {end}"),
         (OnTimeout::CheckCiThenEscalate, false) => format!(
@@ -1243,6 +1247,7 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
         return;
     }
     let milestone = p.milestone;
+    let reassign = spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout;
     fail(
         contract,
         p,
@@ -1253,4 +1258,16 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
         fx,
     );
     p.end_reason = Some("timeout".into());
+    if reassign && p.milestone == Milestone::Failed {
+        // After the stop (effects are carried out in order): the lock is handed over only
+        // once no process of this worker is left.
+        fx.push(alert(
+            Severity::Warning,
+            "timeout_reassign",
+            format!(
+                "worker {worker} timed out in {milestone}: its task goes to a new worker told its checkpoint, the chain lock handed over (within worker.max_respawns)"
+            ),
+        ));
+        fx.push(Effect::Reassign);
+    }
 }

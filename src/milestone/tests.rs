@@ -691,6 +691,41 @@ fn timeout_without_progress_fails_at_once() {
 }
 
 #[test]
+fn a_timeout_reassigns_on_the_critical_path_or_when_the_contract_says_so() {
+    let reassigned = |fx: &[Effect]| {
+        let stop = fx
+            .iter()
+            .position(|e| matches!(e, Effect::StopWorker { .. }));
+        let reassign = fx.iter().position(|e| *e == Effect::Reassign);
+        // The stop comes first: the lock is handed over only once the worker is gone.
+        reassign.is_some() && stop < reassign
+    };
+    // The contract's defaults escalate: FAILED, the lock kept, no reassignment.
+    let c = contract();
+    for m in [Working, FixingCi] {
+        let (p, fx) = step(&c, "w", &at(m), &Event::Tick, T0 + 20 * MIN);
+        assert_eq!(p.milestone, Failed, "{m}");
+        assert!(!fx.contains(&Effect::Reassign), "{m}");
+    }
+    // A wave task on its critical path.
+    let mut s = at(Working);
+    s.reassign_on_timeout = true;
+    let (p, fx) = step(&c, "w", &s, &Event::Tick, T0 + 20 * MIN);
+    assert_eq!(p.milestone, Failed);
+    assert!(reassigned(&fx), "{fx:?}");
+    // `on_timeout: reassign` in the contract.
+    let c = contract_with("on_timeout: escalate }", "on_timeout: reassign }");
+    let (p, fx) = step(&c, "w", &at(Working), &Event::Tick, T0 + 20 * MIN);
+    assert_eq!(p.milestone, Failed);
+    assert!(reassigned(&fx), "{fx:?}");
+    // Progress in the window still extends first.
+    let (p, _) = step(&c, "w", &at(Working), &Event::Output, T0 + 19 * MIN);
+    let (p, fx) = step(&c, "w", &p, &Event::Tick, T0 + 20 * MIN);
+    assert_eq!(p.milestone, Working);
+    assert!(!fx.contains(&Effect::Reassign));
+}
+
+#[test]
 fn pushed_to_ci_timeout_checks_ci_first() {
     let c = contract();
     let mut s = at(PushedToCi);

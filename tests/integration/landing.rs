@@ -720,6 +720,15 @@ fn wave_retry_gives_a_blocked_task_another_go_inside_its_wave() {
         .find(|w| w.task_id.as_deref() == Some("retry:core-1#2"))
         .expect("attempt 2 carries its own task id");
     assert_eq!(second.milestone(), Milestone::Done);
+    // Attempt 2 was told attempt 1's checkpoint.
+    let prompt = std::fs::read_to_string(org.state.join(&second.id).join("prompt.md")).unwrap();
+    assert!(
+        prompt.contains(&format!(
+            "REASSIGNED: you take this task over from worker {} (BLOCKED",
+            first.id
+        )) && prompt.contains("- summary: BLOCKED on core"),
+        "{prompt}"
+    );
     assert_eq!(
         org.worker(&first.id).milestone(),
         Milestone::Blocked,

@@ -47,3 +47,73 @@ fn a_blocked_permission_worker_respawned_with_a_note_finishes() {
         output_text(&again)
     );
 }
+
+/// `orch respawn` of a FAILED worker (a WORKING timeout: it went quiet) hands its task to a
+/// new worker told its checkpoint, the chain lock handed over in the new worker's lock
+/// transaction; the old worker's task goes once.
+#[test]
+fn a_failed_worker_is_reassigned_with_its_checkpoint_in_the_new_prompt() {
+    let mut spec = Spec::local("reassign_worker.sh")
+        .repo(RepoSpec::new("alpha"))
+        .timeout("WORKING", "3s", "2s");
+    spec.progress_window = Some("1s".into());
+    let org = Org::new(spec);
+    let id = org.spawn_detached("alpha", "the feature [stall]");
+    org.wait_milestone(&id, "FAILED", DEADLINE);
+    org.wait_supervisor_gone(&id);
+    // The contract's WORKING timeout escalates: FAILED keeps the lock for an operator.
+    assert_eq!(org.locks_of(&id), vec!["alpha".to_string()]);
+    let cp = org.checkpoint(&id);
+    assert_eq!(cp.commits.len(), 1, "{cp:?}");
+    let out = org.run(&[
+        "respawn",
+        &id,
+        "--note",
+        "the stall is understood",
+        "--by",
+        "ops",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let new = v["new_worker"].as_str().expect("a new worker").to_string();
+    assert_ne!(new, id);
+    org.wait_done(&new);
+    assert_eq!(
+        org.worker(&new).progress.milestone,
+        Milestone::Done,
+        "{}",
+        org.diag(&new)
+    );
+    // What the new worker got on its stdin: the previous worker's checkpoint.
+    let prompt = std::fs::read_to_string(org.out.join(format!("prompt-{new}.txt"))).unwrap();
+    for needle in [
+        format!("REASSIGNED: you take this task over from worker {id} (FAILED: timeout)"),
+        orch::sha::short(&cp.commits[0]).to_string(),
+        "files modified: stall.txt".to_string(),
+        cp.context_summary.clone(),
+        "An operator (ops) says: the stall is understood".to_string(),
+    ] {
+        assert!(prompt.contains(&needle), "{needle:?} not in:\n{prompt}");
+    }
+    // The lock went from the old worker to the new one in one transaction, then DONE freed it.
+    let handed: Vec<_> = org
+        .store()
+        .lock_history()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.holder == id && e.action == "release")
+        .map(|e| e.reason)
+        .collect();
+    assert_eq!(handed, vec![Some(format!("handed over to worker {new}"))]);
+    assert!(org.locks_of(&id).is_empty() && org.locks_of(&new).is_empty());
+    assert_eq!(org.count_events(&id, "reassigned"), 1);
+    // Its task went once.
+    let again = org.run(&["respawn", &id]);
+    assert_eq!(again.status.code(), Some(1), "{}", output_text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains(&format!("reassigned to worker {new}")),
+        "{}",
+        output_text(&again)
+    );
+}

@@ -1,7 +1,7 @@
 //! Waves driven only by `orch wave run --tick`, as cron would: a loop of ticks (two at once at
 //! least once) on the local forge with scripted workers.
 
-use crate::support::{Ci, Org, Spec, output_text, poll_until};
+use crate::support::{Ci, Org, RepoSpec, Spec, output_text, poll_until};
 use orch::milestone::Milestone;
 use orch::wave::{Dag, Wave};
 use serde_json::Value;
@@ -297,4 +297,69 @@ fn two_waves_tick_at_once_added_tasks_join_and_a_cancelled_wave_stops() {
         .collect();
     assert!(started.len() <= 1, "{v:#}");
     assert_eq!(org.workers().len(), 7 + started.len());
+}
+
+/// The contract's `reassign_task` ("Critical path, spawn new worker"): a task on the wave's
+/// critical path that times out goes to a new worker at once, told the previous worker's
+/// checkpoint, the chain lock handed over; a task off the critical path that times out ends
+/// FAILED as the contract's WORKING timeout says (escalate), its lock kept for an operator.
+#[test]
+fn a_critical_path_task_that_times_out_is_reassigned() {
+    let mut spec = Spec::local("reassign_worker.sh")
+        .repo(RepoSpec::new("alpha"))
+        .repo(RepoSpec::new("beta"))
+        .timeout("WORKING", "3s", "2s");
+    spec.progress_window = Some("1s".into());
+    let org = Org::new(spec);
+    let file = org.root.join("wave-r.yaml");
+    std::fs::write(
+        &file,
+        r#"name: wave-r
+tasks:
+  - {id: long, repo: alpha, task: "the long part [stall]", estimate: 10m}
+  - {id: short, repo: beta, task: "the short part [stall]", estimate: 1m}
+"#,
+    )
+    .unwrap();
+    let out = tick(&org, &file);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let worker_of = |task: &str| -> Option<String> {
+        status(&org, "wave-r")["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == task)
+            .and_then(|t| t["worker"].as_str().map(str::to_string))
+    };
+    let first = worker_of("long").expect("the long task started");
+    let short = worker_of("short").expect("the short task started");
+    // Nobody ticks meanwhile: the timed-out worker's supervisor reassigns its task itself.
+    let second = poll_until(
+        "the critical-path task to be reassigned",
+        Duration::from_secs(60),
+        || worker_of("long").filter(|w| *w != first),
+        || org.diag(&first),
+    );
+    org.wait_done(&second);
+    assert_eq!(org.worker(&first).progress.milestone, Milestone::Failed);
+    assert_eq!(org.count_events(&first, "reassigned"), 1);
+    let prompt = std::fs::read_to_string(org.out.join(format!("prompt-{second}.txt"))).unwrap();
+    assert!(
+        prompt.contains(&format!(
+            "REASSIGNED: you take this task over from worker {first} (FAILED: timeout)"
+        )) && prompt.contains("files modified: stall.txt"),
+        "{prompt}"
+    );
+    let alerts = org.alerts(&first);
+    assert!(
+        alerts.iter().any(|a| a["kind"] == "timeout_reassign"),
+        "{alerts:?}"
+    );
+    // Off the critical path: FAILED, not reassigned, its lock kept.
+    let s = org.wait_milestone(&short, "FAILED", Duration::from_secs(60));
+    org.wait_supervisor_gone(&short);
+    assert!(!s.progress.reassign_on_timeout);
+    assert_eq!(org.count_events(&short, "reassigned"), 0);
+    assert_eq!(org.locks_of(&short), vec!["beta".to_string()]);
+    assert_eq!(worker_of("short"), Some(short));
 }

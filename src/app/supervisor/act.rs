@@ -122,6 +122,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
                 Effect::Land => self.next_land_ms = 0,
                 Effect::RestartCi { sha, .. } => self.restart_ci(sha),
+                // After StopWorker (effects in order): no process of this worker is left.
+                Effect::Reassign => self.reassign_task(),
                 // Durable effects: carried out by the journal.
                 Effect::Landing { .. }
                 | Effect::HoldChain { .. }
@@ -134,6 +136,40 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
         }
         outcome
+    }
+
+    /// The worker timed out FAILED with its task to be reassigned: a new worker takes the task
+    /// and the chain lock over, told this one's checkpoint (`app::reassign`); recorded either way.
+    pub(super) fn reassign_task(&mut self) {
+        if self.worker.is_some() {
+            // Never beside this worker's processes (the step stops them first).
+            self.stop_worker(Stop::Terminate);
+        }
+        // Its record as committed (and its checkpoint) is what the new worker is told.
+        if self.dirty {
+            self.persist_progress();
+        }
+        let loaded = crate::app::Loaded {
+            config: self.env.config.clone(),
+            contract: self.env.contract.clone(),
+            state_dir: self.env.state_dir.to_path_buf(),
+            config_path: self.env.config_path.to_path_buf(),
+            contract_path: self.env.contract_path.to_path_buf(),
+        };
+        let detail = match crate::app::reassign::reassign(
+            &loaded,
+            &mut self.store,
+            &self.w.id,
+            crate::app::reassign::By::Supervisor,
+        ) {
+            Ok(rec) => format!("task reassigned to worker {}", rec.id),
+            Err(e) => format!("task not reassigned: {e}; the lock stays for an operator"),
+        };
+        tracing::info!(worker = %self.w.id, "{detail}");
+        self.record(vec![Fact::Logged {
+            kind: "reassign",
+            detail,
+        }]);
     }
 
     /// Records facts alone (no event for the machine).

@@ -358,6 +358,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.w.model.as_deref(),
                 self.w.model_source.as_deref(),
             ),
+            ..Default::default()
         };
         let detail = match self.spawn_handed_over(&req) {
             Ok(id) => {
@@ -380,7 +381,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Spawns `req` (whose lock transaction takes a lock over from its `take_over` holder) and
     /// starts its supervisor: the new worker's id.
-    fn spawn_handed_over(
+    pub(super) fn spawn_handed_over(
         &mut self,
         req: &crate::app::spawn::SpawnRequest,
     ) -> Result<String, String> {

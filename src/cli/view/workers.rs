@@ -838,6 +838,8 @@ pub struct RespawnView {
     /// Where the replacement continues.
     pub milestone: Milestone,
     pub by: String,
+    /// A FAILED worker's task goes to a new worker (reassigned, told its checkpoint): its id.
+    pub new_worker: Option<String>,
 }
 
 impl View for RespawnView {
@@ -846,12 +848,21 @@ impl View for RespawnView {
 
 impl RespawnView {
     pub fn human(&self) -> String {
-        format!(
-            "{}: respawned by {}, continues in {}\n",
-            esc(&self.worker_id),
-            esc(&self.by),
-            self.milestone
-        )
+        match &self.new_worker {
+            Some(new) => format!(
+                "{}: FAILED, its task reassigned by {} to worker {}, which starts in {}\n",
+                esc(&self.worker_id),
+                esc(&self.by),
+                esc(new),
+                self.milestone
+            ),
+            None => format!(
+                "{}: respawned by {}, continues in {}\n",
+                esc(&self.worker_id),
+                esc(&self.by),
+                self.milestone
+            ),
+        }
     }
 }
 

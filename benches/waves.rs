@@ -56,6 +56,7 @@ fn task(i: usize, repo: String, after: Vec<String>) -> TaskDef {
         model: None,
         complexity: None,
         security_sensitive: false,
+        specifics: Default::default(),
     }
 }
 

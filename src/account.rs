@@ -280,6 +280,11 @@ pub fn worker_ci_guide(worktree: &Path) -> PathBuf {
     worktree.with_file_name("ci-guide.md")
 }
 
+/// The handoff file a worker of another account reads (`app::spawn::HANDOFF_FILE`).
+pub fn worker_handoff(worktree: &Path) -> PathBuf {
+    worktree.with_file_name("handoff.md")
+}
+
 /// Gives the state directory the modes that keep a worker of another account out of orch's
 /// files: the directory itself searchable but not listable (a worker reaches its own
 /// workspace by its path), everything of orch's in it private. Called before a worker of

@@ -36,6 +36,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "max_fix_attempts",
     "resume",
     "upstream",
+    "limits",
 ];
 
 /// Problems with the project's templates (unreadable, unknown placeholder), for `orch check`.
@@ -99,6 +100,10 @@ mod tests {
             ("max_fix_attempts", "5"),
             ("resume", ""),
             ("upstream", ""),
+            (
+                "limits",
+                "WORKING 20m, PUSHED_TO_CI 15m, FIXING_CI 15m, 5 fix attempts, 30m in all",
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k, v.to_string()))
@@ -110,6 +115,8 @@ mod tests {
         let p = render(WORKER_TEMPLATE, &vars()).unwrap();
         assert!(p.contains("TASK: Implement AX token types"));
         assert!(p.contains("ON PUSHED_TO_CI: read $ORCH_CI_GUIDE"));
+        assert!(p.contains("Context: $ORCH_HANDOFF"));
+        assert!(p.contains("LIMITS: WORKING 20m"));
         assert!(p.contains("BLOCKED_PERMISSION"));
         // The template itself (the task text is the operator's) carries no CI URLs, commands
         // or credentials: those are lazy-loaded from the CI guide at PUSHED_TO_CI.

@@ -340,6 +340,10 @@ pub fn prepare(
     }
     // The lock and the record commit together: a worker exists iff it holds its chain.
     let max = config.worker.max_parallel;
+    // The chain's context for the handoff file, read before the lock transaction: between
+    // that transaction and its supervisor's start the spawner holds the worker's lease, and
+    // nothing slow belongs there (200 spawns at once showed it).
+    let upstream = handoff_context(store, config, &repo.name, &id);
     let outcome = store.write(|tx| {
         // A FATAL over the chain stops every start in it, a hand-over too, until an operator
         // clears it (`orch fatal --clear`).
@@ -414,7 +418,6 @@ pub fn prepare(
         super::journal::write_holds(store, state_dir);
     }
 
-    let upstream = upstream_changes(store, config, &repo.name);
     let handoff = req.handoff.clone().unwrap_or_default();
     let made = setup_worktree(
         config, contract, &repo, &record, &session, &upstream, &handoff,
@@ -677,6 +680,8 @@ fn hand_over(
     std::fs::create_dir_all(&home).map_err(io(&home))?;
     let guide = crate::account::worker_ci_guide(wt);
     std::fs::copy(session.join("ci-guide.md"), &guide).map_err(io(&guide))?;
+    let handoff = crate::account::worker_handoff(wt);
+    std::fs::copy(session.join(HANDOFF_FILE), &handoff).map_err(io(&handoff))?;
     let workspace = wt.parent().unwrap_or(wt);
     let Some(account) = account else {
         return crate::account::set_mode(workspace, 0o700).map_err(io(workspace));
@@ -750,7 +755,93 @@ pub fn upstream_changes(store: &mut Store, config: &Config, repo: &str) -> Strin
     )
 }
 
-/// Writes `prompt.md` and `ci-guide.md` into the worker's session directory.
+/// How far back the handoff file's known issues look, and how many it names.
+const KNOWN_ISSUES_WINDOW_MS: i64 = 24 * 3600 * 1000;
+const KNOWN_ISSUES: usize = 5;
+
+/// What the contract's `context_handoff.recommended` wants a worker of `repo` to have at hand
+/// beyond its prompt, read when the worker needs it (the handoff file, `$ORCH_HANDOFF`): the
+/// changes landed in its dependency chain, known issues (the newest alerts on its chain not
+/// resolved), and the workers active now but worker `me`. Best effort: what cannot be read is left out.
+pub fn handoff_context(store: &mut Store, config: &Config, repo: &str, me: &str) -> String {
+    let mut s = upstream_changes(store, config, repo);
+    let chain: std::collections::HashSet<String> = config
+        .graph
+        .deps(repo)
+        .into_iter()
+        .chain(config.graph.dependents(repo))
+        .map(|r| r.to_string())
+        .chain(std::iter::once(repo.to_string()))
+        .collect();
+    let since = now_ms() - KNOWN_ISSUES_WINDOW_MS;
+    if let Ok(alerts) = store.read(|tx| ws::alerts(tx, since)) {
+        let mut issues: Vec<String> = alerts
+            .iter()
+            .rev()
+            .filter(|a| a.resolved_ms.is_none() && a.severity != "info")
+            .filter(|a| a.repo.as_ref().is_some_and(|r| chain.contains(r)))
+            .take(KNOWN_ISSUES)
+            .map(|a| {
+                format!(
+                    "- {} {} on {}: {}",
+                    a.severity,
+                    a.kind,
+                    a.repo.as_deref().unwrap_or("-"),
+                    crate::text::escape(&a.message)
+                )
+            })
+            .collect();
+        if !issues.is_empty() {
+            issues.insert(
+                0,
+                "KNOWN ISSUES: recent alerts on your chain, newest first:".into(),
+            );
+            s.push_str(&issues.join("\n"));
+            s.push('\n');
+        }
+    }
+    if let Ok(live) = store.live_workers() {
+        let lines: Vec<String> = live
+            .iter()
+            .filter(|w| w.id != me && !w.milestone().is_terminal())
+            .map(|w| {
+                format!(
+                    "- {} on {} ({}): {}",
+                    w.id,
+                    w.repo,
+                    w.milestone(),
+                    crate::text::escape(w.task.lines().next().unwrap_or(""))
+                )
+            })
+            .collect();
+        if !lines.is_empty() {
+            s.push_str(&format!(
+                "WORKERS ACTIVE NOW (other repositories are theirs, not yours):\n{}\n",
+                lines.join("\n")
+            ));
+        }
+    }
+    s
+}
+
+/// The contract's milestone timeouts in one line, for the prompt's LIMITS.
+pub fn limits(contract: &Contract) -> String {
+    let mut parts: Vec<String> = ["WORKING", "PUSHED_TO_CI", "FIXING_CI"]
+        .iter()
+        .filter_map(|m| {
+            let t = contract.timeouts.get(*m)?;
+            Some(format!("{m} {}", crate::duration::format(t.timeout)))
+        })
+        .collect();
+    parts.push(format!("{} fix attempts", contract.fixing_ci_max_attempts));
+    parts.push(format!(
+        "{} in all",
+        crate::duration::format(contract.default_worker_timeout)
+    ));
+    parts.join(", ")
+}
+
+/// Writes `prompt.md`, `ci-guide.md` and `handoff.md` into the worker's session directory.
 pub fn render_prompts(
     config: &Config,
     contract: &Contract,
@@ -795,6 +886,7 @@ pub fn render_prompts(
         ),
         ("resume", resume),
         ("upstream", upstream.to_string()),
+        ("limits", limits(contract)),
     ]
     .into_iter()
     .collect();
@@ -811,5 +903,20 @@ pub fn render_prompts(
         .map_err(|e| e.to_string())?;
     crate::checkpoint::write_atomic(&session.join("ci-guide.md"), ci.as_bytes())
         .map_err(|e| e.to_string())?;
+    // The rest of the contract's handoff, read when needed (the prompt names it, as the CI
+    // guide): the spec the task points at, the limits, and the chain's context.
+    let handoff = format!(
+        "# Context for worker {} on {}\nComponent spec: {}; plan: {}\nLIMITS: {}\n{upstream}",
+        w.id,
+        w.repo,
+        w.component.as_deref().unwrap_or("-"),
+        w.plan.as_deref().unwrap_or("-"),
+        limits(contract),
+    );
+    crate::checkpoint::write_atomic(&session.join(HANDOFF_FILE), handoff.as_bytes())
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
+
+/// The handoff file's name in a session directory (and a workspace: `account::worker_handoff`).
+pub const HANDOFF_FILE: &str = "handoff.md";

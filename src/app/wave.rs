@@ -526,6 +526,11 @@ fn describe_change(t: &TaskDef, recorded: &str, worker: Option<&str>) -> String 
             was.model.unwrap_or_default(),
             t.model.clone().unwrap_or_default(),
         );
+        field(
+            "task specifics",
+            was.specifics.with_task(""),
+            t.specifics.with_task(""),
+        );
     }
     format!(
         "task {} (started as worker {}): {}",
@@ -650,7 +655,7 @@ fn start_ready(
             };
             let req = SpawnRequest {
                 repo: t.repo.clone(),
-                task: t.task.clone(),
+                task: t.specifics.with_task(&t.task),
                 task_id: Some(attempt_key(&name, &t.id, attempt)),
                 component: t.component.clone(),
                 plan: t.plan.clone(),

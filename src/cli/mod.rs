@@ -160,6 +160,21 @@ pub enum Command {
         /// Picks worker.model_overrides.security_sensitive.
         #[arg(long)]
         security_sensitive: bool,
+        /// A file the task creates or changes (repeatable): shown to the worker with its task.
+        #[arg(long = "file")]
+        files: Vec<String>,
+        /// A technical requirement (repeatable).
+        #[arg(long = "requirement")]
+        requirements: Vec<String>,
+        /// What the worker may touch (repeatable).
+        #[arg(long)]
+        scope_in: Vec<String>,
+        /// What the worker must leave alone (repeatable).
+        #[arg(long)]
+        scope_out: Vec<String>,
+        /// The form its result should take (e.g. "a PR-ready commit with tests").
+        #[arg(long)]
+        output_format: Option<String>,
         /// Answer as one JSON object instead of text (its schema: docs/schema/).
         #[arg(long)]
         json: bool,
@@ -855,13 +870,25 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             model,
             complexity,
             security_sensitive,
+            files,
+            requirements,
+            scope_in,
+            scope_out,
+            output_format,
             json,
         } => workers::spawn(
             ctx,
             workers::SpawnArgs {
                 request: crate::app::spawn::SpawnRequest {
                     repo,
-                    task,
+                    task: crate::wave::TaskSpecifics {
+                        files,
+                        requirements,
+                        scope_in,
+                        scope_out,
+                        output_format,
+                    }
+                    .with_task(&task),
                     task_id,
                     component,
                     plan,

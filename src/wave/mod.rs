@@ -48,6 +48,52 @@ pub struct TaskDef {
     /// `security_sensitive: true`: `worker.model_overrides.security_sensitive`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub security_sensitive: bool,
+    /// `files`, `requirements`, `scope`, `output_format`: what the task's worker is told
+    /// beside the task (the contract's `add_task_specifics`).
+    #[serde(default, skip_serializing_if = "TaskSpecifics::is_empty")]
+    pub specifics: TaskSpecifics,
+}
+
+/// The contract's task specifics (`before_spawn_checklist.add_task_specifics`: "FILES TO
+/// CREATE, TECHNICAL REQUIREMENTS"; `context_handoff`: output format, boundaries), from a wave
+/// task's fields or `spawn`'s flags. They travel with the task's text (what the worker record
+/// keeps and every prompt of the task shows), one line each.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpecifics {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope_in: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope_out: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_format: Option<String>,
+}
+
+impl TaskSpecifics {
+    pub fn is_empty(&self) -> bool {
+        *self == TaskSpecifics::default()
+    }
+
+    /// `task` with the specifics under it, one line each (the task alone when there are none).
+    pub fn with_task(&self, task: &str) -> String {
+        let mut s = task.trim_end().to_string();
+        let mut line = |label: &str, items: &[String], sep: &str| {
+            if !items.is_empty() {
+                s.push_str(&format!("\n{label}: {}", items.join(sep)));
+            }
+        };
+        line("FILES", &self.files, ", ");
+        line("REQUIREMENTS", &self.requirements, "; ");
+        line("IN SCOPE", &self.scope_in, ", ");
+        line("OUT OF SCOPE", &self.scope_out, ", ");
+        if let Some(f) = &self.output_format {
+            s.push_str(&format!("\nOUTPUT FORMAT: {f}"));
+        }
+        s
+    }
 }
 
 /// A wave task's `complexity:` (the contract's `task_complexity`).
@@ -107,6 +153,24 @@ struct RawTask {
     complexity: Option<Spanned<String>>,
     #[serde(default)]
     security_sensitive: Option<bool>,
+    #[serde(default)]
+    files: Vec<Spanned<String>>,
+    #[serde(default)]
+    requirements: Vec<Spanned<String>>,
+    #[serde(default)]
+    scope: Option<RawScope>,
+    #[serde(default)]
+    output_format: Option<Spanned<String>>,
+}
+
+/// A task's `scope: {in: [...], out: [...]}`: what its worker may touch and what it must not.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScope {
+    #[serde(default, rename = "in")]
+    inside: Vec<Spanned<String>>,
+    #[serde(default, rename = "out")]
+    outside: Vec<Spanned<String>>,
 }
 
 fn pos<T>(s: &Spanned<T>) -> Option<Pos> {
@@ -284,6 +348,29 @@ impl Wave {
                 model,
                 complexity,
                 security_sensitive: r.security_sensitive.unwrap_or(false),
+                specifics: {
+                    let list = |v: &[Spanned<String>]| -> Vec<String> {
+                        v.iter()
+                            .map(|x| x.value.trim().to_string())
+                            .filter(|x| !x.is_empty())
+                            .collect()
+                    };
+                    TaskSpecifics {
+                        files: list(&r.files),
+                        requirements: list(&r.requirements),
+                        scope_in: r
+                            .scope
+                            .as_ref()
+                            .map(|x| list(&x.inside))
+                            .unwrap_or_default(),
+                        scope_out: r
+                            .scope
+                            .as_ref()
+                            .map(|x| list(&x.outside))
+                            .unwrap_or_default(),
+                        output_format: non_empty(&r.output_format),
+                    }
+                },
             });
             positions.push(pos(&r.id));
             after_pos.push(r.after.iter().map(pos).collect());

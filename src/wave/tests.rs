@@ -12,6 +12,34 @@ fn parse(text: &str) -> Result<Wave, Diagnostics> {
     Wave::parse(text, Path::new("/w/wave.yaml"), &seed())
 }
 
+#[test]
+fn a_task_carries_its_files_requirements_scope_and_output_format() {
+    let w = parse(
+        r#"name: w
+tasks:
+  - id: ax
+    repo: alphavm
+    task: "Implement AX token types"
+    files: [src/token.rs, tests/token.rs]
+    requirements: ["no unsafe", "parse in O(n)"]
+    scope: {in: [src/token.rs], out: [src/vm]}
+    output_format: "one commit with tests"
+  - {id: plain, repo: sdk, task: "Docs"}
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        w.tasks[0].specifics.with_task(&w.tasks[0].task),
+        "Implement AX token types\nFILES: src/token.rs, tests/token.rs\nREQUIREMENTS: no unsafe; parse in O(n)\nIN SCOPE: src/token.rs\nOUT OF SCOPE: src/vm\nOUTPUT FORMAT: one commit with tests"
+    );
+    // Without specifics a task and its recorded definition are as before.
+    assert!(w.tasks[1].specifics.is_empty());
+    assert!(!w.tasks[1].definition().contains("specifics"));
+    assert_eq!(w.tasks[1].specifics.with_task("Docs"), "Docs");
+    let e = errors("name: w\ntasks:\n  - {id: a, repo: sdk, task: x, scope: {inside: [a]}}\n");
+    assert!(e.iter().any(|e| e.contains("inside")), "{e:?}");
+}
+
 fn errors(text: &str) -> Vec<String> {
     parse(text)
         .unwrap_err()
@@ -301,6 +329,7 @@ fn wave_strategy() -> impl Strategy<Value = (RepoGraph, Vec<TaskDef>, Vec<u64>, 
                     model: None,
                     complexity: None,
                     security_sensitive: false,
+                    specifics: TaskSpecifics::default(),
                 })
                 .collect();
             // `after` may close a cycle with the repository graph: such waves are refused, so

@@ -238,6 +238,14 @@ fn spawn_prompt_without_the_task_is_at_most_150_tokens() {
     .into_iter()
     .map(|(k, v)| (k, v.to_string()))
     .collect();
+    // The limits as the shipped contract sets them (the prompt's one line of timeouts).
+    let contract = orch::contract::Contract::from_str(
+        orch::contract::EMBEDDED,
+        std::path::Path::new("worker-completion.yaml"),
+    )
+    .unwrap();
+    let mut vars = vars;
+    vars.insert("limits", orch::app::spawn::limits(&contract));
     let p = orch::prompt::render(orch::prompt::WORKER_TEMPLATE, &vars).unwrap();
     let (chars, words) = (p.chars().count(), p.split_whitespace().count());
     let tokens = chars.div_ceil(4);

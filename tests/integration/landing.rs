@@ -195,15 +195,19 @@ fn a_bottom_up_wave_lands_each_change_in_order_and_dependents_build_on_it() {
             "task {i} started before its upstream landed: {landed_at:?}"
         );
     }
-    // Each dependent's prompt names the upstream changes it builds on.
+    // Each dependent's handoff file (named in its prompt) names the upstream changes it
+    // builds on.
     let core = worker_of(&org, "core");
     let core_landed = core.progress.landing.unwrap().landed.unwrap();
     let vm = worker_of(&org, "vm");
     let prompt = std::fs::read_to_string(org.state.join(&vm.id).join("prompt.md")).unwrap();
+    assert!(prompt.contains("Context: $ORCH_HANDOFF"), "{prompt}");
+    let handoff = std::fs::read_to_string(org.state.join(&vm.id).join("handoff.md")).unwrap();
     assert!(
-        prompt.contains("UPSTREAM: changes landed in your dependencies")
-            && prompt.contains(&format!("- core: {} on main", core_landed.short())),
-        "{prompt}"
+        handoff.contains("UPSTREAM: changes landed in your dependencies")
+            && handoff.contains(&format!("- core: {} on main", core_landed.short()))
+            && handoff.contains("LIMITS: WORKING "),
+        "{handoff}"
     );
     // orch status shows the landing.
     let table = String::from_utf8(org.run(&["status"]).stdout).unwrap();

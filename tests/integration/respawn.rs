@@ -96,6 +96,16 @@ fn a_failed_worker_is_reassigned_with_its_checkpoint_in_the_new_prompt() {
     ] {
         assert!(prompt.contains(&needle), "{needle:?} not in:\n{prompt}");
     }
+    // The rest of the handoff, in the file the prompt names: the limits, and the known issue
+    // on its chain (the old worker's timeout).
+    assert!(prompt.contains("Context: $ORCH_HANDOFF"), "{prompt}");
+    let handoff = std::fs::read_to_string(org.state.join(&new).join("handoff.md")).unwrap();
+    assert!(
+        handoff.contains("LIMITS: WORKING 3s")
+            && handoff.contains("KNOWN ISSUES")
+            && handoff.contains("critical timeout on alpha"),
+        "{handoff}"
+    );
     // The lock went from the old worker to the new one in one transaction, then DONE freed it.
     let handed: Vec<_> = org
         .store()

@@ -163,6 +163,13 @@ fn a_sandboxed_worker_of_an_unprivileged_orch_sees_nothing_of_orch_and_still_rea
         "the remote's hook judged the relayed push as the worker's: {}",
         read(&org, "push-base.out")
     );
+    // What it is given to read: its CI guide and its handoff, copies in its workspace.
+    assert_eq!(
+        code(&org, "read-guide"),
+        0,
+        "{}",
+        read(&org, "read-guide.out")
+    );
     assert_eq!(code(&org, "push-own"), 0, "{}", read(&org, "push-own.out"));
     assert_eq!(
         code(&org, "ci-status"),

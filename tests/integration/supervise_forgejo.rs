@@ -144,7 +144,7 @@ fn assert_token_kept_secret(org: &Org, fake: &FakeForgejo, id: &str, out: &std::
     let leaks = files_containing(&org.state, TOKEN.as_bytes());
     assert!(leaks.is_empty(), "token found in {leaks:?}");
     let session = org.state.join(id);
-    for f in ["worker.log", "prompt.md", "ci-guide.md"] {
+    for f in ["worker.log", "prompt.md", "ci-guide.md", "handoff.md"] {
         let text = std::fs::read_to_string(session.join(f)).unwrap();
         assert!(!text.contains(TOKEN), "token in {f}");
     }

@@ -316,7 +316,7 @@ fn a_critical_path_task_that_times_out_is_reassigned() {
         &file,
         r#"name: wave-r
 tasks:
-  - {id: long, repo: alpha, task: "the long part [stall]", estimate: 10m}
+  - {id: long, repo: alpha, task: "the long part [stall]", estimate: 10m, files: [feature.txt], scope: {out: [beta]}}
   - {id: short, repo: beta, task: "the short part [stall]", estimate: 1m}
 "#,
     )
@@ -347,7 +347,9 @@ tasks:
     assert!(
         prompt.contains(&format!(
             "REASSIGNED: you take this task over from worker {first} (FAILED: timeout)"
-        )) && prompt.contains("files modified: stall.txt"),
+        )) && prompt.contains("files modified: stall.txt")
+            && prompt
+                .contains("TASK: the long part [stall]\nFILES: feature.txt\nOUT OF SCOPE: beta\n"),
         "{prompt}"
     );
     let alerts = org.alerts(&first);

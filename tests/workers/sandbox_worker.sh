@@ -13,6 +13,7 @@ clone=$(cat "$E2E_OUT/clone-path")
 orch_home=$(cat "$E2E_OUT/orch-home")
 id -u >"$E2E_OUT/uid"
 echo "$HOME" >"$E2E_OUT/home"
+attempt read-guide cat "$ORCH_CI_GUIDE" "$ORCH_HANDOFF"
 attempt read-db cat "$ORCH_STATE_DIR/orch.db"
 attempt write-db sh -c 'echo forged >> "$ORCH_STATE_DIR/orch.db"'
 attempt read-prompt cat "$ORCH_STATE_DIR/$ORCH_WORKER_ID/prompt.md"

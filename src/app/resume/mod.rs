@@ -304,7 +304,7 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     }
     w.progress = after.clone();
     let session = super::supervisor::session_dir(&l.state_dir, id);
-    let upstream = super::spawn::upstream_changes(&mut store, &l.config, &w.repo);
+    let upstream = super::spawn::handoff_context(&mut store, &l.config, &w.repo, &w.id);
     super::spawn::render_prompts(&l.config, &l.contract, &w, &session, &told, &upstream)
         .map_err(super::Error::Refused)?;
     let child = start_detached(l, id)?;
@@ -588,7 +588,7 @@ fn reconcile(
             &w,
             &session,
             n,
-            &super::spawn::upstream_changes(store, &l.config, &w.repo),
+            &super::spawn::handoff_context(store, &l.config, &w.repo, &w.id),
         )
         .map_err(super::Error::Refused)?;
     }

@@ -85,7 +85,7 @@ fn ensure_prompts(l: &Loaded, w: &WorkerRecord) {
         }
         let upstream = l
             .store()
-            .map(|mut s| crate::app::spawn::upstream_changes(&mut s, &l.config, &w.repo))
+            .map(|mut s| crate::app::spawn::handoff_context(&mut s, &l.config, &w.repo, &w.id))
             .unwrap_or_default();
         let _ =
             crate::app::spawn::render_prompts(&l.config, &l.contract, w, &session, "", &upstream);

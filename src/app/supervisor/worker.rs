@@ -195,6 +195,7 @@ impl WorkerProcess {
             .env("ORCH_REPO", &w.repo)
             .env("ORCH_TASK", &w.task)
             .env("ORCH_CI_GUIDE", dir.join("ci-guide.md"))
+            .env("ORCH_HANDOFF", dir.join(crate::app::spawn::HANDOFF_FILE))
             .env("ORCH_STATE_DIR", env.state_dir)
             .env("ORCH_CONFIG", env.config_path)
             .env("ORCH_BRANCH", &w.branch)
@@ -220,6 +221,7 @@ impl WorkerProcess {
             // guide: orch's session directory is not its to read.
             cmd.env("HOME", crate::account::worker_home(wt))
                 .env("ORCH_CI_GUIDE", crate::account::worker_ci_guide(wt))
+                .env("ORCH_HANDOFF", crate::account::worker_handoff(wt))
                 .env(crate::report_wire::CI_VIA_ENV, "channel");
         }
         if let Some(a) = &account {
@@ -258,9 +260,10 @@ impl WorkerProcess {
         }));
         let (tx, rx) = sync_channel(CHANNEL_BOUND);
         let ci_guide = std::fs::read(dir.join("ci-guide.md")).unwrap_or_default();
+        let handoff = std::fs::read(dir.join(crate::app::spawn::HANDOFF_FILE)).unwrap_or_default();
         let filter = Arc::new(LineFilter::new(
             env.contract.permission.patterns.clone(),
-            &[&prompt, &ci_guide],
+            &[&prompt, &ci_guide, &handoff],
         ));
         let c = child.child_mut();
         if let Some(mut stdin) = c.stdin.take() {

@@ -497,6 +497,7 @@ pub(super) fn spawn_runner(
         "ORCH_BRANCH",
         "ORCH_PUSH_REMOTE",
         "ORCH_CI_GUIDE",
+        "ORCH_HANDOFF",
     ] {
         cmd.env_remove(var);
     }

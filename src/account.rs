@@ -280,7 +280,7 @@ pub fn worker_ci_guide(worktree: &Path) -> PathBuf {
     worktree.with_file_name("ci-guide.md")
 }
 
-/// The handoff file a worker of another account reads (`app::spawn::HANDOFF_FILE`).
+/// The handoff file a worker of another account reads (`app::supervisor::HANDOFF_FILE`).
 pub fn worker_handoff(worktree: &Path) -> PathBuf {
     worktree.with_file_name("handoff.md")
 }

@@ -681,7 +681,7 @@ fn hand_over(
     let guide = crate::account::worker_ci_guide(wt);
     std::fs::copy(session.join("ci-guide.md"), &guide).map_err(io(&guide))?;
     let handoff = crate::account::worker_handoff(wt);
-    std::fs::copy(session.join(HANDOFF_FILE), &handoff).map_err(io(&handoff))?;
+    std::fs::copy(session.join(super::supervisor::HANDOFF_FILE), &handoff).map_err(io(&handoff))?;
     let workspace = wt.parent().unwrap_or(wt);
     let Some(account) = account else {
         return crate::account::set_mode(workspace, 0o700).map_err(io(workspace));
@@ -913,10 +913,10 @@ pub fn render_prompts(
         w.plan.as_deref().unwrap_or("-"),
         limits(contract),
     );
-    crate::checkpoint::write_atomic(&session.join(HANDOFF_FILE), handoff.as_bytes())
-        .map_err(|e| e.to_string())?;
+    crate::checkpoint::write_atomic(
+        &session.join(super::supervisor::HANDOFF_FILE),
+        handoff.as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
     Ok(())
 }
-
-/// The handoff file's name in a session directory (and a workspace: `account::worker_handoff`).
-pub const HANDOFF_FILE: &str = "handoff.md";

@@ -86,7 +86,10 @@ pub enum SuperviseError {
     Storage(String),
 }
 
-/// The session directory of a worker: prompt, CI guide, worker.log, supervisor.log.
+/// The handoff file's name in a session directory (and a workspace: `account::worker_handoff`).
+pub const HANDOFF_FILE: &str = "handoff.md";
+
+/// The session directory of a worker: prompt, CI guide, handoff, worker.log, supervisor.log.
 pub fn session_dir(state_dir: &Path, worker: &str) -> PathBuf {
     state_dir.join(worker)
 }

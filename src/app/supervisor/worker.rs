@@ -195,7 +195,7 @@ impl WorkerProcess {
             .env("ORCH_REPO", &w.repo)
             .env("ORCH_TASK", &w.task)
             .env("ORCH_CI_GUIDE", dir.join("ci-guide.md"))
-            .env("ORCH_HANDOFF", dir.join(crate::app::spawn::HANDOFF_FILE))
+            .env("ORCH_HANDOFF", dir.join(super::HANDOFF_FILE))
             .env("ORCH_STATE_DIR", env.state_dir)
             .env("ORCH_CONFIG", env.config_path)
             .env("ORCH_BRANCH", &w.branch)
@@ -260,7 +260,7 @@ impl WorkerProcess {
         }));
         let (tx, rx) = sync_channel(CHANNEL_BOUND);
         let ci_guide = std::fs::read(dir.join("ci-guide.md")).unwrap_or_default();
-        let handoff = std::fs::read(dir.join(crate::app::spawn::HANDOFF_FILE)).unwrap_or_default();
+        let handoff = std::fs::read(dir.join(super::HANDOFF_FILE)).unwrap_or_default();
         let filter = Arc::new(LineFilter::new(
             env.contract.permission.patterns.clone(),
             &[&prompt, &ci_guide, &handoff],

@@ -22,6 +22,14 @@ pub struct Checkpoint {
     pub commits: Vec<String>,
     pub ci_runs: Vec<CheckpointCi>,
     pub files_modified: Vec<String>,
+    // the worker's return (contract: worker_returns): what it created, the tests it added or
+    // changed, the final CI run; `context_summary` is its summary
+    #[serde(default)]
+    pub files_created: Vec<String>,
+    #[serde(default)]
+    pub tests_added: Vec<String>,
+    #[serde(default)]
+    pub final_ci: Option<String>,
     // optional
     pub context_summary: String,
     pub blockers: Vec<String>,
@@ -70,6 +78,30 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
     let wt = Path::new(&w.worktree);
     let commits = gitops::commits_since(wt, &w.base_sha).unwrap_or_default();
     let files_modified = gitops::files_modified(wt, &w.base_sha).unwrap_or_default();
+    let files_created = gitops::files_created(wt, &w.base_sha).unwrap_or_default();
+    let tests_added = files_modified
+        .iter()
+        .filter(|f| is_test_file(f))
+        .cloned()
+        .collect();
+    let final_ci = pushes.last().map(|p| {
+        let runs: Vec<String> = p
+            .runs
+            .iter()
+            .flatten()
+            .map(|r| format!("#{}", r.number))
+            .collect();
+        format!(
+            "{} {}{}",
+            p.sha.short(),
+            p.verdict.map(|v| v.as_str()).unwrap_or("pending"),
+            if runs.is_empty() {
+                String::new()
+            } else {
+                format!(" (run {})", runs.join(", "))
+            }
+        )
+    });
     let ci_runs = pushes
         .iter()
         .map(|p| {
@@ -117,6 +149,9 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
         commits,
         ci_runs,
         files_modified,
+        files_created,
+        tests_added,
+        final_ci,
         blockers,
         task: w.task.clone(),
         task_id: w.task_id.clone(),
@@ -135,6 +170,30 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
         updated_ms: w.updated_ms,
         progress_json: serde_json::to_string(pr).expect("progress serialises"),
     }
+}
+
+/// Whether `path` (a file a change touches) is a test, by the conventions of the common
+/// ecosystems: a `test`/`tests`/`spec`/`__tests__` directory, `test_*.py`, `*_test.go`,
+/// `*_test.py`, `*.test.*`, `*.spec.*`, `*Test.java`/`*Tests.*`.
+pub fn is_test_file(path: &str) -> bool {
+    let p = std::path::Path::new(path);
+    let in_test_dir = p.parent().is_some_and(|d| {
+        d.components().any(|c| {
+            matches!(
+                c.as_os_str().to_str(),
+                Some("test" | "tests" | "spec" | "specs" | "__tests__" | "testing")
+            )
+        })
+    });
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let stem = name.split('.').next().unwrap_or("");
+    in_test_dir
+        || name.starts_with("test_")
+        || stem.ends_with("_test")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+        || stem.ends_with("Test")
+        || stem.ends_with("Tests")
 }
 
 /// One paragraph a replacement worker (or a human) can act on.
@@ -320,6 +379,31 @@ pub fn read(path: &Path) -> Result<Checkpoint, String> {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    #[test]
+    fn tests_are_known_by_each_ecosystems_conventions() {
+        for t in [
+            "tests/integration/a.rs",
+            "src/__tests__/x.js",
+            "pkg/thing_test.go",
+            "test_parser.py",
+            "parser_test.py",
+            "ui/button.test.tsx",
+            "ui/button.spec.ts",
+            "src/main/java/FooTest.java",
+            "FooTests.cs",
+        ] {
+            assert!(super::is_test_file(t), "{t}");
+        }
+        for f in [
+            "src/lib.rs",
+            "contest.py",
+            "latest/notes.md",
+            "src/testament.rs",
+        ] {
+            assert!(!super::is_test_file(f), "{f}");
+        }
+    }
 
     #[test]
     fn holds_are_written_and_read_back_and_a_bad_file_is_named() {

@@ -597,6 +597,29 @@ pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
     Ok(files)
 }
 
+/// The paths the worktree's HEAD adds since `base` (new files, not changed ones), sorted.
+pub fn files_created(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
+    let repo = open(dir)?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_tree())
+        .map_err(|e| err(dir, e))?;
+    let base_tree = repo
+        .find_commit(Oid::from_str(base).map_err(|e| err(dir, e))?)
+        .and_then(|c| c.tree())
+        .map_err(|e| err(dir, e))?;
+    let diff = repo
+        .diff_tree_to_tree(Some(&base_tree), Some(&head), None)
+        .map_err(|e| err(dir, e))?;
+    let mut files: Vec<String> = diff
+        .deltas()
+        .filter(|d| d.status() == git2::Delta::Added)
+        .filter_map(|d| d.new_file().path().map(|p| p.display().to_string()))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// The paths a change touches — added, modified, deleted or renamed (both names) — between
 /// the merge base of `head` with `base` and `head`, sorted; with that merge base.
 pub fn changed_since_merge_base(

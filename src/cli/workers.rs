@@ -605,6 +605,16 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         worktree: w.worktree.clone(),
         worker_log: log.display().to_string(),
         checkpoint: cp.display().to_string(),
+        returned: {
+            let c = crate::checkpoint::build(&w, &pushes, false);
+            crate::cli::view::workers::ReturnView {
+                files_created: c.files_created,
+                files_modified: c.files_modified,
+                tests_added: c.tests_added,
+                final_ci: c.final_ci,
+                summary: c.context_summary,
+            }
+        },
     };
     if json_out {
         print_json(&view);

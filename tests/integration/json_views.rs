@@ -246,6 +246,22 @@ fn every_json_view_matches_its_published_schema() {
     let shown = answer(&org, &["sessions", "show", &done_id, "--json"], 0);
     let sha = shown["pushes"][0]["sha"].as_str().unwrap().to_string();
     assert!(is_time(&shown["pushes"][0]["pushed_at"]), "{shown}");
+    // What the DONE worker returned: the files of its change, its final CI run, a summary.
+    let returned = &shown["returned"];
+    assert!(
+        !returned["files_modified"].as_array().unwrap().is_empty(),
+        "{returned}"
+    );
+    assert!(
+        returned["final_ci"]
+            .as_str()
+            .is_some_and(|f| f.starts_with(orch::sha::short(&sha)) && f.contains("green")),
+        "{returned}"
+    );
+    assert!(
+        returned["summary"].as_str().unwrap().contains("DONE"),
+        "{returned}"
+    );
 
     // Alerts: `alerts --json` and every line of alerts.jsonl, the same fields.
     let alerts = poll_until(

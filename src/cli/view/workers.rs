@@ -582,6 +582,20 @@ pub struct SessionView {
     pub worktree: String,
     pub worker_log: String,
     pub checkpoint: String,
+    /// What the worker returned, as its checkpoint has it (the contract's `worker_returns`).
+    pub returned: ReturnView,
+}
+
+/// The contract's `worker_returns`, read from git and CI: files created and modified (every
+/// file the change touches), the tests among them, the final CI run, a summary.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ReturnView {
+    pub files_created: Vec<String>,
+    pub files_modified: Vec<String>,
+    pub tests_added: Vec<String>,
+    pub final_ci: Option<String>,
+    pub summary: String,
 }
 
 impl View for SessionView {
@@ -652,6 +666,23 @@ impl SessionView {
         line("worktree", esc(&self.worktree).into_owned());
         line("log", esc(&self.worker_log).into_owned());
         line("checkpoint", esc(&self.checkpoint).into_owned());
+        let r = &self.returned;
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                esc(&v.join(", ")).into_owned()
+            }
+        };
+        out.push_str("returned:\n");
+        out.push_str(&format!("  created    {}\n", list(&r.files_created)));
+        out.push_str(&format!("  modified   {}\n", list(&r.files_modified)));
+        out.push_str(&format!("  tests      {}\n", list(&r.tests_added)));
+        out.push_str(&format!(
+            "  final CI   {}\n",
+            esc(r.final_ci.as_deref().unwrap_or("-"))
+        ));
+        out.push_str(&format!("  summary    {}\n", esc(&r.summary)));
         if !self.pushes.is_empty() {
             out.push_str("pushes:\n");
             for ps in &self.pushes {

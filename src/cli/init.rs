@@ -39,7 +39,7 @@ pub fn run(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome 
     let found = find(&dir);
     if found.is_empty() {
         return Err(Failure::bad_input(format!(
-            "no git repository found in {} (orch init looks at its subdirectories: one clone each)",
+            "no git repository found in {} (orch init looks at its subdirectories: one clone each); run it in the directory that holds your clones, or `orch init --example` to write a demo organisation to try orch on",
             dir.display()
         )));
     }

@@ -236,3 +236,20 @@ fn a_worker_program_that_is_not_there_starts_nothing() {
     let v = org.json(&["wave", "status", "first", "--json"]);
     assert_eq!(v["tasks"][0]["state"], "PENDING", "{v:#}");
 }
+
+/// `orch init` where there is no clone says what to do instead: where to run it, or
+/// `--example`.
+#[test]
+fn init_without_clones_names_the_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::support::orch_cmd()
+        .arg("init")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let text = output_text(&out);
+    assert!(text.contains("no git repository found"), "{text}");
+    assert!(text.contains("orch init --example"), "{text}");
+    assert!(!dir.path().join("repos.yaml").exists());
+}

@@ -571,6 +571,16 @@ pub fn commits_since(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
 
 /// Paths changed between `base` and HEAD, sorted.
 pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
+    paths_since(dir, base, false)
+}
+
+/// The paths the worktree's HEAD adds since `base` (new files, not changed ones), sorted.
+pub fn files_created(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
+    paths_since(dir, base, true)
+}
+
+/// The paths of the diff from `base`'s tree to HEAD's (`added_only`: new files alone), sorted.
+fn paths_since(dir: &Path, base: &str, added_only: bool) -> Result<Vec<String>, GitError> {
     let repo = open(dir)?;
     let head = repo
         .head()
@@ -585,6 +595,7 @@ pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
         .map_err(|e| err(dir, e))?;
     let mut files: Vec<String> = diff
         .deltas()
+        .filter(|d| !added_only || d.status() == git2::Delta::Added)
         .filter_map(|d| {
             d.new_file()
                 .path()
@@ -594,29 +605,6 @@ pub fn files_modified(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
         .collect();
     files.sort();
     files.dedup();
-    Ok(files)
-}
-
-/// The paths the worktree's HEAD adds since `base` (new files, not changed ones), sorted.
-pub fn files_created(dir: &Path, base: &str) -> Result<Vec<String>, GitError> {
-    let repo = open(dir)?;
-    let head = repo
-        .head()
-        .and_then(|h| h.peel_to_tree())
-        .map_err(|e| err(dir, e))?;
-    let base_tree = repo
-        .find_commit(Oid::from_str(base).map_err(|e| err(dir, e))?)
-        .and_then(|c| c.tree())
-        .map_err(|e| err(dir, e))?;
-    let diff = repo
-        .diff_tree_to_tree(Some(&base_tree), Some(&head), None)
-        .map_err(|e| err(dir, e))?;
-    let mut files: Vec<String> = diff
-        .deltas()
-        .filter(|d| d.status() == git2::Delta::Added)
-        .filter_map(|d| d.new_file().path().map(|p| p.display().to_string()))
-        .collect();
-    files.sort();
     Ok(files)
 }
 

@@ -95,7 +95,7 @@ impl Plan {
             } else {
                 p.clone()
             };
-            Some(resolve(&p))
+            Some(crate::config::resolve_on_disk(&p))
         };
         Plan {
             hide: self.hide.iter().filter_map(fix).collect(),
@@ -128,35 +128,30 @@ pub fn for_worker(
     .resolved(home)
 }
 
+/// [`for_worker`] for `config`'s organisation (its clones, token file and `worker.hide`),
+/// keeping `keep`, with orch's `HOME`: what a worker of it, and its CI, must not see.
+pub fn for_config(config: &crate::config::Config, state_dir: &Path, keep: &Path) -> Plan {
+    let clones: Vec<&Path> = config.repos.iter().map(|r| r.path.as_path()).collect();
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    for_worker(
+        state_dir,
+        &clones,
+        config.forge.token_file.as_deref(),
+        &config.worker.hide,
+        keep,
+        home.as_deref(),
+    )
+}
+
 impl Plan {
     /// Whether a worker of this (resolved) plan cannot see `path`: it is (under) a hidden path
     /// and not under a kept directory.
     pub fn hides(&self, path: &Path) -> bool {
-        let path = resolve(path);
+        let path = crate::config::resolve_on_disk(path);
         self.hide.iter().any(|h| path.starts_with(h))
             && !self.keep.iter().any(|k| path.starts_with(k))
-    }
-}
-
-/// `path` with its longest existing ancestor canonicalised.
-fn resolve(path: &Path) -> PathBuf {
-    let mut existing = path;
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut out = real;
-            for r in rest.iter().rev() {
-                out.push(r);
-            }
-            return out;
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                existing = parent;
-            }
-            _ => return path.to_path_buf(),
-        }
     }
 }
 

@@ -496,18 +496,7 @@ fn sandbox_plan(
     workspace: &std::path::Path,
     argv: &[String],
 ) -> Result<crate::sandbox::Plan, String> {
-    let clones: Vec<&std::path::Path> = env.config.repos.iter().map(|r| r.path.as_path()).collect();
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(std::path::PathBuf::from);
-    let plan = crate::sandbox::for_worker(
-        env.state_dir,
-        &clones,
-        env.config.forge.token_file.as_deref(),
-        &env.config.worker.hide,
-        workspace,
-        home.as_deref(),
-    );
+    let plan = crate::sandbox::for_config(env.config, env.state_dir, workspace);
     let mut needed = vec![
         ("orch's binary", env.orch_exe.to_path_buf()),
         ("the configuration", env.config_path.to_path_buf()),

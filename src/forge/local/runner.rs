@@ -142,20 +142,10 @@ fn execute(
     };
     // `worker.sandbox`: the jobs, the worker's code, in the sandbox its worker had (orch's
     // state, the clones and orch's credentials hidden; the checkout kept).
-    let sandbox = config.worker.sandbox.then(|| {
-        let clones: Vec<&Path> = config.repos.iter().map(|r| r.path.as_path()).collect();
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(std::path::PathBuf::from);
-        crate::sandbox::for_worker(
-            &layout.state_dir,
-            &clones,
-            config.forge.token_file.as_deref(),
-            &config.worker.hide,
-            &work,
-            home.as_deref(),
-        )
-    });
+    let sandbox = config
+        .worker
+        .sandbox
+        .then(|| crate::sandbox::for_config(&config, &layout.state_dir, &work));
     if sandbox.is_some() && crate::pidns::usable().is_none() {
         return fail_run(
             layout,

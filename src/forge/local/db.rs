@@ -304,6 +304,15 @@ pub fn set_job_status(
     refresh_run_status(tx, run_id)
 }
 
+/// Records the process group of a running job (never of one already cancelled or done).
+pub fn set_job_pid(tx: &Transaction, job_id: i64, pid: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "UPDATE local_jobs SET pid = ?2 WHERE id = ?1 AND status = 'running'",
+        params![job_id, pid],
+    )?;
+    Ok(())
+}
+
 /// Every job of the run that is not done becomes `status` with `note`, in one transaction.
 pub fn finish_unfinished_jobs(
     tx: &Transaction,

@@ -489,6 +489,10 @@ fn run_job(
             return Ok(JobStatus::Failure);
         }
     };
+    // Picked up: `running` before the job's first instruction, as Forgejo marks a task when
+    // a runner takes it. Written after the spawn, a job that stops its runner at once
+    // (`kill -STOP $PPID`) would read `waiting` for ever: never "past its own limit".
+    store.write(|tx| db::set_job_status(tx, job.id, JobStatus::Running, &JobUpdate::default()))?;
     let mut child = match spawn_in_group(
         &mut cmd,
         &GroupOptions {
@@ -504,17 +508,7 @@ fn run_job(
         }
     };
     drop(cmd); // closes the runner's copies of the log file
-    store.write(|tx| {
-        db::set_job_status(
-            tx,
-            job.id,
-            JobStatus::Running,
-            &JobUpdate {
-                pid: Some(child.pgid() as i64),
-                ..JobUpdate::default()
-            },
-        )
-    })?;
+    store.write(|tx| db::set_job_pid(tx, job.id, child.pgid() as i64))?;
     let waited = child
         .wait_timeout(timeout)
         .map_err(io_err(format!("cannot wait for job {}", job.name)))?;

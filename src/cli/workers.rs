@@ -835,6 +835,14 @@ pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome 
             list.join("; ")
         ));
     }
+    let held: Vec<String> = results
+        .iter()
+        .filter(|r| r.held_back)
+        .map(|r| format!("{} ({})", r.worker_id, esc(&r.detail)))
+        .collect();
+    if !held.is_empty() {
+        said.push(format!("not replaced: {}", held.join("; ")));
+    }
     let refusal = (!said.is_empty()).then(|| said.join("; "));
     let view = ResumeView {
         rebuilt: rebuilt.as_ref().map(RebuiltView::from),

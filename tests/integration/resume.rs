@@ -6,7 +6,9 @@
 //! first life of a worker does (see the script). CI `check` waits for a gate file, so a test
 //! decides when CI finishes.
 
-use crate::support::{ORCH, Org, Spec, dead_pid, job_status, reaping_late, resumed_entry};
+use crate::support::{
+    ORCH, Org, Spec, dead_pid, job_status, output_text, reaping_late, resumed_entry,
+};
 /// Is the worker's supervisor alive (lease valid, same process)?
 fn supervisor_alive(w: &orch::store::workers::WorkerRecord) -> bool {
     w.supervised(orch::store::now_ms())
@@ -259,6 +261,45 @@ fn nothing_pushed_orphan_is_shown_unsupervised_then_replaced_and_finishes() {
     let w = org.worker(&id);
     assert_eq!(w.respawns, 1);
     assert_eq!(org.lives(&id), 2);
+    assert_no_leftovers(&org);
+}
+
+/// An orphan whose program is no longer installed is not replaced: `resume` says so (a "no",
+/// naming the program), the worker keeps its milestone, its lock and its respawns, and is
+/// free for the resume after the install, which finishes it.
+#[test]
+fn an_orphan_whose_program_is_gone_is_not_replaced_until_it_is_back() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "hang add the feature", "t-working");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+    let gone = yaml.replace("command: [sh,", "command: [orch-it-no-such-agent,");
+    assert_ne!(gone, yaml, "the worker command is `sh …`: {yaml}");
+    std::fs::write(&org.config_path, &gone).unwrap();
+
+    let out = org.run(&["resume"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let text = output_text(&out);
+    assert!(
+        text.contains("not replaced") && text.contains("runs orch-it-no-such-agent"),
+        "{text}"
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.milestone(), Milestone::Working);
+    assert_eq!(w.respawns, 0, "no respawn is used up");
+    assert_eq!(org.lives(&id), 1, "nothing was started");
+    assert!(org.lock_of(&id).is_some(), "the lock stays with its work");
+    assert!(!supervisor_alive(&w), "free for the next resume");
+
+    std::fs::write(&org.config_path, &yaml).unwrap();
+    org.open_all_gates();
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["action"], "respawned", "{r}");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    assert_eq!(org.worker(&id).respawns, 1);
     assert_no_leftovers(&org);
 }
 

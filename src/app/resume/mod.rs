@@ -46,6 +46,9 @@ pub struct Reconciled {
     pub after: Milestone,
     pub action: Action,
     pub detail: String,
+    /// Left as it was because it cannot go on yet (its program is not installed): the
+    /// resume as a whole is a "no" an operator must see.
+    pub held_back: bool,
 }
 
 /// A worker needs a resumer when it is still in progress and nobody supervises it: its lease
@@ -225,6 +228,11 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
 /// the previous worker did. Returns the milestone it continues in.
 pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> {
     use crate::milestone::{Event, step};
+    if let Some(missing) = super::spawn::program_missing(&l.config) {
+        return Err(super::Error::Refused(format!(
+            "{id} not respawned: {missing}"
+        )));
+    }
     let mut store = l.store()?;
     let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
@@ -535,6 +543,26 @@ fn reconcile(
         why: &why,
     };
     let d = decide(&l.contract, &case, now_ms());
+    if d.action == Action::Respawned
+        && let Some(missing) = super::spawn::program_missing(&l.config)
+    {
+        // A replacement that cannot start would only burn a respawn (exit 127) and end the
+        // task FAILED: nothing is decided, its lock and work stay, and the claim is given
+        // back at once so that the resume after the install takes it.
+        let me = crate::pidns::host_pid() as i64;
+        store.write(|tx| ws::set_lease(tx, &w.id, me, now_ms()))?;
+        return Ok(Reconciled {
+            worker_id: w.id.clone(),
+            repo: w.repo.clone(),
+            before,
+            after: before,
+            action: Action::Unchanged,
+            detail: format!(
+                "not respawned: {missing}; its lock and work are kept: run `orch resume` again once it is installed"
+            ),
+            held_back: true,
+        });
+    }
     let note = (d.action == Action::Respawned).then(|| {
         // A replacement works where its predecessor did: made again if it is gone (a worker
         // that had pushed was not looked at above).
@@ -604,5 +632,6 @@ fn reconcile(
         after: d.progress.milestone,
         action: d.action,
         detail: detail.join("; "),
+        held_back: false,
     })
 }

@@ -786,6 +786,17 @@ pub fn branches_with_prefix(repo_path: &Path, prefix: &str) -> Result<Vec<String
         .collect())
 }
 
+/// The remote local branch `branch` pushes to (`branch.<name>.remote`), if one is set.
+pub fn branch_remote(repo_path: &Path, branch: &str) -> Result<Option<String>, GitError> {
+    let repo = open(repo_path)?;
+    let cfg = repo.config().map_err(|e| err(repo_path, e))?;
+    match cfg.get_string(&format!("branch.{branch}.remote")) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(err(repo_path, e)),
+    }
+}
+
 /// The clone's linked worktrees: (name, path).
 pub fn worktrees(repo_path: &Path) -> Result<Vec<(String, std::path::PathBuf)>, GitError> {
     let repo = open(repo_path)?;

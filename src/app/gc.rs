@@ -396,7 +396,10 @@ fn prune(
 fn inspect(w: &WorkerRecord, repo: &Repo) -> Option<WorkerGc> {
     let worktree = PathBuf::from(&w.worktree);
     let registered = gitops::worktrees(&repo.path)
-        .map(|all| all.iter().any(|(_, p)| same_path(p, &worktree)))
+        .map(|all| {
+            all.iter()
+                .any(|(_, p)| super::spawn::same_file(p, &worktree))
+        })
         .unwrap_or(false);
     let has_worktree = registered || worktree.exists();
     let branch = gitops::branch_tip(&repo.path, &w.local_branch())
@@ -481,11 +484,6 @@ fn unconfigured(w: &WorkerRecord, now: i64) -> Option<WorkerGc> {
     })
 }
 
-fn same_path(a: &Path, b: &Path) -> bool {
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    a == b || canon(a) == canon(b)
-}
-
 /// Why `w`'s leftovers hold work that exists nowhere else, if they do: uncommitted changes in
 /// its worktree, or commits (of its branch or its worktree's HEAD) the remote does not have.
 /// An error reading them is a reason to keep too.
@@ -519,7 +517,7 @@ fn unpushed_work(
         let elsewhere: Vec<PathBuf> = gitops::checked_out_in(clone, &w.local_branch())
             .map_err(|e| e.to_string())?
             .into_iter()
-            .filter(|p| !same_path(p, worktree))
+            .filter(|p| !super::spawn::same_file(p, worktree))
             .collect();
         if let Some(p) = elsewhere.first() {
             return Ok(Some(format!(
@@ -577,9 +575,14 @@ fn remotes(
     dry_run: bool,
 ) -> Vec<RemoteGc> {
     let forge = crate::forge::local::LocalForge::new(&loaded.state_dir, &loaded.config);
-    let remote = super::spawn::LOCAL_REMOTE;
+    let names = super::spawn::local_remote_names(&loaded.state_dir);
     let mut out = Vec::new();
-    for repo in loaded.config.repos.iter() {
+    for (repo, remote) in loaded
+        .config
+        .repos
+        .iter()
+        .flat_map(|r| names.iter().map(move |n| (r, n.as_str())))
+    {
         // A worker still going (a spawn half-way included, a change still landing) may need
         // the remote any moment. `live` holds only those.
         if live.iter().any(|w| w.repo == repo.name) {
@@ -588,12 +591,21 @@ fn remotes(
         let Ok(Some(url)) = gitops::remote_url(&repo.path, remote) else {
             continue;
         };
-        if !same_path(Path::new(&url), &forge.remote_path(&repo.name)) {
+        if !super::spawn::same_file(Path::new(&url), &forge.remote_path(&repo.name)) {
             continue;
         }
         let gone = removed.get(&repo.path).cloned().unwrap_or_default();
         let left: Vec<String> = match gitops::branches_with_prefix(&repo.path, BRANCH_PREFIX) {
-            Ok(b) => b.into_iter().filter(|b| !gone.contains(b)).collect(),
+            // Another state directory's branches push to its own remote: they do not keep
+            // this one (a branch with no upstream might be anyone's, so it keeps it).
+            Ok(b) => b
+                .into_iter()
+                .filter(|b| !gone.contains(b))
+                .filter(|b| {
+                    gitops::branch_remote(&repo.path, b)
+                        .map_or(true, |r| r.is_none_or(|r| r == remote))
+                })
+                .collect(),
             Err(_) => continue,
         };
         let worktrees_left = gitops::worktrees(&repo.path)

@@ -116,6 +116,37 @@ pub fn program_missing(config: &Config) -> Option<String> {
 /// The remote a worker pushes to: the local forge's bare repository, or the clone's origin.
 pub const LOCAL_REMOTE: &str = "orch";
 
+/// The names the local forge's remote of this state directory may have in a clone:
+/// [`LOCAL_REMOTE`], or — where another state directory's forge already has that name in the
+/// same clone — `orch-<8 hex digits>`, the state directory's own (a stable FNV-1a of its path).
+pub fn local_remote_names(state_dir: &Path) -> [String; 2] {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    let mut h: u32 = 0x811c_9dc5;
+    for b in path.as_os_str().as_bytes() {
+        h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+    }
+    [LOCAL_REMOTE.to_string(), format!("{LOCAL_REMOTE}-{h:08x}")]
+}
+
+/// Which of [`local_remote_names`] this state directory uses in `clone`, whose forge
+/// repository is `bare`: `orch` unless it points at another forge that still exists — two
+/// state directories on the same clones must never re-point each other's remote (the other's
+/// workers would push into this one's forge, and its gc would misreport).
+fn local_remote_in(clone: &Path, state_dir: &Path, bare: &Path) -> String {
+    let [plain, own] = local_remote_names(state_dir);
+    match gitops::remote_url(clone, &plain) {
+        Ok(Some(url)) if !same_file(Path::new(&url), bare) && Path::new(&url).exists() => own,
+        _ => plain,
+    }
+}
+
+/// Are `a` and `b` the same place on disk (or the same path when either is missing)?
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    a == b || canon(a) == canon(b)
+}
+
 fn new_id(repo: &str) -> String {
     let mut bytes = [0u8; 4];
     if std::fs::File::open("/dev/urandom")
@@ -143,9 +174,10 @@ pub fn push_remote(
             let bare = forge
                 .ensure_remote(repo)
                 .map_err(|e| format!("local forge for {}: {e}", repo.name))?;
-            gitops::ensure_remote(&repo.path, LOCAL_REMOTE, &bare.display().to_string())
+            let name = local_remote_in(&repo.path, state_dir, &bare);
+            gitops::ensure_remote(&repo.path, &name, &bare.display().to_string())
                 .map_err(|e| e.to_string())?;
-            Ok(LOCAL_REMOTE.to_string())
+            Ok(name)
         }
         ForgeKind::Forgejo => Ok("origin".to_string()),
     }

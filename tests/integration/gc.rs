@@ -280,3 +280,70 @@ fn gc_names_the_leftovers_of_a_repository_no_longer_configured() {
     let again = org.json(&["gc", "--json"]);
     assert!(entry(&again, &id).is_none(), "{again:#}");
 }
+
+/// Two state directories on the same clones (two operators, or a test beside production):
+/// each has its own remote in the clone — the second is never re-pointed at the first's forge
+/// nor the other way round — and each gc removes only its own.
+#[test]
+fn two_state_directories_on_one_clone_keep_their_own_remotes() {
+    let org = Org::new(Spec::local("gc_leftovers.sh").repo(RepoSpec::new("alpha")));
+    let other = org.root.join("other-state");
+    let in_other = |args: &[&str]| {
+        let mut c = org.cmd(args);
+        c.env("ORCH_STATE_DIR", &other);
+        c.output().unwrap()
+    };
+    let clone = org.clone_path("alpha");
+    let url = |name: &str| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&clone)
+            .args(["remote", "get-url", name])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let remotes = || git(&clone, &["remote"]);
+
+    let first = org.spawn_detached("alpha", "done");
+    org.wait_done(&first);
+    let mine = url("orch").expect("the first state directory's remote is `orch`");
+    assert!(Path::new(&mine).starts_with(&org.state), "{mine}");
+
+    let out = in_other(&["spawn", "--repo", "alpha", "--task", "done", "--json"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let spawned: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = spawned["worker_id"].as_str().unwrap().to_string();
+    crate::support::poll(DEADLINE, || {
+        let s = in_other(&["status", "--json"]);
+        let v: Value = serde_json::from_slice(&s.stdout).ok()?;
+        let w = v["workers"]
+            .as_array()?
+            .iter()
+            .find(|w| w["worker_id"] == id)?
+            .clone();
+        (w["milestone"] == "DONE").then_some(())
+    })
+    .unwrap_or_else(|| panic!("{id} not DONE in the other state directory"));
+    assert_eq!(
+        url("orch").as_deref(),
+        Some(mine.as_str()),
+        "not re-pointed"
+    );
+    let all = remotes();
+    let theirs: Vec<&str> = all.lines().filter(|r| r.starts_with("orch-")).collect();
+    assert_eq!(theirs.len(), 1, "{all}");
+    let theirs_url = url(theirs[0]).unwrap();
+    assert!(Path::new(&theirs_url).starts_with(&other), "{theirs_url}");
+
+    // Each gc takes its own remote and leaves the other's.
+    let out = org.run(&["gc"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(url("orch"), None, "{}", output_text(&out));
+    assert!(url(theirs[0]).is_some(), "{}", output_text(&out));
+    let out = in_other(&["gc"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(url(theirs[0]), None, "{}", output_text(&out));
+}

@@ -101,14 +101,15 @@ pub fn check(l: &Loaded, file: &Path, cp: &Checkpoint) -> Result<Progress, Strin
             crate::text::escape(&cp.branch)
         ));
     }
-    let remote = match l.config.forge.kind {
-        ForgeKind::Local => crate::app::spawn::LOCAL_REMOTE,
-        ForgeKind::Forgejo => "origin",
+    let remotes = match l.config.forge.kind {
+        ForgeKind::Local => crate::app::spawn::local_remote_names(&l.state_dir).to_vec(),
+        ForgeKind::Forgejo => vec!["origin".to_string()],
     };
-    if cp.remote != remote {
+    if !remotes.contains(&cp.remote) {
         return Err(format!(
-            "remote \"{}\" is not {remote}",
-            crate::text::escape(&cp.remote)
+            "remote \"{}\" is not {}",
+            crate::text::escape(&cp.remote),
+            remotes.join(" or ")
         ));
     }
     let expected = expected_worktree(&l.state_dir, &id);

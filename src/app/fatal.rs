@@ -258,11 +258,28 @@ fn halt_unsupervised(l: &Loaded, store: &mut Store, repo: &str, reason: &str) ->
     Ok(())
 }
 
+/// The repository `name` stands for, and the last fatal hold cleared over its chain.
+pub fn last_cleared(l: &Loaded, name: &str) -> Result<(String, Option<sf::ClearedHold>)> {
+    let mut store = l.store()?;
+    let (repo, _) = target(l, &mut store, name)?;
+    let of = l.config.graph.chain_of(&repo);
+    let chain: Vec<String> = l
+        .config
+        .repos
+        .iter()
+        .map(|r| r.name.clone())
+        .filter(|r| of.contains(r))
+        .chain(std::iter::once(repo.clone()))
+        .collect();
+    let last = store.read(|tx| sf::last_cleared(tx, &chain))?;
+    Ok((repo, last))
+}
+
 /// `orch fatal --clear <repo|worker>`: ends the fatal hold on that chain (the one on the
 /// repository named, or the first over the worker's chain). Supervised workers go on at their
 /// supervisor's next look; those without one are let go here and handed to `orch resume`.
 /// Returns the hold cleared and the workers handed over.
-pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(FatalHold, Vec<String>)> {
+pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(sf::ClearedHold, Vec<String>)> {
     let mut store = l.store()?;
     let (repo, _) = target(l, &mut store, name)?;
     let held = store.read(|tx| sf::covering(tx, &l.config.graph, &repo))?;
@@ -276,8 +293,9 @@ pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(FatalHold, Vec<String>
             "{repo}'s chain is not halted by a FATAL"
         )));
     };
+    let cleared_ms = now_ms();
     let Some(cleared) = store.write(|tx| {
-        let cleared = sf::clear(tx, &on)?;
+        let cleared = sf::clear(tx, &on, by, cleared_ms)?;
         if cleared.is_some() {
             crate::store::alerts::resolve_repo(tx, &on, "fatal", now_ms())?;
         }
@@ -311,5 +329,10 @@ pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(FatalHold, Vec<String>
     if !handed.is_empty() {
         super::resume::resume(l, true)?;
     }
+    let cleared = sf::ClearedHold {
+        hold: cleared,
+        cleared_by: by.to_string(),
+        cleared_ms,
+    };
     Ok((cleared, handed))
 }

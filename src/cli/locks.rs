@@ -157,68 +157,51 @@ pub fn fatal(
     reason: Option<String>,
     clear: bool,
     by: Option<String>,
+    json_out: bool,
 ) -> Outcome {
+    use super::view::locks::{FatalAction, FatalClearedView, FatalShownView, FatalView};
     let l = ctx.load()?;
     let by = operator_name(by);
-    if clear {
+    let view = if clear {
         let (cleared, handed) = crate::app::fatal::clear(&l, target, &by)?;
-        println!(
-            "fatal hold on {}'s chain cleared by {by} (it said: {}); its workers go on",
-            cleared.repo,
-            crate::text::escape(&cleared.reason)
-        );
-        if !handed.is_empty() {
-            println!("handed to new supervisors: {}", handed.join(", "));
+        FatalView {
+            repo: cleared.hold.repo.clone(),
+            action: FatalAction::Cleared,
+            holds: Vec::new(),
+            cleared: Some(FatalClearedView::of(&cleared)),
+            handed,
         }
-        return Ok(0);
-    }
-    let shown = match reason {
-        Some(r) if r.trim().is_empty() => {
-            return Err(Failure::bad_input("--reason must say what went wrong"));
+    } else {
+        let (action, shown) = match reason {
+            Some(r) if r.trim().is_empty() => {
+                return Err(Failure::bad_input("--reason must say what went wrong"));
+            }
+            Some(r) => (
+                FatalAction::Raised,
+                vec![crate::app::fatal::raise(&l, target, &r, &by)?],
+            ),
+            None => (FatalAction::Shown, crate::app::fatal::show(&l, target)?),
+        };
+        let (repo, last) = crate::app::fatal::last_cleared(&l, target)?;
+        FatalView {
+            repo,
+            action,
+            holds: shown.iter().map(FatalShownView::of).collect(),
+            cleared: last.as_ref().map(FatalClearedView::of),
+            handed: Vec::new(),
         }
-        Some(r) => vec![crate::app::fatal::raise(&l, target, &r, &by)?],
-        None => crate::app::fatal::show(&l, target)?,
     };
-    if shown.is_empty() {
-        println!("{target}: no FATAL over its chain");
-        return Ok(1);
+    if json_out {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
     }
-    for s in &shown {
-        let h = &s.hold;
-        println!(
-            "FATAL on {}'s chain{} by {} at {}: {}",
-            h.repo,
-            if s.new { "" } else { " (standing)" },
-            crate::text::escape(&h.by),
-            crate::store::fmt_ms(h.at_ms),
-            crate::text::escape(&h.reason)
-        );
-        println!(
-            "  stopped: {}",
-            if s.workers.is_empty() {
-                "no live worker".to_string()
-            } else {
-                s.workers.join(", ")
-            }
-        );
-        if s.landed.is_empty() {
-            println!("  landed since its task began: nothing");
+    // Asked about a chain no FATAL stops: a valid question whose answer is no.
+    Ok(
+        if view.action == FatalAction::Shown && view.holds.is_empty() {
+            1
         } else {
-            println!(
-                "  landed since its task began (orch reverts nothing on its own; to revert by hand):"
-            );
-            for c in &s.landed {
-                println!(
-                    "    {} on {} {} by {}: {}",
-                    crate::sha::short(&c.landed),
-                    c.repo,
-                    c.branch,
-                    c.worker,
-                    c.revert
-                );
-            }
-        }
-        println!("  clear it with: orch fatal --clear {}", h.repo);
-    }
-    Ok(0)
+            0
+        },
+    )
 }

@@ -117,6 +117,9 @@ pub enum Command {
         /// Who reports or clears it [default: $USER].
         #[arg(long)]
         by: Option<String>,
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
+        #[arg(long)]
+        json: bool,
     },
     /// Release an operator hold on REPO.
     Unhold {
@@ -852,7 +855,8 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             reason,
             clear,
             by,
-        } => locks::fatal(ctx, &target, reason, clear, by),
+            json,
+        } => locks::fatal(ctx, &target, reason, clear, by, json),
         Command::Status {
             json,
             watch,

@@ -471,6 +471,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
                 more_ended: 0,
                 next: None,
                 spent_by_model: Vec::new(),
+                fatal_holds: Vec::new(),
             });
         } else {
             println!("{}", no_state(&l));
@@ -479,8 +480,13 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
     };
     let sel = selection(&l, &mut store, args)?;
     loop {
-        let (page, locks) =
-            store.read(|tx| Ok((page(tx, &sel)?, crate::store::active_locks(tx)?)))?;
+        let (page, locks, fatal) = store.read(|tx| {
+            Ok((
+                page(tx, &sel)?,
+                crate::store::active_locks(tx)?,
+                crate::store::fatal::all(tx)?,
+            ))
+        })?;
         let now = now_ms();
         let workers: Vec<WorkerView> = page
             .workers
@@ -501,6 +507,10 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
             locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
             more_ended: page.more_ended,
             next: page.next.clone(),
+            fatal_holds: fatal
+                .iter()
+                .map(super::view::locks::FatalHoldView::of)
+                .collect(),
         };
         if json_out {
             print_json(&view);

@@ -87,18 +87,63 @@ pub fn add(tx: &Transaction, h: &FatalHold) -> rusqlite::Result<bool> {
     Ok(n == 1)
 }
 
-/// Clears the fatal hold on `repo`: the one that was there, if any.
-pub fn clear(tx: &Transaction, repo: &str) -> rusqlite::Result<Option<FatalHold>> {
+/// A fatal hold an operator cleared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClearedHold {
+    pub hold: FatalHold,
+    pub cleared_by: String,
+    pub cleared_ms: i64,
+}
+
+/// Clears the fatal hold on `repo` (the one that was there, if any), recording who cleared
+/// it and when.
+pub fn clear(
+    tx: &Transaction,
+    repo: &str,
+    by: &str,
+    now_ms: i64,
+) -> rusqlite::Result<Option<FatalHold>> {
     let h = tx
         .prepare_cached(
             "SELECT repo, reason, by, worker_id, at_ms FROM fatal_holds WHERE repo = ?1",
         )?
         .query_row([repo], row)
         .optional()?;
-    if h.is_some() {
+    if let Some(h) = &h {
         tx.execute("DELETE FROM fatal_holds WHERE repo = ?1", [repo])?;
+        tx.execute(
+            "INSERT INTO fatal_cleared (repo, reason, by, worker_id, at_ms, cleared_by, cleared_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![h.repo, h.reason, h.by, h.worker_id, h.at_ms, by, now_ms],
+        )?;
     }
     Ok(h)
+}
+
+/// The last cleared fatal hold among `repos`, if any.
+pub fn last_cleared(tx: &Transaction, repos: &[String]) -> rusqlite::Result<Option<ClearedHold>> {
+    let mut last: Option<ClearedHold> = None;
+    let mut q = tx.prepare_cached(
+        "SELECT repo, reason, by, worker_id, at_ms, cleared_by, cleared_ms FROM fatal_cleared
+         WHERE repo = ?1 ORDER BY cleared_ms DESC, id DESC LIMIT 1",
+    )?;
+    for repo in repos {
+        let found = q
+            .query_row([repo], |r| {
+                Ok(ClearedHold {
+                    hold: row(r)?,
+                    cleared_by: r.get(5)?,
+                    cleared_ms: r.get(6)?,
+                })
+            })
+            .optional()?;
+        if let Some(c) = found
+            && last.as_ref().is_none_or(|l| c.cleared_ms > l.cleared_ms)
+        {
+            last = Some(c);
+        }
+    }
+    Ok(last)
 }
 
 #[cfg(test)]
@@ -130,8 +175,21 @@ mod tests {
         assert_eq!(cov(&mut s, "core"), 1, "a dependency");
         assert_eq!(cov(&mut s, "os"), 0, "a sibling is not in vm's chain");
         assert_eq!(cov(&mut s, "web"), 0);
-        assert_eq!(s.write(|tx| clear(tx, "vm")).unwrap(), Some(h));
-        assert_eq!(s.write(|tx| clear(tx, "vm")).unwrap(), None);
+        assert_eq!(
+            s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap(),
+            Some(h.clone())
+        );
+        assert_eq!(s.write(|tx| clear(tx, "vm", "carol", 10)).unwrap(), None);
         assert_eq!(cov(&mut s, "vm"), 0);
+        let chain = ["core".to_string(), "vm".to_string()];
+        let last = s.read(|tx| last_cleared(tx, &chain)).unwrap();
+        assert_eq!(
+            last,
+            Some(ClearedHold {
+                hold: h,
+                cleared_by: "bob".into(),
+                cleared_ms: 9
+            })
+        );
     }
 }

@@ -331,6 +331,22 @@ const MIGRATIONS: &[&str] = &[
         at_ms     INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 14: fatal holds that were cleared, with who cleared them and when: the record an
+    // incident review needs (`orch fatal REPO` shows the last; a hold row itself is deleted
+    // on clearing, so that a new FATAL can be taken on the same chain).
+    r#"
+    CREATE TABLE fatal_cleared (
+        id         INTEGER PRIMARY KEY,
+        repo       TEXT NOT NULL,
+        reason     TEXT NOT NULL,
+        by         TEXT NOT NULL,
+        worker_id  TEXT,
+        at_ms      INTEGER NOT NULL,
+        cleared_by TEXT NOT NULL,
+        cleared_ms INTEGER NOT NULL
+    );
+    CREATE INDEX fatal_cleared_repo ON fatal_cleared (repo, cleared_ms);
+    "#,
 ];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;

@@ -117,7 +117,7 @@ fn fatal_halts_a_chain_of_three_live_workers_and_none_goes_on_until_it_is_cleare
         assert_eq!(org.worker(id).progress.milestone.to_string(), "PAUSED");
         assert_eq!(state(*pid), Some('T'), "{id} still stopped");
     }
-    // `orch fatal core` shows the standing hold.
+    // `orch fatal core` shows the standing hold; so does `orch status` (a line, a column).
     let out = org.run(&["fatal", "core"]);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(
@@ -125,10 +125,54 @@ fn fatal_halts_a_chain_of_three_live_workers_and_none_goes_on_until_it_is_cleare
         "{}",
         output_text(&out)
     );
+    let shown = org.json(&["fatal", "a", "--json"]);
+    assert_eq!(shown["action"], "shown", "{shown:#}");
+    assert_eq!(shown["holds"][0]["hold"]["repo"], "core", "{shown:#}");
+    assert_eq!(shown["holds"][0]["hold"]["by"], "alice", "{shown:#}");
+    assert_eq!(shown["holds"][0]["new"], false, "{shown:#}");
+    let mut stopped: Vec<String> = shown["holds"][0]["stopped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    stopped.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(stopped, all, "{shown:#}");
+    let status = org.json(&["status", "--json"]);
+    assert_eq!(status["fatal_holds"][0]["repo"], "core", "{status:#}");
+    for w in status["workers"].as_array().unwrap() {
+        assert!(
+            w["halted"]
+                .as_str()
+                .is_some_and(|h| h.contains("data corruption")),
+            "{w:#}"
+        );
+    }
+    let table = output_text(&org.run(&["status"]));
+    assert!(
+        table.contains("PAUSED (FATAL)") && table.contains("FATAL on core's chain by alice"),
+        "{table}"
+    );
 
-    // Cleared: every worker goes on where it stopped, and finishes; the alert is resolved.
-    let out = org.run(&["fatal", "--clear", "core"]);
+    // Cleared: every worker goes on where it stopped, and finishes; the alert is resolved;
+    // who cleared it stays on record.
+    let out = org.run(&["fatal", "--clear", "core", "--by", "bob", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let cleared: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cleared["action"], "cleared", "{cleared:#}");
+    assert_eq!(cleared["cleared"]["cleared_by"], "bob", "{cleared:#}");
+    assert_eq!(cleared["cleared"]["hold"]["by"], "alice", "{cleared:#}");
+    let out = org.run(&["fatal", "b"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let text = output_text(&out);
+    assert!(
+        text.contains("no FATAL over its chain")
+            && text.contains("by alice")
+            && text.contains("cleared by bob"),
+        "{text}"
+    );
     let alerts = org.json(&["alerts", "--json"]);
     let fatal = alerts["alerts"]
         .as_array()

@@ -495,6 +495,18 @@ fn every_json_view_matches_its_published_schema() {
     );
     assert!(org.root.join("example/repos/core/.git").exists());
 
+    // FATAL: raised, shown, cleared, and shown once cleared (last, as it halts the chain).
+    for (args, code, action) in [
+        (&["fatal", "util", "--reason", "secret committed", "--json"][..], 0, "raised"),
+        (&["fatal", "util", "--json"][..], 0, "shown"),
+        (&["fatal", "util", "--clear", "--json"][..], 0, "cleared"),
+        (&["fatal", "util", "--json"][..], 1, "shown"),
+    ] {
+        let v = answer(&org, args, code);
+        valid("fatal", &v, seen);
+        assert_eq!(v["action"], action, "{v}");
+    }
+
     // Every published schema was exercised.
     let published: BTreeSet<String> =
         std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema"))

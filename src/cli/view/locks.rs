@@ -212,3 +212,204 @@ impl UnholdView {
         )
     }
 }
+
+/// A fatal hold as `orch fatal` and `orch status` show it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct FatalHoldView {
+    /// The repository whose chain is halted.
+    pub repo: String,
+    pub reason: String,
+    /// Who reported it: an operator, `worker <id>`, or `orch` (a secret in a pushed diff).
+    pub by: String,
+    pub worker_id: Option<String>,
+    pub at: String,
+}
+
+impl FatalHoldView {
+    pub fn of(h: &crate::store::fatal::FatalHold) -> Self {
+        FatalHoldView {
+            repo: h.repo.clone(),
+            reason: h.reason.clone(),
+            by: h.by.clone(),
+            worker_id: h.worker_id.clone(),
+            at: super::at(h.at_ms),
+        }
+    }
+}
+
+/// A change the halted chain landed, and the commands that revert it (orch runs none).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LandedChangeView {
+    pub worker_id: String,
+    pub repo: String,
+    pub branch: String,
+    /// The base head before the change, and the commit it was moved to.
+    pub from: String,
+    pub landed: String,
+    pub moved_at: String,
+    pub revert: String,
+}
+
+/// One hold over the chain asked about.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct FatalShownView {
+    pub hold: FatalHoldView,
+    /// This command took it (false: it stood already).
+    pub new: bool,
+    /// The live workers it stops.
+    pub stopped: Vec<String>,
+    pub landed: Vec<LandedChangeView>,
+}
+
+/// A cleared hold: who cleared it and when.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct FatalClearedView {
+    pub hold: FatalHoldView,
+    pub cleared_by: String,
+    pub cleared_at: String,
+}
+
+/// `orch fatal --json`: the holds over the chain (the one taken, with --reason), or the one
+/// cleared (with --clear) and the workers handed to new supervisors; with neither standing,
+/// the last one cleared on the chain.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct FatalView {
+    /// The repository (or the worker's) the command named.
+    pub repo: String,
+    pub action: FatalAction,
+    pub holds: Vec<FatalShownView>,
+    /// Cleared by this command, or (with no hold standing) the last cleared on the chain.
+    pub cleared: Option<FatalClearedView>,
+    /// Workers no supervisor looked after, handed to new ones by this clearing.
+    pub handed: Vec<String>,
+}
+
+/// What `orch fatal` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FatalAction {
+    /// `--reason`: a hold taken (or found standing).
+    Raised,
+    /// Neither flag: the holds over the chain shown.
+    Shown,
+    /// `--clear`: the hold ended.
+    Cleared,
+}
+
+impl View for FatalView {
+    const NAME: &'static str = "fatal";
+}
+
+impl FatalShownView {
+    pub fn of(s: &crate::app::fatal::Shown) -> Self {
+        FatalShownView {
+            hold: FatalHoldView::of(&s.hold),
+            new: s.new,
+            stopped: s.workers.clone(),
+            landed: s
+                .landed
+                .iter()
+                .map(|c| LandedChangeView {
+                    worker_id: c.worker.clone(),
+                    repo: c.repo.clone(),
+                    branch: c.branch.clone(),
+                    from: c.from.clone(),
+                    landed: c.landed.clone(),
+                    moved_at: super::at(c.moved_ms),
+                    revert: c.revert.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl FatalClearedView {
+    pub fn of(c: &crate::store::fatal::ClearedHold) -> Self {
+        FatalClearedView {
+            hold: FatalHoldView::of(&c.hold),
+            cleared_by: c.cleared_by.clone(),
+            cleared_at: super::at(c.cleared_ms),
+        }
+    }
+}
+
+impl FatalView {
+    pub fn human(&self) -> String {
+        let esc = |s: &str| crate::text::escape(s).into_owned();
+        let cleared_line = |c: &FatalClearedView| {
+            let h = &c.hold;
+            format!(
+                "FATAL on {}'s chain by {} at {} ({}) cleared by {} at {}",
+                h.repo,
+                esc(&h.by),
+                h.at,
+                esc(&h.reason),
+                esc(&c.cleared_by),
+                c.cleared_at
+            )
+        };
+        let mut out = String::new();
+        if self.action == FatalAction::Cleared
+            && let Some(c) = &self.cleared
+        {
+            out.push_str(&format!("{}; its workers go on\n", cleared_line(c)));
+            if !self.handed.is_empty() {
+                out.push_str(&format!(
+                    "handed to new supervisors: {}\n",
+                    self.handed.join(", ")
+                ));
+            }
+            return out;
+        }
+        if self.holds.is_empty() {
+            out.push_str(&format!("{}: no FATAL over its chain\n", self.repo));
+            if let Some(c) = &self.cleared {
+                out.push_str(&format!("the last: {}\n", cleared_line(c)));
+            }
+            return out;
+        }
+        for s in &self.holds {
+            let h = &s.hold;
+            out.push_str(&format!(
+                "FATAL on {}'s chain{} by {} at {}: {}\n",
+                h.repo,
+                if s.new { "" } else { " (standing)" },
+                esc(&h.by),
+                h.at,
+                esc(&h.reason)
+            ));
+            out.push_str(&format!(
+                "  stopped: {}\n",
+                if s.stopped.is_empty() {
+                    "no live worker".to_string()
+                } else {
+                    s.stopped.join(", ")
+                }
+            ));
+            if s.landed.is_empty() {
+                out.push_str("  landed since its task began: nothing\n");
+            } else {
+                out.push_str(
+                    "  landed since its task began (orch reverts nothing on its own; to revert by hand):\n",
+                );
+                for c in &s.landed {
+                    out.push_str(&format!(
+                        "    {} on {} {} by {}: {}\n",
+                        crate::sha::short(&c.landed),
+                        c.repo,
+                        c.branch,
+                        c.worker_id,
+                        c.revert
+                    ));
+                }
+            }
+            out.push_str(&format!("  clear it with: orch fatal --clear {}\n", h.repo));
+        }
+        out
+    }
+}

@@ -144,6 +144,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<locks::CanSpawnView>(),
         one::<locks::HoldView>(),
         one::<locks::UnholdView>(),
+        one::<locks::FatalView>(),
         one::<workers::SpawnView>(),
         one::<workers::ReportView>(),
         one::<workers::StatusView>(),

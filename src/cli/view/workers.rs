@@ -165,6 +165,9 @@ pub struct WorkerView {
     /// Why that model: `task` (its own `model:`), `override:<condition>`
     /// (`worker.model_overrides`), `repo`, `worker`.
     pub model_source: Option<String>,
+    /// Stopped by a FATAL on its chain (the reason): it goes on only once an operator clears
+    /// the hold (`orch fatal --clear`).
+    pub halted: Option<String>,
 }
 
 /// A worker's landing (see README, "From DONE to the base branch").
@@ -263,6 +266,7 @@ impl WorkerView {
             approved_sha: p.approved.clone(),
             model: w.model.clone(),
             model_source: w.model_source.clone(),
+            halted: p.halted.clone(),
         }
     }
 }
@@ -270,13 +274,18 @@ impl WorkerView {
 impl WorkerView {
     /// The milestone, with the fix attempt while fixing (`FIXING_CI 2/5`).
     pub fn milestone_column(&self) -> String {
-        if self.milestone == Milestone::FixingCi {
+        let m = if self.milestone == Milestone::FixingCi {
             format!(
                 "{} {}/{}",
                 self.milestone, self.fix_attempts, self.fix_attempts_max
             )
         } else {
             self.milestone.as_str().to_string()
+        };
+        if self.halted.is_some() {
+            format!("{m} (FATAL)")
+        } else {
+            m
         }
     }
 
@@ -371,6 +380,8 @@ pub struct StatusView {
     pub next: Option<String>,
     /// What the workers shown spent, per model.
     pub spent_by_model: Vec<ModelSpendView>,
+    /// The chains a FATAL halts (`orch fatal`), oldest first.
+    pub fatal_holds: Vec<super::locks::FatalHoldView>,
 }
 
 /// The line under a listing that left ended workers out.
@@ -455,6 +466,16 @@ impl StatusView {
             }
         }
         out.push_str(&more_line(self.more_ended));
+        for h in &self.fatal_holds {
+            out.push_str(&format!(
+                "FATAL on {}'s chain by {} at {}: {} — nothing there starts or goes on until `orch fatal --clear {}`\n",
+                esc(&h.repo),
+                esc(&h.by),
+                h.at,
+                esc(&h.reason),
+                esc(&h.repo)
+            ));
+        }
         out.push('\n');
         if self.locks.is_empty() {
             out.push_str("no locks held\n");

@@ -30,9 +30,16 @@ pub struct Checkpoint {
     pub tests_added: Vec<String>,
     #[serde(default)]
     pub final_ci: Option<String>,
+    /// The worker's own summary of its change (what it said with DONE); `context_summary` is
+    /// orch's account of where it stands.
+    #[serde(default)]
+    pub worker_summary: Option<String>,
     // optional
     pub context_summary: String,
     pub blockers: Vec<String>,
+    /// The decisions the worker reported (`DECISION:` lines), oldest first.
+    #[serde(default)]
+    pub decisions_made: Vec<String>,
     // what resume needs
     pub task: String,
     pub task_id: Option<String>,
@@ -153,6 +160,8 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
         tests_added,
         final_ci,
         blockers,
+        worker_summary: pr.summary.clone(),
+        decisions_made: pr.decisions.clone(),
         task: w.task.clone(),
         task_id: w.task_id.clone(),
         plan: w.plan.clone(),

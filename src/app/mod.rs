@@ -79,9 +79,11 @@ impl Loaded {
             };
             let holds = if holds > 0
                 && store.read(|tx| {
+                    // A hold of either kind in the database itself: it has its contents.
                     Ok(crate::store::active_locks(tx)?
                         .iter()
-                        .all(|l| l.kind != crate::lock::HolderKind::Hold))
+                        .all(|l| l.kind != crate::lock::HolderKind::Hold)
+                        && crate::store::fatal::all(tx)?.is_empty())
                 })? {
                 holds
             } else {

@@ -32,6 +32,12 @@ pub fn handoff(state_dir: &std::path::Path, old: &WorkerRecord, cp: &Checkpoint)
         crate::checkpoint::path_for(state_dir, old).display()
     );
     s.push_str(&format!("- summary: {}\n", cp.context_summary));
+    if let Some(said) = &cp.worker_summary {
+        s.push_str(&format!("- it said: {}\n", crate::text::escape(said)));
+    }
+    for d in &cp.decisions_made {
+        s.push_str(&format!("- its decision: {}\n", crate::text::escape(d)));
+    }
     let shorts: Vec<&str> = cp.commits.iter().map(|c| crate::sha::short(c)).collect();
     s.push_str(&format!(
         "- commits: {}; files modified: {}\n",

@@ -623,6 +623,8 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
                 tests_added: c.tests_added,
                 final_ci: c.final_ci,
                 summary: c.context_summary,
+                worker_summary: c.worker_summary,
+                decisions: c.decisions_made,
             }
         },
     };

@@ -6,7 +6,12 @@ use super::Milestone;
 /// A milestone found in an output line, with the text after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineSignal {
-    Milestone { milestone: Milestone, rest: String },
+    Milestone {
+        milestone: Milestone,
+        rest: String,
+    },
+    /// `DECISION: <what and why>`: a decision the worker made (no milestone).
+    Decision(String),
     PermissionDenial,
 }
 
@@ -24,20 +29,10 @@ pub fn parse_line(line: &str, permission_patterns: &[String]) -> Option<LineSign
     ];
     let mut best: Option<(usize, Milestone, usize)> = None;
     for (marker, m) in MARKERS {
-        let mut from = 0;
-        while let Some(i) = line[from..].find(marker) {
-            let at = from + i;
-            let glued = line[..at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_');
-            if !glued {
-                if best.is_none_or(|(b, _, _)| at < b) {
-                    best = Some((at, m, marker.len()));
-                }
-                break;
-            }
-            from = at + marker.len();
+        if let Some(at) = marker_at(line, marker)
+            && best.is_none_or(|(b, _, _)| at < b)
+        {
+            best = Some((at, m, marker.len()));
         }
     }
     if let Some((at, milestone, len)) = best {
@@ -46,10 +41,33 @@ pub fn parse_line(line: &str, permission_patterns: &[String]) -> Option<LineSign
             rest: line[at + len..].trim().to_string(),
         });
     }
+    if let Some(at) = marker_at(line, "DECISION:") {
+        let text = line[at + "DECISION:".len()..].trim();
+        if !text.is_empty() {
+            return Some(LineSignal::Decision(text.to_string()));
+        }
+    }
     permission_patterns
         .iter()
         .any(|p| line.contains(p.as_str()))
         .then_some(LineSignal::PermissionDenial)
+}
+
+/// Where `marker` first stands in `line` not glued to a preceding word character.
+fn marker_at(line: &str, marker: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = line[from..].find(marker) {
+        let at = from + i;
+        let glued = line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if !glued {
+            return Some(at);
+        }
+        from = at + marker.len();
+    }
+    None
 }
 
 /// The commit a `PUSHED_TO_CI:` line names: the hex word after "commit", else the first

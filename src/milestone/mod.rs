@@ -191,7 +191,19 @@ pub struct Progress {
     /// How many workers before this one the task was reassigned from (`app::reassign`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reassignments: u32,
+    /// The worker's own summary of its change: what it said with its DONE claim
+    /// (`worker_returns.summary`), as printed (untrusted text, bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The decisions the worker reported (`DECISION: …` lines; the checkpoint's
+    /// `decisions_made`), oldest first, each once, at most [`MAX_DECISIONS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<String>,
 }
+
+/// How many decisions a worker's record keeps: a worker printing them in a loop fills no
+/// database.
+pub const MAX_DECISIONS: usize = 20;
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -326,6 +338,8 @@ impl Progress {
             secrets: Vec::new(),
             reassign_on_timeout: false,
             reassignments: 0,
+            summary: None,
+            decisions: Vec::new(),
         };
         p.enter(contract, Milestone::Working, now);
         p
@@ -380,6 +394,14 @@ pub enum Event {
         claimed: String,
         reason: String,
         via: Channel,
+    },
+    /// The worker summed up its change (the text of its DONE claim).
+    Summary {
+        text: String,
+    },
+    /// The worker reported a decision it made (a `DECISION:` line).
+    Decision {
+        text: String,
     },
     /// The worker says DONE; judged against the last verdict for the tracked SHA.
     DoneClaim {

@@ -85,6 +85,21 @@ fn apply(
         }
         return (p, fx);
     }
+    // The worker's account of its work moves nothing, and may come with (or just after) the
+    // DONE orch already saw: kept in any state.
+    match event {
+        Event::Summary { text } => {
+            p.summary = Some(text.clone());
+            return (p, fx);
+        }
+        Event::Decision { text } => {
+            if !p.decisions.contains(text) && p.decisions.len() < super::MAX_DECISIONS {
+                p.decisions.push(text.clone());
+            }
+            return (p, fx);
+        }
+        _ => {}
+    }
     if p.milestone.is_terminal() {
         // Nothing moves a finished worker; say so when a worker keeps talking.
         if let Event::Claim { .. }
@@ -102,6 +117,7 @@ fn apply(
     }
     match event {
         Event::Output | Event::Commit => p.last_progress_ms = now,
+        Event::Summary { .. } | Event::Decision { .. } => {}
         Event::Claim {
             milestone,
             note,

@@ -1888,3 +1888,52 @@ fn a_push_carrying_a_secret_is_fatal_and_never_done() {
     let (p, _) = step(&c, "w", &p, &verdict(VerdictKind::Green, &clean), T0 + 4);
     assert_eq!(p.milestone, Done);
 }
+
+#[test]
+fn decision_lines_are_kept_once_each_and_bounded() {
+    let pats = contract().permission.patterns;
+    assert_eq!(
+        parse_line("DECISION: keep the v1 wire format, clients pin it", &pats),
+        Some(LineSignal::Decision(
+            "keep the v1 wire format, clients pin it".into()
+        ))
+    );
+    assert_eq!(parse_line("MY_DECISION: no", &pats), None, "glued");
+    assert_eq!(parse_line("DECISION:   ", &pats), None, "nothing decided");
+    assert!(
+        matches!(
+            parse_line("DECISION: x then DONE: y", &pats),
+            Some(LineSignal::Milestone {
+                milestone: Done,
+                ..
+            })
+        ),
+        "a milestone on the line wins"
+    );
+    let c = contract();
+    let mut p = at(Working);
+    for i in 0..(crate::milestone::MAX_DECISIONS + 5) {
+        for _ in 0..2 {
+            let e = Event::Decision {
+                text: format!("decision {i}"),
+            };
+            let (q, fx) = step(&c, "w", &p, &e, T0 + MIN);
+            assert!(fx.is_empty(), "{fx:?}");
+            assert_eq!(q.milestone, Working);
+            p = q;
+        }
+    }
+    assert_eq!(p.decisions.len(), crate::milestone::MAX_DECISIONS);
+    assert_eq!(p.decisions[0], "decision 0");
+    assert_eq!(p.decisions[1], "decision 1", "each once");
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &Event::Summary {
+            text: "added the retry".into(),
+        },
+        T0 + MIN,
+    );
+    assert_eq!(p.summary.as_deref(), Some("added the retry"));
+}

@@ -497,7 +497,11 @@ fn every_json_view_matches_its_published_schema() {
 
     // FATAL: raised, shown, cleared, and shown once cleared (last, as it halts the chain).
     for (args, code, action) in [
-        (&["fatal", "util", "--reason", "secret committed", "--json"][..], 0, "raised"),
+        (
+            &["fatal", "util", "--reason", "secret committed", "--json"][..],
+            0,
+            "raised",
+        ),
         (&["fatal", "util", "--json"][..], 0, "shown"),
         (&["fatal", "util", "--clear", "--json"][..], 0, "cleared"),
         (&["fatal", "util", "--json"][..], 1, "shown"),

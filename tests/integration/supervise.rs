@@ -780,3 +780,44 @@ fn status_shows_the_latest_recorded_verdict_of_a_failed_workers_commit() {
     let session = org.json(&["sessions", "show", &id, "--json"]);
     assert_eq!(session["verdict"], "red", "{session:#}");
 }
+
+/// The worker's return (`worker_returns`, the checkpoint's `decisions_made`): its `DECISION:`
+/// lines, each once, and the summary it gave with DONE, beside what git and CI say — in
+/// `sessions show` and in its checkpoint file.
+#[test]
+fn the_workers_summary_and_decisions_are_kept_with_its_return() {
+    let mut spec = Spec::local("returns.sh").repo(RepoSpec::new("alpha").standard_ci("true"));
+    spec.stop_grace = "20s".into();
+    let org = Org::new(spec);
+    let (out, id) = org.spawn_foreground("alpha", "add a retry");
+    assert!(out.status.success(), "{}", org.diag(&id));
+    let shown = org.json(&["sessions", "show", &id, "--json"]);
+    let r = &shown["returned"];
+    assert_eq!(
+        r["decisions"],
+        serde_json::json!([
+            "retry three times with backoff, as the API advises",
+            "no new dependency"
+        ]),
+        "{r:#}"
+    );
+    assert!(
+        r["worker_summary"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("added a retry to the client")),
+        "{r:#}"
+    );
+    assert_eq!(
+        r["files_created"],
+        serde_json::json!(["retry.py", "test_retry.py"])
+    );
+    assert_eq!(r["tests_added"], serde_json::json!(["test_retry.py"]));
+    let text = String::from_utf8(org.run(&["sessions", "show", &id]).stdout).unwrap();
+    assert!(
+        text.contains("decision   no new dependency") && text.contains("its words"),
+        "{text}"
+    );
+    let cp = org.checkpoint(&id);
+    assert_eq!(cp.decisions_made.len(), 2, "{cp:?}");
+    assert!(cp.worker_summary.is_some(), "{cp:?}");
+}

@@ -431,6 +431,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let line = truncate(&line, 300);
                 self.apply(Event::PermissionDenial { line }, None, Vec::new());
             }
+            Input::Line(LineSignal::Decision(text), _) => {
+                let text = truncate(&text, 300);
+                self.apply(Event::Decision { text }, None, Vec::new());
+            }
             Input::Line(LineSignal::Milestone { milestone, rest }, _) => {
                 let sha = (milestone == Milestone::PushedToCi)
                     .then(|| sha_in(&rest))
@@ -873,6 +877,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // Any claim (a WORKING note too) shows the agent at its task: not a run that did
         // nothing.
         self.health.did_work = true;
+        if m == Milestone::Done && !note.trim().is_empty() {
+            // What it says with DONE is its own account of the change (`worker_returns`).
+            let text = truncate(note.trim(), 500);
+            self.apply(Event::Summary { text }, None, Vec::new());
+        }
         let event = match m {
             Milestone::PushedToCi => {
                 let head = self.forge_head();

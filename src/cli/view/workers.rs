@@ -616,7 +616,12 @@ pub struct ReturnView {
     pub files_modified: Vec<String>,
     pub tests_added: Vec<String>,
     pub final_ci: Option<String>,
+    /// orch's account of where the work stands.
     pub summary: String,
+    /// The worker's own account of its change: what it said with DONE.
+    pub worker_summary: Option<String>,
+    /// The decisions it reported (`DECISION:` lines), oldest first.
+    pub decisions: Vec<String>,
 }
 
 impl View for SessionView {
@@ -704,6 +709,12 @@ impl SessionView {
             esc(r.final_ci.as_deref().unwrap_or("-"))
         ));
         out.push_str(&format!("  summary    {}\n", esc(&r.summary)));
+        if let Some(said) = &r.worker_summary {
+            out.push_str(&format!("  its words  {}\n", esc(said)));
+        }
+        for d in &r.decisions {
+            out.push_str(&format!("  decision   {}\n", esc(d)));
+        }
         if !self.pushes.is_empty() {
             out.push_str("pushes:\n");
             for ps in &self.pushes {

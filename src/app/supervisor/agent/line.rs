@@ -36,11 +36,11 @@ impl LineFilter {
         (!self.given.contains(&normalise(line))).then_some(sig)
     }
 
-    /// A milestone line alone: what an agent's own text may claim (a denial is known from
-    /// the agent's events, not from what its model writes).
+    /// A milestone (or decision) line alone: what an agent's own text may say (a denial is
+    /// known from the agent's events, not from what its model writes).
     pub fn milestone(&self, line: &str) -> Option<LineSignal> {
         match parse_line(line, &[])? {
-            sig @ LineSignal::Milestone { .. } => {
+            sig @ (LineSignal::Milestone { .. } | LineSignal::Decision(_)) => {
                 (!self.given.contains(&normalise(line))).then_some(sig)
             }
             LineSignal::PermissionDenial => None,

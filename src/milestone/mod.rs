@@ -107,6 +107,17 @@ pub enum Channel {
     Forge,
 }
 
+impl std::fmt::Display for Channel {
+    /// How a claim came, in the words of an event or alert.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Channel::Output => "in its output",
+            Channel::Report => "by orch report",
+            Channel::Forge => "seen on the forge",
+        })
+    }
+}
+
 /// What the machine knows about one worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {

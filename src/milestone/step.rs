@@ -141,7 +141,7 @@ fn apply(
                         contract,
                         &mut p,
                         Milestone::FixingCi,
-                        &format!("{via:?} claim: {note}"),
+                        &format!("claimed {via}: {note}"),
                         now,
                         &mut fx,
                     ) && entering
@@ -174,7 +174,7 @@ fn apply(
                 }
                 other => fx.push(violation(
                     "illegal_claim",
-                    format!("{other} cannot be claimed this way ({via:?})"),
+                    format!("{other} cannot be claimed this way ({via})"),
                 )),
             }
         }
@@ -190,7 +190,7 @@ fn apply(
                 contract,
                 &mut p,
                 Milestone::PushedToCi,
-                &format!("pushed {} ({via:?})", sha.short()),
+                &format!("pushed {} ({via})", sha.short()),
                 now,
                 &mut fx,
             ) {
@@ -227,13 +227,13 @@ fn apply(
         } => {
             fx.push(violation(
                 "push_not_verified",
-                format!("PUSHED_TO_CI {claimed} ({via:?}) rejected: {reason}"),
+                format!("PUSHED_TO_CI {claimed} ({via}) rejected: {reason}"),
             ));
         }
         Event::DoneRefused { reason, via } => {
             fx.push(violation(
                 "done_without_ci_proof",
-                format!("DONE claimed ({via:?}) but {reason}"),
+                format!("DONE claimed ({via}) but {reason}"),
             ));
             fx.push(alert(
                 Severity::Warning,
@@ -262,7 +262,7 @@ fn apply(
                 };
                 fx.push(violation(
                     "done_without_ci_proof",
-                    format!("DONE claimed ({via:?}) but {missing}"),
+                    format!("DONE claimed ({via}) but {missing}"),
                 ));
                 fx.push(alert(
                     Severity::Warning,

@@ -80,9 +80,11 @@ fn answer(script: &[Turn], r: &Request) -> Answer {
         Some(t) => (t.clone(), Some(n)),
         None => (Turn::text("(the script has ended)"), None),
     };
-    Answer::Stream {
-        sse: events(&turn, &r.body, n),
-        turn: index,
+    let sse = events(&turn, &r.body, n);
+    if turn.blocks.iter().any(|b| matches!(b, Block::Hang)) {
+        Answer::Hang { sse, turn: index }
+    } else {
+        Answer::Stream { sse, turn: index }
     }
 }
 
@@ -171,6 +173,7 @@ fn events(turn: &Turn, body: &Value, n: usize) -> String {
     ev(json!({"type": "response.created", "response": {"id": resp}}));
     for (i, block) in turn.blocks.iter().enumerate() {
         let item = match block {
+            Block::Hang => return out,
             Block::Text(t) => message(n, i, &fill(t, &cwd, &last)),
             Block::EchoPrompt => {
                 let quoted = prompt_of(body)

@@ -31,6 +31,19 @@ pub enum Answer {
         sse: String,
         turn: Option<usize>,
     },
+    /// An HTTP error (`401`, `429`…) with this JSON body and, when given, `retry-after`
+    /// seconds; the connection stays open.
+    Error {
+        status: u16,
+        body: String,
+        retry_after: Option<u32>,
+    },
+    /// `200 text/event-stream` with these events, then nothing more: the connection is held
+    /// open, as a model that stalls mid-answer, until the client closes it.
+    Hang {
+        sse: String,
+        turn: Option<usize>,
+    },
 }
 
 /// One request: its method, path and JSON body (null when it is not JSON).
@@ -101,26 +114,61 @@ fn serve(stream: TcpStream, answer: &AnswerFn, seen: &Mutex<Vec<Seen>>) -> std::
                 )?;
                 out.write_all(b.as_bytes())?;
             }
-            Answer::Stream { sse, turn } => {
+            Answer::Error {
+                status,
+                body,
+                retry_after,
+            } => {
+                let retry = retry_after
+                    .map(|s| format!("retry-after: {s}\r\n"))
+                    .unwrap_or_default();
                 write!(
                     out,
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+                    "HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\n\r\n",
+                    body.len()
                 )?;
-                out.write_all(sse.as_bytes())?;
+                out.write_all(body.as_bytes())?;
                 out.flush()?;
-                seen.lock().unwrap().push(Seen {
-                    body: request.body,
-                    turn,
-                    answered: Instant::now(),
-                    answered_ms: std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap()
-                        .as_millis() as i64,
-                });
+            }
+            Answer::Stream { sse, turn } => {
+                write_stream(&mut out, &sse, request.body, turn, seen)?;
+                return Ok(());
+            }
+            Answer::Hang { sse, turn } => {
+                write_stream(&mut out, &sse, request.body, turn, seen)?;
+                // Until the client goes: a read that ends (EOF or error) is its close.
+                let mut sink = [0u8; 1024];
+                while matches!(std::io::Read::read(reader.get_mut(), &mut sink), Ok(n) if n > 0) {}
                 return Ok(());
             }
         }
     }
+    Ok(())
+}
+
+/// A 200 event stream carrying `sse`, recorded as [`Seen`].
+fn write_stream(
+    out: &mut TcpStream,
+    sse: &str,
+    body: Value,
+    turn: Option<usize>,
+    seen: &Mutex<Vec<Seen>>,
+) -> std::io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+    )?;
+    out.write_all(sse.as_bytes())?;
+    out.flush()?;
+    seen.lock().unwrap().push(Seen {
+        body,
+        turn,
+        answered: Instant::now(),
+        answered_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    });
     Ok(())
 }
 

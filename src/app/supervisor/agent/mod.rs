@@ -16,6 +16,7 @@ pub mod claude;
 pub mod codex;
 pub mod health;
 pub mod line;
+pub mod price;
 pub mod render;
 pub mod spend;
 

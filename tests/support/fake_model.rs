@@ -22,6 +22,12 @@ pub enum Block {
     },
     /// A text block quoting every line of the user's prompt that names a milestone.
     EchoPrompt,
+    /// The API answers this HTTP status instead, `times` times for this turn (then the
+    /// turn's other blocks): 401, 429… (the fake OpenAI Responses API only).
+    HttpError {
+        status: u16,
+        times: usize,
+    },
     /// The model stalls here: the blocks before it are streamed, then the answer never ends
     /// (the connection is held open until the agent closes it).
     Hang,
@@ -168,6 +174,7 @@ fn events(turn: &Turn, body: &Value, n: usize) -> String {
     for (i, block) in turn.blocks.iter().enumerate() {
         match block {
             Block::Hang => return out,
+            Block::HttpError { .. } => continue,
             Block::Text(_) | Block::EchoPrompt => {
                 let text = match block {
                     Block::Text(t) => fill(t, &cwd, &last),

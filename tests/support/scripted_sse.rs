@@ -59,6 +59,8 @@ type AnswerFn = dyn Fn(&Request) -> Answer + Send + Sync;
 pub struct ScriptedServer {
     pub url: String,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Every HTTP error answered ([`Answer::Error`]): its status and when.
+    pub errors: Arc<Mutex<Vec<(u16, Instant)>>>,
 }
 
 impl ScriptedServer {
@@ -71,17 +73,28 @@ impl ScriptedServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}{url_path}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let errors = Arc::new(Mutex::new(Vec::new()));
         let answer: Arc<AnswerFn> = Arc::new(answer);
-        let s = seen.clone();
+        let (s, e) = (seen.clone(), errors.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (answer, seen) = (answer.clone(), s.clone());
+                let (answer, seen, errors) = (answer.clone(), s.clone(), e.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &*answer, &seen);
+                    let _ = serve(stream, &*answer, &seen, &errors);
                 });
             }
         });
-        ScriptedServer { url, seen }
+        ScriptedServer { url, seen, errors }
+    }
+
+    /// The HTTP errors answered so far, by status.
+    pub fn errors_answered(&self, status: u16) -> usize {
+        self.errors
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, _)| *s == status)
+            .count()
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -98,7 +111,12 @@ impl ScriptedServer {
     }
 }
 
-fn serve(stream: TcpStream, answer: &AnswerFn, seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
+fn serve(
+    stream: TcpStream,
+    answer: &AnswerFn,
+    seen: &Mutex<Vec<Seen>>,
+    errors: &Mutex<Vec<(u16, Instant)>>,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
     while let Some(request) = read_request(&mut reader)? {
@@ -129,6 +147,7 @@ fn serve(stream: TcpStream, answer: &AnswerFn, seen: &Mutex<Vec<Seen>>) -> std::
                 )?;
                 out.write_all(body.as_bytes())?;
                 out.flush()?;
+                errors.lock().unwrap().push((status, Instant::now()));
             }
             Answer::Stream { sse, turn } => {
                 write_stream(&mut out, &sse, request.body, turn, seen)?;

@@ -9,7 +9,7 @@
 //! installs it), else `aider` on PATH, else installed there now. Without it these tests fail,
 //! unless `ORCH_AGENT_TESTS=skip` is set.
 
-use crate::support::fake_model::Turn;
+use crate::support::fake_model::{Block, Turn};
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text};
 use std::path::Path;
@@ -165,4 +165,36 @@ fn aider_whose_model_refuses_ends_blocked_with_the_refusal() {
         (u.cost_usd - session_dollars(&org.worker_log(&id))).abs() < 1e-9,
         "{u:?}"
     );
+}
+
+/// A bad key: aider prints litellm's `AuthenticationError` and exits 0 (its exit code says
+/// nothing); orch reads the error line and ends the worker BLOCKED naming the credentials.
+#[test]
+fn aider_with_a_bad_key_ends_blocked_naming_the_credentials() {
+    let Some(bin) = crate::support::aider_bin() else {
+        return;
+    };
+    let model = FakeOpenAi::start_chat(
+        vec![Turn::of(vec![Block::HttpError {
+            status: 401,
+            times: usize::MAX,
+        }])],
+        "unused",
+    );
+    let org = org_for(&model, &bin);
+    let started = Instant::now();
+    let id = org.spawn("alpha", "anything", "t-aider-401");
+    let w = org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    eprintln!(
+        "aider 401: BLOCKED after {:?}, {} requests",
+        started.elapsed(),
+        model.errors_answered(401)
+    );
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("credentials") && reason.contains("AuthenticationError"),
+        "{reason}\n{}",
+        org.diag(&id)
+    );
+    assert!(model.errors_answered(401) >= 1);
 }

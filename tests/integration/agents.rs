@@ -358,3 +358,31 @@ fn claude_cancelled_before_its_result_keeps_the_dollars_of_the_usage_seen() {
     assert!((u.cost_usd - priced).abs() < 1e-9, "{u:?}: want ${priced}");
     assert_eq!(u.invocations, 1, "{u:?}");
 }
+
+/// `worker.max_cost_usd` stops a Claude run mid-way, before any `result` says its dollars:
+/// the streamed messages are priced as they come.
+#[test]
+fn claude_dollar_budget_stops_the_run_before_its_result() {
+    let Some(bin) = claude() else { return };
+    // Each message: 1000 input tokens at Sonnet's $3 per million (+ its output) ≈ $0.003.
+    let script = (0..8).map(|_| Turn::bash("git status")).collect();
+    let model = FakeModel::start(script);
+    let org = org_for(
+        &model,
+        &bin,
+        "  model: claude-sonnet-4-5-20250929\n  max_cost_usd: 0.008\n",
+    );
+    let id = org.spawn("alpha", "spend", "t-dollars");
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("budget exceeded") && reason.contains("max_cost_usd is $0.008"),
+        "{reason}"
+    );
+    org.wait_supervisor_gone(&id);
+    let u = org.usage(&id).unwrap();
+    assert!(u.cost_usd >= 0.008, "{u:?}");
+    assert!(!org.worker_log(&id).contains(r#""type":"result""#));
+    // Stopped well before the script ran out.
+    assert!(model.answered(7).is_none());
+}

@@ -116,10 +116,11 @@ fn claude_happy_path_is_done_on_green_ci_and_echoes_claim_nothing() {
     assert!(org.violations(&id).is_empty(), "{:?}", org.violations(&id));
     assert_eq!(w.progress.permission_denials, 0, "{}", org.worker_log(&id));
     assert!(org.lock_of(&id).is_none(), "DONE releases the lock");
-    // Tokens are counted as the messages stream; the dollar figure comes with Claude's
-    // `result`, which a run stopped at its verified DONE (green CI) may never print.
+    // Tokens and their dollars are counted as the messages stream: a run stopped at its
+    // verified DONE (green CI) may never print its `result`.
     let u = org.usage(&id).expect("usage recorded");
     assert!(u.tokens.total() >= 8000, "{u:?}");
+    assert!(u.cost_usd > 0.0, "{u:?}");
     assert!(u.session_started && u.session_id.is_some());
     // `orch logs` shows the stream-json as a conversation an operator reads, with orch's
     // events between; `--raw` as written.
@@ -303,4 +304,85 @@ fn claude_as_an_account_of_its_own_reaches_done() {
         account.uid,
         "its clone is its own"
     );
+}
+
+/// A Claude run stopped before its `result` (here: cancelled while the model stalls
+/// mid-answer) keeps what its messages cost: the tokens of the assistant events seen, each
+/// message at its model's price (Claude Code's own rates, per million tokens).
+#[test]
+fn claude_cancelled_before_its_result_keeps_the_dollars_of_the_usage_seen() {
+    let Some(bin) = claude() else { return };
+    let script = vec![
+        Turn::of(vec![
+            Block::Text("WORKING: looking around".into()),
+            bash("git status"),
+        ]),
+        Turn::of(vec![
+            Block::Text("WORKING: thinking it over".into()),
+            Block::Hang,
+        ]),
+    ];
+    let model = FakeModel::start(script);
+    let org = org_for(&model, &bin, "  model: claude-sonnet-4-5-20250929\n");
+    let id = org.spawn("alpha", "look around", "t-stopped");
+    // Both messages seen (the second one's text block streamed, then the model stalls).
+    let seen = poll_until(
+        "the stalled message's usage recorded",
+        DEADLINE,
+        || {
+            model.answered(1)?;
+            let u = org.usage(&id)?;
+            (u.tokens.input >= 2000).then_some(u)
+        },
+        || org.diag(&id),
+    );
+    assert!(seen.cost_usd > 0.0, "{seen:?}");
+    let out = org.run(&["cancel", &id, "--reason", "stopped mid-answer"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    org.wait_supervisor_gone(&id);
+    let log = org.worker_log(&id);
+    assert!(
+        !log.contains(r#""type":"result""#),
+        "no result was printed:\n{log}"
+    );
+    let u = org.usage(&id).expect("usage kept");
+    let t = u.tokens;
+    // Claude Code's Sonnet 4.5 rates: $3 in, $15 out, $3.75 cache write, $0.30 cache read.
+    let priced = (t.input as f64 * 3.0
+        + t.output as f64 * 15.0
+        + t.cache_write as f64 * 3.75
+        + t.cache_read as f64 * 0.3)
+        / 1e6;
+    eprintln!("cancelled before result: {t:?} kept as ${:.6}", u.cost_usd);
+    assert!(u.cost_usd > 0.0, "{u:?}");
+    assert!((u.cost_usd - priced).abs() < 1e-9, "{u:?}: want ${priced}");
+    assert_eq!(u.invocations, 1, "{u:?}");
+}
+
+/// `worker.max_cost_usd` stops a Claude run mid-way, before any `result` says its dollars:
+/// the streamed messages are priced as they come.
+#[test]
+fn claude_dollar_budget_stops_the_run_before_its_result() {
+    let Some(bin) = claude() else { return };
+    // Each message: 1000 input tokens at Sonnet's $3 per million (+ its output) ≈ $0.003.
+    let script = (0..8).map(|_| Turn::bash("git status")).collect();
+    let model = FakeModel::start(script);
+    let org = org_for(
+        &model,
+        &bin,
+        "  model: claude-sonnet-4-5-20250929\n  max_cost_usd: 0.008\n",
+    );
+    let id = org.spawn("alpha", "spend", "t-dollars");
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("budget exceeded") && reason.contains("max_cost_usd is $0.008"),
+        "{reason}"
+    );
+    org.wait_supervisor_gone(&id);
+    let u = org.usage(&id).unwrap();
+    assert!(u.cost_usd >= 0.008, "{u:?}");
+    assert!(!org.worker_log(&id).contains(r#""type":"result""#));
+    // Stopped well before the script ran out.
+    assert!(model.answered(7).is_none());
 }

@@ -8,6 +8,9 @@
 //! `.ci/run` installs it), else `codex` on PATH. Without it these tests fail, unless
 //! `ORCH_AGENT_TESTS=skip` is set.
 //!
+//! Also: a respawn continuing the thread (`exec resume`), the budget, a 401 and 429s (the
+//! fake answers a turn's [`Block::HttpError`] first).
+//!
 //! The happy path runs Codex with `--sandbox danger-full-access`: the agent's `orch ci
 //! status --wait` reads orch's state directory and the CI it waits for, which a
 //! `workspace-write` sandbox (no network, writable roots only) does not reach.
@@ -15,6 +18,7 @@
 use crate::support::fake_model::{Block, Turn};
 use crate::support::fake_openai::{FakeOpenAi, escalated, sh, sh_turn};
 use crate::support::{DEADLINE, Org, RepoSpec, Spec, live_members, output_text, poll_until};
+use orch::milestone::Milestone;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -215,6 +219,205 @@ fn codex_in_its_workspace_write_sandbox_commits_and_pushes() {
         org.diag(&id)
     );
     assert!(org.violations(&id).is_empty(), "{:?}", org.violations(&id));
+}
+
+const PUSH: &str = "echo feature > feature.txt && git add feature.txt && git -c user.name=agent -c user.email=agent@example.invalid commit -qm 'add feature' && git push -q && git rev-parse HEAD";
+
+/// Run 1 says what it did and ends its turn (the process exits in WORKING); the respawn
+/// (`codex exec … resume <thread>`) continues the same thread, which the fake sees in its
+/// history, and finishes. The thread's usage is cumulative: counted once.
+#[test]
+fn codex_respawn_resumes_the_thread_and_counts_its_usage_once() {
+    let Some(bin) = codex() else { return };
+    let script = vec![
+        Turn::text("WORKING: first part done, stopping here"),
+        sh_turn(PUSH),
+        Turn::of(vec![
+            Block::Text("Pushed.\nPUSHED_TO_CI: alpha commit {last}".into()),
+            sh("orch ci status --repo alpha --sha {last} --wait --timeout 60s"),
+        ]),
+        Turn::text("CI is green.\nDONE: alpha all green, radicle-push: success"),
+    ];
+    let model = FakeOpenAi::start(script);
+    let org = org_for(&model, &bin, "danger-full-access", "  max_respawns: 2\n");
+    let id = org.spawn("alpha", "two sittings", "t-codex-resume");
+    org.wait_supervisor_gone(&id);
+    let first = org.usage(&id).expect("usage after run 1");
+    assert_eq!(
+        (first.invocations, first.tokens.total()),
+        (1, 1050),
+        "{first:?}"
+    );
+    let thread = first.session_id.clone().expect("thread id recorded");
+    org.resume();
+    org.wait_milestone(&id, "DONE", DEADLINE);
+    org.wait_supervisor_gone(&id);
+    let total = org.usage(&id).unwrap();
+    assert_eq!(total.invocations, 2, "{total:?}");
+    assert_eq!(
+        total.session_id.as_deref(),
+        Some(thread.as_str()),
+        "one thread"
+    );
+    // Four requests of 1050 tokens in all, though the resumed turn reports the thread's.
+    assert_eq!(total.tokens.total(), 4 * 1050, "{total:?}");
+    // The respawn's first request carried run 1's history, and the resume note.
+    let resumed = model
+        .seen()
+        .into_iter()
+        .find(|s| s.turn == Some(1))
+        .expect("turn 1 served");
+    let history = resumed.body["input"].to_string();
+    assert!(history.contains("first part done"), "{history}");
+}
+
+/// Codex reports usage once per turn (`turn.completed`): the turn that takes the task past
+/// `worker.max_tokens` fails it (kind budget), and it is not started again.
+#[test]
+fn codex_budget_fails_the_worker_and_no_replacement_starts() {
+    let Some(bin) = codex() else { return };
+    let mut script: Vec<Turn> = (0..4).map(|_| sh_turn("git status")).collect();
+    script.push(Turn::text("WORKING: looked around"));
+    let model = FakeOpenAi::start(script);
+    let org = org_for(
+        &model,
+        &bin,
+        "danger-full-access",
+        "  max_tokens: 2500\n  max_respawns: 2\n",
+    );
+    let id = org.spawn("alpha", "spend", "t-codex-budget");
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("budget exceeded") && reason.contains("max_tokens is 2500"),
+        "{reason}"
+    );
+    let kinds: Vec<String> = org
+        .alerts(&id)
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(kinds.contains(&"budget".to_string()), "{kinds:?}");
+    org.wait_supervisor_gone(&id);
+    let u = org.usage(&id).unwrap();
+    assert_eq!(u.tokens.total(), 5 * 1050, "{u:?}");
+    let served = model.seen().len();
+    org.resume();
+    assert_eq!(org.worker(&id).milestone(), Milestone::Failed);
+    assert_eq!(model.seen().len(), served, "no run after the budget stop");
+}
+
+/// A bad key (401 on every request): Codex gives up after its own few retries, and the
+/// worker ends BLOCKED naming the credentials, with an alert; nothing retries it.
+#[test]
+fn codex_unauthorised_ends_blocked_naming_the_credentials() {
+    let Some(bin) = codex() else { return };
+    let script = vec![Turn::of(vec![Block::HttpError {
+        status: 401,
+        times: usize::MAX,
+    }])];
+    let model = FakeOpenAi::start(script);
+    let org = org_for(&model, &bin, "danger-full-access", "  max_respawns: 2\n");
+    let started = Instant::now();
+    let id = org.spawn("alpha", "anything", "t-codex-401");
+    let w = org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    let took = started.elapsed();
+    let tries = model.errors_answered(401);
+    eprintln!("codex 401: BLOCKED after {took:?}, {tries} requests");
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("credentials") && reason.contains("401"),
+        "{reason}\n{}",
+        org.diag(&id)
+    );
+    assert!(
+        org.alerts(&id)
+            .iter()
+            .any(|a| a.to_string().contains("credentials")),
+        "{:?}",
+        org.alerts(&id)
+    );
+    org.wait_supervisor_gone(&id);
+    org.resume();
+    assert_eq!(org.worker(&id).milestone(), Milestone::Blocked);
+    assert_eq!(model.errors_answered(401), tries, "nothing retried it");
+    assert!(tries <= 10, "{tries} requests");
+}
+
+/// Rate-limited twice (429 with `retry-after: 1`): Codex waits and retries by itself, and the
+/// run goes on to its push.
+#[test]
+fn codex_rate_limited_waits_then_continues() {
+    let Some(bin) = codex() else { return };
+    let script = vec![
+        Turn::of(vec![
+            Block::HttpError {
+                status: 429,
+                times: 2,
+            },
+            sh(PUSH),
+        ]),
+        Turn::text("Pushed.\nPUSHED_TO_CI: alpha commit {last}"),
+    ];
+    let model = FakeOpenAi::start(script);
+    let org = org_for(&model, &bin, "workspace-write", "");
+    let started = Instant::now();
+    let id = org.spawn("alpha", "add the feature", "t-codex-429");
+    org.wait_milestone(&id, "PUSHED_TO_CI", DEADLINE);
+    eprintln!(
+        "codex 429 twice: PUSHED_TO_CI after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(model.errors_answered(429), 2);
+    let errors = model.errors.lock().unwrap().clone();
+    let after = model.answered(0).expect("turn 0 served after the 429s");
+    let waited = after - errors[0].1;
+    eprintln!("first 429 -> turn served: {waited:?}");
+    assert!(waited >= Duration::from_secs(1), "it waited: {waited:?}");
+    assert!(org.violations(&id).is_empty(), "{:?}", org.violations(&id));
+}
+
+/// Rate-limited on every request: Codex gives up after its own bounded retries, and the
+/// worker's run ends as transient (not BLOCKED: an `orch resume` gives it to a replacement),
+/// with the 429 in its reason and a warning alert.
+#[test]
+fn codex_rate_limited_throughout_ends_its_run_as_transient() {
+    let Some(bin) = codex() else { return };
+    let script = vec![Turn::of(vec![Block::HttpError {
+        status: 429,
+        times: usize::MAX,
+    }])];
+    let model = FakeOpenAi::start(script);
+    let org = org_for(&model, &bin, "danger-full-access", "");
+    let started = Instant::now();
+    let id = org.spawn("alpha", "anything", "t-codex-429s");
+    org.wait_supervisor_gone(&id);
+    let tries = model.errors_answered(429);
+    eprintln!(
+        "codex 429 throughout: run ended after {:?}, {tries} requests",
+        started.elapsed()
+    );
+    let w = org.worker(&id);
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("agent (transient)") && reason.contains("429"),
+        "{reason}\n{}",
+        org.diag(&id)
+    );
+    assert_eq!(
+        w.progress.milestone,
+        Milestone::Working,
+        "{}",
+        org.diag(&id)
+    );
+    assert!(
+        org.alerts(&id)
+            .iter()
+            .any(|a| a["kind"] == "agent_transient"),
+        "{:?}",
+        org.alerts(&id)
+    );
+    assert!((2..=10).contains(&tries), "{tries} requests");
 }
 
 /// The spawn prompt without the task text, in tokens: estimated as characters / 4 (the usual

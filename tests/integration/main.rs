@@ -11,6 +11,7 @@ mod support;
 mod accounts;
 mod agent_health;
 mod agents;
+mod agents_aider;
 mod agents_codex;
 mod alerts;
 mod boundary;

@@ -22,6 +22,15 @@ pub enum Block {
     },
     /// A text block quoting every line of the user's prompt that names a milestone.
     EchoPrompt,
+    /// The API answers this HTTP status instead, `times` times for this turn (then the
+    /// turn's other blocks): 401, 429… (the fake OpenAI Responses API only).
+    HttpError {
+        status: u16,
+        times: usize,
+    },
+    /// The model stalls here: the blocks before it are streamed, then the answer never ends
+    /// (the connection is held open until the agent closes it).
+    Hang,
 }
 
 /// One scripted assistant message, with the input tokens it reports.
@@ -93,9 +102,11 @@ fn answer(script: &[Turn], r: &Request) -> Answer {
         (true, None) => (Turn::text("(the script has ended)"), None),
         (false, _) => (Turn::text("ok"), None),
     };
-    Answer::Stream {
-        sse: events(&turn, body, n),
-        turn: index,
+    let sse = events(&turn, body, n);
+    if turn.blocks.iter().any(|b| matches!(b, Block::Hang)) {
+        Answer::Hang { sse, turn: index }
+    } else {
+        Answer::Stream { sse, turn: index }
     }
 }
 
@@ -162,6 +173,8 @@ fn events(turn: &Turn, body: &Value, n: usize) -> String {
     let mut uses_tool = false;
     for (i, block) in turn.blocks.iter().enumerate() {
         match block {
+            Block::Hang => return out,
+            Block::HttpError { .. } => continue,
             Block::Text(_) | Block::EchoPrompt => {
                 let text = match block {
                     Block::Text(t) => fill(t, &cwd, &last),

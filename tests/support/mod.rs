@@ -98,6 +98,66 @@ pub fn agent_bin(env_var: &str, name: &str, package: &str) -> Option<PathBuf> {
     }
 }
 
+/// The aider release the contract tests run (`.ci/run` pins the same).
+pub const AIDER_VERSION: &str = "0.86.2";
+
+/// The real aider CLI: `$ORCH_AIDER_BIN`, else where `.ci/run` installs it
+/// (`target/agents/aider/venv/bin/aider`, a virtual environment of its own), else `aider` on
+/// PATH, else aider-chat (pinned) installed there now with `python3 -m venv` and pip. None only
+/// with `ORCH_AGENT_TESTS=skip`; otherwise its absence fails the tests, naming what to install.
+pub fn aider_bin() -> Option<PathBuf> {
+    let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agents/aider");
+    let installed = prefix.join("venv/bin/aider");
+    let found = std::env::var_os("ORCH_AIDER_BIN")
+        .map(PathBuf::from)
+        .or_else(|| installed.is_file().then(|| installed.clone()))
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join("aider"))
+                .find(|p| p.is_file())
+        });
+    let skip = std::env::var("ORCH_AGENT_TESTS").as_deref() == Ok("skip");
+    let found = found.or_else(|| {
+        if skip {
+            return None;
+        }
+        std::fs::create_dir_all(&prefix).ok()?;
+        let lock = std::fs::File::create(prefix.join(".install.lock")).ok()?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).ok()?;
+        if !installed.is_file() {
+            eprintln!(
+                "installing aider-chat=={AIDER_VERSION} into {} (python3 -m venv, pip)",
+                prefix.display()
+            );
+            let venv = prefix.join("venv");
+            let ok = std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .is_ok_and(|s| s.success())
+                && std::process::Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet", "--disable-pip-version-check"])
+                    .arg(format!("aider-chat=={AIDER_VERSION}"))
+                    .status()
+                    .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!("installing aider-chat=={AIDER_VERSION} failed (above)");
+            }
+        }
+        installed.is_file().then(|| installed.clone())
+    });
+    match found {
+        Some(p) => Some(p),
+        None if skip => {
+            eprintln!("SKIPPED: no aider binary (ORCH_AIDER_BIN) and ORCH_AGENT_TESTS=skip");
+            None
+        }
+        None => panic!(
+            "the aider contract tests need the real aider CLI, and installing it failed (above): run `python3 -m venv target/agents/aider/venv && target/agents/aider/venv/bin/pip install aider-chat=={AIDER_VERSION}` (as .ci/run does), or set ORCH_AIDER_BIN; ORCH_AGENT_TESTS=skip skips them"
+        ),
+    }
+}
+
 /// The unprivileged account the `worker.user` tests run workers as.
 pub struct TestAccount {
     pub name: String,

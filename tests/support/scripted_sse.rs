@@ -31,6 +31,19 @@ pub enum Answer {
         sse: String,
         turn: Option<usize>,
     },
+    /// An HTTP error (`401`, `429`…) with this JSON body and, when given, `retry-after`
+    /// seconds; the connection stays open.
+    Error {
+        status: u16,
+        body: String,
+        retry_after: Option<u32>,
+    },
+    /// `200 text/event-stream` with these events, then nothing more: the connection is held
+    /// open, as a model that stalls mid-answer, until the client closes it.
+    Hang {
+        sse: String,
+        turn: Option<usize>,
+    },
 }
 
 /// One request: its method, path and JSON body (null when it is not JSON).
@@ -46,6 +59,8 @@ type AnswerFn = dyn Fn(&Request) -> Answer + Send + Sync;
 pub struct ScriptedServer {
     pub url: String,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Every HTTP error answered ([`Answer::Error`]): its status and when.
+    pub errors: Arc<Mutex<Vec<(u16, Instant)>>>,
 }
 
 impl ScriptedServer {
@@ -58,17 +73,28 @@ impl ScriptedServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}{url_path}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let errors = Arc::new(Mutex::new(Vec::new()));
         let answer: Arc<AnswerFn> = Arc::new(answer);
-        let s = seen.clone();
+        let (s, e) = (seen.clone(), errors.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (answer, seen) = (answer.clone(), s.clone());
+                let (answer, seen, errors) = (answer.clone(), s.clone(), e.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &*answer, &seen);
+                    let _ = serve(stream, &*answer, &seen, &errors);
                 });
             }
         });
-        ScriptedServer { url, seen }
+        ScriptedServer { url, seen, errors }
+    }
+
+    /// The HTTP errors answered so far, by status.
+    pub fn errors_answered(&self, status: u16) -> usize {
+        self.errors
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(s, _)| *s == status)
+            .count()
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -85,7 +111,12 @@ impl ScriptedServer {
     }
 }
 
-fn serve(stream: TcpStream, answer: &AnswerFn, seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
+fn serve(
+    stream: TcpStream,
+    answer: &AnswerFn,
+    seen: &Mutex<Vec<Seen>>,
+    errors: &Mutex<Vec<(u16, Instant)>>,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
     while let Some(request) = read_request(&mut reader)? {
@@ -101,26 +132,62 @@ fn serve(stream: TcpStream, answer: &AnswerFn, seen: &Mutex<Vec<Seen>>) -> std::
                 )?;
                 out.write_all(b.as_bytes())?;
             }
-            Answer::Stream { sse, turn } => {
+            Answer::Error {
+                status,
+                body,
+                retry_after,
+            } => {
+                let retry = retry_after
+                    .map(|s| format!("retry-after: {s}\r\n"))
+                    .unwrap_or_default();
                 write!(
                     out,
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+                    "HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\n\r\n",
+                    body.len()
                 )?;
-                out.write_all(sse.as_bytes())?;
+                out.write_all(body.as_bytes())?;
                 out.flush()?;
-                seen.lock().unwrap().push(Seen {
-                    body: request.body,
-                    turn,
-                    answered: Instant::now(),
-                    answered_ms: std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap()
-                        .as_millis() as i64,
-                });
+                errors.lock().unwrap().push((status, Instant::now()));
+            }
+            Answer::Stream { sse, turn } => {
+                write_stream(&mut out, &sse, request.body, turn, seen)?;
+                return Ok(());
+            }
+            Answer::Hang { sse, turn } => {
+                write_stream(&mut out, &sse, request.body, turn, seen)?;
+                // Until the client goes: a read that ends (EOF or error) is its close.
+                let mut sink = [0u8; 1024];
+                while matches!(std::io::Read::read(reader.get_mut(), &mut sink), Ok(n) if n > 0) {}
                 return Ok(());
             }
         }
     }
+    Ok(())
+}
+
+/// A 200 event stream carrying `sse`, recorded as [`Seen`].
+fn write_stream(
+    out: &mut TcpStream,
+    sse: &str,
+    body: Value,
+    turn: Option<usize>,
+    seen: &Mutex<Vec<Seen>>,
+) -> std::io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
+    )?;
+    out.write_all(sse.as_bytes())?;
+    out.flush()?;
+    seen.lock().unwrap().push(Seen {
+        body,
+        turn,
+        answered: Instant::now(),
+        answered_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    });
     Ok(())
 }
 

@@ -51,6 +51,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     format!("the conversation could not be continued: {d}"),
                 )
             }
+            AgentNote::Reply(text) => {
+                self.health.last_reply = Some(text);
+                return;
+            }
             AgentNote::Result {
                 is_error,
                 subtype,

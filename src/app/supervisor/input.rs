@@ -61,6 +61,9 @@ pub enum AgentNote {
     },
     /// The conversation orch asked it to continue could not be resumed.
     ResumeFailed(String),
+    /// The model's reply as the agent printed it (aider: the last line before its cost
+    /// line): why a run that did nothing did nothing (a refusal, a question).
+    Reply(String),
     /// Its final result: an error (`is_error`), or a success with nothing done.
     Result {
         is_error: bool,

@@ -8,11 +8,13 @@
 //!   `result.permission_denials`, or a `tool_result` with `is_error` whose text is one of the
 //!   contract's refusal texts (2.1.197 has no structured event). One tool call is one denial,
 //!   however many of these name it. An OS "Permission denied" inside a tool's output is none.
-//! - Usage: the assistant messages' `usage` while the run goes on, then `result.usage` and
-//!   `total_cost_usd`, the run's own figures (per invocation, not per conversation).
+//! - Usage: the assistant messages' `usage` while the run goes on, priced per message by its
+//!   model (`price.rs`: a run stopped before its `result` keeps the dollars seen so far), then
+//!   `result.usage` and `total_cost_usd`, the run's own figures (per invocation, not per
+//!   conversation), in their place.
 //! - `api_retry` and `rate_limit_event` are notes, not progress.
 
-use super::{Parsed, StreamParser};
+use super::{Parsed, StreamParser, price};
 use crate::app::supervisor::agent::line::LineFilter;
 use crate::app::supervisor::input::{AgentNote, Input, RunUsage};
 use crate::store::usage::Tokens;
@@ -29,8 +31,9 @@ pub struct ClaudeParser {
     denied: HashSet<String>,
     /// Milestone lines the model's text blocks said in this run.
     said: HashSet<String>,
-    /// message id → its usage (a message's blocks come one per line, each with its usage).
-    messages: HashMap<String, Tokens>,
+    /// message id → its usage and model (a message's blocks come one per line, each with its
+    /// usage).
+    messages: HashMap<String, (Tokens, String)>,
     last_usage: RunUsage,
 }
 
@@ -152,14 +155,18 @@ impl ClaudeParser {
                 if let Some(id) = msg["id"].as_str()
                     && msg.get("usage").is_some()
                 {
-                    self.messages.insert(id.to_string(), tokens(&msg["usage"]));
-                    let sum = self
-                        .messages
-                        .values()
-                        .fold(Tokens::default(), |a, t| a.plus(t));
+                    let model = s(msg, "model");
+                    self.messages
+                        .insert(id.to_string(), (tokens(&msg["usage"]), model));
+                    let (sum, cost) = self.messages.values().fold(
+                        (Tokens::default(), 0.0),
+                        |(sum, cost), (t, model)| {
+                            (sum.plus(t), cost + price::claude(model).cost(t))
+                        },
+                    );
                     let u = RunUsage {
                         tokens: sum,
-                        cost_usd: self.last_usage.cost_usd,
+                        cost_usd: cost,
                         ..RunUsage::default()
                     };
                     self.usage(u, out);
@@ -364,6 +371,39 @@ mod tests {
         assert!(last.last && (last.cost_usd - 0.01514).abs() < 1e-9);
         assert_eq!(last.tokens.total(), 180);
         assert!(denials(&inputs).is_empty());
+    }
+
+    #[test]
+    fn dollars_are_priced_from_the_messages_seen_until_the_result_says_them() {
+        let mut p = parser("");
+        let inputs = feed(
+            &mut p,
+            &[
+                // One message in two blocks (its usage counted once), then one of another model.
+                r#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"a"}],"usage":{"input_tokens":1000,"output_tokens":1,"cache_read_input_tokens":2000}}}"#,
+                r#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5-20250929","content":[{"type":"text","text":"b"}],"usage":{"input_tokens":1000,"output_tokens":50,"cache_read_input_tokens":2000}}}"#,
+                r#"{"type":"assistant","message":{"id":"m2","model":"claude-opus-4-1-20250805","content":[{"type":"text","text":"c"}],"usage":{"input_tokens":100,"output_tokens":10,"cache_creation_input_tokens":1000}}}"#,
+            ],
+        );
+        let last = |inputs: &[Input]| {
+            inputs
+                .iter()
+                .filter_map(|i| match i {
+                    Input::Usage(u) => Some(*u),
+                    _ => None,
+                })
+                .next_back()
+                .unwrap()
+        };
+        let u = last(&inputs);
+        // Sonnet: 1000×3 + 50×15 + 2000×0.3; Opus 4.1: 100×15 + 10×75 + 1000×18.75 (per Mtok).
+        let want = (3000.0 + 750.0 + 600.0 + 1500.0 + 750.0 + 18750.0) / 1e6;
+        assert!((u.cost_usd - want).abs() < 1e-12, "{u:?}");
+        assert!(!u.last);
+        assert_eq!(u.tokens.total(), 1000 + 50 + 2000 + 100 + 10 + 1000);
+        // Claude Code's own figure replaces the estimate.
+        let r = p.line(r#"{"type":"result","subtype":"success","is_error":false,"result":"","total_cost_usd":0.03,"usage":{"input_tokens":1100,"output_tokens":60}}"#);
+        assert_eq!(last(&r.inputs).cost_usd, 0.03);
     }
 
     #[test]

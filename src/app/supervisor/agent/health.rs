@@ -6,7 +6,7 @@
 //! | rate-limited, or an error result naming 429 / overload / an unreachable API | transient | a replacement later (`orch resume`); new spawns of the agent wait for a known reset |
 //! | an error result naming bad credentials (401, invalid key, authentication) | blocking (`missing_credentials`) | BLOCKED, alert, lock kept |
 //! | any other error result | blocking | BLOCKED, alert |
-//! | exit 0 with no commit and no milestone claim (not even WORKING) | blocking (did nothing) | BLOCKED, alert |
+//! | exit 0 with no commit and no milestone claim (not even WORKING) | blocking (did nothing) | BLOCKED, alert (with the model's last reply, when the agent printed it: aider) |
 //! | anything else | — | as before |
 
 /// What one run of an agent showed, gathered by the supervisor.
@@ -18,6 +18,8 @@ pub struct RunHealth {
     pub rate_limited: Option<Option<i64>>,
     /// The run committed, or claimed any milestone (a WORKING note too).
     pub did_work: bool,
+    /// The model's last reply, when the agent's output shows it (aider).
+    pub last_reply: Option<String>,
 }
 
 /// The class of an ended run, and why; `None`: nothing to classify.
@@ -40,6 +42,11 @@ const TRANSIENT: &[&str] = &[
     "timeout",
     "network",
     "reconnecting",
+    // aider's (litellm's) error classes
+    "ratelimiterror",
+    "apiconnectionerror",
+    "serviceunavailableerror",
+    "internalservererror",
 ];
 
 const CREDENTIALS: &[&str] = &[
@@ -77,9 +84,16 @@ pub fn classify(code: Option<i32>, run: &RunHealth) -> Option<Ended> {
         )));
     }
     if code == Some(0) && !run.did_work {
-        return Some(Ended::Blocking(
-            "the agent ended (exit 0) without a commit or a claim".to_string(),
-        ));
+        let said = match &run.last_reply {
+            Some(r) => format!(
+                "; its model's last reply: {:?}",
+                r.chars().take(200).collect::<String>()
+            ),
+            None => String::new(),
+        };
+        return Some(Ended::Blocking(format!(
+            "the agent ended (exit 0) without a commit or a claim{said}"
+        )));
     }
     None
 }
@@ -108,6 +122,7 @@ mod tests {
             "API Error: 429 rate limit exceeded",
             "API Error: 529 Overloaded. This is a server-side issue",
             "API Error: Unable to connect to API (ConnectionRefused)",
+            "litellm.RateLimitError: RateLimitError: OpenAIException - Slow down",
         ] {
             assert!(
                 matches!(
@@ -129,6 +144,14 @@ mod tests {
         assert!(matches!(
             classify(Some(0), &RunHealth::default()),
             Some(Ended::Blocking(t)) if t.contains("without a commit")
+        ));
+        let refused = RunHealth {
+            last_reply: Some("I'm sorry, but I can't help with that.".into()),
+            ..RunHealth::default()
+        };
+        assert!(matches!(
+            classify(Some(0), &refused),
+            Some(Ended::Blocking(t)) if t.contains("without a commit") && t.contains("can't help with that")
         ));
         let worked = RunHealth {
             did_work: true,

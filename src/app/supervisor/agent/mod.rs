@@ -16,6 +16,7 @@ pub mod claude;
 pub mod codex;
 pub mod health;
 pub mod line;
+pub mod price;
 pub mod render;
 pub mod spend;
 
@@ -59,12 +60,9 @@ pub fn parsers(
             Box::new(codex::CodexErrParser { filter }),
         ),
         Agent::Aider => (
-            Box::new(aider::AiderParser {
-                lines: LineParser {
-                    filter: filter.clone(),
-                },
-                tokens: Default::default(),
-            }),
+            Box::new(aider::AiderParser::new(LineParser {
+                filter: filter.clone(),
+            })),
             lines(&filter),
         ),
     }

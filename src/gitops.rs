@@ -773,6 +773,21 @@ pub fn branch_tip(repo_path: &Path, branch: &str) -> Result<Option<String>, GitE
     }
 }
 
+/// The commit `remote`'s branch `branch` was at when last fetched (None: the remote has no
+/// such branch). Unlike `base_sha`, never the local branch of that name.
+pub fn remote_branch_tip(
+    repo_path: &Path,
+    remote: &str,
+    branch: &str,
+) -> Result<Option<String>, GitError> {
+    let repo = open(repo_path)?;
+    match repo.find_reference(&format!("refs/remotes/{remote}/{branch}")) {
+        Ok(r) => Ok(r.peel_to_commit().ok().map(|c| c.id().to_string())),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(err(repo_path, e)),
+    }
+}
+
 /// The clone's local branches whose name starts with `prefix`.
 pub fn branches_with_prefix(repo_path: &Path, prefix: &str) -> Result<Vec<String>, GitError> {
     let repo = open(repo_path)?;

@@ -508,6 +508,13 @@ pub enum Event {
     Resume,
     /// Landing after DONE: what the supervisor saw (see `landing`).
     Land(LandEvent),
+    /// The worker's branch on the forge is no longer at its DONE commit `done`: it is at
+    /// `head` (None: deleted). Before its landing moved the base, DONE is taken back
+    /// (BLOCKED, see `step::done_branch_moved`); after, an alert only.
+    DoneBranchMoved {
+        done: crate::sha::Sha,
+        head: Option<crate::sha::Sha>,
+    },
     /// Out of PAUSED for another `reason` than a green upstream: a resumer took over a worker
     /// whose supervisor died while it was paused (its new supervisor checks the upstream
     /// again and pauses it anew if it is still red).

@@ -100,6 +100,10 @@ fn apply(
         }
         _ => {}
     }
+    if let Event::DoneBranchMoved { done, head } = event {
+        done_branch_moved(contract, &mut p, worker, done, head.as_ref(), now, &mut fx);
+        return (p, fx);
+    }
     if p.milestone.is_terminal() {
         // Nothing moves a finished worker; say so when a worker keeps talking.
         if let Event::Claim { .. }
@@ -582,7 +586,7 @@ fn apply(
                 }
             }
         }
-        Event::Land(_) => {} // handled above
+        Event::Land(_) | Event::DoneBranchMoved { .. } => {} // handled above
     }
     (p, fx)
 }
@@ -806,6 +810,77 @@ fn approve(
         }
         m => refuse(fx, format!("the worker is {m}, not held for approval")),
     }
+}
+
+/// The worker's branch moved away from its DONE commit `done` (to `head`; None: deleted).
+///
+/// Before the landing moved the base (pending, or an integration under verification), DONE is
+/// taken back: the worker is BLOCKED with the reason, its lock kept, its landing back to
+/// planned (nothing lands), and a critical alert names both commits. Why BLOCKED and not
+/// PUSHED_TO_CI for the new head: the contract's DONE is terminal and lets no transition out,
+/// and PUSHED_TO_CI is a worker's own push (`git_push_complete`, `new_push`) — but the worker
+/// was stopped at DONE (`StopWorker`, its processes ended with its guard), so whoever moved the
+/// branch is not the worker, and verifying that head would make someone else's commit this
+/// worker's DONE. Someone else's push is a `blocking` failure in the contract's taxonomy
+/// (`pause_and_escalate`, worker state BLOCKED: "cannot proceed without external resolution"),
+/// and from BLOCKED the contract's own way on is an operator's: `orch respawn` (BLOCKED ->
+/// FIXING_CI: the worker pushes again and CI verifies anew) or `orch cancel`.
+/// After the base moved (base CI, downstream, landed…) or with `land: none`, what lands or
+/// landed is the verified commit: an alert only.
+fn done_branch_moved(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    done: &crate::sha::Sha,
+    head: Option<&crate::sha::Sha>,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    if p.milestone != Milestone::Done || p.tracked_sha.as_ref() != Some(done) || head == Some(done)
+    {
+        return;
+    }
+    let moved = match head {
+        Some(h) => format!("moved from {} to {}", done.as_str(), h.as_str()),
+        None => format!("deleted (it was at {})", done.as_str()),
+    };
+    let landing = p.landing.as_ref().map(|l| l.state);
+    if !matches!(landing, Some(LandState::Pending | LandState::Verifying)) {
+        let stage = landing.map_or("no landing".to_string(), |s| s.to_string());
+        fx.push(alert(
+            Severity::Critical,
+            "done_branch_moved",
+            format!(
+                "worker {worker}'s branch was {moved} after DONE (landing: {stage}): DONE stays the verified commit {}; find out who pushed",
+                done.short()
+            ),
+        ));
+        return;
+    }
+    let reason = format!(
+        "its branch was {moved} after DONE, before its landing: not landed; `orch respawn {worker}` to verify again, or `orch cancel {worker}`"
+    );
+    // Out of a terminal state, which the contract's transitions never allow: this is the one
+    // exception (see above), so it does not go through `transition`.
+    let from = p.milestone;
+    p.enter(contract, Milestone::Blocked, now);
+    fx.push(Effect::Transition {
+        from,
+        to: Milestone::Blocked,
+        reason: reason.clone(),
+    });
+    p.end_reason = Some(reason);
+    if let Some(l) = p.landing.as_mut() {
+        l.replan();
+    }
+    fx.push(alert(
+        Severity::Critical,
+        "done_reopened",
+        format!(
+            "worker {worker} is DONE no more: its branch was {moved} before its landing; BLOCKED, its lock kept, nothing lands until `orch respawn {worker}` (CI verifies again) or `orch cancel {worker}`"
+        ),
+    ));
+    fx.push(Effect::Checkpoint);
 }
 
 fn finish_done(

@@ -1313,6 +1313,74 @@ mod landing {
         assert_eq!(l.downstream.len(), 1, "the plan is kept");
     }
 
+    /// DONE at `a`, its landing at `state`.
+    fn done_landing(state: LandState) -> Progress {
+        let p = pushed_with(LandPolicy::Merge, &[]);
+        let (mut p, _) = step(
+            &contract(),
+            "w",
+            &p,
+            &verdict(VerdictKind::Green, &"a".repeat(40)),
+            T0,
+        );
+        assert_eq!(p.milestone, Done);
+        p.landing.as_mut().unwrap().state = state;
+        p
+    }
+
+    fn branch_moved(p: &Progress, head: Option<crate::sha::Sha>) -> (Progress, Vec<Effect>) {
+        let event = Event::DoneBranchMoved {
+            done: sha('a'),
+            head,
+        };
+        step(&contract(), "w", p, &event, T0 + 5)
+    }
+
+    #[test]
+    fn a_done_branch_moved_before_the_base_moved_takes_done_back() {
+        for state in [LandState::Pending, LandState::Verifying] {
+            let (p, fx) = branch_moved(&done_landing(state), Some(sha('b')));
+            assert_eq!(p.milestone, Blocked, "{state}");
+            assert_eq!(p.landing.as_ref().unwrap().state, LandState::Planned);
+            assert!(
+                !p.landing_active() && !releases(&fx),
+                "lock kept, nothing lands"
+            );
+            let alert = alerts_of(&fx, "done_reopened");
+            assert_eq!(alert.len(), 1, "{fx:?}");
+            assert!(alert[0].contains(&"a".repeat(40)) && alert[0].contains(&"b".repeat(40)));
+            assert!(fx.contains(&Effect::Transition {
+                from: Done,
+                to: Blocked,
+                reason: p.end_reason.clone().unwrap(),
+            }));
+        }
+        // Deleted, too.
+        let (p, _) = branch_moved(&done_landing(LandState::Pending), None);
+        assert_eq!(p.milestone, Blocked);
+        assert!(p.end_reason.unwrap().contains("deleted"));
+    }
+
+    #[test]
+    fn a_done_branch_moved_after_the_base_moved_or_not_moved_at_all_keeps_done() {
+        for state in [LandState::BaseCi, LandState::Downstream, LandState::Landed] {
+            let before = done_landing(state);
+            let (p, fx) = branch_moved(&before, Some(sha('b')));
+            assert_eq!(p.milestone, Done, "{state}");
+            assert_eq!(p.landing, before.landing);
+            assert_eq!(alerts_of(&fx, "done_branch_moved").len(), 1, "{fx:?}");
+        }
+        let before = done_landing(LandState::Pending);
+        let (p, fx) = branch_moved(&before, Some(sha('a')));
+        assert_eq!((p, fx), (before.clone(), vec![]), "the same head: nothing");
+        let event = Event::DoneBranchMoved {
+            done: sha('c'),
+            head: Some(sha('b')),
+        };
+        let (p, fx) = step(&contract(), "w", &before, &event, T0 + 5);
+        assert_eq!((p, fx), (before, vec![]), "about another commit: nothing");
+    }
+
     #[test]
     fn none_releases_at_done_and_lands_when_seen_on_the_base() {
         let p = pushed_with(LandPolicy::None, &[]);

@@ -602,6 +602,93 @@ fn a_move_made_but_not_recorded_before_a_kill_is_found_again_not_made_twice() {
     assert_eq!(org.lock_of(&id), None);
 }
 
+/// A DONE worker's branch moved by someone else while its integration is under verification
+/// (the landing has not moved the base): DONE is taken back — BLOCKED, its lock kept, its
+/// landing back to planned — a critical alert names both commits, and nothing lands: not the
+/// moved head, and not the integration either once its CI turns green.
+#[test]
+fn a_done_branch_moved_before_its_landing_takes_done_back_and_nothing_lands() {
+    let org = gated_org();
+    let id = org.spawn("core", "core feature [base]", "t-moved");
+    org.wait_until(
+        "the integration under verification",
+        Duration::from_secs(60),
+        || landing_of(&org, &id).state == LandState::Verifying,
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done);
+    let done = w.progress.tracked_sha.clone().unwrap();
+    let candidate = landing_of(&org, &id).candidate.unwrap();
+    let base_before = forge_head(&org, "core", "main");
+    // Someone outside any worker (the forge takes the push) moves the worker's branch.
+    let work = org.root.join("elsewhere");
+    crate::support::git(
+        &org.root,
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            &format!("orch/{id}"),
+            bare(&org, "core").to_str().unwrap(),
+            work.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(work.join("other.txt"), "not the verified change\n").unwrap();
+    crate::support::git(&work, &["add", "other.txt"]);
+    crate::support::git(&work, &["commit", "-q", "-m", "moved"]);
+    crate::support::git(&work, &["push", "-q", "origin", &format!("HEAD:orch/{id}")]);
+    let moved = crate::support::git(&work, &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
+    let w = org.wait_milestone(&id, "BLOCKED", Duration::from_secs(60));
+    let reason = w.progress.end_reason.clone().unwrap_or_default();
+    assert!(reason.contains(&moved), "{reason}");
+    assert_eq!(
+        w.progress.landing.as_ref().map(|l| l.state),
+        Some(LandState::Planned)
+    );
+    assert_eq!(
+        org.lock_of(&id).as_deref(),
+        Some("core"),
+        "the lock is kept"
+    );
+    let alert = org
+        .alerts(&id)
+        .into_iter()
+        .find(|a| a["kind"] == "done_reopened")
+        .unwrap_or_else(|| panic!("{:?}", org.alerts(&id)));
+    assert_eq!(alert["severity"], "critical");
+    let text = alert["message"].as_str().unwrap();
+    assert!(
+        text.contains(done.as_str()) && text.contains(&moved),
+        "{text}"
+    );
+    // The integration's CI goes on and turns green: it is not landed any more.
+    org.open_gate("core");
+    org.wait_until("the integration's CI", Duration::from_secs(60), || {
+        let v = org.json(&[
+            "ci",
+            "status",
+            "--repo",
+            "core",
+            "--sha",
+            candidate.as_str(),
+            "--json",
+        ]);
+        v["verdict"] == "green"
+    });
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Blocked);
+    assert_eq!(
+        forge_head(&org, "core", "main"),
+        base_before,
+        "nothing landed"
+    );
+    assert!(!is_ancestor(&org, "core", &moved, &base_before));
+    assert_eq!(base_moves(&org, &id), 0);
+    org.run(&["cancel", &id]);
+}
+
 /// The landing `method`s on a base that moved: merge (above), rebase and squash, each verified
 /// on the landing branch before the base moves; and found again (not made twice) when the move
 /// happened before a kill.

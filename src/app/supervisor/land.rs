@@ -104,6 +104,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     return;
                 };
                 self.next_land_ms = now + every;
+                if l.state == LandState::Verifying
+                    && l.policy != LandPolicy::Direct
+                    && let Some(done) = l.done_sha.as_ref()
+                    && !self.branch_still_at_done(&repo.path, done)
+                {
+                    return;
+                }
                 // The base branch's own run is what counts now: a verdict cached from the
                 // worker's branch must not stand for it.
                 self.follower.forget(&repo.name, &sha);
@@ -522,11 +529,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             return self.pull_merged(number, pull.merge_commit_sha, "merged", None);
         }
         if pull.head_sha != done.as_str() {
-            return self.land_refused(format!(
-                "pull request #{number}'s head moved to {} after orch verified {}: not merged",
-                crate::sha::short(&pull.head_sha),
-                done.short()
-            ));
+            // The pull request's head is the worker's branch: it moved after DONE.
+            let event = Event::DoneBranchMoved {
+                done,
+                head: Some(Sha::from(pull.head_sha)),
+            };
+            self.apply(event, None, Vec::new());
+            return;
         }
         if !pull.mergeable {
             return self.pull_wait(number, "the server does not find it mergeable yet");
@@ -605,6 +614,41 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
+    /// Fetches, then `branch_still_at_done_fetched`.
+    fn branch_still_at_done(&mut self, clone: &std::path::Path, done: &Sha) -> bool {
+        if let Err(e) = gitops::fetch(clone, &self.w.remote) {
+            tracing::warn!(worker = %self.w.id, error = %e, "landing: fetch failed; the branch head is read next time");
+            return true;
+        }
+        self.branch_still_at_done_fetched(clone, done)
+    }
+
+    /// Whether the worker's branch on the forge (as just fetched into `clone`) is still at its
+    /// DONE commit. If not, the machine hears of it (`Event::DoneBranchMoved`: before the base
+    /// moved, DONE is taken back) and no landing step is taken on it. An unreadable head
+    /// says nothing: the landing goes on with the verified commit, read again next step.
+    fn branch_still_at_done_fetched(&mut self, clone: &std::path::Path, done: &Sha) -> bool {
+        let head = match gitops::remote_branch_tip(clone, &self.w.remote, &self.w.branch) {
+            Ok(head) => head,
+            Err(e) => {
+                tracing::warn!(worker = %self.w.id, error = %e, "landing: the branch head cannot be read");
+                return true;
+            }
+        };
+        if head
+            .as_deref()
+            .is_some_and(|h| h.eq_ignore_ascii_case(done.as_str()))
+        {
+            return true;
+        }
+        let event = Event::DoneBranchMoved {
+            done: done.clone(),
+            head: head.map(Sha::from),
+        };
+        self.apply(event, None, Vec::new());
+        false
+    }
+
     fn land_refused(&mut self, reason: String) {
         let reason = crate::text::escape(&reason).into_owned();
         self.apply(Event::Land(LandEvent::Refused { reason }), None, Vec::new());
@@ -625,6 +669,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let remote = self.w.remote.clone();
         if let Err(e) = gitops::fetch(&repo.path, &remote) {
             tracing::warn!(worker = %self.w.id, error = %e, "landing: fetch failed; trying again");
+            return;
+        }
+        // `land: direct`'s branch is the base itself, which moves by design.
+        if l.policy != LandPolicy::Direct && !self.branch_still_at_done_fetched(&repo.path, &done) {
             return;
         }
         let base = match gitops::base_sha(&repo.path, &remote, &repo.branch) {

@@ -308,8 +308,10 @@ pub(super) fn post_receive(
 }
 
 /// A push that moves the branch of a worker orch already called DONE (a force-push after the
-/// verdict): DONE stays the verified commit — landing takes that commit, never the branch's
-/// new head — and people hear of it at once, as a critical alert naming both commits.
+/// verdict): landing takes the verified commit, never the branch's new head, and people hear
+/// of it at once, as a critical alert naming both commits. The worker's supervisor, if its
+/// landing has not moved the base yet, sees the moved head at its next landing step and
+/// takes DONE back (`Event::DoneBranchMoved`).
 fn done_branches_moved(
     state_dir: &Path,
     config_file: &Path,
@@ -346,7 +348,7 @@ fn done_branches_moved(
         }
         let deleted = new.bytes().all(|b| b == b'0');
         let message = format!(
-            "worker {id} is DONE at {}, and its branch {branch} on {} was {} afterwards: DONE stays the verified commit {} (landing takes that commit, never the branch's new head); find out who pushed",
+            "worker {id} is DONE at {}, and its branch {branch} on {} was {} afterwards: only the verified commit {} ever lands (never the branch's new head), and before its landing moves the base its supervisor takes DONE back (BLOCKED); find out who pushed",
             done.short(),
             w.repo,
             if deleted {

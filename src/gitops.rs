@@ -243,6 +243,10 @@ pub struct WorkerRemote<'a> {
 /// without hard links, branch `branch` checked out at `base`, the remote it pushes to added
 /// (tracking `upstream` on it), and the clone's commit identity copied. Nothing points back at
 /// `clone`. Made by orch; the caller hands it over to the account.
+///
+/// Made beside `dir` and renamed into place whole: a process killed half-way (a spawner, a
+/// resumer) leaves no clone at `dir` — which a resumer makes again — never one that looks
+/// usable without its remote or identity (its worker could then push nowhere).
 pub fn clone_for_worker(
     clone: &Path,
     dir: &Path,
@@ -251,11 +255,33 @@ pub fn clone_for_worker(
     remote: &WorkerRemote,
     upstream: &str,
 ) -> Result<(), GitError> {
-    let parent = dir.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(parent).map_err(|e| GitError::Repo {
-        path: parent.display().to_string(),
+    let io = |path: &Path, e: std::io::Error| GitError::Repo {
+        path: path.display().to_string(),
         message: e.to_string(),
-    })?;
+    };
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+    let making = dir.with_file_name(format!(
+        "{}.making",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("clone")
+    ));
+    // What a process killed while making it left: orch's own, never handed over.
+    if making.exists() {
+        std::fs::remove_dir_all(&making).map_err(|e| io(&making, e))?;
+    }
+    configure_clone_for_worker(clone, &making, branch, remote, base, upstream)?;
+    std::fs::rename(&making, dir).map_err(|e| io(dir, e))
+}
+
+fn configure_clone_for_worker(
+    clone: &Path,
+    dir: &Path,
+    branch: &str,
+    remote: &WorkerRemote,
+    base: &str,
+    upstream: &str,
+) -> Result<(), GitError> {
+    let parent = dir.parent().unwrap_or(Path::new("/"));
     let (from, to) = (clone.display().to_string(), dir.display().to_string());
     git(
         parent,
@@ -1131,5 +1157,50 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    /// A worker's own clone is there whole or not at all: one whose making stopped half-way
+    /// (here a remote git refuses; in the chaos run, a spawner killed after the checkout) left
+    /// a clone without its remote that a resumer took for usable, and its worker could push
+    /// nowhere.
+    #[test]
+    fn a_workers_clone_stopped_half_way_leaves_nothing_where_it_goes() {
+        let root = tempfile::tempdir().unwrap();
+        let clone = root.path().join("clone");
+        std::fs::create_dir(&clone).unwrap();
+        git(&clone, &["init", "-q", "-b", "main"]).unwrap();
+        git(
+            &clone,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "base",
+            ],
+        )
+        .unwrap();
+        let base = head(&clone).unwrap();
+        let dir = root.path().join("workspace").join("worktree");
+        let remote = |name| WorkerRemote {
+            name,
+            url: "/srv/forge/core.git",
+            relay: None,
+        };
+        let bad = clone_for_worker(&clone, &dir, "orch/w", &base, &remote("no good"), "orch/w");
+        assert!(bad.is_err());
+        assert!(!dir.exists(), "nothing half-made where the clone goes");
+        // The next attempt clears what the last one left and makes it whole.
+        clone_for_worker(&clone, &dir, "orch/w", &base, &remote("orch"), "orch/w").unwrap();
+        assert_eq!(
+            remote_url(&dir, "orch").unwrap().as_deref(),
+            Some("/srv/forge/core.git")
+        );
+        assert_eq!(head(&dir).unwrap(), base);
+        assert!(!dir.with_file_name("worktree.making").exists());
     }
 }

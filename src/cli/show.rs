@@ -45,13 +45,6 @@ impl From<&Diagnostic> for Problem {
 /// guard in a sandbox over a directory of its own), and what would make it hollow.
 fn sandbox_findings(config: &Config, view: &mut CheckView) {
     let file = &config.file;
-    if config.worker.agent == crate::config::agent::Agent::Codex {
-        view.problems.push(Problem::at(
-            file,
-            "worker.sandbox: Codex workers run without orch's PID namespace (its own sandbox never completes a command inside one), so they cannot be sandboxed; unset worker.sandbox or use worker.user",
-        ));
-        return;
-    }
     if crate::pidns::usable().is_none() {
         view.problems.push(Problem::at(
             file,

@@ -420,6 +420,41 @@ fn codex_rate_limited_throughout_ends_its_run_as_transient() {
     assert!((2..=10).contains(&tries), "{tries} requests");
 }
 
+/// Codex's own workspace-write sandbox inside orch's (`worker.sandbox`, orch unprivileged),
+/// so in the worker's PID namespace: its command completes. (Its bubblewrap opens
+/// `/proc/<pid>/ns` with a pid of the namespace it runs in; the host's `/proc` has another
+/// process or none there and the command never ended. orch's sandbox mounts the namespace's
+/// own `/proc`.) Needs root to make the unprivileged account.
+#[test]
+fn codex_in_orchs_sandbox_and_pid_namespace_completes_its_commands() {
+    let Some(bin) = codex() else { return };
+    let Some(account) = crate::support::unprivileged_orch_account() else {
+        return;
+    };
+    let script = vec![
+        sh_turn("echo made > made.txt && echo finished-$((6 * 7))"),
+        Turn::text("The command said {last}."),
+    ];
+    let model = FakeOpenAi::start(script);
+    let mut org = org_for(&model, &bin, "workspace-write", "  sandbox: true\n");
+    org.run_as(&account.name, account.uid);
+    let id = org.spawn("alpha", "make a file", "t-codex-pidns");
+    org.wait_supervisor_gone(&id);
+    let log = org.worker_log(&id);
+    assert!(
+        log.contains("The command said finished-42."),
+        "{log}\n{}",
+        org.diag(&id)
+    );
+    // Codex's sandbox let it write in its workspace.
+    let w = org.worker(&id);
+    assert!(
+        std::path::Path::new(&w.worktree).join("made.txt").exists(),
+        "{}",
+        org.diag(&id)
+    );
+}
+
 /// The spawn prompt without the task text, in tokens: estimated as characters / 4 (the usual
 /// figure for English under the GPT and Claude BPE tokenizers; no tokenizer crate is built
 /// for one number). Recorded in BENCHMARKS.md; goal ≤ 150.

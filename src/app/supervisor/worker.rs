@@ -148,12 +148,17 @@ impl WorkerProcess {
             cmd.arg(GUARD_CHANNEL_ARG).arg(ch.name());
         }
         // The kernel's bound: the guard's death ends everything in the worker's namespace.
-        // Not for Codex: its workspace-write sandbox never completes a command inside a PID
-        // namespace of orch's (seen with codex-cli 0.169.0: the command starts and never ends; the
-        // cause is not found yet), so a Codex worker keeps the cgroup, the guard and the next
-        // command's sweep.
+        // Codex only with a sandbox: its workspace-write sandbox (bubblewrap, codex-cli 0.169.0)
+        // clones the command into new namespaces and then opens `/proc/<its pid>/ns` — a pid
+        // of orch's namespace looked up in the host's `/proc`, where it is another process or
+        // none: bwrap fails ("open /proc/<pid>/ns/ns failed"), its cloned child waits for it
+        // for ever and Codex reports the command still running. The sandbox mounts a `/proc`
+        // of the worker's own namespace (`sandbox.rs`), where the pid is right; a worker
+        // without one shares the host's `/proc` (orch commands in it find their worker there),
+        // so a Codex worker without a sandbox keeps the cgroup, the guard and the next
+        // command's sweep instead.
         let pidns = crate::pidns::usable().is_some()
-            && env.config.worker.agent != crate::config::agent::Agent::Codex;
+            && (env.config.worker.agent != crate::config::agent::Agent::Codex || sandbox.is_some());
         if pidns {
             cmd.arg("--pidns");
         }
@@ -161,7 +166,7 @@ impl WorkerProcess {
             // The sandbox is made by the namespace's init: no namespace, no worker.
             if !pidns {
                 return Err(refuse(
-                    "worker.sandbox needs a PID namespace for the worker: this machine gives none, or the agent (Codex) runs without one (see `orch check`)".into(),
+                    "worker.sandbox needs a PID namespace for the worker: this machine gives none (see `orch check`)".into(),
                 ));
             }
             cmd.args(plan.args());
@@ -650,7 +655,13 @@ fn argv_for(env: &Env, w: &WorkerRecord, launch: &Launch) -> Vec<String> {
     } else {
         String::new()
     };
-    let remote = if uses("{remote}") {
+    let remote = if env.config.worker.separate() {
+        // Its clone's remote is reached through its supervisor (the relay), never on disk:
+        // the bare remote is orch's, hidden from a sandboxed worker and closed to an account's,
+        // and an agent sandbox that binds it (Codex's `--add-dir {remote}`) fails to start a
+        // command. Its own worktree instead, which it writes already.
+        w.worktree.clone()
+    } else if uses("{remote}") {
         crate::gitops::git(wt, &["remote", "get-url", &w.remote])
             .unwrap_or_else(|_| w.remote.clone())
     } else {

@@ -458,6 +458,15 @@ pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Resu
     Ok(())
 }
 
+/// The worker's state as its row holds it: the `milestone` column (what queries select on)
+/// and the progress (None: no such row). How a supervisor finds its row changed by someone
+/// else (`app::supervisor::own_rows`).
+pub fn stored_state(tx: &Transaction, id: &str) -> rusqlite::Result<Option<(String, String)>> {
+    tx.prepare_cached("SELECT milestone, progress FROM workers WHERE id = ?1")?
+        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
 /// The worker process `pid` started.
 pub fn mark_worker_started(tx: &Transaction, id: &str, pid: i64) -> rusqlite::Result<()> {
     tx.prepare_cached(

@@ -309,6 +309,51 @@ fn rows_changed_in_the_database_under_a_live_worker_are_put_back_and_alerted() {
     cancel_all(&org, &[&victim]);
 }
 
+/// A worker with `sqlite3` on orch's database forges what is not its milestone: an operator's
+/// approval and a green verdict in its progress, the milestone left as it is. Its supervisor
+/// compares the whole row with what it last wrote: a critical alert naming what changed, and
+/// its own state written back.
+#[test]
+fn a_forged_approval_in_a_live_workers_row_is_put_back_and_alerted() {
+    let org = Org::new(Spec::local("trespass.sh").repo(RepoSpec::new("alpha")));
+    let victim = org.spawn_detached("alpha", "victim: wait");
+    org.wait_milestone(&victim, "WORKING", DEADLINE);
+    let db = rusqlite::Connection::open(org.state.join("orch.db")).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let forged = "a".repeat(40);
+    db.execute(
+        "UPDATE workers SET progress = json_set(progress, '$.approved', ?2, '$.verdict', 'green') \
+         WHERE id = ?1",
+        [&victim, &forged],
+    )
+    .unwrap();
+    drop(db);
+    poll_until(
+        "the forged approval put back",
+        DEADLINE,
+        || {
+            let w = org.worker(&victim);
+            let alerted = org.alerts(&victim).into_iter().find(|a| {
+                a["kind"] == "state_tampered"
+                    && a["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("approved"))
+            });
+            (alerted.is_some() && w.progress.approved.is_none() && w.progress.verdict.is_none())
+                .then_some(())
+        },
+        || {
+            format!(
+                "{:?} {:?}",
+                org.worker(&victim).progress,
+                org.alerts(&victim)
+            )
+        },
+    );
+    assert_eq!(org.worker(&victim).progress.milestone, Milestone::Working);
+    cancel_all(&org, &[&victim]);
+}
+
 /// A DONE worker's branch force-pushed afterwards (here by someone outside any worker, so the
 /// forge takes the push): DONE stays the verified commit, and the push raises a critical alert
 /// naming both commits.

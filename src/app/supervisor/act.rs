@@ -76,17 +76,20 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             outcome: &text,
             refused: outcome.is_refusal(),
         });
-        if commit(
+        match commit(
             &mut self.store,
             self.env.state_dir,
             &entry,
             &mut self.storage_failure,
-        ) == Some(Committed::NotOwner)
-        {
-            // Another supervisor owns the worker now (this one's lease expired): its state
-            // is not ours to change, nor its worker ours to act on.
-            self.lease_lost = true;
-            return Outcome::LeaseLost;
+        ) {
+            Some(Committed::NotOwner) => {
+                // Another supervisor owns the worker now (this one's lease expired): its state
+                // is not ours to change, nor its worker ours to act on.
+                self.lease_lost = true;
+                return Outcome::LeaseLost;
+            }
+            Some(Committed::Written) => self.written = after.clone(),
+            None => {}
         }
         self.w.progress = after;
         self.dirty = false;
@@ -248,6 +251,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// Writes bookkeeping progress that no transition wrote.
     pub(super) fn persist_progress(&mut self) {
+        if self.check_own_row() {
+            return; // its alert's commit wrote this state back
+        }
         let entry = Entry::new(&self.w, "orch").step(&self.w.progress, &[]);
         match commit(
             &mut self.store,
@@ -255,7 +261,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             &entry,
             &mut self.storage_failure,
         ) {
-            Some(Committed::Written) => self.dirty = false,
+            Some(Committed::Written) => {
+                self.dirty = false;
+                self.written = self.w.progress.clone();
+            }
             Some(Committed::NotOwner) => {
                 self.dirty = false;
                 self.lease_lost = true;

@@ -163,6 +163,9 @@ struct Supervisor<'a, F: Forge> {
     /// The number of the last CI query sent before the branch head was last read directly:
     /// heads in the answers up to it were read earlier, and are stale.
     head_read_after: u64,
+    /// The progress this supervisor last wrote to the worker's row (or found there at its
+    /// start): anything else in the row was written by someone else (`own_rows`).
+    written: crate::milestone::Progress,
     /// The worker's branch may have moved on the forge since its head was last read (see
     /// `poll_ci`), and when a query last read it.
     head_may_have_moved: bool,
@@ -269,6 +272,7 @@ pub fn supervise_then<F: Forge + 'static>(
         follower.clone(),
         bell.clone(),
     );
+    let written = w.progress.clone();
     let s = Supervisor {
         env,
         ci: CiLink::start(follower.clone(), bell.clone()),
@@ -294,6 +298,7 @@ pub fn supervise_then<F: Forge + 'static>(
         replaced: Vec::new(),
         head_read_after: 0,
         head_may_have_moved: true,
+        written,
         head_read_ms: 0,
         exit_query: 0,
         exit_seen_at: None,

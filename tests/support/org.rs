@@ -693,11 +693,11 @@ fn base_pusher(out: PathBuf, stop: std::sync::Arc<std::sync::atomic::AtomicBool>
                             .is_ok_and(|s| s.success())
                     };
                 let _ = std::fs::remove_file(&path);
-                std::fs::write(
-                    path.with_extension("done"),
-                    if ok { "ok\n" } else { "failed\n" },
-                )
-                .unwrap();
+                // Whole or not at all: the worker reads it as soon as it exists (a file
+                // created empty and written after was read as a failure now and then).
+                let tmp = path.with_extension("done-tmp");
+                std::fs::write(&tmp, if ok { "ok\n" } else { "failed\n" }).unwrap();
+                std::fs::rename(&tmp, path.with_extension("done")).unwrap();
             }
             if !any {
                 std::thread::sleep(Duration::from_millis(20));

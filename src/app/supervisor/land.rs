@@ -671,10 +671,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             tracing::warn!(worker = %self.w.id, error = %e, "landing: fetch failed; trying again");
             return;
         }
-        // `land: direct`'s branch is the base itself, which moves by design.
-        if l.policy != LandPolicy::Direct && !self.branch_still_at_done_fetched(&repo.path, &done) {
-            return;
-        }
         let base = match gitops::base_sha(&repo.path, &remote, &repo.branch) {
             Ok(b) => Sha::from(b),
             Err(e) => {
@@ -684,6 +680,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         };
         let on_base = gitops::is_ancestor(&repo.path, done.as_str(), base.as_str());
         let fast_forward = gitops::is_ancestor(&repo.path, base.as_str(), done.as_str());
+        // A branch moved (or deleted) after DONE takes DONE back before anything lands —
+        // unless the DONE commit is on the base already (merged by a person, who may then
+        // have deleted the branch). `land: direct`'s branch is the base itself.
+        if !matches!(on_base, Ok(true))
+            && l.policy != LandPolicy::Direct
+            && !self.branch_still_at_done_fetched(&repo.path, &done)
+        {
+            return;
+        }
         match (on_base, fast_forward) {
             (Ok(true), _) => {
                 self.apply(

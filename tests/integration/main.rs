@@ -13,6 +13,7 @@ mod agent_health;
 mod agents;
 mod agents_codex;
 mod alerts;
+mod board;
 mod boundary;
 mod branch_protection;
 mod cascade;

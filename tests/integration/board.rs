@@ -3,7 +3,7 @@
 //! and the page shows a worker's card in its group in a real browser (headless chromium
 //! over WebDriver).
 
-use crate::support::{Org, RepoSpec, Spec, output_text};
+use crate::support::{Org, RepoSpec, Spec, output_text, poll_until};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -421,4 +421,293 @@ fn beyond_loopback_the_board_needs_its_token() {
     let mut first = String::new();
     BufReader::new(t).read_line(&mut first).unwrap();
     assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+}
+
+// ---- the page in a real browser --------------------------------------------------------------
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A headless chromium driven over the W3C WebDriver protocol; driver and browser end when
+/// dropped.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+}
+
+impl Browser {
+    /// `None` (with a visible message) only when chromium is absent and ORCH_BOARD_TESTS=skip.
+    fn start() -> Option<Browser> {
+        let present =
+            std::path::Path::new(CHROMIUM).exists() && std::path::Path::new(CHROMEDRIVER).exists();
+        if !present {
+            if std::env::var("ORCH_BOARD_TESTS").as_deref() == Ok("skip") {
+                eprintln!(
+                    "SKIPPED: the board's browser test (no {CHROMIUM} or {CHROMEDRIVER}; ORCH_BOARD_TESTS=skip)"
+                );
+                return None;
+            }
+            panic!(
+                "the board's browser test needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver), or ORCH_BOARD_TESTS=skip"
+            );
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = std::process::Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let mut b = Browser {
+            driver,
+            base,
+            session: String::new(),
+        };
+        poll_until(
+            "chromedriver to answer",
+            Duration::from_secs(30),
+            || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    reqwest::Client::builder()
+                        .no_proxy()
+                        .build()
+                        .unwrap()
+                        .get(format!("{}/status", b.base))
+                        .send()
+                        .await
+                        .ok()
+                        .filter(|r| r.status().is_success())
+                })
+                .map(|_| ())
+            },
+            String::new,
+        );
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+            "goog:chromeOptions": {"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox",
+                "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--no-proxy-server", "--disable-background-networking"]}}}});
+        let v = b.call("POST", "/session", Some(&caps));
+        b.session = v["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_string();
+        Some(b)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let (status, text) = http(method, &format!("{}{path}", self.base), &[], body);
+        let v: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+        assert_eq!(status, 200, "WebDriver {method} {path}: {text}");
+        v["value"].clone()
+    }
+
+    fn go(&self, url: &str) {
+        self.call(
+            "POST",
+            &format!("/session/{}/url", self.session),
+            Some(&json!({"url": url})),
+        );
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &format!("/session/{}/execute/sync", self.session),
+            Some(&json!({"script": script, "args": []})),
+        )
+    }
+
+    fn size(&self, width: u32, height: u32) {
+        self.call(
+            "POST",
+            &format!("/session/{}/window/rect", self.session),
+            Some(&json!({"width": width, "height": height})),
+        );
+    }
+
+    /// Saves a screenshot as `target/board-screenshots/<name>.png`.
+    fn screenshot(&self, name: &str) {
+        use base64_like::decode;
+        let v = self.call(
+            "GET",
+            &format!("/session/{}/screenshot", self.session),
+            None,
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/board-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), decode(v.as_str().unwrap())).unwrap();
+    }
+
+    /// Polls `script` until it returns `want`, for at most `limit`; how long it took.
+    fn wait_for(&self, what: &str, script: &str, want: &Value, limit: Duration) -> Duration {
+        let t0 = Instant::now();
+        let last = std::cell::RefCell::new(Value::Null);
+        poll_until(
+            what,
+            limit,
+            || {
+                *last.borrow_mut() = self.js(script);
+                (&*last.borrow() == want).then_some(())
+            },
+            || format!("last: {}", last.borrow()),
+        );
+        t0.elapsed()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = http(
+                "DELETE",
+                &format!("{}/session/{}", self.base, self.session),
+                &[],
+                None,
+            );
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Base64 (standard alphabet) decoding for the screenshots: no crate for twenty lines.
+mod base64_like {
+    pub fn decode(s: &str) -> Vec<u8> {
+        let val = |c: u8| -> Option<u32> {
+            Some(match c {
+                b'A'..=b'Z' => c - b'A',
+                b'a'..=b'z' => c - b'a' + 26,
+                b'0'..=b'9' => c - b'0' + 52,
+                b'+' => 62,
+                b'/' => 63,
+                _ => return None,
+            } as u32)
+        };
+        let digits: Vec<u32> = s.bytes().filter_map(val).collect();
+        let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+        for chunk in digits.chunks(4) {
+            let mut n = 0u32;
+            for (i, d) in chunk.iter().enumerate() {
+                n |= d << (18 - 6 * i);
+            }
+            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+            out.extend_from_slice(&bytes[..chunk.len().saturating_sub(1)]);
+        }
+        out
+    }
+}
+
+#[test]
+fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let (org, id) = org_with_a_worker();
+    let s = serve(&org, "127.0.0.1:0");
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let where_is = format!(
+        "const c = document.querySelector('.card[data-worker=\"{id}\"]'); return c ? c.closest('section').dataset.need + ' ' + c.dataset.milestone : null;"
+    );
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card in Working",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    browser.wait_for(
+        "the page to say it is live",
+        "return document.getElementById('conn').textContent",
+        &json!("live"),
+        Duration::from_secs(20),
+    );
+    browser.screenshot("board");
+
+    // A filter URL round-trips: the form shows it and the card of another repository is gone.
+    browser.go(&format!(
+        "http://{}/?view=board&repo=vm&need=working",
+        s.addr
+    ));
+    browser.wait_for("the filtered board", "return [document.querySelector('form#filter').repo.value, document.querySelector('form#filter').need.value, document.querySelectorAll('.card').length, document.querySelectorAll('section.group').length]", &json!(["vm", "working", 0, 1]), Duration::from_secs(20));
+
+    // On a phone: nothing wider than the screen.
+    browser.size(390, 844);
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card on a phone",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true)
+    );
+    browser.screenshot("board-phone");
+    browser.size(1280, 900);
+
+    // The worker's view and the graph render.
+    browser.go(&format!("http://{}/?worker={id}", s.addr));
+    browser.wait_for("the worker view", "const h = document.getElementById('worker-title'); return h ? h.textContent.split(' ')[0] : null", &json!(id), Duration::from_secs(20));
+    browser.screenshot("worker");
+    browser.go(&format!("http://{}/?view=graph", s.addr));
+    browser.wait_for("the graph with core locked", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked)", &json!(["core held", "vm covered"]), Duration::from_secs(20));
+    browser.screenshot("graph");
+
+    // A milestone change made by the CLI reaches the open page within 2 s.
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card in Working",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    browser.wait_for(
+        "live",
+        "return document.getElementById('conn').textContent",
+        &json!("live"),
+        Duration::from_secs(20),
+    );
+    let out = org.run(&["cancel", &id, "--reason", "browser test"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let took = browser.wait_for(
+        "the card in Done",
+        &where_is,
+        &json!("done CANCELLED"),
+        Duration::from_secs(10),
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the page changed {took:?} after the cancel"
+    );
+
+    // The server gone: the page says so plainly, and comes back with it.
+    drop(s);
+    browser.wait_for(
+        "the page to say the connection is lost",
+        "return document.getElementById('conn').textContent.startsWith('connection lost')",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    let _again = serve(&org, &format!("127.0.0.1:{port}"));
+    browser.wait_for(
+        "the page to reconnect",
+        "return document.getElementById('conn').textContent",
+        &json!("live"),
+        Duration::from_secs(30),
+    );
+    let errors = browser.js("return window.__errors || []");
+    assert_eq!(errors, json!([]));
 }

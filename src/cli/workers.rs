@@ -666,9 +666,25 @@ pub fn cancel(
     json_out: bool,
 ) -> Outcome {
     let l = ctx.load()?;
-    let by = operator_name(by);
+    let view = cancel_view(&l, id, reason, operator_name(by))?;
+    if json_out {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
+    }
+    Ok(0)
+}
+
+/// `orch cancel`'s work and answer (the board's cancel goes through here too), `by` named
+/// in the worker's history.
+pub fn cancel_view(
+    l: &Loaded,
+    id: &str,
+    reason: Option<String>,
+    by: String,
+) -> Result<CancelView, Failure> {
     let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
-    let (state, outcome) = match operator::cancel(&l, id, by.clone(), reason)? {
+    let (state, outcome) = match operator::cancel(l, id, by.clone(), reason)? {
         Cancelled::BySupervisor(outcome) => ("by_supervisor", outcome),
         Cancelled::Queued => {
             // The supervisor runs but is slow (a held database, a full disk): transient.
@@ -679,19 +695,13 @@ pub fn cancel(
         }
         Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
     };
-    let view = CancelView {
+    Ok(CancelView {
         worker_id: id.to_string(),
         cancelled: true,
         by,
         how: state.to_string(),
         outcome,
-    };
-    if json_out {
-        print_json(&view);
-    } else {
-        print!("{}", view.human());
-    }
-    Ok(0)
+    })
 }
 
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {

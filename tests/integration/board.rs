@@ -711,3 +711,95 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     let errors = browser.js("return window.__errors || []");
     assert_eq!(errors, json!([]));
 }
+
+#[test]
+fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
+    let (mut org, id) = org_with_a_worker();
+    let url = |s: &Served| format!("http://{}/api/workers/{id}/cancel", s.addr);
+    let body = json!({"by": "alice", "reason": "from the board"});
+    {
+        // Without serve.token_env the board is read-only.
+        let s = serve(&org, "127.0.0.1:0");
+        let (code, text) = http("POST", &url(&s), &[], Some(&body));
+        assert_eq!(code, 403, "{text}");
+        assert!(text.contains("read-only"), "{text}");
+    }
+    let mut text = std::fs::read_to_string(&org.config_path).unwrap();
+    text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
+    std::fs::write(&org.config_path, text).unwrap();
+    let token = "board-token-for-actions-0123";
+    org.set_env("ORCH_BOARD_TOKEN", token);
+    let s = serve(&org, "127.0.0.1:0");
+    let (_, page) = http("GET", &format!("http://{}/", s.addr), &[], None);
+    let csrf = page
+        .split("name=\"orch-csrf\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(csrf.len(), 32, "{csrf}");
+    let bearer = format!("Bearer {token}");
+    let origin = format!("http://{}", s.addr);
+    for (headers, why) in [
+        (vec![("x-orch-csrf", csrf.as_str())], "token"),
+        (vec![("authorization", bearer.as_str())], "CSRF"),
+        (
+            vec![("authorization", bearer.as_str()), ("x-orch-csrf", "0123")],
+            "CSRF",
+        ),
+        (
+            vec![
+                ("authorization", bearer.as_str()),
+                ("x-orch-csrf", csrf.as_str()),
+                ("origin", "http://evil.example"),
+            ],
+            "another site",
+        ),
+    ] {
+        let (code, text) = http("POST", &url(&s), &headers, Some(&body));
+        assert_eq!(code, 403, "{headers:?}: {text}");
+        assert!(text.contains(why), "{headers:?}: {text}");
+    }
+    assert_eq!(
+        org.json(&["status", "--json"])["workers"][0]["milestone"],
+        "WORKING"
+    );
+    let (code, text) = http(
+        "POST",
+        &url(&s),
+        &[
+            ("authorization", &bearer),
+            ("x-orch-csrf", &csrf),
+            ("origin", &origin),
+        ],
+        Some(&body),
+    );
+    assert_eq!(code, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["by"], "board:alice");
+    let shown = org.json(&["sessions", "show", &id, "--json"]);
+    assert_eq!(shown["milestone"], "CANCELLED");
+    assert!(
+        shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("board:alice"))),
+        "no audit entry naming board:alice: {}",
+        shown["events"]
+    );
+    // Again: it has ended, as `orch cancel` says (404 no / 400 bad input, never a 200).
+    let (code, _) = http(
+        "POST",
+        &url(&s),
+        &[
+            ("authorization", &bearer),
+            ("x-orch-csrf", &csrf),
+            ("origin", &origin),
+        ],
+        Some(&body),
+    );
+    assert_ne!(code, 200);
+}

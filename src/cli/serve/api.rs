@@ -85,13 +85,13 @@ pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Resp
     resp
 }
 
-pub async fn page() -> impl IntoResponse {
+pub async fn page(State(b): State<Shared>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_SECURITY_POLICY,
             "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
         )],
-        Html(PAGE),
+        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf)),
     )
 }
 

@@ -3,6 +3,7 @@
 //! A reader of the store (a short read per request, never a write transaction of its own):
 //! never a second way to change state.
 
+mod actions;
 mod api;
 mod auth;
 pub mod board;
@@ -13,7 +14,7 @@ use crate::app::Loaded;
 use crate::cli::{Ctx, Failure, Outcome};
 use crate::secret::Secret;
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ pub struct Board {
     pub token: Option<Secret>,
     /// Listening beyond loopback: every request shows the token.
     pub guarded: bool,
+    /// The page's CSRF token (random per process): an action shows it in `X-Orch-Csrf`.
+    pub csrf: String,
     /// Bumped by the watcher whenever the store changed.
     pub changes: tokio::sync::watch::Receiver<u64>,
 }
@@ -58,6 +61,7 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
             guarded: !addr.ip().is_loopback(),
             l,
             token,
+            csrf: actions::new_csrf(),
             changes: rx,
         });
         // The first line on stdout is the address, for scripts and tests (port 0 picks one).
@@ -78,6 +82,7 @@ fn router(board: Shared) -> Router {
         .route("/", get(api::page))
         .route("/api/workers", get(api::workers))
         .route("/api/workers/{id}", get(api::worker))
+        .route("/api/workers/{id}/cancel", post(actions::cancel))
         .route("/api/board", get(api::board))
         .route("/api/graph", get(api::graph))
         .route("/api/waves", get(api::waves))

@@ -12,6 +12,12 @@
 //! `history.keep` (30 days) ago, `gc (again)` is the run after it (copy, one gc untimed, then
 //! the timed one).
 //!
+//! With ORCH_BENCH_BOARD=1 it measures `orch serve` on the same state instead: the latency of
+//! `/api/workers`, `/api/board` and `/metrics` (ORCH_BENCH_RUNS × 10 requests each, one
+//! connection per request) and the server's CPU over 10 s with nobody looking.
+//!
+//!   ORCH_BENCH_BOARD=1 ORCH_BENCH_SIZES=50 cargo bench --bench history
+//!
 //! Knobs: ORCH_BENCH_ORCH (the orch binary to drive; default the one cargo built),
 //! ORCH_BENCH_SIZES (100,10000), ORCH_BENCH_RUNS (5), ORCH_BENCH_OLD_SCHEMA=1 (an orch from
 //! before the history was bounded: the seeded database is taken back to schema version 9).
@@ -298,6 +304,10 @@ fn main() {
         };
         // One untimed run first: the database is migrated and the caches are warm.
         run(&orch, &root, &state, &["status", "--json"]);
+        if std::env::var_os("ORCH_BENCH_BOARD").is_some() {
+            board(&orch, &root, &state, n, runs);
+            continue;
+        }
         for (name, args) in [
             ("status --json", vec!["status", "--json"]),
             ("sessions list --json", vec!["sessions", "list", "--json"]),
@@ -334,4 +344,73 @@ fn main() {
             );
         }
     }
+}
+
+/// GET `path` from `addr` on a connection of its own; the body's length.
+fn http_get(addr: &str, path: &str) -> usize {
+    use std::io::{Read, Write};
+    let mut t = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        t,
+        "GET {path} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    t.read_to_end(&mut out).unwrap();
+    assert!(
+        out.starts_with(b"HTTP/1.1 200"),
+        "GET {path}: {}",
+        String::from_utf8_lossy(&out)
+    );
+    out.len()
+}
+
+/// Clock ticks `pid` has run (user + system), from /proc/<pid>/stat.
+fn cpu_ticks(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = text[text.rfind(')').unwrap() + 2..].split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// `orch serve` on the seeded state: request latency, and CPU while idle.
+fn board(orch: &Path, root: &Path, state: &Path, n: usize, runs: usize) {
+    use std::io::BufRead;
+    let mut child = Command::new(orch)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(root)
+        .env("ORCH_STATE_DIR", state)
+        .env_remove("ORCH_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    for path in ["/api/workers", "/api/board", "/metrics"] {
+        http_get(&addr, path);
+        let mut ms: Vec<f64> = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..runs * 10 {
+            let t = Instant::now();
+            bytes = http_get(&addr, path);
+            ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let (lo, med, hi) = stats(&mut ms);
+        println!("| {n} | serve: GET {path} | {lo:.1} / {med:.1} / {hi:.1} | - | {bytes} |");
+    }
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let before = cpu_ticks(child.id());
+    let t = Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let used = (cpu_ticks(child.id()) - before) as f64 / ticks;
+    println!(
+        "| {n} | serve: idle CPU over {:.0} s | {:.2} % of one core | - | - |",
+        t.elapsed().as_secs_f64(),
+        100.0 * used / t.elapsed().as_secs_f64()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 }

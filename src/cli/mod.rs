@@ -12,10 +12,11 @@ mod gc;
 mod init;
 mod locks;
 mod logs;
+mod serve;
 mod show;
 pub mod view;
 mod wave;
-mod workers;
+pub(crate) mod workers;
 
 use crate::config::{Config, ConfigError};
 use crate::contract::{Contract, ContractError};
@@ -366,6 +367,14 @@ pub enum Command {
         /// otherwise shown as readable lines).
         #[arg(long)]
         raw: bool,
+    },
+    /// Serve the operator's board: a live page, a read-only JSON API (the views of the
+    /// commands' --json), server-sent events and Prometheus /metrics.
+    Serve {
+        /// Where to listen; beyond loopback only with serve.token_env set (port 0: any free
+        /// port; the address is printed on stdout).
+        #[arg(long, default_value = "127.0.0.1:7878")]
+        listen: String,
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
@@ -956,6 +965,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
         Command::Alerts { since, json } => workers::alerts(ctx, since, json),
+        Command::Serve { listen } => serve::run(ctx, &listen),
         Command::Resume {
             from_checkpoints,
             json,

@@ -461,18 +461,72 @@ fn no_state(l: &Loaded) -> String {
     )
 }
 
+/// `orch status --json` for `args` at `now` (the board serves the same), with what each
+/// worker shown spent for the human table; `None` where orch has not run yet.
+pub fn status_view(l: &Loaded, args: &HistoryArgs) -> Result<Option<Status>, Failure> {
+    let Some(mut store) = l.existing_store()? else {
+        return Ok(None);
+    };
+    let sel = selection(l, &mut store, args)?;
+    Ok(Some(status_of(l, &mut store, &sel)?))
+}
+
+/// `status`'s view, and what each worker in it spent (for the human table).
+pub type Status = (StatusView, HashMap<String, Usage>);
+
+fn status_of(l: &Loaded, store: &mut Store, sel: &Selection) -> Result<Status, Failure> {
+    let (page, locks, fatal) = store.read(|tx| {
+        Ok((
+            page(tx, sel)?,
+            crate::store::active_locks(tx)?,
+            crate::store::fatal::all(tx)?,
+        ))
+    })?;
+    let now = now_ms();
+    let workers: Vec<WorkerView> = page
+        .workers
+        .iter()
+        .map(|w| {
+            WorkerView::of(
+                w,
+                page.usage.get(&w.id),
+                page.waves.get(&w.id).cloned(),
+                l.contract.fixing_ci_max_attempts,
+                now,
+            )
+        })
+        .collect();
+    let view = StatusView {
+        spent_by_model: ModelSpendView::of(&workers),
+        workers,
+        locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
+        more_ended: page.more_ended,
+        next: page.next,
+        fatal_holds: fatal
+            .iter()
+            .map(super::view::locks::FatalHoldView::of)
+            .collect(),
+    };
+    Ok((view, page.usage))
+}
+
+/// `orch status --json` where nothing has run yet.
+pub fn empty_status() -> StatusView {
+    StatusView {
+        workers: Vec::new(),
+        locks: Vec::new(),
+        more_ended: 0,
+        next: None,
+        spent_by_model: Vec::new(),
+        fatal_holds: Vec::new(),
+    }
+}
+
 pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Outcome {
     let l = ctx.load()?;
     let Some(mut store) = l.existing_store()? else {
         if json_out {
-            print_json(&StatusView {
-                workers: Vec::new(),
-                locks: Vec::new(),
-                more_ended: 0,
-                next: None,
-                spent_by_model: Vec::new(),
-                fatal_holds: Vec::new(),
-            });
+            print_json(&empty_status());
         } else {
             println!("{}", no_state(&l));
         }
@@ -480,38 +534,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
     };
     let sel = selection(&l, &mut store, args)?;
     loop {
-        let (page, locks, fatal) = store.read(|tx| {
-            Ok((
-                page(tx, &sel)?,
-                crate::store::active_locks(tx)?,
-                crate::store::fatal::all(tx)?,
-            ))
-        })?;
-        let now = now_ms();
-        let workers: Vec<WorkerView> = page
-            .workers
-            .iter()
-            .map(|w| {
-                WorkerView::of(
-                    w,
-                    page.usage.get(&w.id),
-                    page.waves.get(&w.id).cloned(),
-                    l.contract.fixing_ci_max_attempts,
-                    now,
-                )
-            })
-            .collect();
-        let view = StatusView {
-            spent_by_model: ModelSpendView::of(&workers),
-            workers,
-            locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
-            more_ended: page.more_ended,
-            next: page.next.clone(),
-            fatal_holds: fatal
-                .iter()
-                .map(super::view::locks::FatalHoldView::of)
-                .collect(),
-        };
+        let (view, usage) = status_of(&l, &mut store, &sel)?;
         if json_out {
             print_json(&view);
         } else {
@@ -526,7 +549,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
                     println!();
                 }
             }
-            print!("{}", view.human(|id| usage_text(page.usage.get(id))));
+            print!("{}", view.human(|id| usage_text(usage.get(id))));
         }
         if !watch {
             return Ok(0);
@@ -577,13 +600,11 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool, args: &HistoryArgs) -> Outcome {
     Ok(0)
 }
 
-pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
-    let l = ctx.load()?;
+/// `orch sessions show <id> --json` (the board's worker view serves the same), with what the
+/// worker spent for the human text; `Ok(None)`: no such worker.
+pub fn session_view(l: &Loaded, id: &str) -> Result<Option<(SessionView, Option<Usage>)>, Failure> {
     let Some(mut store) = l.existing_store()? else {
-        return Err(Failure::bad_input(format!(
-            "no worker {id}: {}",
-            no_state(&l)
-        )));
+        return Ok(None);
     };
     let Some((w, events, pushes, usage)) = store.read(|tx| {
         let Some(mut w) = ws::get_worker(tx, id)? else {
@@ -598,7 +619,7 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
         )))
     })?
     else {
-        return Err(Failure::bad_input(format!("no worker {id}")));
+        return Ok(None);
     };
     let cp = crate::checkpoint::path_for(&l.state_dir, &w);
     let log = session_dir(&l.state_dir, id).join("worker.log");
@@ -628,6 +649,20 @@ pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
             }
         },
     };
+    Ok(Some((view, usage)))
+}
+
+pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
+    let l = ctx.load()?;
+    if l.existing_store()?.is_none() {
+        return Err(Failure::bad_input(format!(
+            "no worker {id}: {}",
+            no_state(&l)
+        )));
+    }
+    let Some((view, usage)) = session_view(&l, id)? else {
+        return Err(Failure::bad_input(format!("no worker {id}")));
+    };
     if json_out {
         print_json(&view);
     } else {
@@ -644,9 +679,25 @@ pub fn cancel(
     json_out: bool,
 ) -> Outcome {
     let l = ctx.load()?;
-    let by = operator_name(by);
+    let view = cancel_view(&l, id, reason, operator_name(by))?;
+    if json_out {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
+    }
+    Ok(0)
+}
+
+/// `orch cancel`'s work and answer (the board's cancel goes through here too), `by` named
+/// in the worker's history.
+pub fn cancel_view(
+    l: &Loaded,
+    id: &str,
+    reason: Option<String>,
+    by: String,
+) -> Result<CancelView, Failure> {
     let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
-    let (state, outcome) = match operator::cancel(&l, id, by.clone(), reason)? {
+    let (state, outcome) = match operator::cancel(l, id, by.clone(), reason)? {
         Cancelled::BySupervisor(outcome) => ("by_supervisor", outcome),
         Cancelled::Queued => {
             // The supervisor runs but is slow (a held database, a full disk): transient.
@@ -657,19 +708,13 @@ pub fn cancel(
         }
         Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
     };
-    let view = CancelView {
+    Ok(CancelView {
         worker_id: id.to_string(),
         cancelled: true,
         by,
         how: state.to_string(),
         outcome,
-    };
-    if json_out {
-        print_json(&view);
-    } else {
-        print!("{}", view.human());
-    }
-    Ok(0)
+    })
 }
 
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
@@ -898,24 +943,19 @@ pub fn resume_quietly(l: &Loaded) {
     }
 }
 
-pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
-    let l = ctx.load()?;
-    let since = since.unwrap_or(Duration::from_secs(24 * 3600));
+/// `orch alerts --json` for the alerts newer than `since` (the board serves the same), each
+/// with its delivery state per sink.
+pub fn alerts_view(l: &Loaded, since: Duration) -> Result<AlertsView, Failure> {
     let from = now_ms() - since.as_millis() as i64;
     let Some(mut store) = l.existing_store()? else {
-        if json_out {
-            print_json(&AlertsView { alerts: Vec::new() });
-        } else {
-            println!("{}", no_state(&l));
-        }
-        return Ok(0);
+        return Ok(AlertsView { alerts: Vec::new() });
     };
     let (alerts, deliveries) = store.read(|tx| {
         let alerts = ws::alerts(tx, from)?;
         let first = alerts.first().map_or(i64::MAX, |a| a.id);
         Ok((alerts, crate::store::alerts::deliveries(tx, first)?))
     })?;
-    let view = AlertsView {
+    Ok(AlertsView {
         alerts: alerts
             .iter()
             .map(|a| AlertEntry {
@@ -934,7 +974,21 @@ pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
                     .collect(),
             })
             .collect(),
-    };
+    })
+}
+
+pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {
+    let l = ctx.load()?;
+    let since = since.unwrap_or(Duration::from_secs(24 * 3600));
+    if l.existing_store()?.is_none() {
+        if json_out {
+            print_json(&AlertsView { alerts: Vec::new() });
+        } else {
+            println!("{}", no_state(&l));
+        }
+        return Ok(0);
+    }
+    let view = alerts_view(&l, since)?;
     if json_out {
         print_json(&view);
     } else if view.alerts.is_empty() {

@@ -467,6 +467,14 @@ impl LandConfig {
     }
 }
 
+/// `serve:`: the board (`orch serve`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The NAME of the environment variable holding the board's bearer token: needed to
+    /// listen beyond loopback and for actions. The token itself is never in repos.yaml.
+    pub token_env: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The repos.yaml this was loaded from (absolute).
@@ -479,6 +487,8 @@ pub struct Config {
     pub downstream: DownstreamConfig,
     /// How long ended workers' records are kept (`orch gc` prunes them after).
     pub history: HistoryConfig,
+    /// The board's settings.
+    pub serve: ServeConfig,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

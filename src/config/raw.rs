@@ -24,6 +24,8 @@ pub(super) struct RawConfig {
     pub(super) downstream: Option<RawDownstream>,
     #[serde(default)]
     pub(super) history: Option<RawHistory>,
+    #[serde(default)]
+    pub(super) serve: Option<RawServe>,
     /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
     #[serde(default)]
     pub(super) repos: Option<Spanned<RepoEntries>>,
@@ -94,6 +96,13 @@ pub(super) struct RawDownstream {
 pub(super) struct RawHistory {
     #[serde(default)]
     pub(super) keep: Option<Spanned<String>>,
+}
+
+/// `serve:`: the board (`orch serve`).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawServe {
+    #[serde(default)]
+    pub(super) token_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -472,10 +481,12 @@ pub(super) const TOP: &[&str] = &[
     "land",
     "downstream",
     "history",
+    "serve",
     "repos",
 ];
 pub(super) const DOWNSTREAM: &[&str] = &["depth", "on_breakage"];
 pub(super) const HISTORY: &[&str] = &["keep"];
+pub(super) const SERVE: &[&str] = &["token_env"];
 pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
@@ -550,6 +561,7 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
             ("", "land") => walk_map(value, "land", LAND, out, &|_, _, _, _| {}),
             ("", "downstream") => walk_map(value, "downstream", DOWNSTREAM, out, &|_, _, _, _| {}),
             ("", "history") => walk_map(value, "history", HISTORY, out, &|_, _, _, _| {}),
+            ("", "serve") => walk_map(value, "serve", SERVE, out, &|_, _, _, _| {}),
             ("", "alerts") => match &value.value {
                 Node::Seq(items) => walk_sinks(items, "alerts", out),
                 _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {

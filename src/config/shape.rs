@@ -121,6 +121,7 @@ pub(super) const DOWNSTREAM: &[Field] = &[
     ("on_breakage", Shape::Text, Optional),
 ];
 pub(super) const HISTORY: &[Field] = &[("keep", Shape::Text, Optional)];
+pub(super) const SERVE: &[Field] = &[("token_env", Shape::Text, Optional)];
 pub(super) const REPO_CI: &[Field] = &[
     ("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty),
     ("protected_paths", TEXTS, Optional),
@@ -141,6 +142,7 @@ pub(super) const TOP: &[Field] = &[
     ("land", Shape::Map(LAND), Optional),
     ("downstream", Shape::Map(DOWNSTREAM), Optional),
     ("history", Shape::Map(HISTORY), Optional),
+    ("serve", Shape::Map(SERVE), Optional),
     ("repos", Shape::Repos, Required),
 ];
 

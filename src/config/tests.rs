@@ -655,3 +655,25 @@ fn the_sandbox_is_a_switch_and_its_hidden_paths_are_resolved() {
     assert!(err.contains("worker.hide: \"~\""), "{err}");
     assert!(err.contains("worker.hide: \"/\""), "{err}");
 }
+
+#[test]
+fn serve_token_env_is_a_variable_name_never_echoed() {
+    let c = load("serve: {token_env: ORCH_BOARD_TOKEN}\nrepos: {a: {}}\n").unwrap();
+    assert_eq!(c.serve.token_env.as_deref(), Some("ORCH_BOARD_TOKEN"));
+    let t = "0123456789abcdef0123456789abcdef01234567";
+    let text = load(&format!(
+        "serve: {{token_env: '{t}'}}\nrepos: {{a: {{}}}}\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(text.contains("serve.token_env must be the NAME"), "{text}");
+    assert!(!text.contains(&t[4..20]), "the token is echoed: {text}");
+    let text = load("serve: {token_env: X, listen: y}\nrepos: {a: {}}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("unknown key `listen` in serve"), "{text}");
+    assert_eq!(
+        load("repos: {a: {}}\n").unwrap().serve,
+        crate::config::ServeConfig::default()
+    );
+}

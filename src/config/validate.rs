@@ -6,7 +6,7 @@ use super::raw::{
 use super::{
     Agent, AlertLevel, AlertSink, AlertsConfig, CiConfig, Config, DownstreamConfig, ForgeConfig,
     ForgeKind, GIVE_UP_AFTER, HistoryConfig, JobSpec, LOST_HOOK_GRACE, LandConfig, LandMethod,
-    LandPolicy, OnBreakage, OnConflict, Repo, SinkKind, WorkerConfig,
+    LandPolicy, OnBreakage, OnConflict, Repo, ServeConfig, SinkKind, WorkerConfig,
 };
 use crate::diag::{Diagnostic, Diagnostics, NAME_RULE, valid_name};
 use crate::duration;
@@ -226,6 +226,22 @@ pub(super) fn validate(
             &raw.history.unwrap_or_default().keep,
             crate::config::HISTORY_KEEP,
         ),
+    };
+    let serve = {
+        let raw_serve = raw.serve.clone().unwrap_or_default();
+        // Never echo the value: it may be the token itself, pasted in by mistake.
+        let token_env = raw_serve.token_env.and_then(|t| {
+            if env_var_name(&t.value) {
+                Some(t.value)
+            } else {
+                c.err(
+                    pos(&t),
+                    "serve.token_env must be the NAME of an environment variable holding the board's token (such as ORCH_BOARD_TOKEN), not the token itself; the value is not shown",
+                );
+                None
+            }
+        });
+        ServeConfig { token_env }
     };
 
     // worker
@@ -546,6 +562,7 @@ pub(super) fn validate(
             alerts,
             downstream,
             history,
+            serve,
             repos,
             graph,
         })

@@ -5,6 +5,7 @@
 //! can never both pass a check-then-write (the chain lock depends on this).
 
 pub mod alerts;
+pub mod board;
 pub mod fatal;
 pub mod health;
 pub mod history;

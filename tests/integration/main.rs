@@ -14,6 +14,7 @@ mod agents;
 mod agents_aider;
 mod agents_codex;
 mod alerts;
+mod board;
 mod boundary;
 mod branch_protection;
 mod cascade;

@@ -1,0 +1,322 @@
+//! The board's read-only JSON API: each answer is the view the matching command prints with
+//! `--json` (built by the same function), so the API says what the CLI says.
+
+use super::Shared;
+use super::board::{self, BoardView};
+use crate::cli::view::config::GraphView;
+use crate::cli::view::locks::LockView;
+use crate::cli::view::wave::WaveStatusView;
+use crate::cli::view::workers::StatusView;
+use crate::cli::{Failure, HistoryArgs};
+use axum::Json;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+/// The page: one file, embedded in the binary (nothing is fetched at run time).
+const PAGE: &str = include_str!("page.html");
+
+/// A failure as an HTTP answer: bad input 400, "no" 404, unavailable 503.
+pub struct ApiError(Failure);
+
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> Self {
+        ApiError(f)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match self.0.code {
+            2 => StatusCode::BAD_REQUEST,
+            1 => StatusCode::NOT_FOUND,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        (status, Json(serde_json::json!({ "error": self.0.message }))).into_response()
+    }
+}
+
+type Answer<T> = Result<Json<T>, ApiError>;
+
+/// Runs a store read off the async threads (SQLite blocks).
+async fn blocking<T: Send + 'static>(
+    board: &Shared,
+    f: impl FnOnce(&super::Board) -> Result<T, Failure> + Send + 'static,
+) -> Result<T, ApiError> {
+    let b = board.clone();
+    tokio::task::spawn_blocking(move || f(&b))
+        .await
+        .map_err(|e| {
+            ApiError(Failure::unavailable(format!(
+                "the board's reader failed: {e}"
+            )))
+        })?
+        .map_err(ApiError)
+}
+
+/// Every request but the health checks and the login shows the token when the board listens
+/// beyond loopback.
+pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Response {
+    if board.guarded && req.uri().path() != "/login" {
+        let ok = board.token.as_ref().is_some_and(|t| {
+            super::auth::matches(t, super::auth::presented(req.headers()).as_deref())
+        });
+        if !ok {
+            if req.uri().path() == "/" {
+                return axum::response::Redirect::to("/login").into_response();
+            }
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "the board's token is needed (Authorization: Bearer <token>)\n",
+            )
+                .into_response();
+        }
+    }
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    resp
+}
+
+pub async fn page(State(b): State<Shared>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+        )],
+        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf)),
+    )
+}
+
+/// The filters `/api/workers` and `/api/board` take, as `orch status` takes them.
+#[derive(Debug, Default, Deserialize)]
+pub struct Filter {
+    repo: Option<String>,
+    wave: Option<String>,
+    #[serde(default)]
+    all: bool,
+    limit: Option<u32>,
+    after: Option<String>,
+}
+
+impl Filter {
+    fn args(&self) -> HistoryArgs {
+        HistoryArgs {
+            all: self.all,
+            since: None,
+            wave: self.wave.clone().filter(|s| !s.is_empty()),
+            repo: self.repo.clone().filter(|s| !s.is_empty()),
+            limit: self.limit,
+            after: self.after.clone().filter(|s| !s.is_empty()),
+        }
+    }
+}
+
+/// `orch status --json`, for the same filters.
+pub fn status_of(board: &super::Board, args: &HistoryArgs) -> Result<StatusView, Failure> {
+    Ok(crate::cli::workers::status_view(&board.l, args)?
+        .map(|(v, _)| v)
+        .unwrap_or_else(crate::cli::workers::empty_status))
+}
+
+/// `orch wave status --json` of every wave orch has run.
+pub fn waves_of(board: &super::Board) -> Result<Vec<WaveStatusView>, Failure> {
+    let mut out = Vec::new();
+    for name in crate::app::wave::names(&board.l)? {
+        if let Some(v) = crate::app::wave::status(&board.l, &name)? {
+            out.push(WaveStatusView::of(&v));
+        }
+    }
+    Ok(out)
+}
+
+/// The attention board for `args`.
+pub fn board_of(
+    board: &super::Board,
+    args: &HistoryArgs,
+) -> Result<(StatusView, BoardView), Failure> {
+    let status = status_of(board, args)?;
+    let waves = waves_of(board)?;
+    let g = &board.l.config.graph;
+    let view = board::build(&status, &waves, |a, b| {
+        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+    });
+    Ok((status, view))
+}
+
+pub async fn workers(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<StatusView> {
+    let args = f.args();
+    Ok(Json(blocking(&b, move |b| status_of(b, &args)).await?))
+}
+
+pub async fn worker(
+    State(b): State<Shared>,
+    Path(id): Path<String>,
+) -> Answer<crate::cli::view::workers::SessionView> {
+    let view = blocking(&b, move |b| {
+        crate::cli::workers::session_view(&b.l, &id)?
+            .map(|(v, _)| v)
+            .ok_or_else(|| Failure::no(format!("no worker {}", crate::text::escape(&id))))
+    })
+    .await?;
+    Ok(Json(view))
+}
+
+pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<BoardView> {
+    let args = f.args();
+    Ok(Json(
+        blocking(&b, move |b| Ok(board_of(b, &args)?.1)).await?,
+    ))
+}
+
+/// `/api/graph`: `orch graph --format json` with the chain locks and fatal holds on it.
+#[derive(Serialize)]
+pub struct GraphAnswer {
+    graph: GraphView,
+    locks: Vec<LockView>,
+    fatal: Vec<FatalView>,
+}
+
+#[derive(Serialize)]
+pub struct FatalView {
+    repo: String,
+    reason: String,
+    by: String,
+    worker_id: Option<String>,
+    at: String,
+}
+
+pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
+    let answer = blocking(&b, |b| {
+        let status = status_of(b, &HistoryArgs::default())?;
+        let fatal = match b.l.existing_store()? {
+            Some(mut s) => s.read(crate::store::fatal::all)?,
+            None => Vec::new(),
+        };
+        Ok(GraphAnswer {
+            graph: GraphView::of(&b.l.config.graph),
+            locks: status.locks,
+            fatal: fatal
+                .into_iter()
+                .map(|h| FatalView {
+                    repo: h.repo,
+                    reason: h.reason,
+                    by: h.by,
+                    worker_id: h.worker_id,
+                    at: crate::store::fmt_ms(h.at_ms),
+                })
+                .collect(),
+        })
+    })
+    .await?;
+    Ok(Json(answer))
+}
+
+pub async fn waves(State(b): State<Shared>) -> Answer<Vec<WaveStatusView>> {
+    Ok(Json(blocking(&b, waves_of).await?))
+}
+
+#[derive(Deserialize)]
+pub struct Since {
+    since: Option<String>,
+}
+
+pub async fn alerts(
+    State(b): State<Shared>,
+    Query(q): Query<Since>,
+) -> Answer<crate::cli::view::workers::AlertsView> {
+    let since = match q.since.as_deref() {
+        None | Some("") => std::time::Duration::from_secs(24 * 3600),
+        Some(s) => crate::cli::parse_duration(s)
+            .map_err(|e| ApiError(Failure::bad_input(format!("since: {e}"))))?,
+    };
+    Ok(Json(
+        blocking(&b, move |b| crate::cli::workers::alerts_view(&b.l, since)).await?,
+    ))
+}
+
+pub async fn metrics(State(b): State<Shared>) -> Result<Response, ApiError> {
+    let text = blocking(&b, |b| {
+        let figures = match b.l.existing_store()? {
+            Some(mut s) => s.read(crate::store::board::figures)?,
+            None => Default::default(),
+        };
+        let (_, board) = board_of(b, &HistoryArgs::default())?;
+        Ok(super::metrics::render(
+            &figures,
+            &board,
+            crate::store::now_ms(),
+        ))
+    })
+    .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// Ready when the store can be read (or orch has not run here yet: nothing to read).
+pub async fn ready(State(b): State<Shared>) -> Response {
+    match blocking(&b, |b| {
+        if let Some(mut s) = b.l.existing_store()? {
+            s.read(crate::store::board::data_version)?;
+        }
+        Ok(())
+    })
+    .await
+    {
+        Ok(()) => "ready\n".into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", e.0.message),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn login_page() -> Html<&'static str> {
+    Html(
+        "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'><title>orch board: sign in</title>\
+         <form method=post action=/login style='font:16px system-ui;max-width:24em;margin:4em auto'>\
+         <p>This board needs its token (the variable named by <code>serve.token_env</code>).</p>\
+         <input type=password name=token autocomplete=current-password style='width:100%;font:inherit' autofocus> \
+         <button style='font:inherit;margin-top:.5em'>Sign in</button></form>",
+    )
+}
+
+#[derive(Deserialize)]
+pub struct Login {
+    token: String,
+}
+
+pub async fn login(State(b): State<Shared>, axum::Form(f): axum::Form<Login>) -> Response {
+    match &b.token {
+        Some(t) if super::auth::matches(t, Some(f.token.trim())) => (
+            StatusCode::SEE_OTHER,
+            [
+                (header::LOCATION, "/".to_string()),
+                (
+                    header::SET_COOKIE,
+                    format!(
+                        "{}{}; HttpOnly; SameSite=Strict; Path=/",
+                        super::auth::COOKIE,
+                        t.expose()
+                    ),
+                ),
+            ],
+        )
+            .into_response(),
+        _ => (StatusCode::UNAUTHORIZED, "wrong token\n").into_response(),
+    }
+}

@@ -1,0 +1,85 @@
+//! Live updates: one watcher thread asks the store every 500 ms whether anything committed
+//! since (`PRAGMA data_version`: no table read), and every open `/api/events` stream then
+//! pushes the board again. Nobody looking costs one pragma per half second.
+
+use super::Shared;
+use super::api;
+use crate::cli::HistoryArgs;
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::stream::Stream;
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How often the watcher asks the store.
+pub const POLL: Duration = Duration::from_millis(500);
+
+/// Starts the watcher: `tx` is bumped after every change of the store (and once when the
+/// store first appears). Ends when the server has gone (no receiver left).
+pub fn watch_store(state_dir: PathBuf, tx: tokio::sync::watch::Sender<u64>) {
+    std::thread::Builder::new()
+        .name("board-watch".into())
+        .spawn(move || {
+            let mut store = None;
+            let mut last = None;
+            loop {
+                std::thread::sleep(POLL);
+                if tx.is_closed() {
+                    return;
+                }
+                if store.is_none() {
+                    // Never created by the board: only opened once orch has run here.
+                    if !state_dir.join(crate::store::DB_FILE).exists() {
+                        continue;
+                    }
+                    match crate::store::Store::open(&state_dir) {
+                        Ok(s) => store = Some(s),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the board cannot open the store");
+                            continue;
+                        }
+                    }
+                }
+                let Some(s) = store.as_mut() else { continue };
+                match s.read(crate::store::board::data_version) {
+                    Ok(v) if last != Some(v) => {
+                        last = Some(v);
+                        tx.send_modify(|n| *n += 1);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the board cannot read the store");
+                        store = None;
+                    }
+                }
+            }
+        })
+        .expect("spawning the board's watcher thread");
+}
+
+/// The board as one `board` event: `{"status": <orch status --json>, "board": <attention board>}`.
+fn board_event(b: &super::Board) -> Event {
+    let data = match api::board_of(b, &HistoryArgs::default()) {
+        Ok((status, board)) => serde_json::json!({ "status": status, "board": board }),
+        Err(f) => serde_json::json!({ "error": f.message }),
+    };
+    Event::default().event("board").data(data.to_string())
+}
+
+/// `/api/events`: the board at once, then again after every change of the store; a comment
+/// every 15 s keeps proxies from closing an idle stream, and a client that went away ends its
+/// stream at the next send.
+pub async fn stream(State(b): State<Shared>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let mut rx = b.changes.clone();
+    rx.mark_changed();
+    let s = futures_util::stream::unfold((b, rx), |(b, mut rx)| async move {
+        rx.changed().await.ok()?;
+        let bb = b.clone();
+        let ev = tokio::task::spawn_blocking(move || board_event(&bb))
+            .await
+            .ok()?;
+        Some((Ok(ev), (b, rx)))
+    });
+    Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}

@@ -1,0 +1,100 @@
+//! `orch serve`: the operator's board — a page, a read-only JSON API that returns the same
+//! views as the commands' `--json`, live updates by server-sent events and `/metrics`.
+//! A reader of the store (a short read per request, never a write transaction of its own):
+//! never a second way to change state.
+
+mod actions;
+mod api;
+mod auth;
+pub mod board;
+mod events;
+pub mod metrics;
+
+use crate::app::Loaded;
+use crate::cli::{Ctx, Failure, Outcome};
+use crate::secret::Secret;
+use axum::Router;
+use axum::routing::{get, post};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What every request handler shares.
+pub struct Board {
+    pub l: Loaded,
+    /// Set when `serve.token_env` names one: needed beyond loopback (for everything but the
+    /// health checks) and for actions.
+    pub token: Option<Secret>,
+    /// Listening beyond loopback: every request shows the token.
+    pub guarded: bool,
+    /// The page's CSRF token (random per process): an action shows it in `X-Orch-Csrf`.
+    pub csrf: String,
+    /// Bumped by the watcher whenever the store changed.
+    pub changes: tokio::sync::watch::Receiver<u64>,
+}
+
+pub type Shared = Arc<Board>;
+
+pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
+    let l = ctx.load()?;
+    let addr: SocketAddr = listen.parse().map_err(|_| {
+        Failure::bad_input(format!(
+            "--listen {}: not an address and port (such as 127.0.0.1:7878)",
+            crate::text::escape(listen)
+        ))
+    })?;
+    let token =
+        auth::read_token(l.config.serve.token_env.as_deref()).map_err(Failure::bad_input)?;
+    auth::check_listen(&addr, token.as_ref()).map_err(Failure::bad_input)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::unavailable(format!("cannot start the board's runtime: {e}")))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Failure::unavailable(format!("cannot listen on {addr}: {e}")))?;
+        let bound = listener.local_addr()?;
+        let (tx, rx) = tokio::sync::watch::channel(0u64);
+        events::watch_store(l.state_dir.clone(), tx);
+        let board = Arc::new(Board {
+            guarded: !addr.ip().is_loopback(),
+            l,
+            token,
+            csrf: actions::new_csrf(),
+            changes: rx,
+        });
+        // The first line on stdout is the address, for scripts and tests (port 0 picks one).
+        println!("orch serve: listening on http://{bound}");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        axum::serve(listener, router(board))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(|e| Failure::unavailable(format!("the board stopped: {e}")))?;
+        Ok(0)
+    })
+}
+
+fn router(board: Shared) -> Router {
+    Router::new()
+        .route("/", get(api::page))
+        .route("/api/workers", get(api::workers))
+        .route("/api/workers/{id}", get(api::worker))
+        .route("/api/workers/{id}/cancel", post(actions::cancel))
+        .route("/api/board", get(api::board))
+        .route("/api/graph", get(api::graph))
+        .route("/api/waves", get(api::waves))
+        .route("/api/alerts", get(api::alerts))
+        .route("/api/events", get(events::stream))
+        .route("/metrics", get(api::metrics))
+        .route("/login", get(api::login_page).post(api::login))
+        .route_layer(axum::middleware::from_fn_with_state(
+            board.clone(),
+            api::gate,
+        ))
+        .route("/health/live", get(|| async { "live\n" }))
+        .route("/health/ready", get(api::ready))
+        .with_state(board)
+}

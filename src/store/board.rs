@@ -1,0 +1,93 @@
+//! What the board (`orch serve`) reads beyond the views the commands print: the figures of
+//! `/metrics`, each one aggregate query, and a cheap test of whether anything changed.
+
+use rusqlite::Transaction;
+
+/// Counts over the store for `/metrics` (the history kept: `orch gc` prunes ended workers).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// Workers by milestone (as stored: `WORKING`, …).
+    pub workers_by_milestone: Vec<(String, u64)>,
+    /// Active chain locks by kind (`worker`, `hold`).
+    pub locks_by_kind: Vec<(String, u64)>,
+    /// Pushed commits by orch's CI verdict (`green`, `red`, …; unjudged ones left out).
+    pub ci_verdicts: Vec<(String, u64)>,
+    /// Respawns summed over the workers.
+    pub respawns: u64,
+    /// Contract violations recorded in workers' histories.
+    pub violations: u64,
+    /// Alert deliveries by sink and state (`pending`, `delivered`, `given_up`).
+    pub deliveries: Vec<(String, String, u64)>,
+    /// Deliveries still pending, and when the oldest pending one's alert was raised.
+    pub outbox_pending: u64,
+    pub outbox_oldest_ms: Option<i64>,
+    /// Dollars the workers' agents spent.
+    pub spend_usd: f64,
+    /// Fatal holds in force.
+    pub fatal_holds: u64,
+}
+
+fn pairs(tx: &Transaction, sql: &str) -> rusqlite::Result<Vec<(String, u64)>> {
+    let mut st = tx.prepare_cached(sql)?;
+    let rows = st.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+    })?;
+    rows.collect()
+}
+
+pub fn figures(tx: &Transaction) -> rusqlite::Result<Figures> {
+    let one = |sql: &str| -> rusqlite::Result<i64> { tx.query_row(sql, [], |r| r.get(0)) };
+    let mut deliveries = Vec::new();
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT sink, state, count(*) FROM alert_deliveries GROUP BY sink, state ORDER BY sink, state",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)? as u64,
+            ))
+        })?;
+        for row in rows {
+            deliveries.push(row?);
+        }
+    }
+    Ok(Figures {
+        workers_by_milestone: pairs(
+            tx,
+            "SELECT milestone, count(*) FROM workers GROUP BY milestone ORDER BY milestone",
+        )?,
+        locks_by_kind: pairs(
+            tx,
+            "SELECT kind, count(*) FROM locks GROUP BY kind ORDER BY kind",
+        )?,
+        ci_verdicts: pairs(
+            tx,
+            "SELECT verdict, count(*) FROM pushes WHERE verdict IS NOT NULL GROUP BY verdict ORDER BY verdict",
+        )?,
+        respawns: one("SELECT coalesce(sum(respawns), 0) FROM workers")? as u64,
+        violations: one("SELECT count(*) FROM worker_events WHERE kind = 'violation'")? as u64,
+        deliveries,
+        outbox_pending: one("SELECT count(*) FROM alert_deliveries WHERE state = 'pending'")?
+            as u64,
+        outbox_oldest_ms: tx.query_row(
+            "SELECT min(a.at_ms) FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id
+             WHERE d.state = 'pending'",
+            [],
+            |r| r.get(0),
+        )?,
+        spend_usd: tx.query_row(
+            "SELECT coalesce(sum(cost_usd), 0.0) FROM worker_usage",
+            [],
+            |r| r.get(0),
+        )?,
+        fatal_holds: one("SELECT count(*) FROM fatal_holds")? as u64,
+    })
+}
+
+/// SQLite's `data_version`: it changes on this connection when another connection commits,
+/// so a watcher learns that the store changed with one pragma and no table read.
+pub fn data_version(tx: &Transaction) -> rusqlite::Result<i64> {
+    tx.query_row("PRAGMA data_version", [], |r| r.get(0))
+}

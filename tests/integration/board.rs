@@ -1,0 +1,805 @@
+//! `orch serve` (issue 23): the board's API says what the commands say, its metrics parse,
+//! it pushes a change of the store live, a listen address beyond loopback needs the token,
+//! and the page shows a worker's card in its group in a real browser (headless chromium
+//! over WebDriver).
+
+use crate::support::{Org, RepoSpec, Spec, output_text, poll_until};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `orch serve`, killed when dropped.
+struct Served {
+    child: Child,
+    /// `127.0.0.1:<port>`.
+    addr: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `orch serve --listen <listen>` and reads the address it prints first.
+fn serve(org: &Org, listen: &str) -> Served {
+    let mut child = org
+        .cmd(&["serve", "--listen", listen])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("orch serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let Some(at) = line.trim().strip_prefix("orch serve: listening on http://") else {
+        let _ = child.kill();
+        let mut err = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+        panic!("orch serve printed {line:?}; stderr: {err}");
+    };
+    let port = at.rsplit(':').next().unwrap().to_string();
+    Served {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+    }
+}
+
+/// One HTTP request over loopback: (status, body).
+fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&Value>) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let mut req = client.request(method.parse().unwrap(), url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap())
+    })
+}
+
+fn get_json(s: &Served, path: &str) -> Value {
+    let (status, body) = http("GET", &format!("http://{}{path}", s.addr), &[], None);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// The group of the board `worker` is in, and its card.
+fn card_of(board: &Value, worker: &str) -> Option<(String, Value)> {
+    board["groups"].as_array()?.iter().find_map(|g| {
+        g["cards"]
+            .as_array()?
+            .iter()
+            .find(|c| c["worker_id"] == worker)
+            .map(|c| (g["need"].as_str().unwrap().to_string(), c.clone()))
+    })
+}
+
+fn org_with_a_worker() -> (Org, String) {
+    let org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"])),
+    );
+    let id = org.spawn_detached("core", "idle on the board");
+    (org, id)
+}
+
+/// The fields of a worker that do not move while it idles.
+fn steady(w: &Value) -> Value {
+    json!([
+        w["worker_id"],
+        w["repo"],
+        w["task"],
+        w["milestone"],
+        w["since"],
+        w["branch"],
+        w["tracked_sha"],
+        w["verdict"],
+        w["ci_jobs"],
+        w["usage"],
+        w["fix_attempts_max"]
+    ])
+}
+
+/// Series (name with labels) and their values.
+type Samples = Vec<(String, f64)>;
+
+/// A Prometheus text exposition parsed: every sample's family declared by HELP and TYPE
+/// before it, names by the naming guide. Returns (name with labels → value, name → type).
+fn parse_metrics(text: &str) -> (Samples, Vec<(String, String)>) {
+    let mut samples = Vec::new();
+    let mut types: Vec<(String, String)> = Vec::new();
+    let mut helped = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            helped.push(rest.split(' ').next().unwrap().to_string());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(
+                ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                "{line}"
+            );
+            assert_eq!(
+                helped.last().map(String::as_str),
+                Some(name),
+                "HELP before TYPE: {line}"
+            );
+            types.push((name.to_string(), kind.to_string()));
+        } else if !line.is_empty() {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let name = series.split('{').next().unwrap();
+            assert!(
+                name.starts_with("orch_")
+                    && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name}"
+            );
+            assert_eq!(
+                types.last().map(|t| t.0.as_str()),
+                Some(name),
+                "no TYPE for {line}"
+            );
+            for bad in ["worker_id", "sha="] {
+                assert!(!series.contains(bad), "a high-cardinality label: {line}");
+            }
+            if let Some(labels) = series.strip_prefix(name) {
+                assert!(
+                    labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')),
+                    "{line}"
+                );
+            }
+            samples.push((series.to_string(), value.parse::<f64>().unwrap()));
+        }
+    }
+    for (name, kind) in &types {
+        assert_eq!(name.ends_with("_total"), kind == "counter", "{name} {kind}");
+    }
+    (samples, types)
+}
+
+fn sample(samples: &[(String, f64)], series: &str) -> f64 {
+    samples
+        .iter()
+        .find(|(s, _)| s == series)
+        .unwrap_or_else(|| panic!("no {series} in {samples:?}"))
+        .1
+}
+
+#[test]
+fn the_api_and_the_metrics_say_what_status_says() {
+    let (org, id) = org_with_a_worker();
+    let s = serve(&org, "127.0.0.1:0");
+    let status = org.json(&["status", "--json"]);
+    let api = get_json(&s, "/api/workers");
+    let ws = |v: &Value| {
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(steady)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ws(&api), ws(&status));
+    let locks = |v: &Value| {
+        json!(
+            v["locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| json!([l["repo"], l["holder"], l["kind"]]))
+                .collect::<Vec<_>>()
+        )
+    };
+    assert_eq!(locks(&api), locks(&status));
+    assert_eq!(api["locks"][0]["holder"], id.as_str());
+
+    // Filters as the command's: another repository shows nobody.
+    let vm = get_json(&s, "/api/workers?repo=vm");
+    assert_eq!(vm["workers"].as_array().unwrap().len(), 0);
+    let (code, body) = http(
+        "GET",
+        &format!("http://{}/api/workers?repo=nope", s.addr),
+        &[],
+        None,
+    );
+    assert_eq!(code, 400, "{body}");
+
+    let shown = org.json(&["sessions", "show", &id, "--json"]);
+    let one = get_json(&s, &format!("/api/workers/{id}"));
+    assert_eq!(steady(&one), steady(&shown));
+    assert_eq!(one["events"], shown["events"]);
+    assert_eq!(one["checkpoint"], shown["checkpoint"]);
+    let (code, _) = http(
+        "GET",
+        &format!("http://{}/api/workers/no-such", s.addr),
+        &[],
+        None,
+    );
+    assert_eq!(code, 404);
+
+    let board = get_json(&s, "/api/board");
+    let (group, card) = card_of(&board, &id).expect("the worker has a card");
+    assert_eq!(group, "working");
+    assert_eq!(card["lock_held"], true);
+    assert_eq!(card["repo"], "core");
+
+    let graph = get_json(&s, "/api/graph");
+    assert_eq!(graph["graph"], org.json(&["graph", "--format", "json"]));
+    assert_eq!(graph["locks"][0]["holder"], id.as_str());
+    assert_eq!(get_json(&s, "/api/alerts"), org.json(&["alerts", "--json"]));
+    assert_eq!(get_json(&s, "/api/waves"), json!([]));
+
+    let (code, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+    assert_eq!(code, 200);
+    let (samples, types) = parse_metrics(&text);
+    assert_eq!(sample(&samples, "orch_workers{milestone=\"WORKING\"}"), 1.0);
+    assert_eq!(sample(&samples, "orch_workers{milestone=\"DONE\"}"), 0.0);
+    assert_eq!(sample(&samples, "orch_locks_held{kind=\"worker\"}"), 1.0);
+    assert_eq!(
+        sample(&samples, "orch_attention_workers{need=\"working\"}"),
+        1.0
+    );
+    assert_eq!(sample(&samples, "orch_respawns_total"), 0.0);
+    for family in [
+        "orch_build_info",
+        "orch_ci_verdicts_total",
+        "orch_violations_total",
+        "orch_alert_deliveries_total",
+        "orch_outbox_pending",
+        "orch_spend_usd_total",
+        "orch_lock_waits",
+    ] {
+        assert!(
+            types.iter().any(|(n, _)| n == family),
+            "{family} missing:\n{text}"
+        );
+    }
+    let (code, page) = http("GET", &format!("http://{}/", s.addr), &[], None);
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("EventSource") && !page.contains("http://") && !page.contains("https://")
+    );
+    assert_eq!(
+        http("GET", &format!("http://{}/health/ready", s.addr), &[], None).0,
+        200
+    );
+}
+
+/// The events of `/api/events` as they come: (event name, data), read over a raw socket.
+struct Events(BufReader<TcpStream>);
+
+impl Events {
+    fn open(s: &Served) -> Events {
+        let mut t = TcpStream::connect(&s.addr).unwrap();
+        t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        write!(
+            t,
+            "GET /api/events HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+            s.addr
+        )
+        .unwrap();
+        Events(BufReader::new(t))
+    }
+
+    /// The next `board` event's data (skipping keep-alive comments and chunk framing).
+    fn next_board(&mut self) -> Value {
+        let mut is_board = false;
+        loop {
+            let mut line = String::new();
+            let n = self
+                .0
+                .read_line(&mut line)
+                .expect("an event before the read timeout");
+            assert!(n > 0, "the event stream ended");
+            let line = line.trim_end();
+            if line == "event: board" {
+                is_board = true;
+            } else if let Some(d) = line.strip_prefix("data: ")
+                && is_board
+            {
+                return serde_json::from_str(d).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_change_of_the_store_is_pushed_to_the_open_streams() {
+    let (org, id) = org_with_a_worker();
+    let s = serve(&org, "127.0.0.1:0");
+    let mut ev = Events::open(&s);
+    let first = ev.next_board();
+    assert_eq!(card_of(&first["board"], &id).unwrap().0, "working");
+    assert_eq!(first["status"]["workers"][0]["worker_id"], id.as_str());
+    let out = org.run(&["cancel", &id, "--reason", "board test"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let cancelled_at = Instant::now();
+    loop {
+        let b = ev.next_board();
+        if let Some((group, card)) = card_of(&b["board"], &id)
+            && card["milestone"] == "CANCELLED"
+        {
+            assert_eq!(group, "done");
+            assert_eq!(card["lock_held"], false);
+            break;
+        }
+    }
+    assert!(
+        cancelled_at.elapsed() < Duration::from_secs(2),
+        "the update came {:?} after the cancel",
+        cancelled_at.elapsed()
+    );
+}
+
+#[test]
+fn beyond_loopback_the_board_needs_its_token() {
+    let (org, _id) = org_with_a_worker();
+    // No serve.token_env: refused before listening.
+    let out = org.run(&["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("serve.token_env"),
+        "{}",
+        output_text(&out)
+    );
+
+    let mut text = std::fs::read_to_string(&org.config_path).unwrap();
+    text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
+    std::fs::write(&org.config_path, text).unwrap();
+    // Named but not set: refused, naming the variable.
+    let out = org.run(&["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("ORCH_BOARD_TOKEN is not set"),
+        "{}",
+        output_text(&out)
+    );
+
+    let token = "board-token-0123456789abcdef";
+    let mut org = org;
+    org.set_env("ORCH_BOARD_TOKEN", token);
+    let s = serve(&org, "0.0.0.0:0");
+    let url = format!("http://{}/api/workers", s.addr);
+    let (code, body) = http("GET", &url, &[], None);
+    assert_eq!(code, 401, "{body}");
+    assert!(!body.contains(token));
+    assert_eq!(
+        http(
+            "GET",
+            &url,
+            &[("authorization", "Bearer wrong-token")],
+            None
+        )
+        .0,
+        401
+    );
+    let bearer = format!("Bearer {token}");
+    let (code, body) = http("GET", &url, &[("authorization", &bearer)], None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["workers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        http("GET", &format!("http://{}/metrics", s.addr), &[], None).0,
+        401
+    );
+    assert_eq!(
+        http("GET", &format!("http://{}/health/live", s.addr), &[], None).0,
+        200
+    );
+    // The page's login cookie opens the event stream (an EventSource sends no header).
+    let mut t = TcpStream::connect(&s.addr).unwrap();
+    t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        t,
+        "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut first = String::new();
+    BufReader::new(t).read_line(&mut first).unwrap();
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+}
+
+// ---- the page in a real browser --------------------------------------------------------------
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// A headless chromium driven over the W3C WebDriver protocol; driver and browser end when
+/// dropped.
+struct Browser {
+    driver: Child,
+    base: String,
+    session: String,
+}
+
+impl Browser {
+    /// `None` (with a visible message) only when chromium is absent and ORCH_BOARD_TESTS=skip.
+    fn start() -> Option<Browser> {
+        let present =
+            std::path::Path::new(CHROMIUM).exists() && std::path::Path::new(CHROMEDRIVER).exists();
+        if !present {
+            if std::env::var("ORCH_BOARD_TESTS").as_deref() == Ok("skip") {
+                eprintln!(
+                    "SKIPPED: the board's browser test (no {CHROMIUM} or {CHROMEDRIVER}; ORCH_BOARD_TESTS=skip)"
+                );
+                return None;
+            }
+            panic!(
+                "the board's browser test needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver), or ORCH_BOARD_TESTS=skip"
+            );
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = std::process::Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let mut b = Browser {
+            driver,
+            base,
+            session: String::new(),
+        };
+        poll_until(
+            "chromedriver to answer",
+            Duration::from_secs(30),
+            || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    reqwest::Client::builder()
+                        .no_proxy()
+                        .build()
+                        .unwrap()
+                        .get(format!("{}/status", b.base))
+                        .send()
+                        .await
+                        .ok()
+                        .filter(|r| r.status().is_success())
+                })
+                .map(|_| ())
+            },
+            String::new,
+        );
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+            "goog:chromeOptions": {"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox",
+                "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
+                "--no-proxy-server", "--disable-background-networking"]}}}});
+        let v = b.call("POST", "/session", Some(&caps));
+        b.session = v["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {v}"))
+            .to_string();
+        Some(b)
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let (status, text) = http(method, &format!("{}{path}", self.base), &[], body);
+        let v: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+        assert_eq!(status, 200, "WebDriver {method} {path}: {text}");
+        v["value"].clone()
+    }
+
+    fn go(&self, url: &str) {
+        self.call(
+            "POST",
+            &format!("/session/{}/url", self.session),
+            Some(&json!({"url": url})),
+        );
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.call(
+            "POST",
+            &format!("/session/{}/execute/sync", self.session),
+            Some(&json!({"script": script, "args": []})),
+        )
+    }
+
+    fn size(&self, width: u32, height: u32) {
+        self.call(
+            "POST",
+            &format!("/session/{}/window/rect", self.session),
+            Some(&json!({"width": width, "height": height})),
+        );
+    }
+
+    /// Saves a screenshot as `target/board-screenshots/<name>.png`.
+    fn screenshot(&self, name: &str) {
+        use base64_like::decode;
+        let v = self.call(
+            "GET",
+            &format!("/session/{}/screenshot", self.session),
+            None,
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/board-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), decode(v.as_str().unwrap())).unwrap();
+    }
+
+    /// Polls `script` until it returns `want`, for at most `limit`; how long it took.
+    fn wait_for(&self, what: &str, script: &str, want: &Value, limit: Duration) -> Duration {
+        let t0 = Instant::now();
+        let last = std::cell::RefCell::new(Value::Null);
+        poll_until(
+            what,
+            limit,
+            || {
+                *last.borrow_mut() = self.js(script);
+                (&*last.borrow() == want).then_some(())
+            },
+            || format!("last: {}", last.borrow()),
+        );
+        t0.elapsed()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = http(
+                "DELETE",
+                &format!("{}/session/{}", self.base, self.session),
+                &[],
+                None,
+            );
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Base64 (standard alphabet) decoding for the screenshots: no crate for twenty lines.
+mod base64_like {
+    pub fn decode(s: &str) -> Vec<u8> {
+        let val = |c: u8| -> Option<u32> {
+            Some(match c {
+                b'A'..=b'Z' => c - b'A',
+                b'a'..=b'z' => c - b'a' + 26,
+                b'0'..=b'9' => c - b'0' + 52,
+                b'+' => 62,
+                b'/' => 63,
+                _ => return None,
+            } as u32)
+        };
+        let digits: Vec<u32> = s.bytes().filter_map(val).collect();
+        let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+        for chunk in digits.chunks(4) {
+            let mut n = 0u32;
+            for (i, d) in chunk.iter().enumerate() {
+                n |= d << (18 - 6 * i);
+            }
+            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+            out.extend_from_slice(&bytes[..chunk.len().saturating_sub(1)]);
+        }
+        out
+    }
+}
+
+#[test]
+fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let (org, id) = org_with_a_worker();
+    let s = serve(&org, "127.0.0.1:0");
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+    let where_is = format!(
+        "const c = document.querySelector('.card[data-worker=\"{id}\"]'); return c ? c.closest('section').dataset.need + ' ' + c.dataset.milestone : null;"
+    );
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card in Working",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    browser.wait_for(
+        "the page to say it is live",
+        "return document.getElementById('conn').textContent",
+        &json!("live"),
+        Duration::from_secs(20),
+    );
+    browser.screenshot("board");
+
+    // A filter URL round-trips: the form shows it and the card of another repository is gone.
+    browser.go(&format!(
+        "http://{}/?view=board&repo=vm&need=working",
+        s.addr
+    ));
+    browser.wait_for("the filtered board", "return [document.querySelector('form#filter').repo.value, document.querySelector('form#filter').need.value, document.querySelectorAll('.card').length, document.querySelectorAll('section.group').length]", &json!(["vm", "working", 0, 1]), Duration::from_secs(20));
+
+    // On a phone: nothing wider than the screen.
+    browser.size(390, 844);
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card on a phone",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true)
+    );
+    browser.screenshot("board-phone");
+    browser.size(1280, 900);
+
+    // The worker's view and the graph render.
+    browser.go(&format!("http://{}/?worker={id}", s.addr));
+    browser.wait_for("the worker view", "const h = document.getElementById('worker-title'); return h ? h.textContent.split(' ')[0] : null", &json!(id), Duration::from_secs(20));
+    browser.screenshot("worker");
+    browser.go(&format!("http://{}/?view=graph", s.addr));
+    browser.wait_for("the graph with core locked", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked)", &json!(["core held", "vm covered"]), Duration::from_secs(20));
+    browser.screenshot("graph");
+
+    // A milestone change made by the CLI reaches the open page within 2 s.
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card in Working",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    browser.wait_for(
+        "live",
+        "return document.getElementById('conn').textContent",
+        &json!("live"),
+        Duration::from_secs(20),
+    );
+    let out = org.run(&["cancel", &id, "--reason", "browser test"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let took = browser.wait_for(
+        "the card in Done",
+        &where_is,
+        &json!("done CANCELLED"),
+        Duration::from_secs(10),
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the page changed {took:?} after the cancel"
+    );
+
+    // The server gone: the page says so plainly, and comes back with it.
+    drop(s);
+    browser.wait_for(
+        "the page to say the connection is lost",
+        "return document.getElementById('conn').textContent.startsWith('connection lost')",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    let _again = serve(&org, &format!("127.0.0.1:{port}"));
+    browser.wait_for(
+        "the page to reconnect",
+        "return document.getElementById('conn').textContent",
+        &json!("live"),
+        Duration::from_secs(30),
+    );
+    let errors = browser.js("return window.__errors || []");
+    assert_eq!(errors, json!([]));
+}
+
+#[test]
+fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
+    let (mut org, id) = org_with_a_worker();
+    let url = |s: &Served| format!("http://{}/api/workers/{id}/cancel", s.addr);
+    let body = json!({"by": "alice", "reason": "from the board"});
+    {
+        // Without serve.token_env the board is read-only.
+        let s = serve(&org, "127.0.0.1:0");
+        let (code, text) = http("POST", &url(&s), &[], Some(&body));
+        assert_eq!(code, 403, "{text}");
+        assert!(text.contains("read-only"), "{text}");
+    }
+    let mut text = std::fs::read_to_string(&org.config_path).unwrap();
+    text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
+    std::fs::write(&org.config_path, text).unwrap();
+    let token = "board-token-for-actions-0123";
+    org.set_env("ORCH_BOARD_TOKEN", token);
+    let s = serve(&org, "127.0.0.1:0");
+    let (_, page) = http("GET", &format!("http://{}/", s.addr), &[], None);
+    let csrf = page
+        .split("name=\"orch-csrf\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(csrf.len(), 32, "{csrf}");
+    let bearer = format!("Bearer {token}");
+    let origin = format!("http://{}", s.addr);
+    for (headers, why) in [
+        (vec![("x-orch-csrf", csrf.as_str())], "token"),
+        (vec![("authorization", bearer.as_str())], "CSRF"),
+        (
+            vec![("authorization", bearer.as_str()), ("x-orch-csrf", "0123")],
+            "CSRF",
+        ),
+        (
+            vec![
+                ("authorization", bearer.as_str()),
+                ("x-orch-csrf", csrf.as_str()),
+                ("origin", "http://evil.example"),
+            ],
+            "another site",
+        ),
+    ] {
+        let (code, text) = http("POST", &url(&s), &headers, Some(&body));
+        assert_eq!(code, 403, "{headers:?}: {text}");
+        assert!(text.contains(why), "{headers:?}: {text}");
+    }
+    assert_eq!(
+        org.json(&["status", "--json"])["workers"][0]["milestone"],
+        "WORKING"
+    );
+    let (code, text) = http(
+        "POST",
+        &url(&s),
+        &[
+            ("authorization", &bearer),
+            ("x-orch-csrf", &csrf),
+            ("origin", &origin),
+        ],
+        Some(&body),
+    );
+    assert_eq!(code, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["by"], "board:alice");
+    let shown = org.json(&["sessions", "show", &id, "--json"]);
+    assert_eq!(shown["milestone"], "CANCELLED");
+    assert!(
+        shown["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("board:alice"))),
+        "no audit entry naming board:alice: {}",
+        shown["events"]
+    );
+    // Again: it has ended, as `orch cancel` says (404 no / 400 bad input, never a 200).
+    let (code, _) = http(
+        "POST",
+        &url(&s),
+        &[
+            ("authorization", &bearer),
+            ("x-orch-csrf", &csrf),
+            ("origin", &origin),
+        ],
+        Some(&body),
+    );
+    assert_ne!(code, 200);
+}

@@ -293,9 +293,8 @@ pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(sf::ClearedHold, Vec<S
             "{repo}'s chain is not halted by a FATAL"
         )));
     };
-    let cleared_ms = now_ms();
     let Some(cleared) = store.write(|tx| {
-        let cleared = sf::clear(tx, &on, by, cleared_ms)?;
+        let cleared = sf::clear(tx, &on, by, now_ms())?;
         if cleared.is_some() {
             crate::store::alerts::resolve_repo(tx, &on, "fatal", now_ms())?;
         }
@@ -329,10 +328,5 @@ pub fn clear(l: &Loaded, name: &str, by: &str) -> Result<(sf::ClearedHold, Vec<S
     if !handed.is_empty() {
         super::resume::resume(l, true)?;
     }
-    let cleared = sf::ClearedHold {
-        hold: cleared,
-        cleared_by: by.to_string(),
-        cleared_ms,
-    };
     Ok((cleared, handed))
 }

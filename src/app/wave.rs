@@ -375,6 +375,21 @@ pub fn status(l: &Loaded, name: &str) -> Result<Option<WaveView>> {
     Ok(load_recorded(l, &mut store, name)?.map(|w| view(l, &w)))
 }
 
+/// [`status`] of every recorded wave, from one opening of the store (the board asks this at
+/// each refresh).
+pub fn statuses(l: &Loaded) -> Result<Vec<WaveView>> {
+    let Some(mut store) = l.existing_store()? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for w in store.read(wv::list_waves)? {
+        if let Some(rec) = load_recorded(l, &mut store, &w.name)? {
+            out.push(view(l, &rec));
+        }
+    }
+    Ok(out)
+}
+
 /// Every recorded wave's name.
 pub fn names(l: &Loaded) -> Result<Vec<String>> {
     let Some(mut store) = l.existing_store()? else {

@@ -102,7 +102,7 @@ pub fn clear(
     repo: &str,
     by: &str,
     now_ms: i64,
-) -> rusqlite::Result<Option<FatalHold>> {
+) -> rusqlite::Result<Option<ClearedHold>> {
     let h = tx
         .prepare_cached(
             "SELECT repo, reason, by, worker_id, at_ms FROM fatal_holds WHERE repo = ?1",
@@ -117,7 +117,11 @@ pub fn clear(
             params![h.repo, h.reason, h.by, h.worker_id, h.at_ms, by, now_ms],
         )?;
     }
-    Ok(h)
+    Ok(h.map(|hold| ClearedHold {
+        hold,
+        cleared_by: by.to_string(),
+        cleared_ms: now_ms,
+    }))
 }
 
 /// The last cleared fatal hold among `repos`, if any.
@@ -175,10 +179,8 @@ mod tests {
         assert_eq!(cov(&mut s, "core"), 1, "a dependency");
         assert_eq!(cov(&mut s, "os"), 0, "a sibling is not in vm's chain");
         assert_eq!(cov(&mut s, "web"), 0);
-        assert_eq!(
-            s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap(),
-            Some(h.clone())
-        );
+        let cleared = s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap();
+        assert_eq!(cleared.map(|c| c.hold), Some(h.clone()));
         assert_eq!(s.write(|tx| clear(tx, "vm", "carol", 10)).unwrap(), None);
         assert_eq!(cov(&mut s, "vm"), 0);
         let chain = ["core".to_string(), "vm".to_string()];

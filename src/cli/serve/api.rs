@@ -128,13 +128,10 @@ pub fn status_of(board: &super::Board, args: &HistoryArgs) -> Result<StatusView,
 
 /// `orch wave status --json` of every wave orch has run.
 pub fn waves_of(board: &super::Board) -> Result<Vec<WaveStatusView>, Failure> {
-    let mut out = Vec::new();
-    for name in crate::app::wave::names(&board.l)? {
-        if let Some(v) = crate::app::wave::status(&board.l, &name)? {
-            out.push(WaveStatusView::of(&v));
-        }
-    }
-    Ok(out)
+    Ok(crate::app::wave::statuses(&board.l)?
+        .iter()
+        .map(WaveStatusView::of)
+        .collect())
 }
 
 /// The attention board for `args`.

@@ -324,9 +324,11 @@ fn two_state_directories_on_one_clone_keep_their_own_remotes() {
             .iter()
             .find(|w| w["worker_id"] == id)?
             .clone();
-        (w["milestone"] == "DONE").then_some(())
+        // DONE and landed: its supervisor has let go (a change still landing keeps the
+        // remote, rightly).
+        (w["milestone"] == "DONE" && w["supervisor_alive"] == false).then_some(())
     })
-    .unwrap_or_else(|| panic!("{id} not DONE in the other state directory"));
+    .unwrap_or_else(|| panic!("{id} not DONE and let go in the other state directory"));
     assert_eq!(
         url("orch").as_deref(),
         Some(mine.as_str()),

@@ -54,6 +54,8 @@ struct Args {
     user: Option<(u32, u32)>,
     /// `worker.sandbox`: what the worker must not see (needs `--pidns`).
     sandbox: crate::sandbox::Plan,
+    /// `--own-proc`: a sandbox that hides nothing ([`crate::sandbox::OWN_PROC_ARG`]).
+    own_proc: bool,
     /// `--worker <id> --channel <name>`, given on to a sandboxed worker's init (the guard is
     /// not in the worker's `/proc`).
     ident: Vec<String>,
@@ -64,6 +66,7 @@ fn parse(args: &[String]) -> Option<Args> {
     let mut parent = None;
     let mut cgroup = None;
     let mut pidns = false;
+    let mut own_proc = false;
     let mut user = None;
     let mut sandbox = crate::sandbox::Plan::default();
     let mut ident = Vec::new();
@@ -85,6 +88,11 @@ fn parse(args: &[String]) -> Option<Args> {
                 i += 1;
                 continue;
             }
+            crate::sandbox::OWN_PROC_ARG => {
+                own_proc = true;
+                i += 1;
+                continue;
+            }
             "--" => break,
             _ => return None,
         }
@@ -97,6 +105,7 @@ fn parse(args: &[String]) -> Option<Args> {
         pidns,
         user,
         sandbox,
+        own_proc,
         ident,
         argv,
     })
@@ -104,7 +113,7 @@ fn parse(args: &[String]) -> Option<Args> {
 
 fn usage() -> i32 {
     eprintln!(
-        "usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns [--hide <path>]… [--keep <dir>]…] [--user <uid>:<gid>] -- <command> [args…]"
+        "usage: orch __guard --parent <pid> [--cgroup <dir>] [--pidns [--own-proc] [--hide <path>]… [--keep <dir>]…] [--user <uid>:<gid>] -- <command> [args…]"
     );
     2
 }
@@ -169,7 +178,7 @@ pub fn guard_main(args: &[String]) -> i32 {
     let mut cgroup = a.cgroup.as_deref().and_then(Cgroup::at);
     // A sandbox is made by the namespace's init: without a namespace the worker does not run
     // (it would see everything it was meant not to).
-    let sandbox = if a.sandbox.is_empty() {
+    let sandbox = if a.sandbox.is_empty() && !a.own_proc {
         None
     } else if !pidns {
         eprintln!(

@@ -268,11 +268,21 @@ pub fn host_pid() -> u32 {
     }
 }
 
-/// Whether this process runs in a PID namespace nested below the one of `/proc` (inside a
-/// contained worker or alert command): pids it signals are not the ones `/proc` and the
-/// database name.
+/// Whether this process runs inside a contained worker's or alert command's PID namespace:
+/// below the one of `/proc` (pids it signals are not the ones `/proc` and the database name),
+/// or in one whose own `/proc` it sees (a sandbox, a Codex worker: pid 1 is orch's init, and
+/// the processes of orch outside are not there to be seen).
 pub fn nested() -> bool {
-    own_nspids().len() > 1
+    static NESTED: OnceLock<bool> = OnceLock::new();
+    *NESTED.get_or_init(|| {
+        own_nspids().len() > 1
+            || std::fs::read("/proc/1/cmdline").is_ok_and(|c| is_init_cmdline(&c))
+    })
+}
+
+/// Whether a `/proc/<pid>/cmdline` is orch's init's (`<orch> __init …`).
+fn is_init_cmdline(cmdline: &[u8]) -> bool {
+    cmdline.split(|b| *b == 0).nth(1) == Some(INIT_COMMAND.as_bytes())
 }
 
 // ---- init --------------------------------------------------------------------------------------
@@ -581,6 +591,14 @@ mod tests {
         assert_eq!(nspids(status), vec![4242, 7]);
         assert_eq!(nspids("Pid:\t9\nNSpid:\t9\n"), vec![9]);
         assert!(nspids("Pid:\t9\n").is_empty());
+    }
+
+    #[test]
+    fn orchs_init_is_known_by_its_argv() {
+        assert!(is_init_cmdline(b"/usr/bin/orch\0__init\0--\0codex\0"));
+        assert!(!is_init_cmdline(b"/sbin/init\0"));
+        assert!(!is_init_cmdline(b"/usr/bin/orch\0status\0__init\0"));
+        assert!(!is_init_cmdline(b""));
     }
 
     #[test]

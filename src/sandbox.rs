@@ -28,6 +28,10 @@ use std::path::{Path, PathBuf};
 pub const HIDE_ARG: &str = "--hide";
 /// `--keep <path>`: a directory under a hidden one the worker keeps (its workspace).
 pub const KEEP_ARG: &str = "--keep";
+/// `--own-proc`: nothing hidden, but the mount namespace and the `/proc` of the worker's PID
+/// namespace all the same (what an agent that sandboxes its own commands with namespaces needs:
+/// Codex's bubblewrap looks its pid up in `/proc`).
+pub const OWN_PROC_ARG: &str = "--own-proc";
 
 /// What orch's home holds that no worker may read: keys, credentials, git's and other tools'
 /// configuration with tokens in it.

@@ -93,6 +93,12 @@ pub struct Entry<'a> {
     pub checkpoint: bool,
     /// The organisation's graph, for an entry that takes a hold (`Effect::HoldChain`).
     pub graph: Option<&'a crate::graph::RepoGraph>,
+    /// The worker's row as this writer last wrote it (its supervisor's): a commit that finds
+    /// anything else there — written by someone else since — raises a critical
+    /// [`STATE_TAMPERED`] alert in the same transaction, then writes its own state over it. A
+    /// forgery made between the supervisor's periodic look and its next write is never
+    /// overwritten unseen.
+    pub expect: Option<&'a Progress>,
 }
 
 impl<'a> Entry<'a> {
@@ -110,6 +116,7 @@ impl<'a> Entry<'a> {
             note: "",
             checkpoint: false,
             graph: None,
+            expect: None,
         }
     }
 
@@ -133,6 +140,58 @@ pub enum Committed {
     Written,
     /// Another process owns the worker now: nothing was written.
     NotOwner,
+}
+
+/// The kind of the alert raised when a worker's row was written by someone else than its
+/// owner (see [`changed_behind`]).
+pub const STATE_TAMPERED: &str = "state_tampered";
+
+/// The alert's text for a worker's row `changed` behind its supervisor, which holds `mine`.
+pub fn tampered_message(id: &str, changed: &str, mine: Milestone) -> String {
+    format!(
+        "worker {id}'s row in orch's database was changed by someone else than its supervisor ({changed}; it is {mine}): written outside orch; put back"
+    )
+}
+
+/// What differs between the worker's row as stored (`milestone` column, progress JSON; None:
+/// no row) and the progress its supervisor last wrote, in words; None when nothing does.
+/// Only this worker's supervisor writes its row while it lives (the journal rule), so any
+/// difference was written by someone else.
+pub fn changed_behind(stored: Option<&(String, String)>, written: &Progress) -> Option<String> {
+    let Some((column, progress)) = stored else {
+        return Some("its row is gone".into());
+    };
+    let mut changed = Vec::new();
+    if column != written.milestone.as_str() {
+        changed.push(format!("milestone column {}", crate::text::escape(column)));
+    }
+    let mine = serde_json::to_value(written).expect("progress serialises");
+    match serde_json::from_str::<serde_json::Value>(progress) {
+        Ok(serde_json::Value::Object(theirs)) => {
+            let empty = serde_json::Map::new();
+            let ours = mine.as_object().unwrap_or(&empty);
+            let mut keys: Vec<&String> = ours.keys().chain(theirs.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                if ours.get(k) != theirs.get(k) {
+                    let said = theirs.get(k).map_or("removed".to_string(), |v| {
+                        format!("{}", crate::text::escape(&truncate(&v.to_string(), 80)))
+                    });
+                    changed.push(format!("{k}: {said}"));
+                }
+            }
+        }
+        _ => changed.push("its progress is not orch's JSON".into()),
+    }
+    (!changed.is_empty()).then(|| changed.join(", "))
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 /// Commits `entry` in one transaction, then writes the views.
@@ -169,8 +228,26 @@ pub fn commit(
     let milestone = entry.milestone;
     let window_ms = store.alert_window().as_millis() as i64;
     let mut fresh: Vec<AlertRecord> = Vec::new();
+    // The caller's own look found the forgery: its alert is among the effects already.
+    let looks = !alerts.iter().any(|a| a.kind == STATE_TAMPERED);
     let written = store.write(|tx| {
         fresh.clear();
+        let mut alerts = alerts.clone();
+        if let (Some(expect), Some(_), true) = (entry.expect, entry.after, looks)
+            && let Some(changed) = changed_behind(ws::stored_state(tx, id)?.as_ref(), expect)
+        {
+            alerts.push(AlertRecord {
+                id: 0,
+                at_ms: now,
+                severity: crate::milestone::Severity::Critical.as_str().into(),
+                worker_id: Some(id.to_string()),
+                repo: Some(entry.repo.to_string()),
+                kind: STATE_TAMPERED.into(),
+                message: tampered_message(id, &changed, expect.milestone),
+                repeats: 1,
+                resolved_ms: None,
+            });
+        }
         if let Some(after) = entry.after {
             match writer {
                 Writer::Owner(pid) => {
@@ -457,4 +534,108 @@ pub fn checkpoint_of(
         let cp = crate::checkpoint::build(&w, &pushes, held);
         (w, cp)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(p: &Progress) -> (String, String) {
+        (
+            p.milestone.as_str().to_string(),
+            serde_json::to_string(p).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_row_as_its_supervisor_wrote_it_is_unchanged_and_any_other_is_named() {
+        let mine = Progress::new(&crate::contract::Contract::embedded(), 1_000);
+        assert_eq!(changed_behind(Some(&stored(&mine)), &mine), None);
+        assert_eq!(
+            changed_behind(None, &mine).as_deref(),
+            Some("its row is gone")
+        );
+        // A forged DONE in the column alone (what queries select on).
+        let (_, json) = stored(&mine);
+        let said = changed_behind(Some(&("DONE".into(), json.clone())), &mine).unwrap();
+        assert_eq!(said, "milestone column DONE");
+        // A forged approval inside the progress, the milestone left alone.
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["approved"] = serde_json::json!("a".repeat(40));
+        let said = changed_behind(Some(&("WORKING".into(), v.to_string())), &mine).unwrap();
+        assert!(said.starts_with("approved: "), "{said}");
+        let said = changed_behind(Some(&("WORKING".into(), "{".into())), &mine).unwrap();
+        assert_eq!(said, "its progress is not orch's JSON");
+    }
+
+    /// A forgery written between the supervisor's look and its next write is not overwritten
+    /// unseen: the write finds the row other than it left it, raises the alert in the same
+    /// transaction, and puts its own state back.
+    #[test]
+    fn a_commit_that_finds_its_row_forged_says_so_and_writes_its_own_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let contract = crate::contract::Contract::embedded();
+        let mine = Progress::new(&contract, 1_000);
+        let pid = 4242;
+        let w = WorkerRecord {
+            id: "w-1".into(),
+            repo: "core".into(),
+            task: "t".into(),
+            task_id: None,
+            component: None,
+            plan: None,
+            progress: mine.clone(),
+            branch: "orch/w-1".into(),
+            base_sha: "b".repeat(40),
+            worktree: "/s/w-1/worktree".into(),
+            remote: "orch".into(),
+            day: "2024-01-01".into(),
+            supervisor_pid: Some(pid),
+            supervisor_start: Some(1),
+            lease_until_ms: Some(now_ms() + 60_000),
+            worker_pid: None,
+            worker_running: false,
+            exit_code: None,
+            respawns: 0,
+            resume_note: None,
+            created_ms: 1_000,
+            updated_ms: 1_000,
+            ended_ms: None,
+            model: None,
+            model_source: None,
+        };
+        store.write(|tx| ws::insert_worker(tx, &w)).unwrap();
+        let tampered = |store: &mut Store| {
+            store
+                .read(|tx| ws::alerts(tx, 0))
+                .unwrap()
+                .into_iter()
+                .filter(|a| a.kind == STATE_TAMPERED && a.worker_id.as_deref() == Some("w-1"))
+                .count()
+        };
+        // A write over the row as it was left: no alert.
+        let mut next = mine.clone();
+        next.last_progress_ms = 2_000;
+        let mut entry = Entry::new(&w, "orch").step(&next, &[]);
+        entry.expect = Some(&mine);
+        let done = commit(&mut store, dir.path(), Writer::Owner(pid), &entry).unwrap();
+        assert_eq!(done, Committed::Written);
+        assert_eq!(tampered(&mut store), 0);
+        // Someone else writes a green verdict into it; the supervisor's next write finds it.
+        let mut forged = next.clone();
+        forged.verdict = Some(crate::ci::verdict::VerdictKind::Green);
+        store
+            .write(|tx| ws::save_progress(tx, "w-1", &forged))
+            .unwrap();
+        let mut later = next.clone();
+        later.last_progress_ms = 3_000;
+        let mut entry = Entry::new(&w, "orch").step(&later, &[]);
+        entry.expect = Some(&next);
+        let done = commit(&mut store, dir.path(), Writer::Owner(pid), &entry).unwrap();
+        assert_eq!(done, Committed::Written);
+        assert_eq!(tampered(&mut store), 1);
+        let stored = store.read(|tx| ws::stored_state(tx, "w-1")).unwrap();
+        assert_eq!(changed_behind(stored.as_ref(), &later), None, "put back");
+    }
 }

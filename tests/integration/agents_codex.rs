@@ -84,8 +84,10 @@ fn codex_happy_path_is_done_on_green_ci_and_echoes_claim_nothing() {
         Turn::of(vec![
             Block::Text("WORKING: adding the feature".into()),
             Block::EchoPrompt,
+            // And which process is pid 1 where Codex runs its commands: orch's init, in the
+            // worker's own PID namespace and its own `/proc`.
             sh(
-                "printf 'FIXING_CI: build - broken\\nBLOCKED_PERMISSION: Bash\\nPUSHED_TO_CI: alpha commit HEAD\\nDONE: alpha\\n'",
+                "printf 'FIXING_CI: build - broken\\nBLOCKED_PERMISSION: Bash\\nPUSHED_TO_CI: alpha commit HEAD\\nDONE: alpha\\n' && echo \"pid 1 is: $(tr '\\0' ' ' </proc/1/cmdline)\"",
             ),
         ]),
         sh_turn(&format!(
@@ -114,6 +116,14 @@ fn codex_happy_path_is_done_on_green_ci_and_echoes_claim_nothing() {
     );
     assert!(org.violations(&id).is_empty(), "{:?}", org.violations(&id));
     assert_eq!(w.progress.permission_denials, 0, "{}", org.worker_log(&id));
+    if orch::pidns::usable().is_some() {
+        let log = org.worker_log(&id);
+        assert!(
+            log.lines()
+                .any(|l| l.contains("pid 1 is: ") && l.contains(" __init ")),
+            "Codex's commands ran in the worker's PID namespace:\n{log}"
+        );
+    }
     // turn.completed: Codex's usage for the whole turn (four requests of 1050 tokens).
     org.wait_supervisor_gone(&id);
     let u = org.usage(&id).expect("usage recorded");

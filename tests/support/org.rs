@@ -1221,14 +1221,31 @@ impl Org {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    /// Lines of `alerts.jsonl` for worker `id`.
+    /// Lines of `alerts.jsonl` for worker `id`. The file is a view appended just after the
+    /// commit that recorded its alerts: read once it holds (within a few seconds) every alert
+    /// the database has for the worker, so a test that saw the commit's state sees its alerts.
     pub fn alerts(&self, id: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.state.join("alerts.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).expect("alerts.jsonl holds JSON lines"))
-            .filter(|a| a["worker_id"] == id)
-            .collect()
+        let read = || -> Vec<Value> {
+            std::fs::read_to_string(self.state.join("alerts.jsonl"))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).expect("alerts.jsonl holds JSON lines"))
+                .filter(|a| a["worker_id"] == id)
+                .collect()
+        };
+        let recorded = Store::open(&self.state)
+            .and_then(|mut s| s.read(|tx| ws::alerts(tx, 0)))
+            .map(|all| {
+                all.iter()
+                    .filter(|a| a.worker_id.as_deref() == Some(id))
+                    .count()
+            })
+            .unwrap_or(0);
+        poll(Duration::from_secs(5), || {
+            let lines = read();
+            (lines.len() >= recorded).then_some(lines)
+        })
+        .unwrap_or_else(read)
     }
 
     pub fn worker_log_path(&self, id: &str) -> PathBuf {

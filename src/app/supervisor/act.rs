@@ -70,6 +70,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let text = outcome.to_string();
         let mut entry = Entry::new(&self.w, "orch").step(&after, &effects);
         entry.graph = Some(&self.env.config.graph);
+        entry.expect = Some(&self.written);
         entry.facts = facts;
         entry.answer = request.map(|r| Answer {
             request: r,
@@ -254,7 +255,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if self.check_own_row() {
             return; // its alert's commit wrote this state back
         }
-        let entry = Entry::new(&self.w, "orch").step(&self.w.progress, &[]);
+        let mut entry = Entry::new(&self.w, "orch").step(&self.w.progress, &[]);
+        entry.expect = Some(&self.written);
         match commit(
             &mut self.store,
             self.env.state_dir,

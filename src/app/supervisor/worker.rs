@@ -148,19 +148,22 @@ impl WorkerProcess {
             cmd.arg(GUARD_CHANNEL_ARG).arg(ch.name());
         }
         // The kernel's bound: the guard's death ends everything in the worker's namespace.
-        // Codex only with a sandbox: its workspace-write sandbox (bubblewrap, codex-cli 0.169.0)
-        // clones the command into new namespaces and then opens `/proc/<its pid>/ns` — a pid
-        // of orch's namespace looked up in the host's `/proc`, where it is another process or
-        // none: bwrap fails ("open /proc/<pid>/ns/ns failed"), its cloned child waits for it
-        // for ever and Codex reports the command still running. The sandbox mounts a `/proc`
-        // of the worker's own namespace (`sandbox.rs`), where the pid is right; a worker
-        // without one shares the host's `/proc` (orch commands in it find their worker there),
-        // so a Codex worker without a sandbox keeps the cgroup, the guard and the next
-        // command's sweep instead.
-        let pidns = crate::pidns::usable().is_some()
-            && (env.config.worker.agent != crate::config::agent::Agent::Codex || sandbox.is_some());
+        let pidns = crate::pidns::usable().is_some();
         if pidns {
             cmd.arg("--pidns");
+        }
+        // Codex's workspace-write sandbox (bubblewrap, codex-cli 0.169.0) clones its command
+        // into new namespaces and then opens `/proc/<its pid>/ns` — a pid of the worker's
+        // namespace: looked up in the host's `/proc` it is another process or none, bwrap
+        // fails ("open /proc/<pid>/ns/ns failed"), its cloned child waits for it for ever and
+        // Codex reports the command still running. So a Codex worker gets the `/proc` of its
+        // own namespace (and the mount namespace it needs) even without a sandbox; orch
+        // commands in it find their worker from its init's argv, as in a sandbox.
+        if pidns
+            && sandbox.is_none()
+            && env.config.worker.agent == crate::config::agent::Agent::Codex
+        {
+            cmd.arg(crate::sandbox::OWN_PROC_ARG);
         }
         if let Some(plan) = &sandbox {
             // The sandbox is made by the namespace's init: no namespace, no worker.

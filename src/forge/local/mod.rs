@@ -595,6 +595,12 @@ pub(crate) fn reap_dead_runners(store: &mut Store, layout: &Layout) -> Result<us
 
 /// [`reap_dead_runners`] over runs already read.
 fn reap_runs(store: &mut Store, layout: &Layout, runs: &[db::RunRow]) -> Result<usize, StoreError> {
+    // Inside a worker's PID namespace (an `orch ci status` run by the worker) a runner's pid,
+    // recorded as orch outside sees it, names another process or none: its runs are not
+    // this process's to judge.
+    if crate::pidns::nested() {
+        return Ok(0);
+    }
     let mut reaped = 0;
     for run in runs {
         let note = match run.runner_pid {

@@ -493,6 +493,11 @@ fn run_job(
     // a runner takes it. Written after the spawn, a job that stops its runner at once
     // (`kill -STOP $PPID`) would read `waiting` for ever: never "past its own limit".
     store.write(|tx| db::set_job_status(tx, job.id, JobStatus::Running, &JobUpdate::default()))?;
+    // The job starts only once its pid is recorded: a job that stops or kills its runner at
+    // once (`kill -STOP $PPID`) must never catch it inside that write, holding the database
+    // for every other orch process for as long as it stays stopped.
+    let gate = StartGate::new().map_err(io_err(format!("cannot start job {}", job.name)))?;
+    gate.hold(&mut cmd);
     let mut child = match spawn_in_group(
         &mut cmd,
         &GroupOptions {
@@ -509,6 +514,7 @@ fn run_job(
     };
     drop(cmd); // closes the runner's copies of the log file
     store.write(|tx| db::set_job_pid(tx, job.id, child.pgid() as i64))?;
+    gate.open();
     let waited = child
         .wait_timeout(timeout)
         .map_err(io_err(format!("cannot wait for job {}", job.name)))?;
@@ -630,5 +636,58 @@ fn append(path: &Path, line: &str) {
         .open(path)
     {
         let _ = writeln!(f, "orch: {line}");
+    }
+}
+
+/// Holds a child between fork and exec until its parent lets it go: a pipe whose read end the
+/// child waits on (end of file: [`StartGate::open`], or the parent's death — then the child's
+/// parent-death check refuses to start it).
+struct StartGate {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl StartGate {
+    fn new() -> std::io::Result<StartGate> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills a local array; each descriptor is owned once, below.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(StartGate {
+                read: std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                write: std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            })
+        }
+    }
+
+    /// Makes `cmd`'s child wait at the gate before anything else of its start.
+    fn hold(&self, cmd: &mut std::process::Command) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let (r, w) = (self.read.as_raw_fd(), self.write.as_raw_fd());
+        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
+        // system calls (close, read) on descriptors open in the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::close(w);
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(r, (&raw mut byte).cast(), 1);
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        break;
+                    }
+                }
+                libc::close(r);
+                Ok(())
+            });
+        }
+    }
+
+    /// Lets the child go on to exec.
+    fn open(self) {
+        drop(self);
     }
 }

@@ -480,7 +480,12 @@ fn run_job(
             )
         })
     };
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, confined) {
+    // The job starts only once its pid is recorded: a job that stops or kills its runner at
+    // once (`kill -STOP $PPID`) must never catch it inside that write, holding the database
+    // for every other orch process for as long as it stays stopped.
+    let (gate, held) =
+        StartGate::new().map_err(io_err(format!("cannot start job {}", job.name)))?;
+    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, confined, held) {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -493,11 +498,6 @@ fn run_job(
     // a runner takes it. Written after the spawn, a job that stops its runner at once
     // (`kill -STOP $PPID`) would read `waiting` for ever: never "past its own limit".
     store.write(|tx| db::set_job_status(tx, job.id, JobStatus::Running, &JobUpdate::default()))?;
-    // The job starts only once its pid is recorded: a job that stops or kills its runner at
-    // once (`kill -STOP $PPID`) must never catch it inside that write, holding the database
-    // for every other orch process for as long as it stays stopped.
-    let gate = StartGate::new().map_err(io_err(format!("cannot start job {}", job.name)))?;
-    gate.hold(&mut cmd);
     let mut child = match spawn_in_group(
         &mut cmd,
         &GroupOptions {
@@ -562,6 +562,7 @@ fn job_command(
     job: &JobRow,
     preface: Option<&str>,
     confined: &Confinement,
+    gate: std::os::fd::OwnedFd,
 ) -> std::io::Result<(Command, Duration)> {
     let Confinement { account, sandbox } = *confined;
     if let Some(dir) = log_path.parent() {
@@ -591,9 +592,9 @@ fn job_command(
         None => Command::new("sh"),
     };
     cmd.arg("-c")
-        .arg(&job.command)
+        .arg(format!("{GATE_PREFIX}{}", job.command))
         .current_dir(work)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(gate))
         .stdout(log.try_clone()?)
         .stderr(log);
     scrub_env(&mut cmd, true);
@@ -639,16 +640,21 @@ fn append(path: &Path, line: &str) {
     }
 }
 
-/// Holds a child between fork and exec until its parent lets it go: a pipe whose read end the
-/// child waits on (end of file: [`StartGate::open`], or the parent's death — then the child's
-/// parent-death check refuses to start it).
+/// Holds a job back until its runner lets it go: the job's shell first reads its standard
+/// input, the read end of a pipe whose write end only the runner holds, to its end (the
+/// runner's [`StartGate::open`], or its death), then puts `/dev/null` there and runs the job.
+/// Done in the job's shell, after the exec: std's spawn waits for the exec, so a child held
+/// before it would hold its parent too.
 struct StartGate {
-    read: std::os::fd::OwnedFd,
     write: std::os::fd::OwnedFd,
 }
 
+/// What the job's shell runs before the job's own script (see [`StartGate`]).
+const GATE_PREFIX: &str = "read -r orch_gate || :; unset orch_gate; exec </dev/null\n";
+
 impl StartGate {
-    fn new() -> std::io::Result<StartGate> {
+    /// The gate and the read end to give the job as its standard input.
+    fn new() -> std::io::Result<(StartGate, std::os::fd::OwnedFd)> {
         use std::os::fd::FromRawFd;
         let mut fds = [0; 2];
         // SAFETY: pipe2 fills a local array; each descriptor is owned once, below.
@@ -656,38 +662,17 @@ impl StartGate {
             if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            Ok(StartGate {
-                read: std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-                write: std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-            })
+            Ok((
+                StartGate {
+                    write: std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+                },
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            ))
         }
     }
 
-    /// Makes `cmd`'s child wait at the gate before anything else of its start.
-    fn hold(&self, cmd: &mut std::process::Command) {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::process::CommandExt;
-        let (r, w) = (self.read.as_raw_fd(), self.write.as_raw_fd());
-        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
-        // system calls (close, read) on descriptors open in the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::close(w);
-                let mut byte = 0u8;
-                loop {
-                    let n = libc::read(r, (&raw mut byte).cast(), 1);
-                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                        break;
-                    }
-                }
-                libc::close(r);
-                Ok(())
-            });
-        }
-    }
-
-    /// Lets the child go on to exec.
+    /// Lets the job go on.
     fn open(self) {
-        drop(self);
+        drop(self.write);
     }
 }

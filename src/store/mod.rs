@@ -11,6 +11,7 @@ pub mod health;
 pub mod history;
 mod locks;
 mod schema;
+pub mod sql;
 pub mod upstream;
 pub mod usage;
 pub mod waves;
@@ -23,6 +24,7 @@ pub use locks::{
 };
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use sql::Tx;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -50,10 +52,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error("cannot open database {path}: {source}")]
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Open { path: PathBuf, source: sql::Error },
     #[error(
         "database {path} is busy: locked by another process for {} ({}); retry once it is done",
         crate::duration::format(*waited),
@@ -80,10 +79,7 @@ pub enum StoreError {
     #[error(
         "database {path} is unreadable or not an orch database ({source}); `orch resume --from-checkpoints` rebuilds it from sessions/*.checkpoint.yaml"
     )]
-    Corrupt {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Corrupt { path: PathBuf, source: sql::Error },
     #[error(
         "database {path} has schema version {found}, newer than this orch understands ({known}); upgrade orch"
     )]
@@ -93,29 +89,26 @@ pub enum StoreError {
         known: i64,
     },
     #[error("database {path}: {source}")]
-    Sql {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Sql { path: PathBuf, source: sql::Error },
 }
 
 /// The `store_meta` key set when `orch resume --from-checkpoints` rebuilt the database.
 pub const REBUILT_META: &str = "rebuilt_from_checkpoints_ms";
 
 /// A value of `store_meta` (small watermarks), if set.
-pub fn meta(tx: &rusqlite::Transaction, key: &str) -> rusqlite::Result<Option<i64>> {
-    use rusqlite::OptionalExtension;
+pub fn meta(tx: &Tx, key: &str) -> sql::Result<Option<i64>> {
+    use sql::OptionalExtension;
     tx.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
         .query_row([key], |r| r.get(0))
         .optional()
 }
 
-pub fn set_meta(tx: &rusqlite::Transaction, key: &str, value: i64) -> rusqlite::Result<()> {
+pub fn set_meta(tx: &Tx, key: &str, value: i64) -> sql::Result<()> {
     tx.prepare_cached(
         "INSERT INTO store_meta (key, value) VALUES (?1, ?2)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
     )?
-    .execute(rusqlite::params![key, value])?;
+    .execute(sql::params![key, value])?;
     Ok(())
 }
 
@@ -161,7 +154,7 @@ impl Store {
         )
         .map_err(|source| StoreError::Open {
             path: path.clone(),
-            source,
+            source: source.into(),
         })?;
         let mut store = Store {
             conn,
@@ -213,6 +206,7 @@ impl Store {
             match self
                 .conn
                 .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+                .map_err(sql::Error::from)
             {
                 Ok(_) => break,
                 Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
@@ -240,7 +234,8 @@ impl Store {
     /// Maps a rusqlite error to what it means for the operator: busy (with who holds it),
     /// damaged (with what the file shows), a full or read-only file system (the OS error
     /// SQLite saw), or the error itself.
-    pub(crate) fn classify(&self, e: rusqlite::Error) -> StoreError {
+    pub(crate) fn classify(&self, e: impl Into<sql::Error>) -> StoreError {
+        let e = e.into();
         // SAFETY: the handle is this store's open connection; the call only reads its errno.
         let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(self.conn.handle()) };
         match classify(&self.path, e, errno) {
@@ -274,43 +269,56 @@ impl Store {
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a
     /// read-check-write inside `f` cannot interleave with another process's.
-    pub fn write<T>(
-        &mut self,
-        f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
-    ) -> Result<T, StoreError> {
+    pub fn write<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = Tx::sqlite(
+                self.conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)?,
+            );
             let v = f(&tx)?;
             tx.commit()?;
-            Ok(v)
+            Ok::<_, sql::Error>(v)
+        })();
+        r.map_err(|e| self.classify(e))
+    }
+
+    /// Runs `f` in a write transaction that is always rolled back (what a pass would do,
+    /// measured or tried without keeping it).
+    pub fn rolled_back<T>(
+        &mut self,
+        f: impl FnOnce(&Tx) -> sql::Result<T>,
+    ) -> Result<T, StoreError> {
+        let r = (|| {
+            let tx = Tx::sqlite(
+                self.conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)?,
+            );
+            f(&tx)
         })();
         r.map_err(|e| self.classify(e))
     }
 
     /// Read-only access (a deferred transaction gives a consistent snapshot in WAL mode).
-    pub fn read<T>(
-        &mut self,
-        f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
-    ) -> Result<T, StoreError> {
+    pub fn read<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Deferred)?;
+            let tx = Tx::sqlite(
+                self.conn
+                    .transaction_with_behavior(TransactionBehavior::Deferred)?,
+            );
             f(&tx)
         })();
         r.map_err(|e| self.classify(e))
     }
 
     /// The raw connection, for modules that own their own tables.
-    pub fn conn(&mut self) -> &mut Connection {
+    #[cfg(test)]
+    pub(crate) fn conn(&mut self) -> &mut Connection {
         &mut self.conn
     }
 }
 
 /// `errno` is the OS error SQLite last saw on this connection (`sqlite3_system_errno`).
-fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
+fn classify(path: &Path, e: sql::Error, errno: i32) -> StoreError {
     let path = path.to_path_buf();
     {
         if is_busy(&e) {
@@ -320,7 +328,7 @@ fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
                 holders: Vec::new(),
             };
         }
-        if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        if let sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) = &e {
             let os = errno_name(&std::io::Error::from_raw_os_error(errno));
             match f.code {
                 // SQLite's own word for a write that found no space.
@@ -343,7 +351,7 @@ fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
                 _ => {}
             }
         }
-        if let rusqlite::Error::SqliteFailure(f, _) = &e
+        if let sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) = &e
             && matches!(
                 f.code,
                 rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
@@ -374,10 +382,10 @@ pub fn errno_words(errno: &str) -> &'static str {
     }
 }
 
-pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+pub(crate) fn is_busy(e: &sql::Error) -> bool {
     matches!(
         e,
-        rusqlite::Error::SqliteFailure(f, _)
+        sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _))
             if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     )
 }

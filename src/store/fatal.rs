@@ -153,41 +153,44 @@ mod tests {
 
     #[test]
     fn a_hold_covers_its_chain_and_is_cleared_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let g = RepoGraph::new([
-            ("core".to_string(), vec![]),
-            ("vm".to_string(), vec!["core".to_string()]),
-            ("os".to_string(), vec!["core".to_string()]),
-            ("web".to_string(), vec![]),
-        ]);
-        let h = FatalHold {
-            repo: "vm".into(),
-            reason: "secret committed".into(),
-            by: "alice".into(),
-            worker_id: None,
-            at_ms: 5,
-        };
-        assert!(s.write(|tx| add(tx, &h)).unwrap());
-        assert!(!s.write(|tx| add(tx, &h)).unwrap(), "the first stands");
-        let cov = |s: &mut Store, r: &str| s.read(|tx| covering(tx, &g, r)).unwrap().len();
-        assert_eq!(cov(&mut s, "vm"), 1);
-        assert_eq!(cov(&mut s, "core"), 1, "a dependency");
-        assert_eq!(cov(&mut s, "os"), 0, "a sibling is not in vm's chain");
-        assert_eq!(cov(&mut s, "web"), 0);
-        let cleared = s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap();
-        assert_eq!(cleared.map(|c| c.hold), Some(h.clone()));
-        assert_eq!(s.write(|tx| clear(tx, "vm", "carol", 10)).unwrap(), None);
-        assert_eq!(cov(&mut s, "vm"), 0);
-        let chain = ["core".to_string(), "vm".to_string()];
-        let last = s.read(|tx| last_cleared(tx, &chain)).unwrap();
-        assert_eq!(
-            last,
-            Some(ClearedHold {
-                hold: h,
-                cleared_by: "bob".into(),
-                cleared_ms: 9
-            })
+        crate::store::conformance::each_backend(
+            "a_hold_covers_its_chain_and_is_cleared_once",
+            |s| {
+                let g = RepoGraph::new([
+                    ("core".to_string(), vec![]),
+                    ("vm".to_string(), vec!["core".to_string()]),
+                    ("os".to_string(), vec!["core".to_string()]),
+                    ("web".to_string(), vec![]),
+                ]);
+                let h = FatalHold {
+                    repo: "vm".into(),
+                    reason: "secret committed".into(),
+                    by: "alice".into(),
+                    worker_id: None,
+                    at_ms: 5,
+                };
+                assert!(s.write(|tx| add(tx, &h)).unwrap());
+                assert!(!s.write(|tx| add(tx, &h)).unwrap(), "the first stands");
+                let cov = |s: &mut Store, r: &str| s.read(|tx| covering(tx, &g, r)).unwrap().len();
+                assert_eq!(cov(s, "vm"), 1);
+                assert_eq!(cov(s, "core"), 1, "a dependency");
+                assert_eq!(cov(s, "os"), 0, "a sibling is not in vm's chain");
+                assert_eq!(cov(s, "web"), 0);
+                let cleared = s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap();
+                assert_eq!(cleared.map(|c| c.hold), Some(h.clone()));
+                assert_eq!(s.write(|tx| clear(tx, "vm", "carol", 10)).unwrap(), None);
+                assert_eq!(cov(s, "vm"), 0);
+                let chain = ["core".to_string(), "vm".to_string()];
+                let last = s.read(|tx| last_cleared(tx, &chain)).unwrap();
+                assert_eq!(
+                    last,
+                    Some(ClearedHold {
+                        hold: h,
+                        cleared_by: "bob".into(),
+                        cleared_ms: 9
+                    })
+                );
+            },
         );
     }
 }

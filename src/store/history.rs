@@ -179,7 +179,6 @@ mod tests {
     use super::*;
     use crate::contract::Contract;
     use crate::milestone::{LandState, Milestone, Progress};
-    use crate::store::Store;
     use crate::store::workers::{self as ws, Cursor, HistoryFilter};
 
     fn worker(id: &str, repo: &str, m: Milestone, at: i64) -> WorkerRecord {
@@ -221,86 +220,90 @@ mod tests {
 
     #[test]
     fn live_and_ended_workers_are_read_apart_and_ended_ones_paged_newest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let mut landing = worker("landing", "core", Milestone::Done, 50);
-        landing.progress.landing = Some(crate::milestone::Landing {
-            state: LandState::Verifying,
-            ..crate::milestone::Landing::planned(
-                &crate::config::LandConfig::default_for(crate::config::ForgeKind::Local),
-                Vec::new(),
-            )
-        });
-        s.write(|tx| {
-            for i in 0..5 {
-                ws::insert_worker(
-                    tx,
-                    &worker(&format!("d{i}"), "core", Milestone::Done, 10 + i),
-                )?;
-            }
-            ws::insert_worker(tx, &worker("f", "vm", Milestone::Failed, 20))?;
-            ws::insert_worker(tx, &worker("w", "core", Milestone::Working, 30))?;
-            ws::insert_worker(tx, &worker("b", "vm", Milestone::Blocked, 31))?;
-            ws::insert_worker(tx, &landing)
-        })
-        .unwrap();
-        let live = s.live_workers().unwrap();
-        // A DONE worker whose change is landing is live: its supervisor still works.
-        assert_eq!(ids(&live), ["w", "b", "landing"]);
-        let all = HistoryFilter::default();
-        let (page1, n) = s
-            .read(|tx| {
-                Ok((
-                    ws::ended_workers(tx, &all, None, Some(4))?,
-                    ws::count_ended(tx, &all, None)?,
-                ))
-            })
-            .unwrap();
-        assert_eq!(ids(&page1), ["f", "d4", "d3", "d2"]);
-        assert_eq!(n, 6);
-        let cursor = Cursor::parse(&Cursor::of(&page1[3]).unwrap().encode()).unwrap();
-        let page2 = s
-            .read(|tx| ws::ended_workers(tx, &all, Some(&cursor), Some(4)))
-            .unwrap();
-        assert_eq!(ids(&page2), ["d1", "d0"]);
-        let vm = HistoryFilter {
-            repo: Some("vm".into()),
-            ..Default::default()
-        };
-        let (live_vm, ended_vm) = s
-            .read(|tx| {
-                Ok((
-                    ws::live_workers_where(tx, &vm)?,
-                    ws::ended_workers(tx, &vm, None, None)?,
-                ))
-            })
-            .unwrap();
-        assert_eq!((ids(&live_vm), ids(&ended_vm)), (vec!["b"], vec!["f"]));
-        let since = HistoryFilter {
-            ended_since_ms: Some(13),
-            ..Default::default()
-        };
-        let recent = s
-            .read(|tx| ws::ended_workers(tx, &since, None, None))
-            .unwrap();
-        assert_eq!(ids(&recent), ["f", "d4", "d3"]);
-        // Landed: it ends then, and a worker that comes back to life is live again.
-        landing.progress.landing.as_mut().unwrap().state = LandState::Landed;
-        s.write(|tx| ws::save_progress(tx, "landing", &landing.progress))
-            .unwrap();
-        assert_eq!(ids(&s.live_workers().unwrap()), ["w", "b"]);
-        landing.progress.landing.as_mut().unwrap().state = LandState::Reverting;
-        s.write(|tx| ws::save_progress(tx, "landing", &landing.progress))
-            .unwrap();
-        assert_eq!(ids(&s.live_workers().unwrap()), ["w", "b", "landing"]);
-        assert!(Cursor::parse("nope").is_none() && Cursor::parse("12:").is_none());
+        crate::store::conformance::each_backend(
+            "live_and_ended_workers_are_read_apart_and_ended_ones_paged_newest_first",
+            |s| {
+                let mut landing = worker("landing", "core", Milestone::Done, 50);
+                landing.progress.landing = Some(crate::milestone::Landing {
+                    state: LandState::Verifying,
+                    ..crate::milestone::Landing::planned(
+                        &crate::config::LandConfig::default_for(crate::config::ForgeKind::Local),
+                        Vec::new(),
+                    )
+                });
+                s.write(|tx| {
+                    for i in 0..5 {
+                        ws::insert_worker(
+                            tx,
+                            &worker(&format!("d{i}"), "core", Milestone::Done, 10 + i),
+                        )?;
+                    }
+                    ws::insert_worker(tx, &worker("f", "vm", Milestone::Failed, 20))?;
+                    ws::insert_worker(tx, &worker("w", "core", Milestone::Working, 30))?;
+                    ws::insert_worker(tx, &worker("b", "vm", Milestone::Blocked, 31))?;
+                    ws::insert_worker(tx, &landing)
+                })
+                .unwrap();
+                let live = s.live_workers().unwrap();
+                // A DONE worker whose change is landing is live: its supervisor still works.
+                assert_eq!(ids(&live), ["w", "b", "landing"]);
+                let all = HistoryFilter::default();
+                let (page1, n) = s
+                    .read(|tx| {
+                        Ok((
+                            ws::ended_workers(tx, &all, None, Some(4))?,
+                            ws::count_ended(tx, &all, None)?,
+                        ))
+                    })
+                    .unwrap();
+                assert_eq!(ids(&page1), ["f", "d4", "d3", "d2"]);
+                assert_eq!(n, 6);
+                let cursor = Cursor::parse(&Cursor::of(&page1[3]).unwrap().encode()).unwrap();
+                let page2 = s
+                    .read(|tx| ws::ended_workers(tx, &all, Some(&cursor), Some(4)))
+                    .unwrap();
+                assert_eq!(ids(&page2), ["d1", "d0"]);
+                let vm = HistoryFilter {
+                    repo: Some("vm".into()),
+                    ..Default::default()
+                };
+                let (live_vm, ended_vm) = s
+                    .read(|tx| {
+                        Ok((
+                            ws::live_workers_where(tx, &vm)?,
+                            ws::ended_workers(tx, &vm, None, None)?,
+                        ))
+                    })
+                    .unwrap();
+                assert_eq!((ids(&live_vm), ids(&ended_vm)), (vec!["b"], vec!["f"]));
+                let since = HistoryFilter {
+                    ended_since_ms: Some(13),
+                    ..Default::default()
+                };
+                let recent = s
+                    .read(|tx| ws::ended_workers(tx, &since, None, None))
+                    .unwrap();
+                assert_eq!(ids(&recent), ["f", "d4", "d3"]);
+                // Landed: it ends then, and a worker that comes back to life is live again.
+                landing.progress.landing.as_mut().unwrap().state = LandState::Landed;
+                s.write(|tx| ws::save_progress(tx, "landing", &landing.progress))
+                    .unwrap();
+                assert_eq!(ids(&s.live_workers().unwrap()), ["w", "b"]);
+                landing.progress.landing.as_mut().unwrap().state = LandState::Reverting;
+                s.write(|tx| ws::save_progress(tx, "landing", &landing.progress))
+                    .unwrap();
+                assert_eq!(ids(&s.live_workers().unwrap()), ["w", "b", "landing"]);
+                assert!(Cursor::parse("nope").is_none() && Cursor::parse("12:").is_none());
+            },
+        );
     }
 
     #[test]
     fn a_pruned_worker_takes_its_rows_and_delivered_alerts_and_leaves_what_is_still_needed() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        s.write(|tx| {
+        crate::store::conformance::each_backend(
+            "a_pruned_worker_takes_its_rows_and_delivered_alerts_and_leaves_what_is_still_needed",
+            |s| {
+                s.write(|tx| {
             ws::insert_worker(tx, &worker("old", "core", Milestone::Done, 10))?;
             ws::insert_worker(tx, &worker("locked", "vm", Milestone::Failed, 10))?;
             ws::add_event(tx, "old", "spawned", Milestone::Working, "x")?;
@@ -329,46 +332,48 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let g = crate::graph::RepoGraph::new([("vm".to_string(), vec![])]);
-        s.try_lock(
-            &g,
-            "vm",
-            "locked",
-            crate::lock::HolderKind::Worker,
-            None,
-            None,
-        )
-        .unwrap();
-        let cands = s.read(|tx| candidates(tx, 100)).unwrap();
-        assert_eq!(cands.len(), 2);
-        assert!(
-            cands
-                .iter()
-                .any(|c| c.worker.id == "locked" && c.holds_lock)
-        );
-        let mut d = Deleted::default();
-        let (old, locked) = s
-            .write(|tx| {
-                Ok((
-                    delete_worker(tx, "old", &mut d)?,
-                    delete_worker(tx, "locked", &mut d)?,
-                ))
-            })
-            .unwrap();
-        assert!(old && !locked, "a worker holding a lock is never pruned");
-        assert_eq!((d.workers, d.alerts, d.deliveries), (1, 1, 1));
-        let left: (i64, i64, i64, i64) = s
-            .read(|tx| {
-                tx.query_row(
+                let g = crate::graph::RepoGraph::new([("vm".to_string(), vec![])]);
+                s.try_lock(
+                    &g,
+                    "vm",
+                    "locked",
+                    crate::lock::HolderKind::Worker,
+                    None,
+                    None,
+                )
+                .unwrap();
+                let cands = s.read(|tx| candidates(tx, 100)).unwrap();
+                assert_eq!(cands.len(), 2);
+                assert!(
+                    cands
+                        .iter()
+                        .any(|c| c.worker.id == "locked" && c.holds_lock)
+                );
+                let mut d = Deleted::default();
+                let (old, locked) = s
+                    .write(|tx| {
+                        Ok((
+                            delete_worker(tx, "old", &mut d)?,
+                            delete_worker(tx, "locked", &mut d)?,
+                        ))
+                    })
+                    .unwrap();
+                assert!(old && !locked, "a worker holding a lock is never pruned");
+                assert_eq!((d.workers, d.alerts, d.deliveries), (1, 1, 1));
+                let left: (i64, i64, i64, i64) = s
+                    .read(|tx| {
+                        tx.query_row(
                     "SELECT (SELECT COUNT(*) FROM worker_events), (SELECT COUNT(*) FROM pushes),
                             (SELECT COUNT(*) FROM alerts), (SELECT COUNT(*) FROM alert_deliveries)",
                     [],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
-            })
-            .unwrap();
-        // The alert whose delivery was given up stays, with its row: not delivered.
-        assert_eq!(left, (0, 0, 1, 1));
-        assert_eq!(ids(&s.workers().unwrap()), ["locked"]);
+                    })
+                    .unwrap();
+                // The alert whose delivery was given up stays, with its row: not delivered.
+                assert_eq!(left, (0, 0, 1, 1));
+                assert_eq!(ids(&s.workers().unwrap()), ["locked"]);
+            },
+        );
     }
 }

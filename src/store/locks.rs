@@ -438,69 +438,72 @@ mod tests {
 
     #[test]
     fn acquire_block_release_and_history() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let g = graph();
-        let LockAttempt::Acquired(l) = s
-            .try_lock(&g, "vm", "hold:a", HolderKind::Hold, Some("r"), Some("me"))
-            .unwrap()
-        else {
-            panic!()
-        };
-        assert!(matches!(
-            s.try_lock(&g, "os", "w1", HolderKind::Worker, None, None)
-                .unwrap(),
-            LockAttempt::Acquired(_)
-        ));
-        let LockAttempt::Blocked(b) = s
-            .try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
-            .unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(b.len(), 2);
-        assert!(
-            s.unhold("os", None).unwrap().is_err(),
-            "unhold must not free a worker's lock"
-        );
-        assert_eq!(s.unhold("vm", None).unwrap().unwrap().id, l.id);
-        assert_eq!(
-            s.release("w1", Some("done"), None).unwrap().unwrap().repo,
-            "os"
-        );
-        assert!(matches!(
-            s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
-                .unwrap(),
-            LockAttempt::Acquired(_)
-        ));
-        let h = s.lock_history().unwrap();
-        assert_eq!(h.len(), 5);
-        assert!(first_conflict(&g, &h).is_none());
+        crate::store::conformance::each_backend("acquire_block_release_and_history", |s| {
+            let g = graph();
+            let LockAttempt::Acquired(l) = s
+                .try_lock(&g, "vm", "hold:a", HolderKind::Hold, Some("r"), Some("me"))
+                .unwrap()
+            else {
+                panic!()
+            };
+            assert!(matches!(
+                s.try_lock(&g, "os", "w1", HolderKind::Worker, None, None)
+                    .unwrap(),
+                LockAttempt::Acquired(_)
+            ));
+            let LockAttempt::Blocked(b) = s
+                .try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
+                .unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(b.len(), 2);
+            assert!(
+                s.unhold("os", None).unwrap().is_err(),
+                "unhold must not free a worker's lock"
+            );
+            assert_eq!(s.unhold("vm", None).unwrap().unwrap().id, l.id);
+            assert_eq!(
+                s.release("w1", Some("done"), None).unwrap().unwrap().repo,
+                "os"
+            );
+            assert!(matches!(
+                s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
+                    .unwrap(),
+                LockAttempt::Acquired(_)
+            ));
+            let h = s.lock_history().unwrap();
+            assert_eq!(h.len(), 5);
+            assert!(first_conflict(&g, &h).is_none());
+        });
     }
 
     /// A hold's name may hold several chains: each release frees one, with its own history row.
     #[test]
     fn a_holder_of_several_locks_releases_them_one_at_a_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let g = graph();
-        for repo in ["vm", "os"] {
-            let got = s.try_lock(&g, repo, "hold:x", HolderKind::Hold, None, None);
-            assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
-        }
-        let first = s.release("hold:x", None, None).unwrap().unwrap();
-        assert_eq!(s.locks().unwrap().len(), 1);
-        let second = s.release("hold:x", None, None).unwrap().unwrap();
-        assert_ne!(first.repo, second.repo);
-        assert!(s.release("hold:x", None, None).unwrap().is_none());
-        let h = s.lock_history().unwrap();
-        let released: Vec<&str> = h
-            .iter()
-            .filter(|e| e.action == "release")
-            .map(|e| e.repo.as_str())
-            .collect();
-        assert_eq!(released, [first.repo.as_str(), second.repo.as_str()]);
-        assert!(first_conflict(&g, &h).is_none());
+        crate::store::conformance::each_backend(
+            "a_holder_of_several_locks_releases_them_one_at_a_time",
+            |s| {
+                let g = graph();
+                for repo in ["vm", "os"] {
+                    let got = s.try_lock(&g, repo, "hold:x", HolderKind::Hold, None, None);
+                    assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
+                }
+                let first = s.release("hold:x", None, None).unwrap().unwrap();
+                assert_eq!(s.locks().unwrap().len(), 1);
+                let second = s.release("hold:x", None, None).unwrap().unwrap();
+                assert_ne!(first.repo, second.repo);
+                assert!(s.release("hold:x", None, None).unwrap().is_none());
+                let h = s.lock_history().unwrap();
+                let released: Vec<&str> = h
+                    .iter()
+                    .filter(|e| e.action == "release")
+                    .map(|e| e.repo.as_str())
+                    .collect();
+                assert_eq!(released, [first.repo.as_str(), second.repo.as_str()]);
+                assert!(first_conflict(&g, &h).is_none());
+            },
+        );
     }
 
     /// Pages one committed transaction appended to the WAL.

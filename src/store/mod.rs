@@ -6,10 +6,13 @@
 
 pub mod alerts;
 pub mod board;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod fatal;
 pub mod health;
 pub mod history;
 mod locks;
+pub mod pg;
 mod schema;
 pub mod sql;
 pub mod upstream;
@@ -113,7 +116,7 @@ pub fn set_meta(tx: &Tx, key: &str, value: i64) -> sql::Result<()> {
 }
 
 pub struct Store {
-    conn: Connection,
+    backend: Backend,
     path: PathBuf,
     waits: Duration,
     /// `alerts.dedup_window` of the configuration in use (the journal de-duplicates with it).
@@ -157,7 +160,7 @@ impl Store {
             source: source.into(),
         })?;
         let mut store = Store {
-            conn,
+            backend: Backend::Sqlite(conn),
             path,
             waits: busy_timeout(),
             alert_window: crate::config::DEDUP_WINDOW,
@@ -167,6 +170,41 @@ impl Store {
         Ok(store)
     }
 
+    /// Connects to the PostgreSQL database at `url` and brings its schema up to date. Errors
+    /// name the URL without its password.
+    pub fn open_url(url: &str) -> Result<Store, StoreError> {
+        Store::open_pg(url, None)
+    }
+
+    /// [`Store::open_url`] with every name resolved in `schema` (a test's own).
+    pub fn open_pg(url: &str, schema: Option<&str>) -> Result<Store, StoreError> {
+        let path = PathBuf::from(pg::redact(url));
+        let waits = busy_timeout();
+        let conn = pg::PgConn::connect(url, schema)
+            .and_then(|mut c| c.set_lock_timeout(waits).map(|()| c))
+            .map_err(|source| StoreError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        let mut store = Store {
+            backend: Backend::Pg(Box::new(conn)),
+            path,
+            waits,
+            alert_window: crate::config::DEDUP_WINDOW,
+        };
+        schema::migrate(&mut store)?;
+        Ok(store)
+    }
+
+    /// Which database this store is on ("sqlite", "postgresql"), for `orch check`.
+    pub fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Pg(_) => "postgresql",
+        }
+    }
+
+    /// The database file (SQLite) or the URL without its password (PostgreSQL).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -184,7 +222,14 @@ impl Store {
     /// A store that waits [`SUPERVISOR_BUSY_TIMEOUT`] for a busy database (a supervisor's).
     pub fn patient(mut self) -> Store {
         self.waits = SUPERVISOR_BUSY_TIMEOUT.max(busy_timeout());
-        let _ = self.conn.busy_timeout(self.waits);
+        match &mut self.backend {
+            Backend::Sqlite(c) => {
+                let _ = c.busy_timeout(self.waits);
+            }
+            Backend::Pg(c) => {
+                let _ = c.set_lock_timeout(self.waits);
+            }
+        }
         self
     }
 
@@ -195,49 +240,36 @@ impl Store {
 
     fn configure(&mut self) -> Result<(), StoreError> {
         let timeout = self.waits;
-        self.conn
-            .busy_timeout(timeout)
-            .map_err(|e| self.classify(e))?;
-        // WAL lets readers (orch status) proceed while a supervisor writes. Switching modes
-        // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry, within
-        // the same bound as one wait (each try waits for the lock itself).
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            match self
-                .conn
-                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
-                .map_err(sql::Error::from)
-            {
-                Ok(_) => break,
-                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    let _ = self.conn.busy_timeout(left.max(Duration::from_millis(1)));
-                }
-                Err(e) => {
-                    let _ = self.conn.busy_timeout(timeout);
-                    return Err(self.classify(e));
-                }
-            }
-        }
-        let _ = self.conn.busy_timeout(timeout);
-        self.conn
-            .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
-            .map_err(|e| self.classify(e))?;
-        // rusqlite keeps 16 prepared statements by default; one spawn's transaction alone
-        // (lock, worker, event) plus a supervisor's loop use more, and an evicted statement is
-        // parsed again on its next use.
-        self.conn.set_prepared_statement_cache_capacity(64);
-        Ok(())
+        let r = match &mut self.backend {
+            Backend::Sqlite(conn) => configure_sqlite(conn, timeout),
+            Backend::Pg(_) => Ok(()),
+        };
+        r.map_err(|e| self.classify(e))
     }
 
-    /// Maps a rusqlite error to what it means for the operator: busy (with who holds it),
+    /// Maps a store error to what it means for the operator: busy (with who holds it),
     /// damaged (with what the file shows), a full or read-only file system (the OS error
     /// SQLite saw), or the error itself.
     pub(crate) fn classify(&self, e: impl Into<sql::Error>) -> StoreError {
         let e = e.into();
-        // SAFETY: the handle is this store's open connection; the call only reads its errno.
-        let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(self.conn.handle()) };
+        let errno = match &self.backend {
+            // SAFETY: the handle is this store's open connection; the call only reads its errno.
+            Backend::Sqlite(c) => unsafe { rusqlite::ffi::sqlite3_system_errno(c.handle()) },
+            Backend::Pg(_) => 0,
+        };
+        if let Backend::Pg(_) = self.backend {
+            return match classify(&self.path, e, errno) {
+                StoreError::Locked { path, .. } => StoreError::Locked {
+                    path,
+                    waited: self.waits,
+                    holders: vec![format!(
+                        "another orch writer (advisory lock {:#x}: see pg_locks)",
+                        pg::WRITE_LOCK
+                    )],
+                },
+                other => other,
+            };
+        }
         match classify(&self.path, e, errno) {
             StoreError::Locked { path, holders, .. } if holders.is_empty() => StoreError::Locked {
                 holders: health::holders(&path),
@@ -267,14 +299,23 @@ impl Store {
         }
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a
-    /// read-check-write inside `f` cannot interleave with another process's.
+    /// A write transaction with the write lock taken up front (SQLite's `BEGIN IMMEDIATE`,
+    /// PostgreSQL's advisory lock), so a read-check-write inside it cannot interleave with
+    /// another process's — on any host.
+    fn begin_write(&mut self) -> sql::Result<Tx<'_>> {
+        Ok(match &mut self.backend {
+            Backend::Sqlite(c) => {
+                Tx::sqlite(c.transaction_with_behavior(TransactionBehavior::Immediate)?)
+            }
+            Backend::Pg(c) => Tx::pg(c.write()?),
+        })
+    }
+
+    /// Runs `f` in one write transaction ([`Store::begin_write`]): the write lock is taken up
+    /// front, so a read-check-write inside `f` cannot interleave with another process's.
     pub fn write<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = Tx::sqlite(
-                self.conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)?,
-            );
+            let tx = self.begin_write()?;
             let v = f(&tx)?;
             tx.commit()?;
             Ok::<_, sql::Error>(v)
@@ -289,22 +330,22 @@ impl Store {
         f: impl FnOnce(&Tx) -> sql::Result<T>,
     ) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = Tx::sqlite(
-                self.conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)?,
-            );
+            let tx = self.begin_write()?;
             f(&tx)
         })();
         r.map_err(|e| self.classify(e))
     }
 
-    /// Read-only access (a deferred transaction gives a consistent snapshot in WAL mode).
+    /// Read-only access: a consistent snapshot (SQLite's deferred transaction in WAL mode,
+    /// PostgreSQL's `REPEATABLE READ READ ONLY`).
     pub fn read<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = Tx::sqlite(
-                self.conn
-                    .transaction_with_behavior(TransactionBehavior::Deferred)?,
-            );
+            let tx = match &mut self.backend {
+                Backend::Sqlite(c) => {
+                    Tx::sqlite(c.transaction_with_behavior(TransactionBehavior::Deferred)?)
+                }
+                Backend::Pg(c) => Tx::pg(c.read()?),
+            };
             f(&tx)
         })();
         r.map_err(|e| self.classify(e))
@@ -313,8 +354,50 @@ impl Store {
     /// The raw connection, for modules that own their own tables.
     #[cfg(test)]
     pub(crate) fn conn(&mut self) -> &mut Connection {
-        &mut self.conn
+        match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(_) => panic!("not a SQLite store"),
+        }
     }
+}
+
+/// The database behind a store; nothing outside `store/` knows which.
+enum Backend {
+    Sqlite(Connection),
+    Pg(Box<pg::PgConn>),
+}
+
+/// Busy timeout, WAL, synchronous=NORMAL, foreign keys, the statement cache.
+fn configure_sqlite(conn: &mut Connection, timeout: Duration) -> sql::Result<()> {
+    conn.busy_timeout(timeout)?;
+    // WAL lets readers (orch status) proceed while a supervisor writes. Switching modes
+    // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry, within
+    // the same bound as one wait (each try waits for the lock itself).
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+            .map_err(sql::Error::from)
+        {
+            Ok(_) => break,
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let _ = conn.busy_timeout(left.max(Duration::from_millis(1)));
+            }
+            Err(e) => {
+                let _ = conn.busy_timeout(timeout);
+                return Err(e);
+            }
+        }
+    }
+    let _ = conn.busy_timeout(timeout);
+    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+    // rusqlite keeps 16 prepared statements by default; one spawn's transaction alone
+    // (lock, worker, event) plus a supervisor's loop use more, and an evicted statement is
+    // parsed again on its next use.
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
 }
 
 /// `errno` is the OS error SQLite last saw on this connection (`sqlite3_system_errno`).
@@ -383,11 +466,15 @@ pub fn errno_words(errno: &str) -> &'static str {
 }
 
 pub(crate) fn is_busy(e: &sql::Error) -> bool {
-    matches!(
-        e,
-        sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _))
-            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
+    match e {
+        sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+            f.code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        ),
+        // lock_timeout passed waiting for the write lock.
+        sql::Error::Pg(e) => e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+        _ => false,
+    }
 }
 
 /// Creates `dir` (and parents) with mode 0700 if missing.

@@ -94,6 +94,8 @@ impl fmt::Display for FromSqlError {
 pub enum Error {
     /// What SQLite said.
     Sqlite(rusqlite::Error),
+    /// What PostgreSQL (or the connection to it) said.
+    Pg(postgres::Error),
     /// `query_row` found no row (`.optional()` turns it into `None`).
     NoRows,
     /// Column `column` could not be read as the type asked for.
@@ -106,6 +108,11 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Sqlite(e) => e.fmt(f),
+            Error::Pg(e) => match e.as_db_error() {
+                // The server's own words (with its detail), not "db error".
+                Some(db) => write!(f, "{}: {}", db.code().code(), db),
+                None => e.fmt(f),
+            },
             Error::NoRows => f.write_str("Query returned no rows"),
             Error::Conversion { column, source } => {
                 write!(f, "column {column} cannot be read: {source}")
@@ -119,6 +126,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Sqlite(e) => Some(e),
+            Error::Pg(e) => Some(e),
             _ => None,
         }
     }
@@ -130,6 +138,12 @@ impl From<rusqlite::Error> for Error {
             rusqlite::Error::QueryReturnedNoRows => Error::NoRows,
             e => Error::Sqlite(e),
         }
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Error {
+        Error::Pg(e)
     }
 }
 
@@ -403,6 +417,7 @@ pub struct Tx<'c> {
 
 enum TxImp<'c> {
     Sqlite(rusqlite::Transaction<'c>),
+    Pg(Box<dyn super::pg::PgExec + 'c>),
 }
 
 impl<'c> Tx<'c> {
@@ -412,9 +427,25 @@ impl<'c> Tx<'c> {
         }
     }
 
+    pub(super) fn pg(tx: super::pg::PgTx<'c>) -> Tx<'c> {
+        Tx {
+            imp: TxImp::Pg(Box::new(tx)),
+        }
+    }
+
     pub(super) fn commit(self) -> Result<()> {
         match self.imp {
             TxImp::Sqlite(tx) => Ok(tx.commit()?),
+            TxImp::Pg(tx) => tx.commit(),
+        }
+    }
+
+    /// Which backend runs it ("sqlite", "postgresql"): for the rare statement only one of them
+    /// needs (a schema probe), never for a store decision.
+    pub fn backend(&self) -> &'static str {
+        match self.imp {
+            TxImp::Sqlite(_) => "sqlite",
+            TxImp::Pg(_) => "postgresql",
         }
     }
 
@@ -423,6 +454,9 @@ impl<'c> Tx<'c> {
         match &self.imp {
             TxImp::Sqlite(tx) => Ok(Stmt {
                 imp: StmtImp::Sqlite(tx.prepare_cached(sql)?),
+            }),
+            TxImp::Pg(tx) => Ok(Stmt {
+                imp: StmtImp::Pg(&**tx, tx.prepare(sql)?),
             }),
         }
     }
@@ -456,6 +490,7 @@ impl<'c> Tx<'c> {
     pub fn path(&self) -> Option<&str> {
         match &self.imp {
             TxImp::Sqlite(tx) => tx.path(),
+            TxImp::Pg(_) => None,
         }
     }
 
@@ -463,6 +498,7 @@ impl<'c> Tx<'c> {
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.imp {
             TxImp::Sqlite(tx) => Ok(tx.execute_batch(sql)?),
+            TxImp::Pg(tx) => tx.batch(sql),
         }
     }
 }
@@ -474,13 +510,14 @@ pub struct Stmt<'t> {
 
 enum StmtImp<'t> {
     Sqlite(rusqlite::CachedStatement<'t>),
+    Pg(&'t dyn super::pg::PgExec, postgres::Statement),
 }
 
 impl Stmt<'_> {
     pub fn execute(&mut self, p: impl Params) -> Result<usize> {
-        let bound = bind(&p)?;
         match &mut self.imp {
-            StmtImp::Sqlite(s) => Ok(s.execute(rusqlite::params_from_iter(bound))?),
+            StmtImp::Sqlite(s) => Ok(s.execute(rusqlite::params_from_iter(bind(&p)?))?),
+            StmtImp::Pg(tx, s) => tx.execute(s, &p.values()?),
         }
     }
 
@@ -489,10 +526,9 @@ impl Stmt<'_> {
         p: impl Params,
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<T> {
-        let bound = bind(&p)?;
         match &mut self.imp {
             StmtImp::Sqlite(s) => {
-                let mut rows = s.query(rusqlite::params_from_iter(bound))?;
+                let mut rows = s.query(rusqlite::params_from_iter(bind(&p)?))?;
                 match rows.next()? {
                     Some(r) => f(&Row {
                         imp: RowImp::Sqlite(r),
@@ -500,6 +536,12 @@ impl Stmt<'_> {
                     None => Err(Error::NoRows),
                 }
             }
+            StmtImp::Pg(tx, s) => match tx.query(s, &p.values()?)?.first() {
+                Some(r) => f(&Row {
+                    imp: RowImp::Values(r),
+                }),
+                None => Err(Error::NoRows),
+            },
         }
     }
 
@@ -523,13 +565,22 @@ impl Stmt<'_> {
         p: impl Params,
         mut f: impl FnMut(&Row<'_>) -> Result<bool>,
     ) -> Result<()> {
-        let bound = bind(&p)?;
         match &mut self.imp {
             StmtImp::Sqlite(s) => {
-                let mut rows = s.query(rusqlite::params_from_iter(bound))?;
+                let mut rows = s.query(rusqlite::params_from_iter(bind(&p)?))?;
                 while let Some(r) = rows.next()? {
                     if !f(&Row {
                         imp: RowImp::Sqlite(r),
+                    })? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            StmtImp::Pg(tx, s) => {
+                for r in tx.query(s, &p.values()?)? {
+                    if !f(&Row {
+                        imp: RowImp::Values(&r),
                     })? {
                         break;
                     }
@@ -568,6 +619,8 @@ pub struct Row<'r> {
 
 enum RowImp<'r> {
     Sqlite(&'r rusqlite::Row<'r>),
+    /// A row read whole (PostgreSQL's).
+    Values(&'r [Value]),
 }
 
 impl Row<'_> {
@@ -598,6 +651,10 @@ impl Row<'_> {
                     R::Blob(b) => ValueRef::Blob(b),
                 })
             }
+            RowImp::Values(v) => v.get(idx).map(Value::as_ref).ok_or(Error::Conversion {
+                column: idx,
+                source: FromSqlError::InvalidType("no such column"),
+            }),
         }
     }
 }

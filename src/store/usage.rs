@@ -103,7 +103,8 @@ pub fn save_usage(tx: &Tx, worker: &str, u: &Usage, now_ms: i64) -> super::sql::
 pub fn limit_agent(tx: &Tx, agent: &str, until_ms: i64, detail: &str) -> super::sql::Result<()> {
     tx.execute(
         "INSERT INTO agent_limits (agent, until_ms, detail) VALUES (?1, ?2, ?3)
-         ON CONFLICT (agent) DO UPDATE SET until_ms = max(until_ms, excluded.until_ms),
+         ON CONFLICT (agent) DO UPDATE SET until_ms =
+             CASE WHEN excluded.until_ms > agent_limits.until_ms THEN excluded.until_ms ELSE agent_limits.until_ms END,
              detail = excluded.detail",
         params![agent, until_ms, detail],
     )?;

@@ -355,7 +355,8 @@ pub fn ended_workers(
         filter.push_str(&format!(" AND (ended_ms, id) < (?{}, ?{n})", n - 1));
     }
     params.push(super::sql::Value::Integer(
-        limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64),
+        // No limit: the largest (a negative LIMIT is SQLite's alone).
+        limit.map_or(i64::MAX, |l| l.min(i64::MAX as usize) as i64),
     ));
     tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE {filter} ORDER BY ended_ms DESC, id DESC LIMIT ?{}",

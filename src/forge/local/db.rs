@@ -384,54 +384,54 @@ mod tests {
     }
 
     #[test]
-    fn run_lifecycle_in_sqlite() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = crate::store::Store::open(dir.path()).unwrap();
-        let jobs = vec![
-            JobSpec {
-                name: "check".into(),
-                run: "true".into(),
-                needs: vec![],
-                timeout: None,
-            },
-            JobSpec {
-                name: "radicle-push".into(),
-                run: "true".into(),
-                needs: vec!["check".into()],
-                timeout: Some(std::time::Duration::from_secs(5)),
-            },
-        ];
-        let (id, n) = store
-            .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs))
-            .unwrap();
-        assert_eq!(n, 1);
-        let (_, n2) = store
-            .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs))
-            .unwrap();
-        assert_eq!(n2, 2);
-        let (_, other) = store
-            .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs))
-            .unwrap();
-        assert_eq!(other, 1, "numbers are per repository");
-        let rows = store.read(|tx| load_jobs(tx, id)).unwrap();
-        assert_eq!(rows[0].status, Waiting);
-        assert_eq!(rows[1].status, Blocked);
-        assert_eq!(rows[1].timeout_ms, 5000);
-        assert_eq!(rows[0].timeout_ms, DEFAULT_JOB_TIMEOUT_MS);
-        assert_eq!(rows[1].needs, vec!["check"]);
-        let st = store
-            .write(|tx| set_job_status(tx, rows[0].id, Running, &JobUpdate::default()))
-            .unwrap();
-        assert_eq!(st, Running);
-        let st = store
-            .write(|tx| finish_unfinished_jobs(tx, id, Failure, "runner died"))
-            .unwrap();
-        assert_eq!(st, Failure);
-        let runs = store.read(|tx| runs_for_sha(tx, "a", "abc")).unwrap();
-        assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].0.status, Failure);
-        assert_eq!(runs[0].1[1].note.as_deref(), Some("runner died"));
-        let unfinished = store.read(unfinished_runs).unwrap();
-        assert_eq!(unfinished.len(), 2);
+    fn run_lifecycle() {
+        crate::store::conformance::each_backend("run_lifecycle", |store| {
+            let jobs = vec![
+                JobSpec {
+                    name: "check".into(),
+                    run: "true".into(),
+                    needs: vec![],
+                    timeout: None,
+                },
+                JobSpec {
+                    name: "radicle-push".into(),
+                    run: "true".into(),
+                    needs: vec!["check".into()],
+                    timeout: Some(std::time::Duration::from_secs(5)),
+                },
+            ];
+            let (id, n) = store
+                .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+                .unwrap();
+            assert_eq!(n, 1);
+            let (_, n2) = store
+                .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs))
+                .unwrap();
+            assert_eq!(n2, 2);
+            let (_, other) = store
+                .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs))
+                .unwrap();
+            assert_eq!(other, 1, "numbers are per repository");
+            let rows = store.read(|tx| load_jobs(tx, id)).unwrap();
+            assert_eq!(rows[0].status, Waiting);
+            assert_eq!(rows[1].status, Blocked);
+            assert_eq!(rows[1].timeout_ms, 5000);
+            assert_eq!(rows[0].timeout_ms, DEFAULT_JOB_TIMEOUT_MS);
+            assert_eq!(rows[1].needs, vec!["check"]);
+            let st = store
+                .write(|tx| set_job_status(tx, rows[0].id, Running, &JobUpdate::default()))
+                .unwrap();
+            assert_eq!(st, Running);
+            let st = store
+                .write(|tx| finish_unfinished_jobs(tx, id, Failure, "runner died"))
+                .unwrap();
+            assert_eq!(st, Failure);
+            let runs = store.read(|tx| runs_for_sha(tx, "a", "abc")).unwrap();
+            assert_eq!(runs.len(), 1);
+            assert_eq!(runs[0].0.status, Failure);
+            assert_eq!(runs[0].1[1].note.as_deref(), Some("runner died"));
+            let unfinished = store.read(unfinished_runs).unwrap();
+            assert_eq!(unfinished.len(), 2);
+        });
     }
 }

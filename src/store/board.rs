@@ -86,8 +86,17 @@ pub fn figures(tx: &Tx) -> super::sql::Result<Figures> {
     })
 }
 
-/// SQLite's `data_version`: it changes on this connection when another connection commits,
-/// so a watcher learns that the store changed with one pragma and no table read.
+/// A number that changes when another connection commits, so a watcher learns that the store
+/// changed with no table read: SQLite's `data_version`; on PostgreSQL the snapshot's xmax
+/// (the next transaction id: it moves with every write anywhere in the cluster, so it may
+/// change with nothing of orch's changed — a watcher then reads once for nothing).
 pub fn data_version(tx: &Tx) -> super::sql::Result<i64> {
-    tx.query_row("PRAGMA data_version", [], |r| r.get(0))
+    if tx.backend() == "sqlite" {
+        return tx.query_row("PRAGMA data_version", [], |r| r.get(0));
+    }
+    tx.query_row(
+        "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+        [],
+        |r| r.get(0),
+    )
 }

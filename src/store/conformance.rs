@@ -71,3 +71,165 @@ impl Schema {
             .batch(&format!("DROP SCHEMA \"{}\" CASCADE", self.name));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::each_backend;
+    use crate::milestone::Milestone;
+    use crate::store::history::tests::worker;
+    use crate::store::workers::{self as ws, AlertRecord, HistoryFilter, RequestKind};
+    use crate::store::{alerts, board, upstream, usage, waves};
+
+    /// Every kind of statement the store runs, once on each backend: inserts that return their
+    /// id, upserts, conflicts ignored, NULL-safe comparisons, aggregates, paging, booleans.
+    #[test]
+    fn the_store_surface_behaves_alike_on_both_backends() {
+        each_backend("the_store_surface_behaves_alike_on_both_backends", |s| {
+            let before = s.read(board::data_version).unwrap();
+            s.write(|tx| {
+                ws::insert_worker(tx, &worker("w1", "core", Milestone::Working, 10))?;
+                ws::insert_worker(tx, &worker("w2", "vm", Milestone::Done, 20))?;
+                ws::add_event(tx, "w1", "note", Milestone::Working, "hello")?;
+                ws::claim_lease(tx, "w1", 42, Some(7), 1_000)?;
+                assert!(ws::set_lease(tx, "w1", 42, 2_000)?);
+                ws::mark_worker_started(tx, "w1", 99)?;
+                let r1 = ws::add_request(
+                    tx,
+                    "w1",
+                    &RequestKind::Cancel {
+                        by: "me".into(),
+                        reason: "why".into(),
+                    },
+                )?;
+                let r2 = ws::add_request(
+                    tx,
+                    "w1",
+                    &RequestKind::Cancel {
+                        by: "me".into(),
+                        reason: "again".into(),
+                    },
+                )?;
+                assert!(r2 > r1, "ids increase: {r1} {r2}");
+                assert!(ws::finish_request(tx, r1, "done", false)?);
+                assert!(!ws::finish_request(tx, r1, "done", false)?, "once");
+                ws::record_push(tx, "w1", &"a".repeat(40), 30)?;
+                ws::record_push(tx, "w1", &"a".repeat(40), 31)?;
+                ws::record_push(tx, "w1", &"c".repeat(40), 32)?;
+                crate::store::set_meta(tx, "k", 5)?;
+                crate::store::set_meta(tx, "k", 6)?;
+                Ok(())
+            })
+            .unwrap();
+            s.read(|tx| {
+                assert_eq!(crate::store::meta(tx, "k")?, Some(6));
+                assert_eq!(crate::store::meta(tx, "nothing")?, None);
+                let w = ws::get_worker(tx, "w1")?.unwrap();
+                assert_eq!((w.worker_pid, w.worker_running), (Some(99), true));
+                assert_eq!(ws::worker_events(tx, "w1")?.len(), 1);
+                assert_eq!(ws::pending_requests(tx, "w1")?.len(), 1);
+                let pushed: Vec<_> = ws::pushes(tx, "w1")?.into_iter().map(|p| p.sha).collect();
+                assert_eq!(
+                    pushed,
+                    ["a".repeat(40), "c".repeat(40)],
+                    "in push order, once each"
+                );
+                assert_eq!(ws::first_pushed_ms(tx, &"a".repeat(40))?, Some(30));
+                let live: Vec<_> = ws::live_workers(tx)?.into_iter().map(|w| w.id).collect();
+                assert!(live.contains(&"w1".to_string()));
+                let f = HistoryFilter::default();
+                ws::ended_workers(tx, &f, None, None)?;
+                ws::count_ended(tx, &f, None)?;
+                Ok(())
+            })
+            .unwrap();
+
+            // Alerts: a repeat within the window is counted, NULL repos compare as equal.
+            let alert = AlertRecord {
+                id: 0,
+                at_ms: 100,
+                severity: "warning".into(),
+                worker_id: None,
+                repo: None,
+                kind: "k".into(),
+                message: "m".into(),
+                repeats: 1,
+                resolved_ms: None,
+            };
+            let (first, again) = s
+                .write(|tx| {
+                    Ok((
+                        alerts::record(tx, &alert, 1_000)?,
+                        alerts::record(tx, &alert, 1_000)?,
+                    ))
+                })
+                .unwrap();
+            let alerts::Recorded::New(id) = first else {
+                panic!("{first:?}")
+            };
+            assert!(
+                matches!(again, alerts::Recorded::Repeat { id: i, repeats: 2 } if i == id),
+                "{again:?}"
+            );
+            s.write(|tx| {
+                let sinks = ["hook".to_string()];
+                alerts::ensure_deliveries(tx, id, &sinks, 100)?;
+                alerts::ensure_deliveries(tx, id, &sinks, 100)?;
+                let due = alerts::claim_due(tx, 200, 1, 1_000, true, 10)?;
+                assert_eq!(due.len(), 1);
+                alerts::finish(tx, id, "hook", &alerts::AttemptEnd::Delivered, 300)?;
+                alerts::settle(tx, id)?;
+                assert_eq!(alerts::deliveries(tx, 0)?.len(), 1);
+                assert_eq!(alerts::next_pending_ms(tx)?, None);
+                Ok(())
+            })
+            .unwrap();
+
+            // Waves, usage and rate limits, upstream CI claims.
+            s.write(|tx| {
+                assert!(waves::record_wave(tx, "w", "w.yaml", 1)?);
+                assert!(!waves::record_wave(tx, "w", "w.yaml", 2)?, "known already");
+                waves::put_task(tx, "w", "t1", 0, "{}", Some(5))?;
+                waves::set_task_worker(tx, "w", "t1", "w1", 3)?;
+                assert_eq!(
+                    waves::wave_task_of(tx, "w1")?,
+                    Some(("w".to_string(), "t1".to_string()))
+                );
+                waves::set_progress(tx, "w", 1, None, 4)?;
+                waves::others_waiting(tx, "x", 0)?;
+                waves::done_durations(tx)?;
+                let mut u = usage::Usage {
+                    cost_usd: 0.25,
+                    ..Default::default()
+                };
+                u.tokens.input = 7;
+                usage::save_usage(tx, "w1", &u, 5)?;
+                usage::save_usage(tx, "w1", &u, 6)?;
+                assert_eq!(usage::get_usage(tx, "w1")?.map(|u| u.cost_usd), Some(0.25));
+                usage::limit_agent(tx, "claude", 50, "first")?;
+                usage::limit_agent(tx, "claude", 40, "earlier")?;
+                assert_eq!(
+                    usage::agent_limit(tx, "claude", 0)?,
+                    Some((50, "earlier".to_string())),
+                    "the latest reset wins"
+                );
+                assert!(upstream::claim_poll(
+                    tx, "core", "main", 1, 1_000, 100, 1_000
+                )?);
+                assert!(
+                    !upstream::claim_poll(tx, "core", "main", 2, 1_001, 100, 1_000)?,
+                    "claimed"
+                );
+                Ok(())
+            })
+            .unwrap();
+            s.read(|tx| {
+                let f = board::figures(tx)?;
+                assert_eq!(f.respawns, 0);
+                Ok(())
+            })
+            .unwrap();
+            let after = s.read(board::data_version).unwrap();
+            let _ = (before, after);
+        });
+    }
+}

@@ -175,13 +175,13 @@ pub fn delete_wave(tx: &Tx, wave: &str) -> super::sql::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::contract::Contract;
     use crate::milestone::{LandState, Milestone, Progress};
     use crate::store::workers::{self as ws, Cursor, HistoryFilter};
 
-    fn worker(id: &str, repo: &str, m: Milestone, at: i64) -> WorkerRecord {
+    pub(crate) fn worker(id: &str, repo: &str, m: Milestone, at: i64) -> WorkerRecord {
         let c = Contract::embedded();
         let mut p = Progress::new(&c, at);
         p.enter(&c, m, at);

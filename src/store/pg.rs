@@ -80,7 +80,7 @@ pub struct PgTx<'c> {
 /// What the SQL surface asks of a PostgreSQL transaction. A trait object keeps
 /// `sql::Tx` covariant in its connection's lifetime (a transaction's `RefCell` would not be).
 pub trait PgExec {
-    fn prepare(&self, sql: &str) -> Result<postgres::Statement>;
+    fn prepare(&self, sql: &str, p: &[Value]) -> Result<postgres::Statement>;
     fn execute(&self, stmt: &postgres::Statement, p: &[Value]) -> Result<usize>;
     fn query(&self, stmt: &postgres::Statement, p: &[Value]) -> Result<Vec<Vec<Value>>>;
     fn batch(&self, sql: &str) -> Result<()>;
@@ -104,12 +104,46 @@ impl PgExec for PgTx<'_> {
         Ok(self.tx.into_inner().commit()?)
     }
 
-    /// The statement for `sql`, prepared on first use.
-    fn prepare(&self, sql: &str) -> Result<postgres::Statement> {
+    /// The statement for `sql`, prepared on first use. PostgreSQL infers each parameter's type
+    /// from where it stands; where it cannot (`?3 - ?4`: two unknowns), the types of the first
+    /// values bound are declared instead (a savepoint keeps the failed attempt from aborting
+    /// the transaction).
+    fn prepare(&self, sql: &str, p: &[Value]) -> Result<postgres::Statement> {
         if let Some(s) = self.cache.borrow().get(sql) {
             return Ok(s.clone());
         }
-        let stmt = self.tx.borrow_mut().prepare(&placeholders(sql))?;
+        let text = placeholders(sql);
+        let stmt = {
+            let mut tx = self.tx.borrow_mut();
+            tx.batch_execute("SAVEPOINT orch_prepare")?;
+            match tx.prepare(&text) {
+                Ok(s) => {
+                    tx.batch_execute("RELEASE SAVEPOINT orch_prepare")?;
+                    s
+                }
+                Err(e) if e.code().is_some_and(untyped) => {
+                    tx.batch_execute(
+                        "ROLLBACK TO SAVEPOINT orch_prepare; RELEASE SAVEPOINT orch_prepare",
+                    )?;
+                    let types: Vec<Type> = p
+                        .iter()
+                        .map(|v| match v {
+                            Value::Integer(_) => Type::INT8,
+                            Value::Real(_) => Type::FLOAT8,
+                            Value::Blob(_) => Type::BYTEA,
+                            Value::Text(_) | Value::Null => Type::TEXT,
+                        })
+                        .collect();
+                    tx.prepare_typed(&text, &types)?
+                }
+                Err(e) => {
+                    let _ = tx.batch_execute(
+                        "ROLLBACK TO SAVEPOINT orch_prepare; RELEASE SAVEPOINT orch_prepare",
+                    );
+                    return Err(e.into());
+                }
+            }
+        };
         self.cache
             .borrow_mut()
             .insert(sql.to_string(), stmt.clone());
@@ -136,6 +170,17 @@ impl PgExec for PgTx<'_> {
     fn batch(&self, sql: &str) -> Result<()> {
         Ok(self.tx.borrow_mut().batch_execute(sql)?)
     }
+}
+
+/// PostgreSQL could not type a parameter from its place in the statement.
+fn untyped(code: &postgres::error::SqlState) -> bool {
+    use postgres::error::SqlState;
+    [
+        SqlState::AMBIGUOUS_FUNCTION,
+        SqlState::INDETERMINATE_DATATYPE,
+        SqlState::UNDEFINED_FUNCTION,
+    ]
+    .contains(code)
 }
 
 fn refs(p: &[Value]) -> Vec<&(dyn ToSql + Sync)> {

@@ -456,7 +456,7 @@ impl<'c> Tx<'c> {
                 imp: StmtImp::Sqlite(tx.prepare_cached(sql)?),
             }),
             TxImp::Pg(tx) => Ok(Stmt {
-                imp: StmtImp::Pg(&**tx, tx.prepare(sql)?),
+                imp: StmtImp::Pg(&**tx, sql.to_string()),
             }),
         }
     }
@@ -510,14 +510,18 @@ pub struct Stmt<'t> {
 
 enum StmtImp<'t> {
     Sqlite(rusqlite::CachedStatement<'t>),
-    Pg(&'t dyn super::pg::PgExec, postgres::Statement),
+    /// Prepared when first bound: the values' types help where PostgreSQL cannot infer one.
+    Pg(&'t dyn super::pg::PgExec, String),
 }
 
 impl Stmt<'_> {
     pub fn execute(&mut self, p: impl Params) -> Result<usize> {
         match &mut self.imp {
             StmtImp::Sqlite(s) => Ok(s.execute(rusqlite::params_from_iter(bind(&p)?))?),
-            StmtImp::Pg(tx, s) => tx.execute(s, &p.values()?),
+            StmtImp::Pg(tx, sql) => {
+                let values = p.values()?;
+                tx.execute(&tx.prepare(sql, &values)?, &values)
+            }
         }
     }
 
@@ -536,7 +540,12 @@ impl Stmt<'_> {
                     None => Err(Error::NoRows),
                 }
             }
-            StmtImp::Pg(tx, s) => match tx.query(s, &p.values()?)?.first() {
+            StmtImp::Pg(tx, sql) => match {
+                let values = p.values()?;
+                tx.query(&tx.prepare(sql, &values)?, &values)?
+            }
+            .first()
+            {
                 Some(r) => f(&Row {
                     imp: RowImp::Values(r),
                 }),
@@ -577,8 +586,9 @@ impl Stmt<'_> {
                 }
                 Ok(())
             }
-            StmtImp::Pg(tx, s) => {
-                for r in tx.query(s, &p.values()?)? {
+            StmtImp::Pg(tx, sql) => {
+                let values = p.values()?;
+                for r in tx.query(&tx.prepare(sql, &values)?, &values)? {
                     if !f(&Row {
                         imp: RowImp::Values(&r),
                     })? {

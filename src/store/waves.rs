@@ -111,7 +111,7 @@ pub fn put_task(
     tx.execute(
         "INSERT INTO wave_tasks (wave, id, seq, definition, estimate_ms) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (wave, id) DO UPDATE SET seq = excluded.seq, estimate_ms = excluded.estimate_ms,
-           definition = CASE WHEN worker_id IS NULL THEN excluded.definition ELSE definition END",
+           definition = CASE WHEN wave_tasks.worker_id IS NULL THEN excluded.definition ELSE wave_tasks.definition END",
         params![wave, id, seq, definition, estimate_ms],
     )?;
     Ok(())

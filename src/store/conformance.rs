@@ -18,14 +18,17 @@ pub(crate) fn each_backend(test: &str, mut f: impl FnMut(&mut Store)) {
             drop(store);
             schema.drop();
         }
-        None => {
-            // Straight to the terminal: the harness captures print!/eprint! of a passing test.
-            let _ = writeln!(
-                std::io::stderr(),
-                "{test}: PostgreSQL backend skipped: ORCH_TEST_PG_URL not set"
-            );
-        }
+        None => skipped(test),
     }
+}
+
+/// Says on the terminal that `test` did not run on PostgreSQL — straight to it: the harness
+/// captures print!/eprint! of a passing test.
+pub(crate) fn skipped(test: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}: PostgreSQL backend skipped: ORCH_TEST_PG_URL not set"
+    );
 }
 
 /// A fresh schema in the test server and a store in it; `None` when no server is configured.
@@ -55,16 +58,22 @@ pub(crate) fn pg_store(test: &str) -> Option<(Store, Schema)> {
         .unwrap_or_else(|e| panic!("{test}: cannot connect to {}: {e}", pg::redact(&url)));
     admin.batch(&format!("CREATE SCHEMA \"{name}\"")).unwrap();
     let store = Store::open_pg(&url, Some(&name)).unwrap_or_else(|e| panic!("{test}: {e}"));
-    Some((store, Schema { admin, name }))
+    Some((store, Schema { admin, name, url }))
 }
 
 /// A test's schema, dropped with everything in it by [`Schema::drop`].
 pub(crate) struct Schema {
     admin: pg::PgConn,
     name: String,
+    url: String,
 }
 
 impl Schema {
+    /// Another connection to the same schema (another process, another host).
+    pub(crate) fn open(&self) -> Store {
+        Store::open_pg(&self.url, Some(&self.name)).unwrap()
+    }
+
     pub(crate) fn drop(mut self) {
         let _ = self
             .admin
@@ -79,6 +88,52 @@ mod tests {
     use crate::store::history::tests::worker;
     use crate::store::workers::{self as ws, AlertRecord, HistoryFilter, RequestKind};
     use crate::store::{alerts, board, upstream, usage, waves};
+
+    /// Writers on several connections pass a check-then-write one at a time, as SQLite's
+    /// BEGIN IMMEDIATE makes them: eight racing for conflicting chains, one lock granted.
+    #[test]
+    fn postgresql_writers_on_several_connections_are_serialised() {
+        use crate::graph::RepoGraph;
+        use crate::lock::HolderKind;
+        use crate::store::LockAttempt;
+        let test = "postgresql_writers_on_several_connections_are_serialised";
+        let Some((store, schema)) = super::pg_store(test) else {
+            return super::skipped(test);
+        };
+        drop(store);
+        let g = RepoGraph::new([
+            ("core".to_string(), vec![]),
+            ("vm".to_string(), vec!["core".to_string()]),
+        ]);
+        for round in 0..3 {
+            let granted = std::sync::atomic::AtomicUsize::new(0);
+            let ready = std::sync::Barrier::new(8);
+            std::thread::scope(|sc| {
+                for i in 0..8 {
+                    let (g, granted, ready) = (&g, &granted, &ready);
+                    let (url, name) = (&schema.url, &schema.name);
+                    sc.spawn(move || {
+                        let mut s = crate::store::Store::open_pg(url, Some(name)).unwrap();
+                        ready.wait();
+                        let repo = if i % 2 == 0 { "vm" } else { "core" };
+                        let holder = format!("hold:{round}-{i}");
+                        if let LockAttempt::Acquired(_) = s
+                            .try_lock(g, repo, &holder, HolderKind::Hold, None, None)
+                            .unwrap()
+                        {
+                            granted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    });
+                }
+            });
+            assert_eq!(granted.into_inner(), 1, "round {round}");
+            let mut s = schema.open();
+            let held = s.locks().unwrap();
+            assert_eq!(held.len(), 1);
+            s.release(&held[0].holder, None, None).unwrap();
+        }
+        schema.drop();
+    }
 
     /// Every kind of statement the store runs, once on each backend: inserts that return their
     /// id, upserts, conflicts ignored, NULL-safe comparisons, aggregates, paging, booleans.

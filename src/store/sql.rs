@@ -410,7 +410,10 @@ fn bind(p: &impl Params) -> Result<Vec<Bound>> {
 }
 
 /// A transaction: begun by the store (`Store::write` / `Store::read`), committed by it when the
-/// closure returns `Ok`, rolled back otherwise.
+/// closure returns `Ok`, rolled back otherwise. Every write transaction is begun in one place
+/// (`Store::begin_write`, where the write lock is taken): a check that must guard every write
+/// a supervisor makes (a fencing token, when leases span hosts) belongs there, so no write can
+/// skip it.
 pub struct Tx<'c> {
     imp: TxImp<'c>,
 }

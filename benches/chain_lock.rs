@@ -159,10 +159,11 @@ fn bench_lock_cycle(c: &mut Criterion) {
     let mut store = Store::open(dir.path()).unwrap();
     let g = lock_cycle_graph(100);
     store
-        .conn()
-        .execute_batch(
-            "CREATE TABLE IF NOT EXISTS bare (id INTEGER PRIMARY KEY, repo TEXT NOT NULL)",
-        )
+        .write(|tx| {
+            tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS bare (id INTEGER PRIMARY KEY, repo TEXT NOT NULL)",
+            )
+        })
         .unwrap();
     let mut group = c.benchmark_group("sqlite");
     let cycle = |store: &mut Store| {
@@ -194,10 +195,11 @@ fn bench_lock_cycle(c: &mut Criterion) {
     // The floor for a lock's shape: the same two transactions writing one row to each of two
     // tables (two pages, as a lock and its history row), no read, no graph.
     store
-        .conn()
-        .execute_batch(
-            "CREATE TABLE IF NOT EXISTS bare_log (seq INTEGER PRIMARY KEY, repo TEXT NOT NULL)",
-        )
+        .write(|tx| {
+            tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS bare_log (seq INTEGER PRIMARY KEY, repo TEXT NOT NULL)",
+            )
+        })
         .unwrap();
     group.bench_function("bare insert+delete, plus a log row each", |b| {
         b.iter(|| {
@@ -251,27 +253,29 @@ fn bench_lock_pass(c: &mut Criterion) {
     group.sample_size(10);
     group.bench_function("1,000 locks in one transaction, try_lock_in each", |b| {
         b.iter(|| {
-            let tx = store
-                .conn()
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .unwrap();
-            for (repo, holder) in &names {
-                let got = try_lock_in(&tx, &g, repo, holder, HolderKind::Worker, None, None);
-                assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
-            }
+            store
+                .rolled_back(|tx| {
+                    for (repo, holder) in &names {
+                        let got = try_lock_in(tx, &g, repo, holder, HolderKind::Worker, None, None);
+                        assert!(matches!(got?, LockAttempt::Acquired(_)));
+                    }
+                    Ok(())
+                })
+                .unwrap()
         })
     });
     group.bench_function("1,000 locks in one transaction, ActiveLocks", |b| {
         b.iter(|| {
-            let tx = store
-                .conn()
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .unwrap();
-            let mut held = ActiveLocks::read(&tx).unwrap();
-            for (repo, holder) in &names {
-                let got = held.try_lock(&g, repo, holder, HolderKind::Worker, None, None);
-                assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
-            }
+            store
+                .rolled_back(|tx| {
+                    let mut held = ActiveLocks::read(tx)?;
+                    for (repo, holder) in &names {
+                        let got = held.try_lock(&g, repo, holder, HolderKind::Worker, None, None);
+                        assert!(matches!(got?, LockAttempt::Acquired(_)));
+                    }
+                    Ok(())
+                })
+                .unwrap()
         })
     });
     group.finish();

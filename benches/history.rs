@@ -142,7 +142,7 @@ fn seed(state: &Path, n: usize) {
                 ws::insert_worker(tx, &w)?;
                 tx.execute(
                     "UPDATE workers SET ended_ms = CASE WHEN ended_ms IS NULL THEN NULL ELSE ?2 END WHERE id = ?1",
-                    rusqlite::params![id, ended],
+                    orch::params![id, ended],
                 )?;
                 for (k, m) in [
                     ("spawned", Milestone::Working),
@@ -195,15 +195,18 @@ fn seed(state: &Path, n: usize) {
 /// 11), for an orch built from before it. The lock tables keep migration 10's shape: such an orch
 /// only reads them here, by column name.
 fn downgrade(state: &Path) {
-    let conn = rusqlite::Connection::open(state.join("orch.db")).unwrap();
-    conn.execute_batch(
-        "DROP INDEX workers_live; DROP INDEX workers_ended; DROP INDEX workers_running;
+    let mut store = orch::store::Store::open(state).unwrap();
+    store
+        .write(|tx| {
+            tx.execute_batch(
+                "DROP INDEX workers_live; DROP INDEX workers_ended; DROP INDEX workers_running;
          DROP INDEX workers_updated; DROP INDEX workers_uncleaned; DROP INDEX alerts_worker;
          DROP INDEX pushes_sha; DROP TABLE store_meta;
          ALTER TABLE workers DROP COLUMN ended_ms; ALTER TABLE workers DROP COLUMN cleaned_ms;
          PRAGMA user_version = 9;",
-    )
-    .unwrap();
+            )
+        })
+        .unwrap();
 }
 
 struct Sample {

@@ -26,6 +26,7 @@
 #[path = "../tests/support/org.rs"]
 mod org;
 
+use orch::store::sql::OptionalExtension;
 use org::{Org, RepoSpec, Spec};
 use std::time::{Duration, Instant};
 
@@ -167,39 +168,45 @@ fn latency(k: usize) {
     for round in 0..k {
         let id = org.spawn_detached("r00", &format!("round {round}"));
         // Opened after the first spawn made the state directory.
-        let db = rusqlite::Connection::open(org.state.join("orch.db")).expect("orch.db opens");
+        let mut db = orch::store::Store::open(&org.state).expect("orch.db opens");
         let found = org::poll(Duration::from_secs(120), || {
+            db.read(|db| {
             let done: Option<i64> = db
                 .query_row(
                     "SELECT at_ms FROM worker_events WHERE worker_id = ?1 AND milestone = 'DONE' ORDER BY seq LIMIT 1",
                     [&id],
                     |r| r.get(0),
                 )
-                .ok();
+                .optional()?;
             let free: Option<i64> = db
                 .query_row(
                     "SELECT at_ms FROM lock_history WHERE holder = ?1 AND action = 'release'",
                     [&id],
                     |r| r.get(0),
                 )
-                .ok();
+                .optional()?;
             let sha: Option<String> = db
                 .query_row(
                     "SELECT sha FROM pushes WHERE worker_id = ?1 ORDER BY rowid DESC LIMIT 1",
                     [&id],
                     |r| r.get(0),
                 )
-                .ok();
-            let green: Option<i64> = sha.and_then(|sha| {
-                db.query_row(
-                    "SELECT MAX(finished_ms) FROM local_runs WHERE sha = ?1",
-                    [&sha],
-                    |r| r.get(0),
-                )
-                .ok()
-                .flatten()
-            });
-            Some((green?, done?, free?))
+                .optional()?;
+            let green: Option<i64> = match sha {
+                Some(sha) => db
+                    .query_row(
+                        "SELECT MAX(finished_ms) FROM local_runs WHERE sha = ?1",
+                        [&sha],
+                        |r| r.get(0),
+                    )
+                    .optional()?
+                    .flatten(),
+                None => None,
+            };
+            Ok(green.zip(done).zip(free).map(|((g, d), f)| (g, d, f)))
+            })
+            .ok()
+            .flatten()
         });
         let (green, done, free) =
             found.unwrap_or_else(|| panic!("worker {id} did not reach DONE within 120 s"));

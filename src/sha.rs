@@ -100,18 +100,6 @@ impl PartialEq<Sha> for &str {
     }
 }
 
-impl rusqlite::ToSql for Sha {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        self.0.to_sql()
-    }
-}
-
-impl rusqlite::types::FromSql for Sha {
-    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
-        String::column_result(v).map(Sha)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

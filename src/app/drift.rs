@@ -8,9 +8,9 @@
 
 use crate::config::Config;
 use crate::lock::{Blocker, ChainLock, Drift, HolderKind, drift};
+use crate::store::sql::Tx;
 use crate::store::workers::{self as ws, AlertRecord};
 use crate::store::{Store, active_locks, now_ms};
-use rusqlite::Transaction;
 use std::path::{Path, PathBuf};
 
 /// The clone a worktree belongs to, from its `.git` file (`gitdir: <clone>/.git/worktrees/<id>`).
@@ -23,7 +23,7 @@ fn clone_of_worktree(worktree: &Path) -> Option<PathBuf> {
 }
 
 /// What drifted, read in `tx`.
-pub fn drift_in(tx: &Transaction, config: &Config) -> rusqlite::Result<Vec<Drift>> {
+pub fn drift_in(tx: &Tx, config: &Config) -> crate::store::sql::Result<Vec<Drift>> {
     let locks = active_locks(tx)?;
     if locks.is_empty() {
         return Ok(Vec::new());

@@ -351,7 +351,7 @@ fn prune(
         }
     }
     out.waves = waves_pruned.clone();
-    let delete = |tx: &rusqlite::Transaction| {
+    let delete = |tx: &crate::store::sql::Tx| {
         let mut d = h::Deleted::default();
         let mut kept = Vec::new();
         for w in &going {

@@ -419,12 +419,12 @@ pub fn commit(
 }
 
 fn record_fact(
-    tx: &rusqlite::Transaction,
+    tx: &crate::store::sql::Tx,
     id: &str,
     milestone: Milestone,
     fact: &Fact,
     stopped_by_orch: bool,
-) -> rusqlite::Result<()> {
+) -> crate::store::sql::Result<()> {
     match fact {
         Fact::Push { sha, pushed_ms } => ws::record_push(tx, id, sha, *pushed_ms),
         Fact::Verdict { sha, row } => ws::record_verdict(tx, id, sha, *row),

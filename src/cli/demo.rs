@@ -235,7 +235,7 @@ pub fn run(keep: bool, json: bool) -> Result<i32, String> {
                 let workers = worker_of
                     .iter()
                     .map(|(repo, id)| Ok((*repo, ws::get_worker(tx, id)?)))
-                    .collect::<Result<Vec<_>, rusqlite::Error>>()?;
+                    .collect::<Result<Vec<_>, crate::store::sql::Error>>()?;
                 Ok((ws::events_since(tx, last_seq)?, workers))
             })
             .map_err(|e| e.to_string())?;

@@ -413,7 +413,7 @@ fn selection(l: &Loaded, store: &mut Store, args: &HistoryArgs) -> Result<Select
     })
 }
 
-fn page(tx: &rusqlite::Transaction, sel: &Selection) -> rusqlite::Result<Page> {
+fn page(tx: &crate::store::sql::Tx, sel: &Selection) -> crate::store::sql::Result<Page> {
     // Pages after the first carry ended workers only: the live ones were on the first.
     let mut workers = if sel.after.is_none() {
         ws::live_workers_where(tx, &sel.filter)?

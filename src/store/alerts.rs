@@ -5,8 +5,8 @@
 //! Rows are created by whoever drains the outbox (`app::deliver`), from the sinks configured
 //! then; an alert is `settled` once no row of it is pending.
 
+use super::sql::{OptionalExtension, Tx, params};
 use super::workers::AlertRecord;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 
 /// What recording an alert came to.
@@ -21,7 +21,7 @@ pub enum Recorded {
 
 /// Records `a`, or counts it as a repeat of the same (worker — else repository —, kind)
 /// raised since `a.at_ms - window_ms` and not resolved.
-pub fn record(tx: &Transaction, a: &AlertRecord, window_ms: i64) -> rusqlite::Result<Recorded> {
+pub fn record(tx: &Tx, a: &AlertRecord, window_ms: i64) -> super::sql::Result<Recorded> {
     let since = a.at_ms - window_ms;
     let previous: Option<(i64, i64)> = match &a.worker_id {
         Some(w) => tx
@@ -34,7 +34,7 @@ pub fn record(tx: &Transaction, a: &AlertRecord, window_ms: i64) -> rusqlite::Re
             .optional()?,
         None => tx
             .query_row(
-                "SELECT id, repeats FROM alerts WHERE worker_id IS NULL AND repo IS ?1 AND kind = ?2
+                "SELECT id, repeats FROM alerts WHERE worker_id IS NULL AND repo IS NOT DISTINCT FROM ?1 AND kind = ?2
                  AND at_ms >= ?3 AND resolved_ms IS NULL ORDER BY id DESC LIMIT 1",
                 params![a.repo, a.kind, since],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -51,16 +51,17 @@ pub fn record(tx: &Transaction, a: &AlertRecord, window_ms: i64) -> rusqlite::Re
             repeats: repeats + 1,
         });
     }
-    tx.execute(
+    let id = tx.query_row(
         "INSERT INTO alerts (at_ms, severity, worker_id, repo, kind, message, repeats, last_ms, settled)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?1, 0)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?1, 0) RETURNING id",
         params![a.at_ms, a.severity, a.worker_id, a.repo, a.kind, a.message],
+        |r| r.get(0),
     )?;
-    Ok(Recorded::New(tx.last_insert_rowid()))
+    Ok(Recorded::New(id))
 }
 
 /// Marks the open alerts of `kind` about `worker` resolved (the condition ended); how many.
-pub fn resolve(tx: &Transaction, worker: &str, kind: &str, now_ms: i64) -> rusqlite::Result<usize> {
+pub fn resolve(tx: &Tx, worker: &str, kind: &str, now_ms: i64) -> super::sql::Result<usize> {
     tx.execute(
         "UPDATE alerts SET resolved_ms = ?3 WHERE worker_id = ?1 AND kind = ?2 AND resolved_ms IS NULL",
         params![worker, kind, now_ms],
@@ -68,19 +69,14 @@ pub fn resolve(tx: &Transaction, worker: &str, kind: &str, now_ms: i64) -> rusql
 }
 
 /// Resolves the open alerts of `kind` about `repo`, whoever raised them (a FATAL cleared).
-pub fn resolve_repo(
-    tx: &Transaction,
-    repo: &str,
-    kind: &str,
-    now_ms: i64,
-) -> rusqlite::Result<usize> {
+pub fn resolve_repo(tx: &Tx, repo: &str, kind: &str, now_ms: i64) -> super::sql::Result<usize> {
     tx.execute(
         "UPDATE alerts SET resolved_ms = ?3 WHERE repo = ?1 AND kind = ?2 AND resolved_ms IS NULL",
         params![repo, kind, now_ms],
     )
 }
 
-fn alert_of(r: &rusqlite::Row) -> rusqlite::Result<AlertRecord> {
+fn alert_of(r: &super::sql::Row) -> super::sql::Result<AlertRecord> {
     Ok(AlertRecord {
         id: r.get(0)?,
         at_ms: r.get(1)?,
@@ -98,7 +94,7 @@ const ALERT_COLUMNS: &str =
     "a.id, a.at_ms, a.severity, a.worker_id, a.repo, a.kind, a.message, a.repeats, a.resolved_ms";
 
 /// Alerts whose delivery rows are not all settled yet (oldest first).
-pub fn unsettled(tx: &Transaction, limit: i64) -> rusqlite::Result<Vec<AlertRecord>> {
+pub fn unsettled(tx: &Tx, limit: i64) -> super::sql::Result<Vec<AlertRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {ALERT_COLUMNS} FROM alerts a WHERE a.settled = 0 ORDER BY a.id LIMIT ?1"
     ))?;
@@ -108,14 +104,14 @@ pub fn unsettled(tx: &Transaction, limit: i64) -> rusqlite::Result<Vec<AlertReco
 /// Creates the missing delivery rows of alert `id` for `sinks` (pending, due at `now_ms`),
 /// and settles the alert if none is pending.
 pub fn ensure_deliveries(
-    tx: &Transaction,
+    tx: &Tx,
     id: i64,
     sinks: &[String],
     now_ms: i64,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     for s in sinks {
         tx.execute(
-            "INSERT OR IGNORE INTO alert_deliveries (alert_id, sink, state, next_ms) VALUES (?1, ?2, 'pending', ?3)",
+            "INSERT INTO alert_deliveries (alert_id, sink, state, next_ms) VALUES (?1, ?2, 'pending', ?3) ON CONFLICT DO NOTHING",
             params![id, s, now_ms],
         )?;
     }
@@ -123,7 +119,7 @@ pub fn ensure_deliveries(
 }
 
 /// Marks alert `id` settled when none of its delivery rows is pending.
-pub fn settle(tx: &Transaction, id: i64) -> rusqlite::Result<()> {
+pub fn settle(tx: &Tx, id: i64) -> super::sql::Result<()> {
     tx.execute(
         "UPDATE alerts SET settled = 1 WHERE id = ?1 AND NOT EXISTS
            (SELECT 1 FROM alert_deliveries WHERE alert_id = ?1 AND state = 'pending')",
@@ -145,13 +141,13 @@ pub struct Due {
 /// with `every_pending`) and not claimed by another process (or whose claim expired), for
 /// `claim_ms`.
 pub fn claim_due(
-    tx: &Transaction,
+    tx: &Tx,
     now_ms: i64,
     pid: i64,
     claim_ms: i64,
     every_pending: bool,
     limit: i64,
-) -> rusqlite::Result<Vec<Due>> {
+) -> super::sql::Result<Vec<Due>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {ALERT_COLUMNS}, d.sink, d.attempts FROM alert_deliveries d JOIN alerts a ON a.id = d.alert_id
          WHERE d.state = 'pending' AND (d.next_ms <= ?1 OR ?2)
@@ -166,7 +162,7 @@ pub fn claim_due(
                 attempts: r.get(10)?,
             })
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<super::sql::Result<_>>()?;
     for d in &due {
         tx.execute(
             "UPDATE alert_deliveries SET claimed_by = ?3, claimed_until_ms = ?4 WHERE alert_id = ?1 AND sink = ?2",
@@ -193,12 +189,12 @@ pub enum AttemptEnd {
 
 /// Records the end of an attempt at (alert, sink) and settles the alert if it can.
 pub fn finish(
-    tx: &Transaction,
+    tx: &Tx,
     alert_id: i64,
     sink: &str,
     end: &AttemptEnd,
     now_ms: i64,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     match end {
         AttemptEnd::Delivered => tx.execute(
             "UPDATE alert_deliveries SET state = 'delivered', attempts = attempts + 1, done_ms = ?3,
@@ -221,12 +217,12 @@ pub fn finish(
 
 /// Gives up every pending delivery to a sink that is no longer configured.
 pub fn give_up_sink(
-    tx: &Transaction,
+    tx: &Tx,
     alert_id: i64,
     sink: &str,
     why: &str,
     now_ms: i64,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     finish(
         tx,
         alert_id,
@@ -250,7 +246,7 @@ pub struct DeliveryRow {
 }
 
 /// The delivery rows of the alerts with ids in `from..`.
-pub fn deliveries(tx: &Transaction, from_id: i64) -> rusqlite::Result<Vec<DeliveryRow>> {
+pub fn deliveries(tx: &Tx, from_id: i64) -> super::sql::Result<Vec<DeliveryRow>> {
     let mut stmt = tx.prepare_cached(
         "SELECT alert_id, sink, state, attempts, next_ms, last_error, done_ms FROM alert_deliveries
          WHERE alert_id >= ?1 ORDER BY alert_id, sink",
@@ -270,7 +266,7 @@ pub fn deliveries(tx: &Transaction, from_id: i64) -> rusqlite::Result<Vec<Delive
 }
 
 /// Whether any delivery is pending (cheap: the supervisor's delivery thread asks this often).
-pub fn next_pending_ms(tx: &Transaction) -> rusqlite::Result<Option<i64>> {
+pub fn next_pending_ms(tx: &Tx) -> super::sql::Result<Option<i64>> {
     tx.query_row(
         "SELECT MIN(next_ms) FROM alert_deliveries WHERE state = 'pending'",
         [],
@@ -279,7 +275,7 @@ pub fn next_pending_ms(tx: &Transaction) -> rusqlite::Result<Option<i64>> {
 }
 
 /// Whether some alert is not settled yet (its rows may still have to be created).
-pub fn any_unsettled(tx: &Transaction) -> rusqlite::Result<bool> {
+pub fn any_unsettled(tx: &Tx) -> super::sql::Result<bool> {
     tx.query_row(
         "SELECT EXISTS (SELECT 1 FROM alerts WHERE settled = 0)",
         [],

@@ -1,7 +1,7 @@
 //! What the board (`orch serve`) reads beyond the views the commands print: the figures of
 //! `/metrics`, each one aggregate query, and a cheap test of whether anything changed.
 
-use rusqlite::Transaction;
+use super::sql::Tx;
 
 /// Counts over the store for `/metrics` (the history kept: `orch gc` prunes ended workers).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,7 +27,7 @@ pub struct Figures {
     pub fatal_holds: u64,
 }
 
-fn pairs(tx: &Transaction, sql: &str) -> rusqlite::Result<Vec<(String, u64)>> {
+fn pairs(tx: &Tx, sql: &str) -> super::sql::Result<Vec<(String, u64)>> {
     let mut st = tx.prepare_cached(sql)?;
     let rows = st.query_map([], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
@@ -35,8 +35,8 @@ fn pairs(tx: &Transaction, sql: &str) -> rusqlite::Result<Vec<(String, u64)>> {
     rows.collect()
 }
 
-pub fn figures(tx: &Transaction) -> rusqlite::Result<Figures> {
-    let one = |sql: &str| -> rusqlite::Result<i64> { tx.query_row(sql, [], |r| r.get(0)) };
+pub fn figures(tx: &Tx) -> super::sql::Result<Figures> {
+    let one = |sql: &str| -> super::sql::Result<i64> { tx.query_row(sql, [], |r| r.get(0)) };
     let mut deliveries = Vec::new();
     {
         let mut st = tx.prepare_cached(
@@ -86,8 +86,17 @@ pub fn figures(tx: &Transaction) -> rusqlite::Result<Figures> {
     })
 }
 
-/// SQLite's `data_version`: it changes on this connection when another connection commits,
-/// so a watcher learns that the store changed with one pragma and no table read.
-pub fn data_version(tx: &Transaction) -> rusqlite::Result<i64> {
-    tx.query_row("PRAGMA data_version", [], |r| r.get(0))
+/// A number that changes when another connection commits, so a watcher learns that the store
+/// changed with no table read: SQLite's `data_version`; on PostgreSQL the snapshot's xmax
+/// (the next transaction id: it moves with every write anywhere in the cluster, so it may
+/// change with nothing of orch's changed — a watcher then reads once for nothing).
+pub fn data_version(tx: &Tx) -> super::sql::Result<i64> {
+    if tx.backend() == "sqlite" {
+        return tx.query_row("PRAGMA data_version", [], |r| r.get(0));
+    }
+    tx.query_row(
+        "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+        [],
+        |r| r.get(0),
+    )
 }

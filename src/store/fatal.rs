@@ -2,8 +2,8 @@
 //! secret in a pushed diff) until an operator clears it. One row per halted repository; the
 //! chain it covers is the graph's (`RepoGraph::chain_of`), decided by whoever reads it.
 
+use super::sql::{OptionalExtension, Tx, params};
 use crate::graph::RepoGraph;
-use rusqlite::{OptionalExtension, Transaction, params};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FatalHold {
@@ -17,7 +17,7 @@ pub struct FatalHold {
     pub at_ms: i64,
 }
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<FatalHold> {
+fn row(r: &super::sql::Row) -> super::sql::Result<FatalHold> {
     Ok(FatalHold {
         repo: r.get(0)?,
         reason: r.get(1)?,
@@ -28,7 +28,7 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<FatalHold> {
 }
 
 /// Every fatal hold, oldest first.
-pub fn all(tx: &Transaction) -> rusqlite::Result<Vec<FatalHold>> {
+pub fn all(tx: &Tx) -> super::sql::Result<Vec<FatalHold>> {
     tx.prepare_cached(
         "SELECT repo, reason, by, worker_id, at_ms FROM fatal_holds ORDER BY at_ms, repo",
     )?
@@ -39,11 +39,7 @@ pub fn all(tx: &Transaction) -> rusqlite::Result<Vec<FatalHold>> {
 /// The fatal holds whose chain covers `repo` (a hold on X covers X, its dependencies and its
 /// dependents, transitively — a chain lock's reach). A hold on a repository the graph no
 /// longer names covers everything: its chain is unknown.
-pub fn covering(
-    tx: &Transaction,
-    graph: &RepoGraph,
-    repo: &str,
-) -> rusqlite::Result<Vec<FatalHold>> {
+pub fn covering(tx: &Tx, graph: &RepoGraph, repo: &str) -> super::sql::Result<Vec<FatalHold>> {
     let holds = all(tx)?;
     if holds.is_empty() {
         return Ok(holds);
@@ -79,9 +75,9 @@ pub fn as_locks(holds: &[FatalHold]) -> Vec<crate::lock::ChainLock> {
 
 /// Records a fatal hold on `repo`'s chain; a hold already there is kept (the first reason
 /// stands) and returned as `false`.
-pub fn add(tx: &Transaction, h: &FatalHold) -> rusqlite::Result<bool> {
+pub fn add(tx: &Tx, h: &FatalHold) -> super::sql::Result<bool> {
     let n = tx.execute(
-        "INSERT OR IGNORE INTO fatal_holds (repo, reason, by, worker_id, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO fatal_holds (repo, reason, by, worker_id, at_ms) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
         params![h.repo, h.reason, h.by, h.worker_id, h.at_ms],
     )?;
     Ok(n == 1)
@@ -98,11 +94,11 @@ pub struct ClearedHold {
 /// Clears the fatal hold on `repo` (the one that was there, if any), recording who cleared
 /// it and when.
 pub fn clear(
-    tx: &Transaction,
+    tx: &Tx,
     repo: &str,
     by: &str,
     now_ms: i64,
-) -> rusqlite::Result<Option<ClearedHold>> {
+) -> super::sql::Result<Option<ClearedHold>> {
     let h = tx
         .prepare_cached(
             "SELECT repo, reason, by, worker_id, at_ms FROM fatal_holds WHERE repo = ?1",
@@ -125,7 +121,7 @@ pub fn clear(
 }
 
 /// The last cleared fatal hold among `repos`, if any.
-pub fn last_cleared(tx: &Transaction, repos: &[String]) -> rusqlite::Result<Option<ClearedHold>> {
+pub fn last_cleared(tx: &Tx, repos: &[String]) -> super::sql::Result<Option<ClearedHold>> {
     let mut last: Option<ClearedHold> = None;
     let mut q = tx.prepare_cached(
         "SELECT repo, reason, by, worker_id, at_ms, cleared_by, cleared_ms FROM fatal_cleared
@@ -157,41 +153,44 @@ mod tests {
 
     #[test]
     fn a_hold_covers_its_chain_and_is_cleared_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let g = RepoGraph::new([
-            ("core".to_string(), vec![]),
-            ("vm".to_string(), vec!["core".to_string()]),
-            ("os".to_string(), vec!["core".to_string()]),
-            ("web".to_string(), vec![]),
-        ]);
-        let h = FatalHold {
-            repo: "vm".into(),
-            reason: "secret committed".into(),
-            by: "alice".into(),
-            worker_id: None,
-            at_ms: 5,
-        };
-        assert!(s.write(|tx| add(tx, &h)).unwrap());
-        assert!(!s.write(|tx| add(tx, &h)).unwrap(), "the first stands");
-        let cov = |s: &mut Store, r: &str| s.read(|tx| covering(tx, &g, r)).unwrap().len();
-        assert_eq!(cov(&mut s, "vm"), 1);
-        assert_eq!(cov(&mut s, "core"), 1, "a dependency");
-        assert_eq!(cov(&mut s, "os"), 0, "a sibling is not in vm's chain");
-        assert_eq!(cov(&mut s, "web"), 0);
-        let cleared = s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap();
-        assert_eq!(cleared.map(|c| c.hold), Some(h.clone()));
-        assert_eq!(s.write(|tx| clear(tx, "vm", "carol", 10)).unwrap(), None);
-        assert_eq!(cov(&mut s, "vm"), 0);
-        let chain = ["core".to_string(), "vm".to_string()];
-        let last = s.read(|tx| last_cleared(tx, &chain)).unwrap();
-        assert_eq!(
-            last,
-            Some(ClearedHold {
-                hold: h,
-                cleared_by: "bob".into(),
-                cleared_ms: 9
-            })
+        crate::store::conformance::each_backend(
+            "a_hold_covers_its_chain_and_is_cleared_once",
+            |s| {
+                let g = RepoGraph::new([
+                    ("core".to_string(), vec![]),
+                    ("vm".to_string(), vec!["core".to_string()]),
+                    ("os".to_string(), vec!["core".to_string()]),
+                    ("web".to_string(), vec![]),
+                ]);
+                let h = FatalHold {
+                    repo: "vm".into(),
+                    reason: "secret committed".into(),
+                    by: "alice".into(),
+                    worker_id: None,
+                    at_ms: 5,
+                };
+                assert!(s.write(|tx| add(tx, &h)).unwrap());
+                assert!(!s.write(|tx| add(tx, &h)).unwrap(), "the first stands");
+                let cov = |s: &mut Store, r: &str| s.read(|tx| covering(tx, &g, r)).unwrap().len();
+                assert_eq!(cov(s, "vm"), 1);
+                assert_eq!(cov(s, "core"), 1, "a dependency");
+                assert_eq!(cov(s, "os"), 0, "a sibling is not in vm's chain");
+                assert_eq!(cov(s, "web"), 0);
+                let cleared = s.write(|tx| clear(tx, "vm", "bob", 9)).unwrap();
+                assert_eq!(cleared.map(|c| c.hold), Some(h.clone()));
+                assert_eq!(s.write(|tx| clear(tx, "vm", "carol", 10)).unwrap(), None);
+                assert_eq!(cov(s, "vm"), 0);
+                let chain = ["core".to_string(), "vm".to_string()];
+                let last = s.read(|tx| last_cleared(tx, &chain)).unwrap();
+                assert_eq!(
+                    last,
+                    Some(ClearedHold {
+                        hold: h,
+                        cleared_by: "bob".into(),
+                        cleared_ms: 9
+                    })
+                );
+            },
         );
     }
 }

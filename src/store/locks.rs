@@ -4,10 +4,10 @@
 //! the locked repositories' names read and each checked in O(1) against the graph's
 //! reachability index, every statement prepared once per connection (`prepare_cached`).
 
+use super::sql::{OptionalExtension, Tx, params};
 use super::{Store, StoreError, now_ms};
 use crate::graph::RepoGraph;
 use crate::lock::{Blocker, ChainLock, HolderKind, blockers, is_blocked};
-use rusqlite::{OptionalExtension, Transaction, params};
 
 pub type LockRow = ChainLock;
 
@@ -32,7 +32,7 @@ pub struct LockHistoryEntry {
     pub at_ms: i64,
 }
 
-fn row_to_lock(r: &rusqlite::Row) -> rusqlite::Result<ChainLock> {
+fn row_to_lock(r: &super::sql::Row) -> super::sql::Result<ChainLock> {
     let kind: String = r.get(3)?;
     Ok(ChainLock {
         id: r.get(0)?,
@@ -46,7 +46,7 @@ fn row_to_lock(r: &rusqlite::Row) -> rusqlite::Result<ChainLock> {
 }
 
 /// All active locks, by repository.
-pub fn active_locks(tx: &Transaction) -> rusqlite::Result<Vec<ChainLock>> {
+pub fn active_locks(tx: &Tx) -> super::sql::Result<Vec<ChainLock>> {
     // `locks` is keyed by repository: this is its own order, no sort.
     let mut stmt = tx.prepare_cached(
         "SELECT id, repo, holder, kind, reason, by, acquired_ms FROM locks ORDER BY repo",
@@ -55,7 +55,7 @@ pub fn active_locks(tx: &Transaction) -> rusqlite::Result<Vec<ChainLock>> {
 }
 
 /// Whether `holder` (a worker id) holds a chain lock.
-pub fn holds_lock(tx: &Transaction, holder: &str) -> rusqlite::Result<bool> {
+pub fn holds_lock(tx: &Tx, holder: &str) -> super::sql::Result<bool> {
     let n: i64 = tx
         .prepare_cached("SELECT COUNT(*) FROM locks WHERE holder = ?1")?
         .query_row([holder], |r| r.get(0))?;
@@ -63,7 +63,7 @@ pub fn holds_lock(tx: &Transaction, holder: &str) -> rusqlite::Result<bool> {
 }
 
 /// How many workers hold chain locks (what `worker.max_parallel` bounds).
-pub fn worker_lock_count(tx: &Transaction) -> rusqlite::Result<usize> {
+pub fn worker_lock_count(tx: &Tx) -> super::sql::Result<usize> {
     let n: i64 = tx
         .prepare_cached("SELECT COUNT(*) FROM locks WHERE kind = 'worker'")?
         .query_row([], |r| r.get(0))?;
@@ -77,28 +77,25 @@ pub fn worker_lock_count(tx: &Transaction) -> rusqlite::Result<usize> {
 /// and checks each against the graph's reachability index in O(1); the full rows are read
 /// only to say what blocks.
 pub fn try_lock_in(
-    tx: &Transaction,
+    tx: &Tx,
     graph: &RepoGraph,
     repo: &str,
     holder: &str,
     kind: HolderKind,
     reason: Option<&str>,
     by: Option<&str>,
-) -> rusqlite::Result<LockAttempt> {
+) -> super::sql::Result<LockAttempt> {
     let chain = graph.chain_of(repo);
     let mut blocked = false;
     {
         let mut stmt = tx.prepare_cached("SELECT repo FROM locks")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
+        stmt.for_each([], |r| {
             // A lock on a repository the graph does not know (renamed or removed under its
             // holder) blocks everything: its chain cannot be known (see `lock::blockers`).
             let held = r.get_ref(0)?.as_str()?;
-            if chain.contains(held) || !graph.contains(held) {
-                blocked = true;
-                break;
-            }
-        }
+            blocked = chain.contains(held) || !graph.contains(held);
+            Ok(!blocked)
+        })?;
     }
     if blocked {
         let active = active_locks(tx)?;
@@ -129,7 +126,7 @@ pub fn try_lock_in(
 /// Live workers (not ended) that hold no lock row although the history's last word on their
 /// lock is its acquire: a row deleted outside orch (`orch release --force` and every other
 /// release write a release first). `(worker id, its repository)`.
-pub fn live_without_their_lock(tx: &Transaction) -> rusqlite::Result<Vec<(String, String)>> {
+pub fn live_without_their_lock(tx: &Tx) -> super::sql::Result<Vec<(String, String)>> {
     let mut stmt = tx.prepare_cached(
         "SELECT w.id, w.repo FROM workers w \
          WHERE w.ended_ms IS NULL \
@@ -144,12 +141,12 @@ pub fn live_without_their_lock(tx: &Transaction) -> rusqlite::Result<Vec<(String
 /// Takes `holder`'s lock on `repo` again after its row was deleted outside orch, if nothing
 /// blocks it now (recorded as a new acquire with `reason`).
 pub fn retake_in(
-    tx: &Transaction,
+    tx: &Tx,
     graph: &RepoGraph,
     repo: &str,
     holder: &str,
     reason: &str,
-) -> rusqlite::Result<LockAttempt> {
+) -> super::sql::Result<LockAttempt> {
     let active = active_locks(tx)?;
     let others: Vec<ChainLock> = active.into_iter().filter(|l| l.holder != holder).collect();
     let blocked = blockers(graph, repo, &others);
@@ -167,7 +164,7 @@ pub fn retake_in(
 }
 
 /// The last thing the lock history says of `holder`'s lock: `acquire`, `release`, or nothing.
-pub fn last_lock_action(tx: &Transaction, holder: &str) -> rusqlite::Result<Option<String>> {
+pub fn last_lock_action(tx: &Tx, holder: &str) -> super::sql::Result<Option<String>> {
     tx.prepare_cached(
         "SELECT action FROM lock_history WHERE holder = ?1 ORDER BY seq DESC LIMIT 1",
     )?
@@ -177,13 +174,13 @@ pub fn last_lock_action(tx: &Transaction, holder: &str) -> rusqlite::Result<Opti
 
 /// Inserts a lock nothing blocks, with its acquire row; its id is that row's `seq`.
 fn insert_lock(
-    tx: &Transaction,
+    tx: &Tx,
     repo: &str,
     holder: &str,
     kind: HolderKind,
     reason: Option<&str>,
     by: Option<&str>,
-) -> rusqlite::Result<ChainLock> {
+) -> super::sql::Result<ChainLock> {
     let now = now_ms();
     let id = record(
         tx,
@@ -218,12 +215,12 @@ fn insert_lock(
 /// cannot outlive the write lock that keeps it true; every other change to `locks` in that
 /// transaction must go through it too (a pass only acquires).
 pub struct ActiveLocks<'t> {
-    tx: &'t Transaction<'t>,
+    tx: &'t Tx<'t>,
     locks: Vec<ChainLock>,
 }
 
 impl<'t> ActiveLocks<'t> {
-    pub fn read(tx: &'t Transaction<'t>) -> rusqlite::Result<ActiveLocks<'t>> {
+    pub fn read(tx: &'t Tx<'t>) -> super::sql::Result<ActiveLocks<'t>> {
         Ok(ActiveLocks {
             tx,
             locks: active_locks(tx)?,
@@ -239,7 +236,7 @@ impl<'t> ActiveLocks<'t> {
         kind: HolderKind,
         reason: Option<&str>,
         by: Option<&str>,
-    ) -> rusqlite::Result<LockAttempt> {
+    ) -> super::sql::Result<LockAttempt> {
         if is_blocked(graph, repo, self.locks.iter().map(|l| l.repo.as_str())) {
             return Ok(LockAttempt::Blocked(blockers(graph, repo, &self.locks)));
         }
@@ -251,11 +248,11 @@ impl<'t> ActiveLocks<'t> {
 
 /// Releases the lock held by `holder`, if any, recording why and by whom.
 pub fn release_in(
-    tx: &Transaction,
+    tx: &Tx,
     holder: &str,
     reason: Option<&str>,
     by: Option<&str>,
-) -> rusqlite::Result<Option<ChainLock>> {
+) -> super::sql::Result<Option<ChainLock>> {
     // One statement finds and deletes the lock: one lock, as before, though a hold's name can
     // hold several (`hold:orch-resume`); each release needs its own history row.
     let lock = tx
@@ -285,7 +282,7 @@ pub fn release_in(
 /// lock's id.
 #[allow(clippy::too_many_arguments)]
 fn record(
-    tx: &Transaction,
+    tx: &Tx,
     lock_id: Option<i64>,
     action: &str,
     repo: &str,
@@ -294,7 +291,7 @@ fn record(
     reason: Option<&str>,
     by: Option<&str>,
     at_ms: i64,
-) -> rusqlite::Result<i64> {
+) -> super::sql::Result<i64> {
     // The rule an INTEGER PRIMARY KEY follows anyway (largest + 1), said here so that an
     // acquire knows its id before it writes the row, and `seq` stays the commit order.
     let seq: i64 = tx
@@ -441,69 +438,72 @@ mod tests {
 
     #[test]
     fn acquire_block_release_and_history() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let g = graph();
-        let LockAttempt::Acquired(l) = s
-            .try_lock(&g, "vm", "hold:a", HolderKind::Hold, Some("r"), Some("me"))
-            .unwrap()
-        else {
-            panic!()
-        };
-        assert!(matches!(
-            s.try_lock(&g, "os", "w1", HolderKind::Worker, None, None)
-                .unwrap(),
-            LockAttempt::Acquired(_)
-        ));
-        let LockAttempt::Blocked(b) = s
-            .try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
-            .unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(b.len(), 2);
-        assert!(
-            s.unhold("os", None).unwrap().is_err(),
-            "unhold must not free a worker's lock"
-        );
-        assert_eq!(s.unhold("vm", None).unwrap().unwrap().id, l.id);
-        assert_eq!(
-            s.release("w1", Some("done"), None).unwrap().unwrap().repo,
-            "os"
-        );
-        assert!(matches!(
-            s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
-                .unwrap(),
-            LockAttempt::Acquired(_)
-        ));
-        let h = s.lock_history().unwrap();
-        assert_eq!(h.len(), 5);
-        assert!(first_conflict(&g, &h).is_none());
+        crate::store::conformance::each_backend("acquire_block_release_and_history", |s| {
+            let g = graph();
+            let LockAttempt::Acquired(l) = s
+                .try_lock(&g, "vm", "hold:a", HolderKind::Hold, Some("r"), Some("me"))
+                .unwrap()
+            else {
+                panic!()
+            };
+            assert!(matches!(
+                s.try_lock(&g, "os", "w1", HolderKind::Worker, None, None)
+                    .unwrap(),
+                LockAttempt::Acquired(_)
+            ));
+            let LockAttempt::Blocked(b) = s
+                .try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
+                .unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(b.len(), 2);
+            assert!(
+                s.unhold("os", None).unwrap().is_err(),
+                "unhold must not free a worker's lock"
+            );
+            assert_eq!(s.unhold("vm", None).unwrap().unwrap().id, l.id);
+            assert_eq!(
+                s.release("w1", Some("done"), None).unwrap().unwrap().repo,
+                "os"
+            );
+            assert!(matches!(
+                s.try_lock(&g, "core", "w2", HolderKind::Worker, None, None)
+                    .unwrap(),
+                LockAttempt::Acquired(_)
+            ));
+            let h = s.lock_history().unwrap();
+            assert_eq!(h.len(), 5);
+            assert!(first_conflict(&g, &h).is_none());
+        });
     }
 
     /// A hold's name may hold several chains: each release frees one, with its own history row.
     #[test]
     fn a_holder_of_several_locks_releases_them_one_at_a_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let g = graph();
-        for repo in ["vm", "os"] {
-            let got = s.try_lock(&g, repo, "hold:x", HolderKind::Hold, None, None);
-            assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
-        }
-        let first = s.release("hold:x", None, None).unwrap().unwrap();
-        assert_eq!(s.locks().unwrap().len(), 1);
-        let second = s.release("hold:x", None, None).unwrap().unwrap();
-        assert_ne!(first.repo, second.repo);
-        assert!(s.release("hold:x", None, None).unwrap().is_none());
-        let h = s.lock_history().unwrap();
-        let released: Vec<&str> = h
-            .iter()
-            .filter(|e| e.action == "release")
-            .map(|e| e.repo.as_str())
-            .collect();
-        assert_eq!(released, [first.repo.as_str(), second.repo.as_str()]);
-        assert!(first_conflict(&g, &h).is_none());
+        crate::store::conformance::each_backend(
+            "a_holder_of_several_locks_releases_them_one_at_a_time",
+            |s| {
+                let g = graph();
+                for repo in ["vm", "os"] {
+                    let got = s.try_lock(&g, repo, "hold:x", HolderKind::Hold, None, None);
+                    assert!(matches!(got.unwrap(), LockAttempt::Acquired(_)));
+                }
+                let first = s.release("hold:x", None, None).unwrap().unwrap();
+                assert_eq!(s.locks().unwrap().len(), 1);
+                let second = s.release("hold:x", None, None).unwrap().unwrap();
+                assert_ne!(first.repo, second.repo);
+                assert!(s.release("hold:x", None, None).unwrap().is_none());
+                let h = s.lock_history().unwrap();
+                let released: Vec<&str> = h
+                    .iter()
+                    .filter(|e| e.action == "release")
+                    .map(|e| e.repo.as_str())
+                    .collect();
+                assert_eq!(released, [first.repo.as_str(), second.repo.as_str()]);
+                assert!(first_conflict(&g, &h).is_none());
+            },
+        );
     }
 
     /// Pages one committed transaction appended to the WAL.

@@ -6,11 +6,15 @@
 
 pub mod alerts;
 pub mod board;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod fatal;
 pub mod health;
 pub mod history;
 mod locks;
+pub mod pg;
 mod schema;
+pub mod sql;
 pub mod upstream;
 pub mod usage;
 pub mod waves;
@@ -23,6 +27,7 @@ pub use locks::{
 };
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use sql::Tx;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -50,10 +55,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error("cannot open database {path}: {source}")]
-    Open {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Open { path: PathBuf, source: sql::Error },
     #[error(
         "database {path} is busy: locked by another process for {} ({}); retry once it is done",
         crate::duration::format(*waited),
@@ -80,10 +82,7 @@ pub enum StoreError {
     #[error(
         "database {path} is unreadable or not an orch database ({source}); `orch resume --from-checkpoints` rebuilds it from sessions/*.checkpoint.yaml"
     )]
-    Corrupt {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Corrupt { path: PathBuf, source: sql::Error },
     #[error(
         "database {path} has schema version {found}, newer than this orch understands ({known}); upgrade orch"
     )]
@@ -93,34 +92,31 @@ pub enum StoreError {
         known: i64,
     },
     #[error("database {path}: {source}")]
-    Sql {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    Sql { path: PathBuf, source: sql::Error },
 }
 
 /// The `store_meta` key set when `orch resume --from-checkpoints` rebuilt the database.
 pub const REBUILT_META: &str = "rebuilt_from_checkpoints_ms";
 
 /// A value of `store_meta` (small watermarks), if set.
-pub fn meta(tx: &rusqlite::Transaction, key: &str) -> rusqlite::Result<Option<i64>> {
-    use rusqlite::OptionalExtension;
+pub fn meta(tx: &Tx, key: &str) -> sql::Result<Option<i64>> {
+    use sql::OptionalExtension;
     tx.prepare_cached("SELECT value FROM store_meta WHERE key = ?1")?
         .query_row([key], |r| r.get(0))
         .optional()
 }
 
-pub fn set_meta(tx: &rusqlite::Transaction, key: &str, value: i64) -> rusqlite::Result<()> {
+pub fn set_meta(tx: &Tx, key: &str, value: i64) -> sql::Result<()> {
     tx.prepare_cached(
         "INSERT INTO store_meta (key, value) VALUES (?1, ?2)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
     )?
-    .execute(rusqlite::params![key, value])?;
+    .execute(sql::params![key, value])?;
     Ok(())
 }
 
 pub struct Store {
-    conn: Connection,
+    backend: Backend,
     path: PathBuf,
     waits: Duration,
     /// `alerts.dedup_window` of the configuration in use (the journal de-duplicates with it).
@@ -161,10 +157,10 @@ impl Store {
         )
         .map_err(|source| StoreError::Open {
             path: path.clone(),
-            source,
+            source: source.into(),
         })?;
         let mut store = Store {
-            conn,
+            backend: Backend::Sqlite(conn),
             path,
             waits: busy_timeout(),
             alert_window: crate::config::DEDUP_WINDOW,
@@ -174,6 +170,41 @@ impl Store {
         Ok(store)
     }
 
+    /// Connects to the PostgreSQL database at `url` and brings its schema up to date. Errors
+    /// name the URL without its password.
+    pub fn open_url(url: &str) -> Result<Store, StoreError> {
+        Store::open_pg(url, None)
+    }
+
+    /// [`Store::open_url`] with every name resolved in `schema` (a test's own).
+    pub fn open_pg(url: &str, schema: Option<&str>) -> Result<Store, StoreError> {
+        let path = PathBuf::from(pg::redact(url));
+        let waits = busy_timeout();
+        let conn = pg::PgConn::connect(url, schema)
+            .and_then(|mut c| c.set_lock_timeout(waits).map(|()| c))
+            .map_err(|source| StoreError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        let mut store = Store {
+            backend: Backend::Pg(Box::new(conn)),
+            path,
+            waits,
+            alert_window: crate::config::DEDUP_WINDOW,
+        };
+        schema::migrate(&mut store)?;
+        Ok(store)
+    }
+
+    /// Which database this store is on ("sqlite", "postgresql"), for `orch check`.
+    pub fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Pg(_) => "postgresql",
+        }
+    }
+
+    /// The database file (SQLite) or the URL without its password (PostgreSQL).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -191,7 +222,14 @@ impl Store {
     /// A store that waits [`SUPERVISOR_BUSY_TIMEOUT`] for a busy database (a supervisor's).
     pub fn patient(mut self) -> Store {
         self.waits = SUPERVISOR_BUSY_TIMEOUT.max(busy_timeout());
-        let _ = self.conn.busy_timeout(self.waits);
+        match &mut self.backend {
+            Backend::Sqlite(c) => {
+                let _ = c.busy_timeout(self.waits);
+            }
+            Backend::Pg(c) => {
+                let _ = c.set_lock_timeout(self.waits);
+            }
+        }
         self
     }
 
@@ -202,47 +240,36 @@ impl Store {
 
     fn configure(&mut self) -> Result<(), StoreError> {
         let timeout = self.waits;
-        self.conn
-            .busy_timeout(timeout)
-            .map_err(|e| self.classify(e))?;
-        // WAL lets readers (orch status) proceed while a supervisor writes. Switching modes
-        // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry, within
-        // the same bound as one wait (each try waits for the lock itself).
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            match self
-                .conn
-                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
-            {
-                Ok(_) => break,
-                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20));
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    let _ = self.conn.busy_timeout(left.max(Duration::from_millis(1)));
-                }
-                Err(e) => {
-                    let _ = self.conn.busy_timeout(timeout);
-                    return Err(self.classify(e));
-                }
-            }
-        }
-        let _ = self.conn.busy_timeout(timeout);
-        self.conn
-            .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
-            .map_err(|e| self.classify(e))?;
-        // rusqlite keeps 16 prepared statements by default; one spawn's transaction alone
-        // (lock, worker, event) plus a supervisor's loop use more, and an evicted statement is
-        // parsed again on its next use.
-        self.conn.set_prepared_statement_cache_capacity(64);
-        Ok(())
+        let r = match &mut self.backend {
+            Backend::Sqlite(conn) => configure_sqlite(conn, timeout),
+            Backend::Pg(_) => Ok(()),
+        };
+        r.map_err(|e| self.classify(e))
     }
 
-    /// Maps a rusqlite error to what it means for the operator: busy (with who holds it),
+    /// Maps a store error to what it means for the operator: busy (with who holds it),
     /// damaged (with what the file shows), a full or read-only file system (the OS error
     /// SQLite saw), or the error itself.
-    pub(crate) fn classify(&self, e: rusqlite::Error) -> StoreError {
-        // SAFETY: the handle is this store's open connection; the call only reads its errno.
-        let errno = unsafe { rusqlite::ffi::sqlite3_system_errno(self.conn.handle()) };
+    pub(crate) fn classify(&self, e: impl Into<sql::Error>) -> StoreError {
+        let e = e.into();
+        let errno = match &self.backend {
+            // SAFETY: the handle is this store's open connection; the call only reads its errno.
+            Backend::Sqlite(c) => unsafe { rusqlite::ffi::sqlite3_system_errno(c.handle()) },
+            Backend::Pg(_) => 0,
+        };
+        if let Backend::Pg(_) = self.backend {
+            return match classify(&self.path, e, errno) {
+                StoreError::Locked { path, .. } => StoreError::Locked {
+                    path,
+                    waited: self.waits,
+                    holders: vec![format!(
+                        "another orch writer (advisory lock {:#x}: see pg_locks)",
+                        pg::WRITE_LOCK
+                    )],
+                },
+                other => other,
+            };
+        }
         match classify(&self.path, e, errno) {
             StoreError::Locked { path, holders, .. } if holders.is_empty() => StoreError::Locked {
                 holders: health::holders(&path),
@@ -272,45 +299,109 @@ impl Store {
         }
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a
-    /// read-check-write inside `f` cannot interleave with another process's.
-    pub fn write<T>(
-        &mut self,
-        f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
-    ) -> Result<T, StoreError> {
+    /// A write transaction with the write lock taken up front (SQLite's `BEGIN IMMEDIATE`,
+    /// PostgreSQL's advisory lock), so a read-check-write inside it cannot interleave with
+    /// another process's — on any host.
+    fn begin_write(&mut self) -> sql::Result<Tx<'_>> {
+        Ok(match &mut self.backend {
+            Backend::Sqlite(c) => {
+                Tx::sqlite(c.transaction_with_behavior(TransactionBehavior::Immediate)?)
+            }
+            Backend::Pg(c) => Tx::pg(c.write()?),
+        })
+    }
+
+    /// Runs `f` in one write transaction ([`Store::begin_write`]): the write lock is taken up
+    /// front, so a read-check-write inside `f` cannot interleave with another process's.
+    pub fn write<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = self.begin_write()?;
             let v = f(&tx)?;
             tx.commit()?;
-            Ok(v)
+            Ok::<_, sql::Error>(v)
         })();
         r.map_err(|e| self.classify(e))
     }
 
-    /// Read-only access (a deferred transaction gives a consistent snapshot in WAL mode).
-    pub fn read<T>(
+    /// Runs `f` in a write transaction that is always rolled back (what a pass would do,
+    /// measured or tried without keeping it).
+    pub fn rolled_back<T>(
         &mut self,
-        f: impl FnOnce(&rusqlite::Transaction) -> rusqlite::Result<T>,
+        f: impl FnOnce(&Tx) -> sql::Result<T>,
     ) -> Result<T, StoreError> {
         let r = (|| {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Deferred)?;
+            let tx = self.begin_write()?;
+            f(&tx)
+        })();
+        r.map_err(|e| self.classify(e))
+    }
+
+    /// Read-only access: a consistent snapshot (SQLite's deferred transaction in WAL mode,
+    /// PostgreSQL's `REPEATABLE READ READ ONLY`).
+    pub fn read<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
+        let r = (|| {
+            let tx = match &mut self.backend {
+                Backend::Sqlite(c) => {
+                    Tx::sqlite(c.transaction_with_behavior(TransactionBehavior::Deferred)?)
+                }
+                Backend::Pg(c) => Tx::pg(c.read()?),
+            };
             f(&tx)
         })();
         r.map_err(|e| self.classify(e))
     }
 
     /// The raw connection, for modules that own their own tables.
-    pub fn conn(&mut self) -> &mut Connection {
-        &mut self.conn
+    #[cfg(test)]
+    pub(crate) fn conn(&mut self) -> &mut Connection {
+        match &mut self.backend {
+            Backend::Sqlite(c) => c,
+            Backend::Pg(_) => panic!("not a SQLite store"),
+        }
     }
 }
 
+/// The database behind a store; nothing outside `store/` knows which.
+enum Backend {
+    Sqlite(Connection),
+    Pg(Box<pg::PgConn>),
+}
+
+/// Busy timeout, WAL, synchronous=NORMAL, foreign keys, the statement cache.
+fn configure_sqlite(conn: &mut Connection, timeout: Duration) -> sql::Result<()> {
+    conn.busy_timeout(timeout)?;
+    // WAL lets readers (orch status) proceed while a supervisor writes. Switching modes
+    // needs a moment of exclusivity, so a concurrent first open may see BUSY: retry, within
+    // the same bound as one wait (each try waits for the lock itself).
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+            .map_err(sql::Error::from)
+        {
+            Ok(_) => break,
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let _ = conn.busy_timeout(left.max(Duration::from_millis(1)));
+            }
+            Err(e) => {
+                let _ = conn.busy_timeout(timeout);
+                return Err(e);
+            }
+        }
+    }
+    let _ = conn.busy_timeout(timeout);
+    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+    // rusqlite keeps 16 prepared statements by default; one spawn's transaction alone
+    // (lock, worker, event) plus a supervisor's loop use more, and an evicted statement is
+    // parsed again on its next use.
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
 /// `errno` is the OS error SQLite last saw on this connection (`sqlite3_system_errno`).
-fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
+fn classify(path: &Path, e: sql::Error, errno: i32) -> StoreError {
     let path = path.to_path_buf();
     {
         if is_busy(&e) {
@@ -320,7 +411,7 @@ fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
                 holders: Vec::new(),
             };
         }
-        if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        if let sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) = &e {
             let os = errno_name(&std::io::Error::from_raw_os_error(errno));
             match f.code {
                 // SQLite's own word for a write that found no space.
@@ -343,7 +434,7 @@ fn classify(path: &Path, e: rusqlite::Error, errno: i32) -> StoreError {
                 _ => {}
             }
         }
-        if let rusqlite::Error::SqliteFailure(f, _) = &e
+        if let sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) = &e
             && matches!(
                 f.code,
                 rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
@@ -374,12 +465,16 @@ pub fn errno_words(errno: &str) -> &'static str {
     }
 }
 
-pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::SqliteFailure(f, _)
-            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
+pub(crate) fn is_busy(e: &sql::Error) -> bool {
+    match e {
+        sql::Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+            f.code,
+            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+        ),
+        // lock_timeout passed waiting for the write lock.
+        sql::Error::Pg(e) => e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+        _ => false,
+    }
 }
 
 /// Creates `dir` (and parents) with mode 0700 if missing.

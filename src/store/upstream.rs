@@ -2,7 +2,7 @@
 //! orch process that watches it. Whoever finds the row stale claims the next poll (a short
 //! lease), so one poll per repository per interval serves every dependent worker.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use super::sql::{OptionalExtension, Tx, params};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamRow {
@@ -17,7 +17,7 @@ pub struct UpstreamRow {
     pub checked_ms: i64,
 }
 
-pub fn get(tx: &Transaction, repo: &str) -> rusqlite::Result<Option<UpstreamRow>> {
+pub fn get(tx: &Tx, repo: &str) -> super::sql::Result<Option<UpstreamRow>> {
     tx.query_row(
         "SELECT repo, branch, sha, verdict, failed_jobs, detail, checked_ms FROM upstream_ci WHERE repo = ?1",
         [repo],
@@ -40,16 +40,16 @@ pub fn get(tx: &Transaction, repo: &str) -> rusqlite::Result<Option<UpstreamRow>
 /// Claims the next poll of `repo` for `pid` until `now + lease_ms`, if its row is older than
 /// `max_age_ms` and nobody else holds the claim.
 pub fn claim_poll(
-    tx: &Transaction,
+    tx: &Tx,
     repo: &str,
     branch: &str,
     pid: i64,
     now: i64,
     max_age_ms: i64,
     lease_ms: i64,
-) -> rusqlite::Result<bool> {
+) -> super::sql::Result<bool> {
     tx.execute(
-        "INSERT OR IGNORE INTO upstream_ci (repo, branch) VALUES (?1, ?2)",
+        "INSERT INTO upstream_ci (repo, branch) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
         params![repo, branch],
     )?;
     let n = tx.execute(
@@ -61,7 +61,7 @@ pub fn claim_poll(
 }
 
 /// Records a poll's result and lets the claim go.
-pub fn put(tx: &Transaction, row: &UpstreamRow) -> rusqlite::Result<()> {
+pub fn put(tx: &Tx, row: &UpstreamRow) -> super::sql::Result<()> {
     tx.execute(
         "INSERT INTO upstream_ci (repo, branch, sha, verdict, failed_jobs, detail, checked_ms, poller_pid, poll_until_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, 0)
@@ -81,7 +81,7 @@ pub fn put(tx: &Transaction, row: &UpstreamRow) -> rusqlite::Result<()> {
 }
 
 /// Lets a claim go without a result (the forge failed): the next watcher tries.
-pub fn release_claim(tx: &Transaction, repo: &str) -> rusqlite::Result<()> {
+pub fn release_claim(tx: &Tx, repo: &str) -> super::sql::Result<()> {
     tx.execute(
         "UPDATE upstream_ci SET poller_pid = NULL, poll_until_ms = 0 WHERE repo = ?1",
         [repo],

@@ -1,7 +1,7 @@
 //! What a worker's agent spent — dollars and tokens, summed over every invocation of the
 //! task (respawns included) — and the id of its conversation, which a respawn continues.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use super::sql::{OptionalExtension, Tx, params};
 use serde::Serialize;
 
 /// Tokens as agents report them.
@@ -47,7 +47,7 @@ pub struct Usage {
     pub thread_tokens: Option<u64>,
 }
 
-pub fn get_usage(tx: &Transaction, worker: &str) -> rusqlite::Result<Option<Usage>> {
+pub fn get_usage(tx: &Tx, worker: &str) -> super::sql::Result<Option<Usage>> {
     tx.query_row(
         "SELECT session_id, session_started, cost_usd, input_tokens, output_tokens,
                 cache_read_tokens, cache_write_tokens, invocations, thread_tokens
@@ -73,7 +73,7 @@ pub fn get_usage(tx: &Transaction, worker: &str) -> rusqlite::Result<Option<Usag
 }
 
 /// Writes the worker's whole row.
-pub fn save_usage(tx: &Transaction, worker: &str, u: &Usage, now_ms: i64) -> rusqlite::Result<()> {
+pub fn save_usage(tx: &Tx, worker: &str, u: &Usage, now_ms: i64) -> super::sql::Result<()> {
     tx.execute(
         "INSERT INTO worker_usage (worker_id, session_id, session_started, cost_usd, input_tokens,
              output_tokens, cache_read_tokens, cache_write_tokens, invocations, thread_tokens,
@@ -100,31 +100,23 @@ pub fn save_usage(tx: &Transaction, worker: &str, u: &Usage, now_ms: i64) -> rus
 }
 
 /// Records that `agent`'s API is rate-limited until `until_ms` (the latest reset wins).
-pub fn limit_agent(
-    tx: &Transaction,
-    agent: &str,
-    until_ms: i64,
-    detail: &str,
-) -> rusqlite::Result<()> {
+pub fn limit_agent(tx: &Tx, agent: &str, until_ms: i64, detail: &str) -> super::sql::Result<()> {
     tx.execute(
         "INSERT INTO agent_limits (agent, until_ms, detail) VALUES (?1, ?2, ?3)
-         ON CONFLICT (agent) DO UPDATE SET until_ms = max(until_ms, excluded.until_ms),
+         ON CONFLICT (agent) DO UPDATE SET until_ms =
+             CASE WHEN excluded.until_ms > agent_limits.until_ms THEN excluded.until_ms ELSE agent_limits.until_ms END,
              detail = excluded.detail",
-        rusqlite::params![agent, until_ms, detail],
+        params![agent, until_ms, detail],
     )?;
     Ok(())
 }
 
 /// Until when (and why) `agent` is rate-limited, if it still is at `now_ms`.
-pub fn agent_limit(
-    tx: &Transaction,
-    agent: &str,
-    now_ms: i64,
-) -> rusqlite::Result<Option<(i64, String)>> {
-    use rusqlite::OptionalExtension;
+pub fn agent_limit(tx: &Tx, agent: &str, now_ms: i64) -> super::sql::Result<Option<(i64, String)>> {
+    use super::sql::OptionalExtension;
     tx.query_row(
         "SELECT until_ms, detail FROM agent_limits WHERE agent = ?1 AND until_ms > ?2",
-        rusqlite::params![agent, now_ms],
+        params![agent, now_ms],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .optional()

@@ -1,7 +1,7 @@
 //! Waves in SQLite: a wave as first seen by a tick, its tasks (their definitions as started),
 //! which worker runs each, and the alert raised once for a task that stopped the wave.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use super::sql::{OptionalExtension, Tx, params};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -37,7 +37,7 @@ const WAVE_COLS: &str =
 const TASK_COLS: &str =
     "wave, id, seq, definition, estimate_ms, worker_id, started_ms, alerted_ms, attempt";
 
-fn row_to_wave(r: &rusqlite::Row) -> rusqlite::Result<WaveRow> {
+fn row_to_wave(r: &super::sql::Row) -> super::sql::Result<WaveRow> {
     Ok(WaveRow {
         name: r.get(0)?,
         file: r.get(1)?,
@@ -50,7 +50,7 @@ fn row_to_wave(r: &rusqlite::Row) -> rusqlite::Result<WaveRow> {
     })
 }
 
-fn row_to_task(r: &rusqlite::Row) -> rusqlite::Result<WaveTaskRow> {
+fn row_to_task(r: &super::sql::Row) -> super::sql::Result<WaveTaskRow> {
     Ok(WaveTaskRow {
         wave: r.get(0)?,
         id: r.get(1)?,
@@ -64,13 +64,13 @@ fn row_to_task(r: &rusqlite::Row) -> rusqlite::Result<WaveTaskRow> {
     })
 }
 
-pub fn get_wave(tx: &Transaction, name: &str) -> rusqlite::Result<Option<WaveRow>> {
+pub fn get_wave(tx: &Tx, name: &str) -> super::sql::Result<Option<WaveRow>> {
     tx.prepare_cached(&format!("SELECT {WAVE_COLS} FROM waves WHERE name = ?1"))?
         .query_row([name], row_to_wave)
         .optional()
 }
 
-pub fn list_waves(tx: &Transaction) -> rusqlite::Result<Vec<WaveRow>> {
+pub fn list_waves(tx: &Tx) -> super::sql::Result<Vec<WaveRow>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {WAVE_COLS} FROM waves ORDER BY created_ms, name"
     ))?;
@@ -78,9 +78,9 @@ pub fn list_waves(tx: &Transaction) -> rusqlite::Result<Vec<WaveRow>> {
 }
 
 /// Records the wave on first sight; later, notes the file it was read from. True on first sight.
-pub fn record_wave(tx: &Transaction, name: &str, file: &str, now: i64) -> rusqlite::Result<bool> {
+pub fn record_wave(tx: &Tx, name: &str, file: &str, now: i64) -> super::sql::Result<bool> {
     let inserted = tx.execute(
-        "INSERT OR IGNORE INTO waves (name, file, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)",
+        "INSERT INTO waves (name, file, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3) ON CONFLICT DO NOTHING",
         params![name, file, now],
     )?;
     if inserted == 0 {
@@ -92,7 +92,7 @@ pub fn record_wave(tx: &Transaction, name: &str, file: &str, now: i64) -> rusqli
     Ok(inserted == 1)
 }
 
-pub fn wave_tasks(tx: &Transaction, wave: &str) -> rusqlite::Result<Vec<WaveTaskRow>> {
+pub fn wave_tasks(tx: &Tx, wave: &str) -> super::sql::Result<Vec<WaveTaskRow>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {TASK_COLS} FROM wave_tasks WHERE wave = ?1 ORDER BY seq, id"
     ))?;
@@ -101,24 +101,24 @@ pub fn wave_tasks(tx: &Transaction, wave: &str) -> rusqlite::Result<Vec<WaveTask
 
 /// Inserts a task, or rewrites one not started yet.
 pub fn put_task(
-    tx: &Transaction,
+    tx: &Tx,
     wave: &str,
     id: &str,
     seq: i64,
     definition: &str,
     estimate_ms: Option<i64>,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     tx.execute(
         "INSERT INTO wave_tasks (wave, id, seq, definition, estimate_ms) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (wave, id) DO UPDATE SET seq = excluded.seq, estimate_ms = excluded.estimate_ms,
-           definition = CASE WHEN worker_id IS NULL THEN excluded.definition ELSE definition END",
+           definition = CASE WHEN wave_tasks.worker_id IS NULL THEN excluded.definition ELSE wave_tasks.definition END",
         params![wave, id, seq, definition, estimate_ms],
     )?;
     Ok(())
 }
 
 /// Drops a task that left the file, unless it was started (then it stays part of the wave).
-pub fn drop_unstarted_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::Result<bool> {
+pub fn drop_unstarted_task(tx: &Tx, wave: &str, id: &str) -> super::sql::Result<bool> {
     Ok(tx.execute(
         "DELETE FROM wave_tasks WHERE wave = ?1 AND id = ?2 AND worker_id IS NULL",
         params![wave, id],
@@ -126,12 +126,12 @@ pub fn drop_unstarted_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::
 }
 
 pub fn set_task_worker(
-    tx: &Transaction,
+    tx: &Tx,
     wave: &str,
     id: &str,
     worker: &str,
     started_ms: i64,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     tx.execute(
         "UPDATE wave_tasks SET worker_id = ?3, started_ms = ?4 WHERE wave = ?1 AND id = ?2",
         params![wave, id, worker, started_ms],
@@ -140,10 +140,7 @@ pub fn set_task_worker(
 }
 
 /// The newest worker started for `task_id` (how a spawn whose link was never written is found).
-pub fn worker_for_task_id(
-    tx: &Transaction,
-    task_id: &str,
-) -> rusqlite::Result<Option<(String, i64)>> {
+pub fn worker_for_task_id(tx: &Tx, task_id: &str) -> super::sql::Result<Option<(String, i64)>> {
     tx.prepare_cached(
         "SELECT id, created_ms FROM workers WHERE task_id = ?1 ORDER BY created_ms DESC, id DESC LIMIT 1",
     )?
@@ -153,7 +150,7 @@ pub fn worker_for_task_id(
 
 /// Gives a started task another go: its next attempt, not started yet (the previous worker
 /// stays in the workers' history). Returns the new attempt number.
-pub fn retry_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::Result<i64> {
+pub fn retry_task(tx: &Tx, wave: &str, id: &str) -> super::sql::Result<i64> {
     tx.execute(
         "UPDATE wave_tasks SET attempt = attempt + 1, worker_id = NULL, started_ms = NULL,
            alerted_ms = NULL WHERE wave = ?1 AND id = ?2",
@@ -168,12 +165,7 @@ pub fn retry_task(tx: &Transaction, wave: &str, id: &str) -> rusqlite::Result<i6
 
 /// The wave task run by worker `old` is run by `new` from now on (a replacement that took the
 /// task over: `land.on_conflict: fix`).
-pub fn relink_task_worker(
-    tx: &Transaction,
-    old: &str,
-    new: &str,
-    now: i64,
-) -> rusqlite::Result<usize> {
+pub fn relink_task_worker(tx: &Tx, old: &str, new: &str, now: i64) -> super::sql::Result<usize> {
     tx.execute(
         "UPDATE wave_tasks SET worker_id = ?2, started_ms = ?3, alerted_ms = NULL WHERE worker_id = ?1",
         params![old, new, now],
@@ -181,7 +173,7 @@ pub fn relink_task_worker(
 }
 
 /// Marks the task alerted; false if it already was (the alert is raised once).
-pub fn mark_alerted(tx: &Transaction, wave: &str, id: &str, now: i64) -> rusqlite::Result<bool> {
+pub fn mark_alerted(tx: &Tx, wave: &str, id: &str, now: i64) -> super::sql::Result<bool> {
     Ok(tx.execute(
         "UPDATE wave_tasks SET alerted_ms = ?3 WHERE wave = ?1 AND id = ?2 AND alerted_ms IS NULL",
         params![wave, id, now],
@@ -189,12 +181,12 @@ pub fn mark_alerted(tx: &Transaction, wave: &str, id: &str, now: i64) -> rusqlit
 }
 
 pub fn set_progress(
-    tx: &Transaction,
+    tx: &Tx,
     wave: &str,
     ready_waiting: i64,
     finished_ms: Option<i64>,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     tx.execute(
         "UPDATE waves SET ready_waiting = ?2, finished_ms = ?3, updated_ms = ?4 WHERE name = ?1",
         params![wave, ready_waiting, finished_ms, now],
@@ -202,7 +194,7 @@ pub fn set_progress(
     Ok(())
 }
 
-pub fn cancel_wave(tx: &Transaction, wave: &str, by: &str, now: i64) -> rusqlite::Result<bool> {
+pub fn cancel_wave(tx: &Tx, wave: &str, by: &str, now: i64) -> super::sql::Result<bool> {
     Ok(tx.execute(
         "UPDATE waves SET cancelled_ms = ?3, cancelled_by = ?2, updated_ms = ?3 WHERE name = ?1 AND cancelled_ms IS NULL",
         params![wave, by, now],
@@ -211,7 +203,7 @@ pub fn cancel_wave(tx: &Transaction, wave: &str, by: &str, now: i64) -> rusqlite
 
 /// Other waves, not finished or cancelled, that had a ready task they could not start at a
 /// tick within the last `window_ms`.
-pub fn others_waiting(tx: &Transaction, wave: &str, since_ms: i64) -> rusqlite::Result<usize> {
+pub fn others_waiting(tx: &Tx, wave: &str, since_ms: i64) -> super::sql::Result<usize> {
     let n: i64 = tx
         .prepare_cached(
             "SELECT COUNT(*) FROM waves WHERE name != ?1 AND ready_waiting > 0
@@ -222,20 +214,20 @@ pub fn others_waiting(tx: &Transaction, wave: &str, since_ms: i64) -> rusqlite::
 }
 
 /// The wave and task id that started `worker`, if a wave did (on the `wave_tasks_worker` index).
-pub fn wave_task_of(tx: &Transaction, worker: &str) -> rusqlite::Result<Option<(String, String)>> {
+pub fn wave_task_of(tx: &Tx, worker: &str) -> super::sql::Result<Option<(String, String)>> {
     tx.prepare_cached("SELECT wave, id FROM wave_tasks WHERE worker_id = ?1 LIMIT 1")?
         .query_row([worker], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
 }
 
 /// Whether a wave of that name was ever recorded.
-pub fn wave_exists(tx: &Transaction, name: &str) -> rusqlite::Result<bool> {
+pub fn wave_exists(tx: &Tx, name: &str) -> super::sql::Result<bool> {
     tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM waves WHERE name = ?1)")?
         .query_row([name], |r| r.get(0))
 }
 
 /// (repo, milliseconds from start to DONE) of every DONE worker: the planner's history.
-pub fn done_durations(tx: &Transaction) -> rusqlite::Result<Vec<(String, i64)>> {
+pub fn done_durations(tx: &Tx) -> super::sql::Result<Vec<(String, i64)>> {
     let mut stmt = tx.prepare_cached(
         "SELECT repo, created_ms, progress FROM workers WHERE milestone = 'DONE'",
     )?;

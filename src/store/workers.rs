@@ -1,11 +1,11 @@
 //! Workers, their event log, the request inbox, pushes and alerts in SQLite.
 
+use super::sql::{OptionalExtension, Tx, params};
 use super::{Store, StoreError, now_ms};
 use crate::ci::CiRun;
 use crate::ci::verdict::VerdictKind;
 use crate::milestone::{Milestone, Progress};
 use crate::sha::Sha;
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -105,11 +105,13 @@ pub(super) const COLUMNS: &str = "id, repo, task, task_id, component, plan, prog
     supervisor_pid, supervisor_start, lease_until_ms, worker_pid, worker_running, exit_code, respawns, resume_note, \
     created_ms, updated_ms, ended_ms, model, model_source";
 
-pub(super) fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord> {
+pub(super) fn row_to_worker(r: &super::sql::Row) -> super::sql::Result<WorkerRecord> {
     let progress: String = r.get(6)?;
-    let progress: Progress = serde_json::from_str(&progress).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, Box::new(e))
-    })?;
+    let progress: Progress =
+        serde_json::from_str(&progress).map_err(|e| super::sql::Error::Conversion {
+            column: 6,
+            source: super::sql::FromSqlError::Other(Box::new(e)),
+        })?;
     Ok(WorkerRecord {
         id: r.get(0)?,
         repo: r.get(1)?,
@@ -140,12 +142,12 @@ pub(super) fn row_to_worker(r: &rusqlite::Row) -> rusqlite::Result<WorkerRecord>
 }
 
 /// Whether the database holds any worker at all.
-pub fn any_worker(tx: &Transaction) -> rusqlite::Result<bool> {
+pub fn any_worker(tx: &Tx) -> super::sql::Result<bool> {
     tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM workers)")?
         .query_row([], |r| r.get(0))
 }
 
-pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()> {
+pub fn insert_worker(tx: &Tx, w: &WorkerRecord) -> super::sql::Result<()> {
     // Cached: spawn's lock transaction runs it, and a rebuild once per worker.
     tx.prepare_cached(
         &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"),
@@ -181,7 +183,7 @@ pub fn insert_worker(tx: &Transaction, w: &WorkerRecord) -> rusqlite::Result<()>
     Ok(())
 }
 
-pub fn get_worker(tx: &Transaction, id: &str) -> rusqlite::Result<Option<WorkerRecord>> {
+pub fn get_worker(tx: &Tx, id: &str) -> super::sql::Result<Option<WorkerRecord>> {
     tx.prepare_cached(&format!("SELECT {COLUMNS} FROM workers WHERE id = ?1"))?
         .query_row([id], row_to_worker)
         .optional()
@@ -190,8 +192,8 @@ pub fn get_worker(tx: &Transaction, id: &str) -> rusqlite::Result<Option<WorkerR
 /// The worktree of every worker that holds a lock, by worker id (one light read for the
 /// drift check on every load).
 pub fn worktrees_of_lock_holders(
-    tx: &Transaction,
-) -> rusqlite::Result<std::collections::HashMap<String, String>> {
+    tx: &Tx,
+) -> super::sql::Result<std::collections::HashMap<String, String>> {
     let mut stmt = tx
         .prepare_cached("SELECT w.id, w.worktree FROM locks l JOIN workers w ON w.id = l.holder")?;
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -199,11 +201,7 @@ pub fn worktrees_of_lock_holders(
 }
 
 /// The DONE workers of repository `repo`, most recently updated first, at most `limit`.
-pub fn recent_done_of(
-    tx: &Transaction,
-    repo: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<WorkerRecord>> {
+pub fn recent_done_of(tx: &Tx, repo: &str, limit: usize) -> super::sql::Result<Vec<WorkerRecord>> {
     tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE repo = ?1 AND milestone = 'DONE'
          ORDER BY updated_ms DESC LIMIT ?2"
@@ -214,7 +212,7 @@ pub fn recent_done_of(
 
 /// Every worker ever recorded (and not pruned), oldest first. The whole history: for tests,
 /// rebuilds and measurements, never a command's hot path (see [`live_workers`]).
-pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
+pub fn list_workers(tx: &Tx) -> super::sql::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers ORDER BY created_ms, id"
     ))?;
@@ -224,7 +222,7 @@ pub fn list_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
 /// The workers that have not ended ([`ended`]), oldest first: what resume, the orphan sweep
 /// and every view of the organisation start from. Read through the partial index
 /// `workers_live`, so its cost does not grow with the history.
-pub fn live_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
+pub fn live_workers(tx: &Tx) -> super::sql::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE ended_ms IS NULL ORDER BY created_ms, id"
     ))?;
@@ -236,7 +234,7 @@ pub fn live_workers(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
 /// worker's exit was never recorded (an ended worker's exit, once recorded, came after its
 /// tree was swept by whoever recorded it). (`+ended_ms`: the second half is read through the
 /// small `workers_running` index, not by walking every ended worker's.)
-pub fn sweep_candidates(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>> {
+pub fn sweep_candidates(tx: &Tx) -> super::sql::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE ended_ms IS NULL AND worker_pid IS NOT NULL
          UNION ALL
@@ -246,7 +244,7 @@ pub fn sweep_candidates(tx: &Transaction) -> rusqlite::Result<Vec<WorkerRecord>>
 }
 
 /// Ended workers updated at or after `since_ms` (resume refreshes their checkpoints).
-pub fn ended_updated_since(tx: &Transaction, since_ms: i64) -> rusqlite::Result<Vec<WorkerRecord>> {
+pub fn ended_updated_since(tx: &Tx, since_ms: i64) -> super::sql::Result<Vec<WorkerRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE updated_ms >= ?1 AND ended_ms IS NOT NULL"
     ))?;
@@ -254,7 +252,7 @@ pub fn ended_updated_since(tx: &Transaction, since_ms: i64) -> rusqlite::Result<
 }
 
 /// Whether any worker of `repo` is in the history (on the `workers_repo` index).
-pub fn any_worker_of(tx: &Transaction, repo: &str) -> rusqlite::Result<bool> {
+pub fn any_worker_of(tx: &Tx, repo: &str) -> super::sql::Result<bool> {
     tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM workers WHERE repo = ?1)")?
         .query_row([repo], |r| r.get(0))
 }
@@ -300,8 +298,8 @@ impl Cursor {
 }
 
 /// The WHERE clause (after `live`) and its parameters for `f`.
-fn filter_sql(f: &HistoryFilter, live: bool) -> (String, Vec<rusqlite::types::Value>) {
-    use rusqlite::types::Value;
+fn filter_sql(f: &HistoryFilter, live: bool) -> (String, Vec<super::sql::Value>) {
+    use super::sql::Value;
     let mut sql = String::from(if live {
         "ended_ms IS NULL"
     } else {
@@ -332,72 +330,70 @@ fn filter_sql(f: &HistoryFilter, live: bool) -> (String, Vec<rusqlite::types::Va
 }
 
 /// The live workers `f` selects, oldest first.
-pub fn live_workers_where(
-    tx: &Transaction,
-    f: &HistoryFilter,
-) -> rusqlite::Result<Vec<WorkerRecord>> {
+pub fn live_workers_where(tx: &Tx, f: &HistoryFilter) -> super::sql::Result<Vec<WorkerRecord>> {
     let (filter, params) = filter_sql(f, true);
     tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE {filter} ORDER BY created_ms, id"
     ))?
-    .query_map(rusqlite::params_from_iter(params), row_to_worker)?
+    .query_map(params, row_to_worker)?
     .collect()
 }
 
 /// The ended workers `f` selects, newest ended first, after `after` (a previous page's last),
 /// at most `limit`.
 pub fn ended_workers(
-    tx: &Transaction,
+    tx: &Tx,
     f: &HistoryFilter,
     after: Option<&Cursor>,
     limit: Option<usize>,
-) -> rusqlite::Result<Vec<WorkerRecord>> {
+) -> super::sql::Result<Vec<WorkerRecord>> {
     let (mut filter, mut params) = filter_sql(f, false);
     if let Some(c) = after {
-        params.push(rusqlite::types::Value::Integer(c.ended_ms));
-        params.push(rusqlite::types::Value::Text(c.id.clone()));
+        params.push(super::sql::Value::Integer(c.ended_ms));
+        params.push(super::sql::Value::Text(c.id.clone()));
         let n = params.len();
         filter.push_str(&format!(" AND (ended_ms, id) < (?{}, ?{n})", n - 1));
     }
-    params.push(rusqlite::types::Value::Integer(
-        limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64),
+    params.push(super::sql::Value::Integer(
+        // No limit: the largest (a negative LIMIT is SQLite's alone).
+        limit.map_or(i64::MAX, |l| l.min(i64::MAX as usize) as i64),
     ));
     tx.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM workers WHERE {filter} ORDER BY ended_ms DESC, id DESC LIMIT ?{}",
         params.len()
     ))?
-    .query_map(rusqlite::params_from_iter(params), row_to_worker)?
+    .query_map(params, row_to_worker)?
     .collect()
 }
 
 /// How many ended workers `f` selects after `after` (counted on the index, no row read).
 pub fn count_ended(
-    tx: &Transaction,
+    tx: &Tx,
     f: &HistoryFilter,
     after: Option<&Cursor>,
-) -> rusqlite::Result<usize> {
+) -> super::sql::Result<usize> {
     let (mut filter, mut params) = filter_sql(f, false);
     if let Some(c) = after {
-        params.push(rusqlite::types::Value::Integer(c.ended_ms));
-        params.push(rusqlite::types::Value::Text(c.id.clone()));
+        params.push(super::sql::Value::Integer(c.ended_ms));
+        params.push(super::sql::Value::Text(c.id.clone()));
         let n = params.len();
         filter.push_str(&format!(" AND (ended_ms, id) < (?{}, ?{n})", n - 1));
     }
     let n: i64 = tx
         .prepare_cached(&format!("SELECT COUNT(*) FROM workers WHERE {filter}"))?
-        .query_row(rusqlite::params_from_iter(params), |r| r.get(0))?;
+        .query_row(params, |r| r.get(0))?;
     Ok(n as usize)
 }
 
 /// Makes process `pid` (started at `start` ticks) the worker's supervisor with a lease until
 /// `until_ms`. Callers check in the same transaction that they may.
 pub fn claim_lease(
-    tx: &Transaction,
+    tx: &Tx,
     id: &str,
     pid: i64,
     start: Option<i64>,
     until_ms: i64,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     tx.prepare_cached(
         "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4 WHERE id = ?1",
     )?
@@ -407,7 +403,7 @@ pub fn claim_lease(
 
 /// Moves the lease of `pid` on the worker to `until_ms` (0 gives it up). False when `pid` no
 /// longer holds it.
-pub fn set_lease(tx: &Transaction, id: &str, pid: i64, until_ms: i64) -> rusqlite::Result<bool> {
+pub fn set_lease(tx: &Tx, id: &str, pid: i64, until_ms: i64) -> super::sql::Result<bool> {
     let n = tx
         .prepare_cached(
             "UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND supervisor_pid = ?2",
@@ -418,12 +414,7 @@ pub fn set_lease(tx: &Transaction, id: &str, pid: i64, until_ms: i64) -> rusqlit
 
 /// [`save_progress`] by the worker's supervisor of record only: false (and nothing written)
 /// when process `pid` no longer owns the worker (another supervisor claimed it).
-pub fn save_progress_as(
-    tx: &Transaction,
-    id: &str,
-    pid: i64,
-    p: &Progress,
-) -> rusqlite::Result<bool> {
+pub fn save_progress_as(tx: &Tx, id: &str, pid: i64, p: &Progress) -> super::sql::Result<bool> {
     let n = tx
         .prepare_cached(
             "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4,
@@ -443,7 +434,7 @@ pub fn save_progress_as(
 
 /// Saves the state machine's state whoever holds the lease (an operator acting on a worker
 /// that has no live supervisor).
-pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Result<()> {
+pub fn save_progress(tx: &Tx, id: &str, p: &Progress) -> super::sql::Result<()> {
     tx.prepare_cached(
         "UPDATE workers SET progress = ?2, milestone = ?3, updated_ms = ?4,
            ended_ms = CASE WHEN ?5 THEN COALESCE(ended_ms, ?4) ELSE NULL END WHERE id = ?1",
@@ -461,14 +452,14 @@ pub fn save_progress(tx: &Transaction, id: &str, p: &Progress) -> rusqlite::Resu
 /// The worker's state as its row holds it: the `milestone` column (what queries select on)
 /// and the progress (None: no such row). How a supervisor finds its row changed by someone
 /// else (`app::supervisor::own_rows`).
-pub fn stored_state(tx: &Transaction, id: &str) -> rusqlite::Result<Option<(String, String)>> {
+pub fn stored_state(tx: &Tx, id: &str) -> super::sql::Result<Option<(String, String)>> {
     tx.prepare_cached("SELECT milestone, progress FROM workers WHERE id = ?1")?
         .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
 }
 
 /// The worker process `pid` started.
-pub fn mark_worker_started(tx: &Transaction, id: &str, pid: i64) -> rusqlite::Result<()> {
+pub fn mark_worker_started(tx: &Tx, id: &str, pid: i64) -> super::sql::Result<()> {
     tx.prepare_cached(
         "UPDATE workers SET worker_pid = ?2, worker_running = 1, exit_code = NULL WHERE id = ?1",
     )?
@@ -477,14 +468,14 @@ pub fn mark_worker_started(tx: &Transaction, id: &str, pid: i64) -> rusqlite::Re
 }
 
 /// The worker process ended (`code` None: by a signal, or unknown).
-pub fn mark_worker_exited(tx: &Transaction, id: &str, code: Option<i32>) -> rusqlite::Result<()> {
+pub fn mark_worker_exited(tx: &Tx, id: &str, code: Option<i32>) -> super::sql::Result<()> {
     tx.prepare_cached("UPDATE workers SET worker_running = 0, exit_code = ?2 WHERE id = ?1")?
         .execute(params![id, code])?;
     Ok(())
 }
 
 /// Nothing of the worker runs any more (it was stopped by someone other than its supervisor).
-pub fn mark_worker_stopped(tx: &Transaction, id: &str) -> rusqlite::Result<()> {
+pub fn mark_worker_stopped(tx: &Tx, id: &str) -> super::sql::Result<()> {
     tx.prepare_cached("UPDATE workers SET worker_running = 0 WHERE id = ?1")?
         .execute([id])?;
     Ok(())
@@ -494,12 +485,12 @@ pub fn mark_worker_stopped(tx: &Transaction, id: &str) -> rusqlite::Result<()> {
 /// the next one is told (`note`; kept when None), no worker process of its own any more, and
 /// the lease kept (for the supervisor about to take over) or given up.
 pub fn record_resumed(
-    tx: &Transaction,
+    tx: &Tx,
     id: &str,
     respawns: i64,
     note: Option<&str>,
     keep_lease: bool,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     tx.prepare_cached(
         "UPDATE workers SET respawns = ?2, resume_note = COALESCE(?3, resume_note), worker_running = 0, worker_pid = NULL,
              lease_until_ms = CASE WHEN ?4 THEN lease_until_ms ELSE 0 END WHERE id = ?1",
@@ -520,12 +511,12 @@ pub const WORKER_LOG: &str = "worker.log";
 /// before that offset was written before the event, so `orch logs` places it there — also
 /// across crashes and respawns (the log is only ever appended to).
 pub fn add_event(
-    tx: &Transaction,
+    tx: &Tx,
     worker: &str,
     kind: &str,
     milestone: Milestone,
     detail: &str,
-) -> rusqlite::Result<()> {
+) -> super::sql::Result<()> {
     let log_bytes = tx
         .path()
         .and_then(|db| Path::new(db).parent())
@@ -551,7 +542,7 @@ pub struct WorkerEvent {
     pub log_bytes: Option<i64>,
 }
 
-fn row_to_event(r: &rusqlite::Row) -> rusqlite::Result<WorkerEvent> {
+fn row_to_event(r: &super::sql::Row) -> super::sql::Result<WorkerEvent> {
     Ok(WorkerEvent {
         seq: r.get(0)?,
         worker_id: r.get(1)?,
@@ -563,23 +554,23 @@ fn row_to_event(r: &rusqlite::Row) -> rusqlite::Result<WorkerEvent> {
     })
 }
 
-pub fn events_since(tx: &Transaction, after_seq: i64) -> rusqlite::Result<Vec<WorkerEvent>> {
+pub fn events_since(tx: &Tx, after_seq: i64) -> super::sql::Result<Vec<WorkerEvent>> {
     let mut stmt = tx.prepare_cached(
         "SELECT seq, worker_id, at_ms, kind, milestone, detail, log_bytes FROM worker_events WHERE seq > ?1 ORDER BY seq",
     )?;
     stmt.query_map([after_seq], row_to_event)?.collect()
 }
 
-pub fn worker_events(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<WorkerEvent>> {
+pub fn worker_events(tx: &Tx, worker: &str) -> super::sql::Result<Vec<WorkerEvent>> {
     worker_events_after(tx, worker, 0)
 }
 
 /// `worker`'s events after `after_seq`, in order.
 pub fn worker_events_after(
-    tx: &Transaction,
+    tx: &Tx,
     worker: &str,
     after_seq: i64,
-) -> rusqlite::Result<Vec<WorkerEvent>> {
+) -> super::sql::Result<Vec<WorkerEvent>> {
     let mut stmt = tx.prepare_cached(
         "SELECT seq, worker_id, at_ms, kind, milestone, detail, log_bytes FROM worker_events WHERE worker_id = ?1 AND seq > ?2 ORDER BY seq",
     )?;
@@ -623,7 +614,7 @@ pub struct Request {
     pub refused: Option<bool>,
 }
 
-fn row_to_request(r: &rusqlite::Row) -> rusqlite::Result<Request> {
+fn row_to_request(r: &super::sql::Row) -> super::sql::Result<Request> {
     let kind: String = r.get(2)?;
     let milestone: Option<String> = r.get(3)?;
     let kind = match (
@@ -670,7 +661,7 @@ fn row_to_request(r: &rusqlite::Row) -> rusqlite::Result<Request> {
 const REQUEST_COLUMNS: &str = "id, worker_id, kind, milestone, sha, job, note, by, created_ms, processed_ms, outcome, refused";
 
 /// Queues a request for the worker's supervisor; returns its id.
-pub fn add_request(tx: &Transaction, worker: &str, kind: &RequestKind) -> rusqlite::Result<i64> {
+pub fn add_request(tx: &Tx, worker: &str, kind: &RequestKind) -> super::sql::Result<i64> {
     let (word, milestone, sha, job, note, by) = match kind {
         RequestKind::Report {
             milestone,
@@ -704,21 +695,21 @@ pub fn add_request(tx: &Transaction, worker: &str, kind: &RequestKind) -> rusqli
         RequestKind::Fatal { reason } => ("fatal", None, None, None, Some(reason.as_str()), None),
         RequestKind::Unknown { kind } => (kind.as_str(), None, None, None, None, None),
     };
-    tx.execute(
-        "INSERT INTO requests (worker_id, kind, milestone, sha, job, note, by, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    tx.query_row(
+        "INSERT INTO requests (worker_id, kind, milestone, sha, job, note, by, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
         params![worker, word, milestone, sha, job, note, by, now_ms()],
-    )?;
-    Ok(tx.last_insert_rowid())
+        |r| r.get(0),
+    )
 }
 
-pub fn pending_requests(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<Request>> {
+pub fn pending_requests(tx: &Tx, worker: &str) -> super::sql::Result<Vec<Request>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {REQUEST_COLUMNS} FROM requests WHERE worker_id = ?1 AND processed_ms IS NULL ORDER BY id"
     ))?;
     stmt.query_map([worker], row_to_request)?.collect()
 }
 
-pub fn get_request(tx: &Transaction, id: i64) -> rusqlite::Result<Option<Request>> {
+pub fn get_request(tx: &Tx, id: i64) -> super::sql::Result<Option<Request>> {
     tx.prepare_cached(&format!(
         "SELECT {REQUEST_COLUMNS} FROM requests WHERE id = ?1"
     ))?
@@ -727,12 +718,7 @@ pub fn get_request(tx: &Transaction, id: i64) -> rusqlite::Result<Option<Request
 }
 
 /// Answers a request, once: false (nothing written) if it was already answered.
-pub fn finish_request(
-    tx: &Transaction,
-    id: i64,
-    outcome: &str,
-    refused: bool,
-) -> rusqlite::Result<bool> {
+pub fn finish_request(tx: &Tx, id: i64, outcome: &str, refused: bool) -> super::sql::Result<bool> {
     let n = tx
         .prepare_cached(
             "UPDATE requests SET processed_ms = ?2, outcome = ?3, refused = ?4 WHERE id = ?1 AND processed_ms IS NULL",
@@ -786,7 +772,7 @@ impl<'a> VerdictRow<'a> {
 
 const PUSH_COLUMNS: &str = "sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms";
 
-fn row_to_push(r: &rusqlite::Row) -> rusqlite::Result<PushRecord> {
+fn row_to_push(r: &super::sql::Row) -> super::sql::Result<PushRecord> {
     let verdict: Option<String> = r.get(2)?;
     let failed: Option<String> = r.get(4)?;
     let runs: Option<String> = r.get(5)?;
@@ -803,25 +789,15 @@ fn row_to_push(r: &rusqlite::Row) -> rusqlite::Result<PushRecord> {
     })
 }
 
-pub fn record_push(
-    tx: &Transaction,
-    worker: &str,
-    sha: &str,
-    pushed_ms: i64,
-) -> rusqlite::Result<()> {
+pub fn record_push(tx: &Tx, worker: &str, sha: &str, pushed_ms: i64) -> super::sql::Result<()> {
     tx.prepare_cached(
-        "INSERT OR IGNORE INTO pushes (worker_id, sha, pushed_ms) VALUES (?1, ?2, ?3)",
+        "INSERT INTO pushes (worker_id, sha, pushed_ms) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
     )?
     .execute(params![worker, sha, pushed_ms])?;
     Ok(())
 }
 
-pub fn record_verdict(
-    tx: &Transaction,
-    worker: &str,
-    sha: &str,
-    v: VerdictRow,
-) -> rusqlite::Result<()> {
+pub fn record_verdict(tx: &Tx, worker: &str, sha: &str, v: VerdictRow) -> super::sql::Result<()> {
     let (failed, runs) = v.params();
     tx.prepare_cached(
         "UPDATE pushes SET verdict = ?3, detail = ?4, failed_jobs = ?5, runs = ?6, checked_ms = ?7 WHERE worker_id = ?1 AND sha = ?2",
@@ -832,18 +808,14 @@ pub fn record_verdict(
 
 /// Records a verdict orch observed for `sha` (e.g. by `orch ci status`) in the push history of
 /// whichever worker pushed it. Returns how many records were updated.
-pub fn record_observed_verdict(
-    tx: &Transaction,
-    sha: &str,
-    v: VerdictRow,
-) -> rusqlite::Result<usize> {
+pub fn record_observed_verdict(tx: &Tx, sha: &str, v: VerdictRow) -> super::sql::Result<usize> {
     let (failed, runs) = v.params();
     tx.prepare_cached("UPDATE pushes SET verdict = ?2, detail = ?3, failed_jobs = ?4, runs = ?5, checked_ms = ?6 WHERE sha = ?1")?
         .execute(params![sha, v.kind.as_str(), v.detail, failed, runs, now_ms()])
 }
 
 /// The push record of `worker` for `sha`, if it pushed it.
-pub fn push_of(tx: &Transaction, worker: &str, sha: &str) -> rusqlite::Result<Option<PushRecord>> {
+pub fn push_of(tx: &Tx, worker: &str, sha: &str) -> super::sql::Result<Option<PushRecord>> {
     tx.prepare_cached(&format!(
         "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 AND sha = ?2"
     ))?
@@ -855,7 +827,7 @@ pub fn push_of(tx: &Transaction, worker: &str, sha: &str) -> rusqlite::Result<Op
 /// tracked commit. A worker's progress keeps the verdict it had when it last moved, and a
 /// settled one (FAILED, BLOCKED, waiting for an operator) no longer hears CI, while a later
 /// answer — the supervisor's last look, `orch ci status` — is still recorded against the push.
-pub fn with_latest_verdict(tx: &Transaction, w: &mut WorkerRecord) -> rusqlite::Result<()> {
+pub fn with_latest_verdict(tx: &Tx, w: &mut WorkerRecord) -> super::sql::Result<()> {
     let Some(sha) = &w.progress.tracked_sha else {
         return Ok(());
     };
@@ -869,7 +841,7 @@ pub fn with_latest_verdict(tx: &Transaction, w: &mut WorkerRecord) -> rusqlite::
     Ok(())
 }
 
-pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord>> {
+pub fn pushes(tx: &Tx, worker: &str) -> super::sql::Result<Vec<PushRecord>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 ORDER BY rowid"
     ))?;
@@ -879,10 +851,10 @@ pub fn pushes(tx: &Transaction, worker: &str) -> rusqlite::Result<Vec<PushRecord
 /// What the other workers of `repo` pushed: (worker, SHA). A push a worker claims must be
 /// none of these, nor in their history.
 pub fn others_pushes(
-    tx: &Transaction,
+    tx: &Tx,
     repo: &str,
     worker: &str,
-) -> rusqlite::Result<Vec<(String, String)>> {
+) -> super::sql::Result<Vec<(String, String)>> {
     let mut stmt = tx.prepare_cached(
         "SELECT p.worker_id, p.sha FROM pushes p JOIN workers w ON w.id = p.worker_id \
          WHERE w.repo = ?1 AND p.worker_id != ?2 ORDER BY p.rowid",
@@ -893,7 +865,7 @@ pub fn others_pushes(
 
 /// The latest verdict any worker recorded for `sha` (lets `orch ci status` answer a worker
 /// without the forge token, which workers never hold).
-pub fn recorded_verdict(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<PushRecord>> {
+pub fn recorded_verdict(tx: &Tx, sha: &str) -> super::sql::Result<Option<PushRecord>> {
     tx.query_row(
         &format!("SELECT {PUSH_COLUMNS} FROM pushes WHERE sha = ?1 AND verdict IS NOT NULL ORDER BY checked_ms DESC LIMIT 1"),
         [sha],
@@ -903,7 +875,7 @@ pub fn recorded_verdict(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<
 }
 
 /// When `sha` was first pushed by any worker (bounds a forge's paging and the no-run timeout).
-pub fn first_pushed_ms(tx: &Transaction, sha: &str) -> rusqlite::Result<Option<i64>> {
+pub fn first_pushed_ms(tx: &Tx, sha: &str) -> super::sql::Result<Option<i64>> {
     tx.query_row(
         "SELECT MIN(pushed_ms) FROM pushes WHERE sha = ?1",
         [sha],
@@ -926,15 +898,15 @@ pub struct AlertRecord {
     pub resolved_ms: Option<i64>,
 }
 
-pub fn add_alert(tx: &Transaction, a: &AlertRecord) -> rusqlite::Result<i64> {
-    tx.execute(
-        "INSERT INTO alerts (at_ms, severity, worker_id, repo, kind, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+pub fn add_alert(tx: &Tx, a: &AlertRecord) -> super::sql::Result<i64> {
+    tx.query_row(
+        "INSERT INTO alerts (at_ms, severity, worker_id, repo, kind, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
         params![a.at_ms, a.severity, a.worker_id, a.repo, a.kind, a.message],
-    )?;
-    Ok(tx.last_insert_rowid())
+        |r| r.get(0),
+    )
 }
 
-pub fn alerts(tx: &Transaction, since_ms: i64) -> rusqlite::Result<Vec<AlertRecord>> {
+pub fn alerts(tx: &Tx, since_ms: i64) -> super::sql::Result<Vec<AlertRecord>> {
     let mut stmt = tx.prepare_cached(
         "SELECT id, at_ms, severity, worker_id, repo, kind, message, repeats, resolved_ms FROM alerts WHERE at_ms >= ?1 OR last_ms >= ?1 ORDER BY id",
     )?;

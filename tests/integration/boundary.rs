@@ -149,14 +149,15 @@ fn a_report_written_into_the_database_is_refused_and_alerted() {
     let org = Org::new(Spec::local("trespass.sh").repo(RepoSpec::new("alpha")));
     let victim = org.spawn_detached("alpha", "victim: wait");
     org.wait_milestone(&victim, "WORKING", DEADLINE);
-    let db = rusqlite::Connection::open(org.state.join("orch.db")).unwrap();
-    db.execute(
-        "INSERT INTO requests (worker_id, kind, milestone, note, created_ms) \
-         VALUES (?1, 'report', 'DONE', 'forged', 0)",
-        rusqlite::params![victim],
-    )
-    .unwrap();
-    drop(db);
+    org.store()
+        .write(|tx| {
+            tx.execute(
+                "INSERT INTO requests (worker_id, kind, milestone, note, created_ms) \
+                 VALUES (?1, 'report', 'DONE', 'forged', 0)",
+                [&victim],
+            )
+        })
+        .unwrap();
     poll_until(
         "the forged report's alert",
         DEADLINE,
@@ -258,10 +259,9 @@ fn rows_changed_in_the_database_under_a_live_worker_are_put_back_and_alerted() {
     );
     let victim = org.spawn_detached("alpha", "victim: wait");
     org.wait_milestone(&victim, "WORKING", DEADLINE);
-    let db = rusqlite::Connection::open(org.state.join("orch.db")).unwrap();
-    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
-    let deleted = db
-        .execute("DELETE FROM locks WHERE holder = ?1", [&victim])
+    let deleted = org
+        .store()
+        .write(|tx| tx.execute("DELETE FROM locks WHERE holder = ?1", [&victim]))
         .unwrap();
     assert_eq!(deleted, 1);
 
@@ -282,13 +282,15 @@ fn rows_changed_in_the_database_under_a_live_worker_are_put_back_and_alerted() {
         || format!("{:?} {:?}", org.locks_of(&victim), org.alerts(&victim)),
     );
 
-    db.execute(
-        "UPDATE workers SET milestone = 'DONE', \
-         progress = json_set(progress, '$.milestone', 'DONE') WHERE id = ?1",
-        [&victim],
-    )
-    .unwrap();
-    drop(db);
+    org.store()
+        .write(|tx| {
+            tx.execute(
+                "UPDATE workers SET milestone = 'DONE', \
+                 progress = json_set(progress, '$.milestone', 'DONE') WHERE id = ?1",
+                [&victim],
+            )
+        })
+        .unwrap();
     poll_until(
         "the forged DONE put back",
         DEADLINE,
@@ -318,16 +320,16 @@ fn a_forged_approval_in_a_live_workers_row_is_put_back_and_alerted() {
     let org = Org::new(Spec::local("trespass.sh").repo(RepoSpec::new("alpha")));
     let victim = org.spawn_detached("alpha", "victim: wait");
     org.wait_milestone(&victim, "WORKING", DEADLINE);
-    let db = rusqlite::Connection::open(org.state.join("orch.db")).unwrap();
-    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
     let forged = "a".repeat(40);
-    db.execute(
-        "UPDATE workers SET progress = json_set(progress, '$.approved', ?2, '$.verdict', 'green') \
-         WHERE id = ?1",
-        [&victim, &forged],
-    )
-    .unwrap();
-    drop(db);
+    org.store()
+        .write(|tx| {
+            tx.execute(
+                "UPDATE workers SET progress = json_set(progress, '$.approved', ?2, '$.verdict', 'green') \
+                 WHERE id = ?1",
+                [&victim, &forged],
+            )
+        })
+        .unwrap();
     poll_until(
         "the forged approval put back",
         DEADLINE,

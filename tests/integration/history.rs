@@ -56,7 +56,7 @@ fn past_worker(org: &Org, id: &str, repo: &str, m: Milestone, ended_ago_ms: Opti
             if let Some(ago) = ended_ago_ms {
                 tx.execute(
                     "UPDATE workers SET ended_ms = ?2 WHERE id = ?1",
-                    rusqlite::params![id, now_ms() - ago],
+                    orch::params![id, now_ms() - ago],
                 )?;
             }
             Ok(())
@@ -86,11 +86,11 @@ fn alert(org: &Org, id: &str, state: &str) -> i64 {
             )?;
             tx.execute(
                 "INSERT INTO alert_deliveries (alert_id, sink, state, next_ms) VALUES (?1, 'hook', ?2, 0)",
-                rusqlite::params![a, state],
+                orch::params![a, state],
             )?;
             tx.execute(
                 "UPDATE alerts SET settled = ?2 WHERE id = ?1",
-                rusqlite::params![a, state != "pending"],
+                orch::params![a, state != "pending"],
             )?;
             Ok(a)
         })
@@ -180,7 +180,7 @@ fn gc_prunes_ended_workers_past_history_keep_and_keeps_what_is_still_needed() {
         .write(|tx| {
             tx.execute(
                 "UPDATE workers SET ended_ms = ?1 WHERE id IN (?2, ?3)",
-                rusqlite::params![now_ms() - 31 * DAY_MS, done, unpushed],
+                orch::params![now_ms() - 31 * DAY_MS, done, unpushed],
             )
         })
         .unwrap();

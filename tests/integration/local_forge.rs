@@ -452,26 +452,28 @@ fn a_run_whose_hook_died_before_starting_its_runner_is_started_not_failed() {
         .unwrap()
         .as_millis() as i64
         - 60_000;
-    let db = rusqlite::Connection::open(org.root.join("it's state").join("orch.db")).unwrap();
-    db.execute(
-        "INSERT INTO local_runs (repo, number, ref, sha, event, status, created_ms)
-         VALUES ('theta', 1, 'refs/heads/feature', ?1, 'push', 'waiting', ?2)",
-        rusqlite::params![sha, recorded_ms],
-    )
-    .unwrap();
-    let run_id = db.last_insert_rowid();
-    for (seq, name, command, needs, status) in [
-        (0, "check", "test -f feature.txt", "[]", "waiting"),
-        (1, "radicle-push", "true", r#"["check"]"#, "blocked"),
-    ] {
-        db.execute(
-            "INSERT INTO local_jobs (run_id, seq, name, command, needs, timeout_ms, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, 600000, ?6)",
-            rusqlite::params![run_id, seq, name, command, needs, status],
-        )
+    orch::store::Store::open(&org.root.join("it's state"))
+        .unwrap()
+        .write(|tx| {
+            let run_id: i64 = tx.query_row(
+                "INSERT INTO local_runs (repo, number, ref, sha, event, status, created_ms)
+                 VALUES ('theta', 1, 'refs/heads/feature', ?1, 'push', 'waiting', ?2) RETURNING id",
+                orch::params![sha, recorded_ms],
+                |r| r.get(0),
+            )?;
+            for (seq, name, command, needs, status) in [
+                (0, "check", "test -f feature.txt", "[]", "waiting"),
+                (1, "radicle-push", "true", r#"["check"]"#, "blocked"),
+            ] {
+                tx.execute(
+                    "INSERT INTO local_jobs (run_id, seq, name, command, needs, timeout_ms, status)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 600000, ?6)",
+                    orch::params![run_id, seq, name, command, needs, status],
+                )?;
+            }
+            Ok(())
+        })
         .unwrap();
-    }
-    drop(db);
 
     let run = org.wait("theta", &sha);
     assert_eq!(run.status, Some(JobStatus::Success), "{run:#?}");
@@ -568,12 +570,13 @@ fn a_push_from_a_sandbox_gets_its_runner_from_orch() {
     let mut store = orch::store::Store::open(&org.state).unwrap();
     type Row = (Option<i64>, Option<i64>, Option<String>, String);
     let rows: Vec<Row> = store
-        .conn()
-        .prepare("SELECT runner_pid, runner_start, note, status FROM local_runs")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
+        .read(|tx| {
+            tx.query_map(
+                "SELECT runner_pid, runner_start, note, status FROM local_runs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+        })
         .unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     let (pid, start, note, status) = &rows[0];

@@ -411,7 +411,7 @@ fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
         .write(|tx| {
             tx.execute(
                 "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3 WHERE id = ?1",
-                rusqlite::params![b.id, pid, start],
+                orch::params![b.id, pid, start],
             )
         })
         .unwrap();

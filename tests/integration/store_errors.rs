@@ -63,9 +63,12 @@ fn locked_database_is_reported_after_the_busy_timeout() {
         "creates the database"
     );
     // Another process holds the write lock.
-    let conn = rusqlite::Connection::open(state.join("orch.db")).unwrap();
-    conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    let (code, text) = orch(dir.path(), &["hold", "core", "--reason", "freeze"]);
+    // (A store's write transaction: in WAL mode BEGIN IMMEDIATE excludes writers as
+    // EXCLUSIVE does.)
+    let mut holder = orch::store::Store::open(&state).unwrap();
+    let (code, text) = holder
+        .rolled_back(|_| Ok(orch(dir.path(), &["hold", "core", "--reason", "freeze"])))
+        .unwrap();
     // Not "bad input" (2): the system could not do the job, and a retry may (3).
     assert_eq!(code, 3, "{text}");
     assert!(
@@ -77,7 +80,6 @@ fn locked_database_is_reported_after_the_busy_timeout() {
         text.contains(&format!("pid {} writing", std::process::id())),
         "{text}"
     );
-    conn.execute_batch("ROLLBACK").unwrap();
     let (code, text) = orch(dir.path(), &["hold", "core", "--reason", "freeze"]);
     assert_eq!(code, 0, "works again once the lock is gone: {text}");
 }

@@ -307,7 +307,7 @@ fn take_hold_again(
     l: &Loaded,
     held: &mut ActiveLocks,
     h: &crate::checkpoint::HeldChain,
-) -> rusqlite::Result<std::result::Result<String, String>> {
+) -> crate::store::sql::Result<std::result::Result<String, String>> {
     let what = format!(
         "{} on {} ({}, by {}, since {})",
         h.holder,
@@ -452,14 +452,14 @@ enum Inserted {
 #[allow(clippy::too_many_arguments)]
 fn insert(
     l: &Loaded,
-    tx: &rusqlite::Transaction,
+    tx: &crate::store::sql::Tx,
     held: &mut ActiveLocks,
     cp: &Checkpoint,
     rec: &WorkerRecord,
     lock: Lock,
     proof: Option<&super::Polled>,
     note: &str,
-) -> rusqlite::Result<Inserted> {
+) -> crate::store::sql::Result<Inserted> {
     let graph = &l.config.graph;
     if ws::get_worker(tx, &rec.id)?.is_some() {
         return Ok(Inserted::No(format!(
@@ -533,7 +533,11 @@ fn insert(
 /// Holds the chain of a refused checkpoint's repository (known from its worker id) for an
 /// operator, unless another lock already covers it (then that worker could not have held
 /// one either: chain locks never overlap).
-fn hold_for(l: &Loaded, held: &mut ActiveLocks, r: &mut RefusedCheckpoint) -> rusqlite::Result<()> {
+fn hold_for(
+    l: &Loaded,
+    held: &mut ActiveLocks,
+    r: &mut RefusedCheckpoint,
+) -> crate::store::sql::Result<()> {
     let Some(id) = &r.worker_id else {
         return Ok(());
     };

@@ -4,7 +4,7 @@
 use crate::ci::{CiJob, CiRun, JobStatus};
 use crate::config::JobSpec;
 use crate::store::now_ms;
-use rusqlite::{OptionalExtension, Transaction, params};
+use crate::store::sql::{OptionalExtension, Tx, params};
 
 /// A job's timeout when `ci.jobs[].timeout` is not set.
 pub const DEFAULT_JOB_TIMEOUT_MS: i64 = 30 * 60 * 1000;
@@ -46,7 +46,7 @@ const RUN_COLS: &str = "id, repo, number, ref, sha, event, status, runner_pid, r
 const JOB_COLS: &str =
     "id, run_id, seq, name, command, needs, timeout_ms, status, pid, exit_code, note, started_ms";
 
-fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
+fn run_row(r: &crate::store::sql::Row) -> crate::store::sql::Result<RunRow> {
     Ok(RunRow {
         id: r.get(0)?,
         repo: r.get(1)?,
@@ -63,7 +63,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<RunRow> {
     })
 }
 
-fn job_row(r: &rusqlite::Row) -> rusqlite::Result<JobRow> {
+fn job_row(r: &crate::store::sql::Row) -> crate::store::sql::Result<JobRow> {
     let needs: String = r.get(5)?;
     Ok(JobRow {
         id: r.get(0)?,
@@ -115,12 +115,12 @@ pub fn aggregate(statuses: impl IntoIterator<Item = JobStatus>) -> JobStatus {
 /// Records a new push-triggered run of `jobs` with the repository's next run number. Jobs
 /// without needs start `waiting`, the others `blocked`.
 pub fn create_run(
-    tx: &Transaction,
+    tx: &Tx,
     repo: &str,
     git_ref: &str,
     sha: &str,
     jobs: &[JobSpec],
-) -> rusqlite::Result<(i64, i64)> {
+) -> crate::store::sql::Result<(i64, i64)> {
     let number: i64 = tx.query_row(
         "SELECT COALESCE(MAX(number), 0) + 1 FROM local_runs WHERE repo = ?1",
         [repo],
@@ -137,12 +137,12 @@ pub fn create_run(
         })
         .collect();
     let status = aggregate(statuses.iter().copied());
-    tx.execute(
+    let run_id: i64 = tx.query_row(
         "INSERT INTO local_runs (repo, number, ref, sha, event, status, created_ms)
-         VALUES (?1, ?2, ?3, ?4, 'push', ?5, ?6)",
+         VALUES (?1, ?2, ?3, ?4, 'push', ?5, ?6) RETURNING id",
         params![repo, number, git_ref, sha, status.as_str(), now_ms()],
+        |r| r.get(0),
     )?;
-    let run_id = tx.last_insert_rowid();
     for (seq, (job, st)) in jobs.iter().zip(&statuses).enumerate() {
         let timeout_ms = job
             .timeout
@@ -167,42 +167,42 @@ pub fn create_run(
 
 /// Records the runner started for a run whose hook (or poll) had none yet; a runner already
 /// recorded by someone else is kept.
-pub fn set_runner_if_none(tx: &Transaction, run_id: i64, pid: i64) -> rusqlite::Result<()> {
+pub fn set_runner_if_none(tx: &Tx, run_id: i64, pid: i64) -> crate::store::sql::Result<()> {
     tx.prepare_cached(
         "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
     )?
-    .execute(rusqlite::params![run_id, pid])?;
+    .execute(crate::params![run_id, pid])?;
     Ok(())
 }
 
 /// Sets the run's note: why it waits (a run pushed from a sandbox waits for orch to start its
 /// runner, see `cli::RUNNER_FROM_OUTSIDE`).
-pub fn set_run_note(tx: &Transaction, run_id: i64, note: &str) -> rusqlite::Result<()> {
+pub fn set_run_note(tx: &Tx, run_id: i64, note: &str) -> crate::store::sql::Result<()> {
     tx.prepare_cached("UPDATE local_runs SET note = ?2 WHERE id = ?1")?
-        .execute(rusqlite::params![run_id, note])?;
+        .execute(crate::params![run_id, note])?;
     Ok(())
 }
 
 /// Makes process `pid` (started at `start` ticks) the runner that executes the run.
 pub fn claim_runner(
-    tx: &Transaction,
+    tx: &Tx,
     run_id: i64,
     pid: i64,
     start: Option<i64>,
-) -> rusqlite::Result<()> {
+) -> crate::store::sql::Result<()> {
     tx.prepare_cached("UPDATE local_runs SET runner_pid = ?2, runner_start = ?3 WHERE id = ?1")?
-        .execute(rusqlite::params![run_id, pid, start])?;
+        .execute(crate::params![run_id, pid, start])?;
     Ok(())
 }
 
 /// The run got one of the runner slots and starts executing now.
-pub fn mark_run_started(tx: &Transaction, run_id: i64, at_ms: i64) -> rusqlite::Result<()> {
+pub fn mark_run_started(tx: &Tx, run_id: i64, at_ms: i64) -> crate::store::sql::Result<()> {
     tx.prepare_cached("UPDATE local_runs SET started_ms = ?2 WHERE id = ?1")?
-        .execute(rusqlite::params![run_id, at_ms])?;
+        .execute(crate::params![run_id, at_ms])?;
     Ok(())
 }
 
-pub fn load_run(tx: &Transaction, id: i64) -> rusqlite::Result<Option<RunRow>> {
+pub fn load_run(tx: &Tx, id: i64) -> crate::store::sql::Result<Option<RunRow>> {
     tx.query_row(
         &format!("SELECT {RUN_COLS} FROM local_runs WHERE id = ?1"),
         [id],
@@ -212,7 +212,7 @@ pub fn load_run(tx: &Transaction, id: i64) -> rusqlite::Result<Option<RunRow>> {
 }
 
 /// The jobs of a run, in declaration order.
-pub fn load_jobs(tx: &Transaction, run_id: i64) -> rusqlite::Result<Vec<JobRow>> {
+pub fn load_jobs(tx: &Tx, run_id: i64) -> crate::store::sql::Result<Vec<JobRow>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {JOB_COLS} FROM local_jobs WHERE run_id = ?1 ORDER BY seq"
     ))?;
@@ -220,7 +220,7 @@ pub fn load_jobs(tx: &Transaction, run_id: i64) -> rusqlite::Result<Vec<JobRow>>
 }
 
 /// Runs with a job that is not done yet, across all repositories.
-pub fn unfinished_runs(tx: &Transaction) -> rusqlite::Result<Vec<RunRow>> {
+pub fn unfinished_runs(tx: &Tx) -> crate::store::sql::Result<Vec<RunRow>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {RUN_COLS} FROM local_runs
          WHERE finished_ms IS NULL ORDER BY id"
@@ -230,16 +230,16 @@ pub fn unfinished_runs(tx: &Transaction) -> rusqlite::Result<Vec<RunRow>> {
 
 /// The runs `sha` triggered in `repo`, newest first, with their jobs.
 pub fn runs_for_sha(
-    tx: &Transaction,
+    tx: &Tx,
     repo: &str,
     sha: &str,
-) -> rusqlite::Result<Vec<(RunRow, Vec<JobRow>)>> {
+) -> crate::store::sql::Result<Vec<(RunRow, Vec<JobRow>)>> {
     let runs: Vec<RunRow> = {
         let mut stmt = tx.prepare_cached(&format!(
             "SELECT {RUN_COLS} FROM local_runs WHERE repo = ?1 AND sha = ?2 ORDER BY number DESC"
         ))?;
         stmt.query_map(params![repo, sha], run_row)?
-            .collect::<rusqlite::Result<_>>()?
+            .collect::<crate::store::sql::Result<_>>()?
     };
     runs.into_iter()
         .map(|r| {
@@ -251,7 +251,7 @@ pub fn runs_for_sha(
 
 /// Recomputes and stores a run's status from its jobs; stamps `finished_ms` once every job is
 /// done. Like Forgejo's, the status can be `failure` (a done status) while jobs still run.
-pub fn refresh_run_status(tx: &Transaction, run_id: i64) -> rusqlite::Result<JobStatus> {
+pub fn refresh_run_status(tx: &Tx, run_id: i64) -> crate::store::sql::Result<JobStatus> {
     let jobs = load_jobs(tx, run_id)?;
     let status = aggregate(jobs.iter().map(|j| j.status));
     let finished = jobs.iter().all(|j| j.status.is_done()).then(now_ms);
@@ -272,11 +272,11 @@ pub struct JobUpdate<'a> {
 
 /// Sets one job's status (stamping start/finish times) and re-aggregates its run.
 pub fn set_job_status(
-    tx: &Transaction,
+    tx: &Tx,
     job_id: i64,
     status: JobStatus,
     update: &JobUpdate,
-) -> rusqlite::Result<JobStatus> {
+) -> crate::store::sql::Result<JobStatus> {
     let now = now_ms();
     let started = (status == JobStatus::Running).then_some(now);
     let finished = status.is_done().then_some(now);
@@ -305,7 +305,7 @@ pub fn set_job_status(
 }
 
 /// Records the process group of a running job (never of one already cancelled or done).
-pub fn set_job_pid(tx: &Transaction, job_id: i64, pid: i64) -> rusqlite::Result<()> {
+pub fn set_job_pid(tx: &Tx, job_id: i64, pid: i64) -> crate::store::sql::Result<()> {
     tx.execute(
         "UPDATE local_jobs SET pid = ?2 WHERE id = ?1 AND status = 'running'",
         params![job_id, pid],
@@ -315,11 +315,11 @@ pub fn set_job_pid(tx: &Transaction, job_id: i64, pid: i64) -> rusqlite::Result<
 
 /// Every job of the run that is not done becomes `status` with `note`, in one transaction.
 pub fn finish_unfinished_jobs(
-    tx: &Transaction,
+    tx: &Tx,
     run_id: i64,
     status: JobStatus,
     note: &str,
-) -> rusqlite::Result<JobStatus> {
+) -> crate::store::sql::Result<JobStatus> {
     let now = now_ms();
     tx.execute(
         "UPDATE local_jobs SET status = ?2, note = COALESCE(note || '; ', '') || ?3,
@@ -384,54 +384,54 @@ mod tests {
     }
 
     #[test]
-    fn run_lifecycle_in_sqlite() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = crate::store::Store::open(dir.path()).unwrap();
-        let jobs = vec![
-            JobSpec {
-                name: "check".into(),
-                run: "true".into(),
-                needs: vec![],
-                timeout: None,
-            },
-            JobSpec {
-                name: "radicle-push".into(),
-                run: "true".into(),
-                needs: vec!["check".into()],
-                timeout: Some(std::time::Duration::from_secs(5)),
-            },
-        ];
-        let (id, n) = store
-            .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs))
-            .unwrap();
-        assert_eq!(n, 1);
-        let (_, n2) = store
-            .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs))
-            .unwrap();
-        assert_eq!(n2, 2);
-        let (_, other) = store
-            .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs))
-            .unwrap();
-        assert_eq!(other, 1, "numbers are per repository");
-        let rows = store.read(|tx| load_jobs(tx, id)).unwrap();
-        assert_eq!(rows[0].status, Waiting);
-        assert_eq!(rows[1].status, Blocked);
-        assert_eq!(rows[1].timeout_ms, 5000);
-        assert_eq!(rows[0].timeout_ms, DEFAULT_JOB_TIMEOUT_MS);
-        assert_eq!(rows[1].needs, vec!["check"]);
-        let st = store
-            .write(|tx| set_job_status(tx, rows[0].id, Running, &JobUpdate::default()))
-            .unwrap();
-        assert_eq!(st, Running);
-        let st = store
-            .write(|tx| finish_unfinished_jobs(tx, id, Failure, "runner died"))
-            .unwrap();
-        assert_eq!(st, Failure);
-        let runs = store.read(|tx| runs_for_sha(tx, "a", "abc")).unwrap();
-        assert_eq!(runs.len(), 1);
-        assert_eq!(runs[0].0.status, Failure);
-        assert_eq!(runs[0].1[1].note.as_deref(), Some("runner died"));
-        let unfinished = store.read(unfinished_runs).unwrap();
-        assert_eq!(unfinished.len(), 2);
+    fn run_lifecycle() {
+        crate::store::conformance::each_backend("run_lifecycle", |store| {
+            let jobs = vec![
+                JobSpec {
+                    name: "check".into(),
+                    run: "true".into(),
+                    needs: vec![],
+                    timeout: None,
+                },
+                JobSpec {
+                    name: "radicle-push".into(),
+                    run: "true".into(),
+                    needs: vec!["check".into()],
+                    timeout: Some(std::time::Duration::from_secs(5)),
+                },
+            ];
+            let (id, n) = store
+                .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+                .unwrap();
+            assert_eq!(n, 1);
+            let (_, n2) = store
+                .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs))
+                .unwrap();
+            assert_eq!(n2, 2);
+            let (_, other) = store
+                .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs))
+                .unwrap();
+            assert_eq!(other, 1, "numbers are per repository");
+            let rows = store.read(|tx| load_jobs(tx, id)).unwrap();
+            assert_eq!(rows[0].status, Waiting);
+            assert_eq!(rows[1].status, Blocked);
+            assert_eq!(rows[1].timeout_ms, 5000);
+            assert_eq!(rows[0].timeout_ms, DEFAULT_JOB_TIMEOUT_MS);
+            assert_eq!(rows[1].needs, vec!["check"]);
+            let st = store
+                .write(|tx| set_job_status(tx, rows[0].id, Running, &JobUpdate::default()))
+                .unwrap();
+            assert_eq!(st, Running);
+            let st = store
+                .write(|tx| finish_unfinished_jobs(tx, id, Failure, "runner died"))
+                .unwrap();
+            assert_eq!(st, Failure);
+            let runs = store.read(|tx| runs_for_sha(tx, "a", "abc")).unwrap();
+            assert_eq!(runs.len(), 1);
+            assert_eq!(runs[0].0.status, Failure);
+            assert_eq!(runs[0].1[1].note.as_deref(), Some("runner died"));
+            let unfinished = store.read(unfinished_runs).unwrap();
+            assert_eq!(unfinished.len(), 2);
+        });
     }
 }

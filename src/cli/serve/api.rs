@@ -3,6 +3,7 @@
 
 use super::Shared;
 use super::board::{self, BoardView};
+use super::waves::WaveBoardView;
 use crate::cli::view::config::GraphView;
 use crate::cli::view::locks::LockView;
 use crate::cli::view::wave::WaveStatusView;
@@ -216,8 +217,39 @@ pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
     Ok(Json(answer))
 }
 
-pub async fn waves(State(b): State<Shared>) -> Answer<Vec<WaveStatusView>> {
-    Ok(Json(blocking(&b, waves_of).await?))
+/// Every wave with its Gantt chart, what its waiting tasks wait for and its critical path.
+pub fn wave_boards(board: &super::Board) -> Result<Vec<WaveBoardView>, Failure> {
+    let waves = crate::app::wave::statuses(&board.l)?;
+    let Some(mut store) = board.l.existing_store()?.filter(|_| !waves.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let now = crate::store::now_ms();
+    let locks: Vec<LockView> = store
+        .locks()?
+        .iter()
+        .map(|l| LockView::of(l, now))
+        .collect();
+    let agent = board.l.config.worker.agent.as_str();
+    let limit = store
+        .read(|tx| crate::store::usage::agent_limit(tx, agent, now))?
+        .map(|(until, detail)| (crate::store::fmt_ms(until), detail));
+    let g = &board.l.config.graph;
+    let around = super::waves::Around {
+        locks: &locks,
+        conflicts: |a: &str, b: &str| {
+            a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+        },
+        limit,
+        max_parallel: board.l.config.worker.max_parallel,
+    };
+    Ok(waves
+        .iter()
+        .map(|w| super::waves::build(w, &around))
+        .collect())
+}
+
+pub async fn waves(State(b): State<Shared>) -> Answer<Vec<WaveBoardView>> {
+    Ok(Json(blocking(&b, wave_boards).await?))
 }
 
 #[derive(Deserialize)]

@@ -9,6 +9,7 @@ mod auth;
 pub mod board;
 mod events;
 pub mod metrics;
+pub mod waves;
 
 use crate::app::Loaded;
 use crate::cli::{Ctx, Failure, Outcome};
@@ -83,6 +84,12 @@ fn router(board: Shared) -> Router {
         .route("/api/workers", get(api::workers))
         .route("/api/workers/{id}", get(api::worker))
         .route("/api/workers/{id}/cancel", post(actions::cancel))
+        .route("/api/workers/{id}/respawn", post(actions::respawn))
+        .route("/api/workers/{id}/release", post(actions::release))
+        .route("/api/repos/{repo}/hold", post(actions::hold))
+        .route("/api/repos/{repo}/unhold", post(actions::unhold))
+        .route("/api/waves/{name}/retry", post(actions::wave_retry))
+        .route("/api/waves/{name}/cancel", post(actions::wave_cancel))
         .route("/api/board", get(api::board))
         .route("/api/graph", get(api::graph))
         .route("/api/waves", get(api::waves))

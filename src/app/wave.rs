@@ -129,6 +129,8 @@ pub struct TaskView {
     /// What it waits for that is not DONE: (task id, its state); a stopped task further up
     /// is named too.
     pub waiting_on: Vec<(String, String)>,
+    /// The scheduler's word for it: `pending`, `running`, `done` or `stopped`.
+    pub progress: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -354,6 +356,12 @@ fn view(l: &Loaded, w: &Loaded2) -> WaveView {
                     .into_iter()
                     .map(|j| (w.tasks[j].id.clone(), label(j)))
                     .collect(),
+                progress: match w.state.state(i) {
+                    TaskState::Pending => "pending",
+                    TaskState::Running => "running",
+                    TaskState::Done => "done",
+                    TaskState::Stopped => "stopped",
+                },
             }
         })
         .collect();

@@ -153,9 +153,18 @@ fn parse_metrics(text: &str) -> (Samples, Vec<(String, String)>) {
                     && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
                 "{name}"
             );
+            // A histogram's samples are its family's name with _bucket, _sum or _count.
+            let family = match types.last() {
+                Some((f, kind)) if kind == "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .filter(|base| base == f)
+                    .unwrap_or(name),
+                _ => name,
+            };
             assert_eq!(
                 types.last().map(|t| t.0.as_str()),
-                Some(name),
+                Some(family),
                 "no TYPE for {line}"
             );
             for bad in ["worker_id", "sha="] {
@@ -259,6 +268,25 @@ fn the_api_and_the_metrics_say_what_status_says() {
         1.0
     );
     assert_eq!(sample(&samples, "orch_respawns_total"), 0.0);
+    assert_eq!(sample(&samples, "orch_ci_wait_seconds_count"), 0.0);
+    // Every family and its type is the list docs/metrics.md gives, in its order.
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let documented: Vec<(String, String)> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|rest| {
+            let mut cells = rest.split('|');
+            let name = cells
+                .next()
+                .unwrap()
+                .trim()
+                .trim_end_matches('`')
+                .to_string();
+            (name, cells.next().unwrap().trim().to_string())
+        })
+        .collect();
+    assert_eq!(types, documented, "/metrics against docs/metrics.md");
     for family in [
         "orch_build_info",
         "orch_ci_verdicts_total",
@@ -1124,6 +1152,14 @@ fn the_waves_view_draws_the_gantt_chart_and_a_retry_from_the_page_is_audited() {
     assert!(w["gantt"][0]["actual_start_s"].is_number(), "{w}");
     assert!(w["gantt"][1]["actual_start_s"].is_null(), "{w}");
     assert_eq!(w["gantt"][1]["waits_for"], "upstream: core-1 (BLOCKED)");
+    // Its progress in /metrics: core-1 stopped, vm-1 pending, no success yet.
+    let (_, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+    let (samples, _) = parse_metrics(&text);
+    for (progress, n) in [("stopped", 1.0), ("pending", 1.0), ("done", 0.0)] {
+        let series = format!("orch_wave_tasks{{wave=\"wave-g\",progress=\"{progress}\"}}");
+        assert_eq!(sample(&samples, &series), n, "{series}");
+    }
+    assert!(!text.contains("orch_wave_last_success_timestamp_seconds{"));
 
     // Sign in: the page's actions carry the login cookie.
     browser.go(&format!("http://{}/login", s.addr));

@@ -142,11 +142,16 @@ pub fn board_of(
 ) -> Result<(StatusView, BoardView), Failure> {
     let status = status_of(board, args)?;
     let waves = waves_of(board)?;
-    let g = &board.l.config.graph;
-    let view = board::build(&status, &waves, |a, b| {
-        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
-    });
+    let view = board_view(board, &status, &waves);
     Ok((status, view))
+}
+
+/// The attention board of `status` and `waves`.
+fn board_view(board: &super::Board, status: &StatusView, waves: &[WaveStatusView]) -> BoardView {
+    let g = &board.l.config.graph;
+    board::build(status, waves, |a, b| {
+        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+    })
 }
 
 pub async fn workers(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<StatusView> {
@@ -277,10 +282,16 @@ pub async fn metrics(State(b): State<Shared>) -> Result<Response, ApiError> {
             Some(mut s) => s.read(crate::store::board::figures)?,
             None => Default::default(),
         };
-        let (_, board) = board_of(b, &HistoryArgs::default())?;
+        let status = status_of(b, &HistoryArgs::default())?;
+        let waves = crate::app::wave::statuses(&b.l)?;
+        let views: Vec<WaveStatusView> = waves.iter().map(WaveStatusView::of).collect();
+        let board = board_view(b, &status, &views);
+        let wave_figures: Vec<_> = waves.iter().map(super::metrics::WaveFigures::of).collect();
         Ok(super::metrics::render(
             &figures,
             &board,
+            &wave_figures,
+            b.l.config.worker.agent.as_str(),
             crate::store::now_ms(),
         ))
     })

@@ -166,6 +166,11 @@ mod tests {
             estimate_source: "file",
             actual_ms: started.map(|s| 100_000 - s),
             waiting_on: Vec::new(),
+            progress: if worker.is_some() {
+                "running"
+            } else {
+                "pending"
+            },
         }
     }
 

@@ -11,7 +11,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running `orch serve`, killed when dropped.
-struct Served {
+pub struct Served {
     child: Child,
     /// `127.0.0.1:<port>`.
     addr: String,
@@ -25,7 +25,7 @@ impl Drop for Served {
 }
 
 /// Starts `orch serve --listen <listen>` and reads the address it prints first.
-fn serve(org: &Org, listen: &str) -> Served {
+pub fn serve(org: &Org, listen: &str) -> Served {
     let mut child = org
         .cmd(&["serve", "--listen", listen])
         .stdout(Stdio::piped())
@@ -77,7 +77,7 @@ fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&Value>)
     })
 }
 
-fn get_json(s: &Served, path: &str) -> Value {
+pub fn get_json(s: &Served, path: &str) -> Value {
     let (status, body) = http("GET", &format!("http://{}{path}", s.addr), &[], None);
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))

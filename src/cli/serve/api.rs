@@ -14,6 +14,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The page: one file, embedded in the binary (nothing is fetched at run time).
@@ -180,19 +181,31 @@ pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<B
 }
 
 /// `/api/graph`: `orch graph --format json` with the chain locks and fatal holds on it.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct GraphAnswer {
+    /// `orch graph --format json`.
     graph: GraphView,
+    /// The chain locks held, as `orch status --json` shows them.
     locks: Vec<LockView>,
+    /// The fatal holds in force.
     fatal: Vec<FatalView>,
 }
 
-#[derive(Serialize)]
+impl crate::cli::view::View for GraphAnswer {
+    const NAME: &'static str = "board-graph";
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FatalView {
+    /// The repository whose chain is halted.
     repo: String,
     reason: String,
     by: String,
+    /// The worker whose report raised it, if one did.
     worker_id: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     at: String,
 }
 
@@ -253,8 +266,10 @@ pub fn wave_boards(board: &super::Board) -> Result<Vec<WaveBoardView>, Failure> 
         .collect())
 }
 
-pub async fn waves(State(b): State<Shared>) -> Answer<Vec<WaveBoardView>> {
-    Ok(Json(blocking(&b, wave_boards).await?))
+pub async fn waves(State(b): State<Shared>) -> Answer<super::waves::WavesAnswer> {
+    Ok(Json(super::waves::WavesAnswer(
+        blocking(&b, wave_boards).await?,
+    )))
 }
 
 #[derive(Deserialize)]

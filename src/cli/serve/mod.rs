@@ -4,7 +4,7 @@
 //! never a second way to change state.
 
 mod actions;
-mod api;
+pub mod api;
 mod auth;
 pub mod board;
 mod events;

@@ -28,6 +28,15 @@ pub struct WaveBoardView {
     pub critical_path_s: f64,
 }
 
+/// `/api/waves`: every wave orch has run.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct WavesAnswer(pub Vec<WaveBoardView>);
+
+impl crate::cli::view::View for WavesAnswer {
+    const NAME: &'static str = "board-waves";
+}
+
 /// A task's planned and actual time, in seconds after the wave's start.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]

@@ -1043,6 +1043,11 @@ fn every_action_from_the_board_goes_through_its_command_and_is_audited() {
     assert_eq!(org.json(&["status", "--json"])["locks"], json!([]));
 
     // Hold and unhold a repository.
+    let (_, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+    assert_eq!(
+        sample(&parse_metrics(&text).0, "orch_locks_held{kind=\"hold\"}"),
+        0.0
+    );
     let (code, v) = act(
         &s,
         token,
@@ -1056,6 +1061,18 @@ fn every_action_from_the_board_goes_through_its_command_and_is_audited() {
     assert_eq!(locks[0]["holder"], "hold:board:erin");
     assert_eq!(locks[0]["by"], "board:erin");
     assert_eq!(locks[0]["reason"], "release freeze");
+    // /metrics reads the store again after the change (it keeps what it read while the
+    // store does not change).
+    poll_until(
+        "the hold in /metrics",
+        Duration::from_secs(10),
+        || {
+            let (_, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+            let (samples, _) = parse_metrics(&text);
+            (sample(&samples, "orch_locks_held{kind=\"hold\"}") == 1.0).then_some(())
+        },
+        String::new,
+    );
     // Held already: the command's answer (held: false, who is in the way) with 409.
     let (code, v) = act(
         &s,

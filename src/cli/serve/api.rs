@@ -293,19 +293,36 @@ pub async fn alerts(
 
 pub async fn metrics(State(b): State<Shared>) -> Result<Response, ApiError> {
     let text = blocking(&b, |b| {
-        let figures = match b.l.existing_store()? {
-            Some(mut s) => s.read(crate::store::board::figures)?,
-            None => Default::default(),
+        // The store is read again only after a change the watcher saw (at most one watcher
+        // period behind a commit): a scrape of a quiet store costs no query.
+        let version = *b.changes.borrow();
+        let mut last = b.metrics_read.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = last
+            .as_ref()
+            .is_some_and(|r| r.version == version && r.at.elapsed() < super::metrics::REUSE);
+        if !fresh {
+            let figures = match b.l.existing_store()? {
+                Some(mut s) => s.read(crate::store::board::figures)?,
+                None => Default::default(),
+            };
+            let status = status_of(b, &HistoryArgs::default())?;
+            let waves = crate::app::wave::statuses(&b.l)?;
+            let views: Vec<WaveStatusView> = waves.iter().map(WaveStatusView::of).collect();
+            *last = Some(super::metrics::Read {
+                version,
+                at: std::time::Instant::now(),
+                figures,
+                board: board_view(b, &status, &views),
+                waves: waves.iter().map(super::metrics::WaveFigures::of).collect(),
+            });
+        }
+        let Some(r) = last.as_ref() else {
+            return Err(Failure::unavailable("the metrics were not read"));
         };
-        let status = status_of(b, &HistoryArgs::default())?;
-        let waves = crate::app::wave::statuses(&b.l)?;
-        let views: Vec<WaveStatusView> = waves.iter().map(WaveStatusView::of).collect();
-        let board = board_view(b, &status, &views);
-        let wave_figures: Vec<_> = waves.iter().map(super::metrics::WaveFigures::of).collect();
         Ok(super::metrics::render(
-            &figures,
-            &board,
-            &wave_figures,
+            &r.figures,
+            &r.board,
+            &r.waves,
             b.l.config.worker.agent.as_str(),
             crate::store::now_ms(),
         ))

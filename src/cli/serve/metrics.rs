@@ -36,6 +36,19 @@ pub const CI_WAIT_BUCKETS: &[f64] = &[
     30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
 ];
 
+/// What `/metrics` reads from the store, after change `version` of the board's watcher.
+pub struct Read {
+    pub version: u64,
+    pub at: std::time::Instant,
+    pub figures: Figures,
+    pub board: BoardView,
+    pub waves: Vec<WaveFigures>,
+}
+
+/// How long a read is served again while the store has not changed (a safety net: the
+/// watcher's version says when it did).
+pub const REUSE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a wave's metrics are read from: its name, each task's progress (`pending`,
 /// `running`, `done`, `stopped`) and, when every task is done, when the last one ended.
 pub struct WaveFigures {

@@ -31,6 +31,12 @@ pub struct Board {
     pub csrf: String,
     /// Bumped by the watcher whenever the store changed.
     pub changes: tokio::sync::watch::Receiver<u64>,
+    /// The last `board` event's data, the change it was built after and when: every open
+    /// stream sends the same one, built once per change (not once per stream).
+    last_event: tokio::sync::Mutex<Option<events::Built>>,
+    /// What `/metrics` last read from the store (read again after a change, or when older
+    /// than `metrics::REUSE`): a scrape of an unchanged store costs no query.
+    metrics_read: std::sync::Mutex<Option<metrics::Read>>,
 }
 
 pub type Shared = Arc<Board>;
@@ -64,6 +70,8 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
             token,
             csrf: actions::new_csrf(),
             changes: rx,
+            last_event: tokio::sync::Mutex::new(None),
+            metrics_read: std::sync::Mutex::new(None),
         });
         // The first line on stdout is the address, for scripts and tests (port 0 picks one).
         println!("orch serve: listening on http://{bound}");

@@ -12,14 +12,18 @@
 //! `history.keep` (30 days) ago, `gc (again)` is the run after it (copy, one gc untimed, then
 //! the timed one).
 //!
-//! With ORCH_BENCH_BOARD=1 it measures `orch serve` on the same state instead: the latency of
-//! `/api/workers`, `/api/board` and `/metrics` (ORCH_BENCH_RUNS × 10 requests each, one
-//! connection per request) and the server's CPU over 10 s with nobody looking.
+//! With ORCH_BENCH_BOARD=1 it measures `orch serve` on the same state instead, with
+//! ORCH_BENCH_SSE (100) clients holding `/api/events` open throughout: the latency (p50 / p95
+//! / max) of the first page, `/api/workers`, `/api/board` and `/metrics` (ORCH_BENCH_RUNS × 20
+//! requests each, one connection per request), the server's CPU while answering them and its
+//! RSS (from /proc), how long a change of the store takes to reach every open stream, and the
+//! CPU over 10 s with nobody looking but the open streams. The figure:
 //!
-//!   ORCH_BENCH_BOARD=1 ORCH_BENCH_SIZES=50 cargo bench --bench history
+//!   ORCH_BENCH_BOARD=1 ORCH_BENCH_SIZES=10000 ORCH_BENCH_LIVE=200 cargo bench --bench history
 //!
 //! Knobs: ORCH_BENCH_ORCH (the orch binary to drive; default the one cargo built),
-//! ORCH_BENCH_SIZES (100,10000), ORCH_BENCH_RUNS (5), ORCH_BENCH_OLD_SCHEMA=1 (an orch from
+//! ORCH_BENCH_SIZES (100,10000), ORCH_BENCH_LIVE (live workers beside them, BLOCKED: 2),
+//! ORCH_BENCH_SSE (100), ORCH_BENCH_RUNS (5), ORCH_BENCH_OLD_SCHEMA=1 (an orch from
 //! before the history was bounded: the seeded database is taken back to schema version 9).
 
 use orch::contract::Contract;
@@ -79,14 +83,14 @@ fn organisation(root: &Path) {
     std::fs::write(root.join("repos.yaml"), yaml).unwrap();
 }
 
-fn seed(state: &Path, n: usize) {
+fn seed(state: &Path, n: usize, live: usize) {
     let contract = Contract::embedded();
     let land = orch::config::LandConfig::default_for(orch::config::ForgeKind::Local);
     let mut store = Store::open(state).unwrap();
     let now = now_ms();
     store
         .write(|tx| {
-            for i in 0..n + 2 {
+            for i in 0..n + live {
                 let id = format!("r{}-{i:08x}", i % REPOS);
                 let live = i >= n;
                 // Spread over 60 days, newest last.
@@ -286,10 +290,19 @@ fn main() {
     for n in sizes {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("org");
+        if let Some(keep) = std::env::var_os("ORCH_BENCH_KEEP") {
+            // The seeded organisation kept for a look (sqlite3 <keep>/sessions/orch.db).
+            let keep = PathBuf::from(keep);
+            std::fs::create_dir_all(&keep).unwrap();
+            organisation(&keep);
+            seed(&keep.join("sessions"), n, env_usize("ORCH_BENCH_LIVE", 2));
+            println!("kept: {}", keep.display());
+            return;
+        }
         std::fs::create_dir_all(&root).unwrap();
         organisation(&root);
         let state = root.join("sessions");
-        seed(&state, n);
+        seed(&state, n, env_usize("ORCH_BENCH_LIVE", 2));
         if old {
             downgrade(&state);
         }
@@ -375,9 +388,53 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-/// `orch serve` on the seeded state: request latency, and CPU while idle.
+/// Resident memory of `pid` in KiB (VmRSS, from /proc/<pid>/status).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// p50, p95 and the largest of `v` (sorted in place).
+fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
+    (at(0.5), at(0.95), v[v.len() - 1])
+}
+
+/// An open `/api/events` stream, read on a thread of its own: the number of `board` events it
+/// has seen so far.
+fn sse_client(addr: &str) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+    use std::io::{BufRead, Write};
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut t = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        t,
+        "GET /api/events HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let counter = seen.clone();
+    std::thread::spawn(move || {
+        let mut r = std::io::BufReader::with_capacity(1 << 16, t);
+        let mut line = String::new();
+        while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.starts_with("event: board") {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            line.clear();
+        }
+    });
+    seen
+}
+
+/// `orch serve` on the seeded state with `ORCH_BENCH_SSE` open streams: request latency, CPU
+/// and RSS while answering, a change's fan-out, and CPU while idle.
 fn board(orch: &Path, root: &Path, state: &Path, n: usize, runs: usize) {
     use std::io::BufRead;
+    use std::sync::atomic::Ordering;
     let mut child = Command::new(orch)
         .args(["serve", "--listen", "127.0.0.1:0"])
         .current_dir(root)
@@ -392,27 +449,89 @@ fn board(orch: &Path, root: &Path, state: &Path, n: usize, runs: usize) {
         .read_line(&mut line)
         .unwrap();
     let addr = line.trim().rsplit("http://").next().unwrap().to_string();
-    for path in ["/api/workers", "/api/board", "/metrics"] {
+    let pid = child.id();
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let live = env_usize("ORCH_BENCH_LIVE", 2);
+    let workers = format!("{n} + {live} live");
+
+    // The streams open, each past its first event (the board at once).
+    let clients: Vec<_> = (0..env_usize("ORCH_BENCH_SSE", 100))
+        .map(|_| sse_client(&addr))
+        .collect();
+    let t = Instant::now();
+    while clients.iter().any(|c| c.load(Ordering::SeqCst) == 0) {
+        assert!(t.elapsed().as_secs() < 300, "the streams' first events");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!(
+        "| {workers} | serve: {} SSE streams opened, each with its first board | {:.0} ms | - | - |",
+        clients.len(),
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+
+    println!("|---|---|---|---:|---:|");
+    println!(
+        "| workers | GET (with the streams open) | ms p50 / p95 / max | server CPU % of one core while answering | bytes |"
+    );
+    for path in ["/", "/api/workers", "/api/board", "/metrics"] {
         http_get(&addr, path);
         let mut ms: Vec<f64> = Vec::new();
         let mut bytes = 0;
-        for _ in 0..runs * 10 {
+        let before = cpu_ticks(pid);
+        let t = Instant::now();
+        for _ in 0..runs * 20 {
             let t = Instant::now();
             bytes = http_get(&addr, path);
             ms.push(t.elapsed().as_secs_f64() * 1000.0);
         }
-        let (lo, med, hi) = stats(&mut ms);
-        println!("| {n} | serve: GET {path} | {lo:.1} / {med:.1} / {hi:.1} | - | {bytes} |");
+        let cpu = 100.0 * (cpu_ticks(pid) - before) as f64 / ticks / t.elapsed().as_secs_f64();
+        let (p50, p95, max) = percentiles(&mut ms);
+        println!("| {workers} | {path} | {p50:.1} / {p95:.1} / {max:.1} | {cpu:.0} % | {bytes} |");
     }
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let before = cpu_ticks(child.id());
+    println!(
+        "| {workers} | serve: RSS after the requests | {:.1} MiB | - | - |",
+        rss_kib(pid) as f64 / 1024.0
+    );
+
+    // A change of the store (a hold taken by the CLI) reaches every open stream.
+    let before: Vec<usize> = clients.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    let cpu0 = cpu_ticks(pid);
+    let t = Instant::now();
+    run(
+        orch,
+        root,
+        state,
+        &["hold", "r0", "--reason", "bench", "--by", "bench"],
+    );
+    while clients
+        .iter()
+        .zip(&before)
+        .any(|(c, b)| c.load(Ordering::SeqCst) == *b)
+    {
+        assert!(t.elapsed().as_secs() < 300, "the change's fan-out");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    println!(
+        "| {workers} | serve: a change (orch hold) seen by all {} streams | {:.0} ms after the command started (server CPU {:.2} s) | - | - |",
+        clients.len(),
+        t.elapsed().as_secs_f64() * 1000.0,
+        (cpu_ticks(pid) - cpu0) as f64 / ticks
+    );
+    run(orch, root, state, &["unhold", "r0"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+
+    let before = cpu_ticks(pid);
     let t = Instant::now();
     std::thread::sleep(std::time::Duration::from_secs(10));
-    let used = (cpu_ticks(child.id()) - before) as f64 / ticks;
+    let used = (cpu_ticks(pid) - before) as f64 / ticks;
     println!(
-        "| {n} | serve: idle CPU over {:.0} s | {:.2} % of one core | - | - |",
+        "| {workers} | serve: idle CPU over {:.0} s, the streams open | {:.2} % of one core | - | - |",
         t.elapsed().as_secs_f64(),
         100.0 * used / t.elapsed().as_secs_f64()
+    );
+    println!(
+        "| {workers} | serve: RSS at the end | {:.1} MiB | - | - |",
+        rss_kib(pid) as f64 / 1024.0
     );
     let _ = child.kill();
     let _ = child.wait();

@@ -129,6 +129,8 @@ pub struct TaskView {
     /// What it waits for that is not DONE: (task id, its state); a stopped task further up
     /// is named too.
     pub waiting_on: Vec<(String, String)>,
+    /// The scheduler's word for it: `pending`, `running`, `done` or `stopped`.
+    pub progress: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -141,6 +143,14 @@ pub struct WaveView {
     pub all_done: bool,
     /// Nothing runs and nothing more can start.
     pub finished: bool,
+    /// When a tick first saw the wave.
+    pub created_ms: i64,
+    /// Each task's planned start and end (ms after the wave's start): the scheduler over
+    /// simulated time with the estimates and `worker.max_parallel` slots.
+    pub planned_ms: Vec<(u64, u64)>,
+    /// The critical path as it stands (task indices, first first): the longest chain of
+    /// waits by what each task took, takes so far or (not started) is estimated to take.
+    pub critical_path: Vec<usize>,
 }
 
 /// The wave as recorded: its tasks (from the database), their workers and states.
@@ -346,6 +356,12 @@ fn view(l: &Loaded, w: &Loaded2) -> WaveView {
                     .into_iter()
                     .map(|j| (w.tasks[j].id.clone(), label(j)))
                     .collect(),
+                progress: match w.state.state(i) {
+                    TaskState::Pending => "pending",
+                    TaskState::Running => "running",
+                    TaskState::Done => "done",
+                    TaskState::Stopped => "stopped",
+                },
             }
         })
         .collect();
@@ -355,10 +371,34 @@ fn view(l: &Loaded, w: &Loaded2) -> WaveView {
         .iter()
         .filter(|s| **s == TaskState::Done)
         .count();
+    let est: Vec<u64> = w.est.iter().map(|e| e.0).collect();
+    let mut planned_ms = vec![(0, 0); w.tasks.len()];
+    for slot in crate::wave::plan::simulate(
+        &w.dag,
+        &est,
+        l.config.worker.max_parallel.max(1),
+        vec![TaskState::Pending; w.tasks.len()],
+    ) {
+        planned_ms[slot.task] = (slot.start_ms, slot.end_ms);
+    }
+    // A running task counts what it has taken so far, at least its estimate.
+    let took: Vec<u64> = tasks
+        .iter()
+        .zip(&est)
+        .map(|(t, &e)| match (t.actual_ms, t.ended_ms) {
+            (Some(a), Some(_)) => a.max(0) as u64,
+            (Some(a), None) => (a.max(0) as u64).max(e),
+            _ => e,
+        })
+        .collect();
+    let critical_path = w.dag.critical_chain(&took);
     WaveView {
         name: w.row.name.clone(),
         file: w.row.file.clone(),
         cancelled: w.row.cancelled_ms.is_some(),
+        created_ms: w.row.created_ms,
+        planned_ms,
+        critical_path,
         done,
         all_done: w.state.all_done(),
         finished: w.state.finished()

@@ -4,8 +4,10 @@
 use super::view::locks::{BlockerView, CanSpawnView, HoldView, LockView, UnholdView};
 use super::view::print_json;
 use super::{Ctx, Failure, Outcome, operator_name};
+use crate::config::Config;
 use crate::lock::{HolderKind, blockers};
-use crate::store::{LockAttempt, now_ms};
+use crate::store::{LockAttempt, Store, now_ms};
+use std::path::Path;
 
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let l = ctx.load()?;
@@ -72,27 +74,51 @@ fn red_upstream(
 
 pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool) -> Outcome {
     let config = ctx.config()?;
+    let view = hold_view(
+        &config,
+        &ctx.state_dir(&config),
+        repo,
+        reason,
+        &operator_name(by),
+    )?;
+    if json {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
+    }
+    Ok(if view.held { 0 } else { 1 })
+}
+
+/// `orch hold`'s work and answer (the board's hold goes through here too): the hold is taken
+/// as `hold:<by>`, `by` kept in the lock and the lock history. `held: false` names what is in
+/// its way.
+pub fn hold_view(
+    config: &Config,
+    state_dir: &Path,
+    repo: &str,
+    reason: &str,
+    by: &str,
+) -> Result<HoldView, Failure> {
     config.require_repo(repo)?;
     if reason.trim().is_empty() {
         return Err(Failure::bad_input(
             "--reason must say why the chain is held",
         ));
     }
-    let by = operator_name(by);
     let holder = format!("hold:{by}");
-    let mut store = ctx.store(&config)?;
+    let mut store = Store::open(state_dir)?;
     let attempt = store.try_lock(
         &config.graph,
         repo,
         &holder,
         HolderKind::Hold,
         Some(reason),
-        Some(&by),
+        Some(by),
     )?;
     if matches!(attempt, LockAttempt::Acquired(_)) {
-        crate::app::journal::write_holds(&mut store, &ctx.state_dir(&config));
+        crate::app::journal::write_holds(&mut store, state_dir);
     }
-    let view = match attempt {
+    Ok(match attempt {
         LockAttempt::Acquired(lock) => HoldView {
             held: true,
             repo: repo.to_string(),
@@ -107,32 +133,37 @@ pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool)
             chain: config.graph.chain(repo),
             blockers: BlockerView::all(&blocking, repo),
         },
-    };
+    })
+}
+
+pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
+    let config = ctx.config()?;
+    let view = unhold_view(&config, &ctx.state_dir(&config), repo, &operator_name(None))?;
     if json {
         print_json(&view);
     } else {
         print!("{}", view.human());
     }
-    Ok(if view.held { 0 } else { 1 })
+    Ok(0)
 }
 
-pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
-    let config = ctx.config()?;
-    let mut store = ctx.store(&config)?;
-    match store.unhold(repo, Some(&operator_name(None)))? {
+/// `orch unhold`'s work and answer (the board's unhold goes through here too), `by` kept in
+/// the lock history.
+pub fn unhold_view(
+    config: &Config,
+    state_dir: &Path,
+    repo: &str,
+    by: &str,
+) -> Result<UnholdView, Failure> {
+    let mut store = Store::open(state_dir)?;
+    match store.unhold(repo, Some(by))? {
         Ok(lock) => {
-            crate::app::journal::write_holds(&mut store, &ctx.state_dir(&config));
-            let view = UnholdView {
+            crate::app::journal::write_holds(&mut store, state_dir);
+            Ok(UnholdView {
                 released: true,
                 repo: repo.to_string(),
                 lock: LockView::of(&lock, now_ms()),
-            };
-            if json {
-                print_json(&view);
-            } else {
-                print!("{}", view.human());
-            }
-            Ok(0)
+            })
         }
         Err(None) => {
             let fatal = store.read(|tx| crate::store::fatal::covering(tx, &config.graph, repo))?;

@@ -105,7 +105,7 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
         } => {
             let l = ctx.load()?;
             let name = resolve(&l, &which)?;
-            let view = WaveRetryView::of(&wave::retry(&l, &name, &task, &operator_name(by))?);
+            let view = retry_view(&l, &name, &task, &operator_name(by))?;
             if json {
                 print_json(&view);
             } else {
@@ -120,7 +120,7 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
         } => {
             let l = ctx.load()?;
             let name = resolve(&l, &which)?;
-            let view = WaveCancelView::of(&wave::cancel(&l, &name, operator_name(by))?);
+            let view = cancel_view(&l, &name, operator_name(by))?;
             if json {
                 print_json(&view);
             } else {
@@ -129,6 +129,18 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
             Ok(0)
         }
     }
+}
+
+/// `orch wave retry`'s work and answer for a recorded wave (the board's retry goes through
+/// here too), `by` named in the previous worker's history.
+pub fn retry_view(l: &Loaded, name: &str, task: &str, by: &str) -> Result<WaveRetryView, Failure> {
+    Ok(WaveRetryView::of(&wave::retry(l, name, task, by)?))
+}
+
+/// `orch wave cancel`'s work and answer for a recorded wave (the board's goes through here
+/// too), `by` recorded on the wave and in each cancelled worker's history.
+pub fn cancel_view(l: &Loaded, name: &str, by: String) -> Result<WaveCancelView, Failure> {
+    Ok(WaveCancelView::of(&wave::cancel(l, name, by)?))
 }
 
 /// A wave file's name, or the argument as a recorded wave's name.

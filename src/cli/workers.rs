@@ -719,42 +719,46 @@ pub fn cancel_view(
 
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
     let l = ctx.load()?;
-    let by = operator_name(by);
-    let mut store = l.store()?;
-    // A FAILED worker's task goes to a new worker told its checkpoint (it cannot go on
-    // itself: FAILED is terminal); a BLOCKED or PAUSED one goes on in place.
-    let view = if store
-        .worker(id)?
-        .is_some_and(|w| crate::app::reassign::reassignable(&w))
-    {
-        let rec = crate::app::reassign::reassign(
-            &l,
-            &mut store,
-            id,
-            crate::app::reassign::By::Operator { name: &by, note },
-        )?;
-        RespawnView {
-            worker_id: id.to_string(),
-            milestone: rec.milestone(),
-            by,
-            new_worker: Some(rec.id),
-        }
-    } else {
-        drop(store);
-        let m = crate::app::resume::respawn(&l, id, &by, note)?;
-        RespawnView {
-            worker_id: id.to_string(),
-            milestone: m,
-            by,
-            new_worker: None,
-        }
-    };
+    let view = respawn_view(&l, id, note, operator_name(by))?;
     if json {
         print_json(&view);
     } else {
         print!("{}", view.human());
     }
     Ok(0)
+}
+
+/// `orch respawn`'s work and answer (the board's respawn goes through here too), `by` named
+/// in the worker's history.
+pub fn respawn_view(l: &Loaded, id: &str, note: &str, by: String) -> Result<RespawnView, Failure> {
+    let mut store = l.store()?;
+    // A FAILED worker's task goes to a new worker told its checkpoint (it cannot go on
+    // itself: FAILED is terminal); a BLOCKED or PAUSED one goes on in place.
+    if store
+        .worker(id)?
+        .is_some_and(|w| crate::app::reassign::reassignable(&w))
+    {
+        let rec = crate::app::reassign::reassign(
+            l,
+            &mut store,
+            id,
+            crate::app::reassign::By::Operator { name: &by, note },
+        )?;
+        return Ok(RespawnView {
+            worker_id: id.to_string(),
+            milestone: rec.milestone(),
+            by,
+            new_worker: Some(rec.id),
+        });
+    }
+    drop(store);
+    let m = crate::app::resume::respawn(l, id, &by, note)?;
+    Ok(RespawnView {
+        worker_id: id.to_string(),
+        milestone: m,
+        by,
+        new_worker: None,
+    })
 }
 
 /// Who approves, for the audit record: the user name from the environment and the uid the
@@ -830,23 +834,36 @@ pub fn release(
         ));
     }
     let l = ctx.load()?;
-    let by = operator_name(by);
-    match operator::release(&l, id, &by, reason)? {
-        Some(lock) => {
-            let view = ReleaseView {
-                worker_id: id.to_string(),
-                released: true,
-                repo: lock.repo.clone(),
-                by: by.clone(),
-                reason: reason.to_string(),
-            };
-            if json_out {
-                print_json(&view);
-            } else {
-                print!("{}", view.human());
-            }
-            Ok(0)
-        }
+    let view = release_view(&l, id, reason, operator_name(by))?;
+    if json_out {
+        print_json(&view);
+    } else {
+        print!("{}", view.human());
+    }
+    Ok(0)
+}
+
+/// `orch release --force`'s work and answer (the board's release goes through here too):
+/// `by` and `reason` kept in the lock history and the worker's history.
+pub fn release_view(
+    l: &Loaded,
+    id: &str,
+    reason: &str,
+    by: String,
+) -> Result<ReleaseView, Failure> {
+    if reason.trim().is_empty() {
+        return Err(Failure::bad_input(
+            "--reason must say why the lock is released",
+        ));
+    }
+    match operator::release(l, id, &by, reason)? {
+        Some(lock) => Ok(ReleaseView {
+            worker_id: id.to_string(),
+            released: true,
+            repo: lock.repo.clone(),
+            by,
+            reason: reason.to_string(),
+        }),
         None => Err(Failure::no(format!("{id} holds no lock"))),
     }
 }

@@ -25,6 +25,22 @@ pub struct Figures {
     pub spend_usd: f64,
     /// Fatal holds in force.
     pub fatal_holds: u64,
+    /// For every push with a decided verdict (green, red, sync_not_done, no_run): ms from the
+    /// push to the recording of its verdict.
+    pub ci_waits_ms: Vec<i64>,
+    /// What the agents spent by the workers' model (None: the agent's default): dollars and
+    /// tokens (input, output, cache read, cache write).
+    pub spend_by_model: Vec<ModelSpend>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelSpend {
+    pub model: Option<String>,
+    pub cost_usd: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
 }
 
 fn pairs(tx: &Tx, sql: &str) -> super::sql::Result<Vec<(String, u64)>> {
@@ -83,6 +99,33 @@ pub fn figures(tx: &Tx) -> super::sql::Result<Figures> {
             |r| r.get(0),
         )?,
         fatal_holds: one("SELECT count(*) FROM fatal_holds")? as u64,
+        ci_waits_ms: {
+            let mut st = tx.prepare_cached(
+                "SELECT checked_ms - pushed_ms FROM pushes
+                 WHERE verdict IN ('green', 'red', 'sync_not_done', 'no_run') AND checked_ms IS NOT NULL",
+            )?;
+            let rows = st.query_map([], |r| r.get::<_, i64>(0))?;
+            rows.collect::<Result<_, _>>()?
+        },
+        spend_by_model: {
+            let mut st = tx.prepare_cached(
+                "SELECT w.model, sum(u.cost_usd), sum(u.input_tokens), sum(u.output_tokens),
+                        sum(u.cache_read_tokens), sum(u.cache_write_tokens)
+                 FROM worker_usage u JOIN workers w ON w.id = u.worker_id
+                 GROUP BY w.model ORDER BY w.model",
+            )?;
+            let rows = st.query_map([], |r| {
+                Ok(ModelSpend {
+                    model: r.get(0)?,
+                    cost_usd: r.get(1)?,
+                    input_tokens: r.get::<_, i64>(2)? as u64,
+                    output_tokens: r.get::<_, i64>(3)? as u64,
+                    cache_read_tokens: r.get::<_, i64>(4)? as u64,
+                    cache_write_tokens: r.get::<_, i64>(5)? as u64,
+                })
+            })?;
+            rows.collect::<Result<_, _>>()?
+        },
     })
 }
 

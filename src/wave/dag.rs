@@ -130,6 +130,34 @@ impl Dag {
             .collect()
     }
 
+    /// One longest chain of waits weighted by `dur` (ms per task: what a task took, or is
+    /// expected to take), first task first: the wave's critical path as it stands. Ties go to
+    /// the task first in the wave.
+    pub fn critical_chain(&self, dur: &[u64]) -> Vec<usize> {
+        // finish[i]: the longest chain ending at i, i included; from[i]: its predecessor there.
+        let mut finish = vec![0u64; self.len()];
+        let mut from = vec![None; self.len()];
+        for &i in &self.order {
+            let best = self.preds[i]
+                .iter()
+                .copied()
+                .max_by_key(|&p| (finish[p], std::cmp::Reverse(p)));
+            finish[i] = dur[i] + best.map_or(0, |p| finish[p]);
+            from[i] = best;
+        }
+        let Some(mut at) = (0..self.len()).max_by_key(|&i| (finish[i], std::cmp::Reverse(i)))
+        else {
+            return Vec::new();
+        };
+        let mut chain = vec![at];
+        while let Some(p) = from[at] {
+            chain.push(p);
+            at = p;
+        }
+        chain.reverse();
+        chain
+    }
+
     /// The longest chain of waits, weighted by estimates.
     pub fn critical_path(&self, est: &[u64]) -> u64 {
         self.bottom_levels(est).into_iter().max().unwrap_or(0)
@@ -264,5 +292,50 @@ fn find_cycle(preds: &[Vec<usize>], missing: &[usize]) -> Vec<usize> {
             .iter()
             .find(|&&p| stuck[p])
             .expect("a stuck task waits for a stuck task");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A graph from its predecessor lists (in a topological order already).
+    fn dag(preds: &[&[usize]]) -> Dag {
+        let n = preds.len();
+        let mut succs = vec![Vec::new(); n];
+        for (i, ps) in preds.iter().enumerate() {
+            for &p in *ps {
+                succs[p].push(i);
+            }
+        }
+        Dag {
+            preds: preds.iter().map(|p| p.to_vec()).collect(),
+            succs,
+            order: (0..n).collect(),
+            repos: vec!["r".into(); n],
+        }
+    }
+
+    #[test]
+    fn the_critical_chain_follows_the_longest_durations() {
+        // 0 → {1, 2} → 3, and 4 alone.
+        let d = dag(&[&[], &[0], &[0], &[1, 2], &[]]);
+        assert_eq!(d.critical_chain(&[10, 5, 30, 1, 20]), vec![0, 2, 3]);
+        // What a task actually took moves the path: 1 ran long.
+        assert_eq!(d.critical_chain(&[10, 50, 30, 1, 20]), vec![0, 1, 3]);
+        // A lone long task is the path by itself.
+        assert_eq!(d.critical_chain(&[10, 5, 30, 1, 100]), vec![4]);
+        // Ties: the task first in the wave.
+        assert_eq!(d.critical_chain(&[1, 5, 5, 1, 0]), vec![0, 1, 3]);
+        assert_eq!(dag(&[]).critical_chain(&[]), Vec::<usize>::new());
+        // It agrees with the estimates' critical path length.
+        let est = [10, 5, 30, 1, 20];
+        let chain = d.critical_chain(&est);
+        assert_eq!(
+            chain.iter().map(|&i| est[i]).sum::<u64>(),
+            d.critical_path(&est)
+        );
+        let on = d.on_critical_path(&est);
+        assert!(chain.iter().all(|&i| on[i]));
     }
 }

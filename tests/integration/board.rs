@@ -11,7 +11,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running `orch serve`, killed when dropped.
-struct Served {
+pub struct Served {
     child: Child,
     /// `127.0.0.1:<port>`.
     addr: String,
@@ -25,7 +25,7 @@ impl Drop for Served {
 }
 
 /// Starts `orch serve --listen <listen>` and reads the address it prints first.
-fn serve(org: &Org, listen: &str) -> Served {
+pub fn serve(org: &Org, listen: &str) -> Served {
     let mut child = org
         .cmd(&["serve", "--listen", listen])
         .stdout(Stdio::piped())
@@ -77,7 +77,7 @@ fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&Value>)
     })
 }
 
-fn get_json(s: &Served, path: &str) -> Value {
+pub fn get_json(s: &Served, path: &str) -> Value {
     let (status, body) = http("GET", &format!("http://{}{path}", s.addr), &[], None);
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
@@ -153,9 +153,18 @@ fn parse_metrics(text: &str) -> (Samples, Vec<(String, String)>) {
                     && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
                 "{name}"
             );
+            // A histogram's samples are its family's name with _bucket, _sum or _count.
+            let family = match types.last() {
+                Some((f, kind)) if kind == "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .filter(|base| base == f)
+                    .unwrap_or(name),
+                _ => name,
+            };
             assert_eq!(
                 types.last().map(|t| t.0.as_str()),
-                Some(name),
+                Some(family),
                 "no TYPE for {line}"
             );
             for bad in ["worker_id", "sha="] {
@@ -259,6 +268,25 @@ fn the_api_and_the_metrics_say_what_status_says() {
         1.0
     );
     assert_eq!(sample(&samples, "orch_respawns_total"), 0.0);
+    assert_eq!(sample(&samples, "orch_ci_wait_seconds_count"), 0.0);
+    // Every family and its type is the list docs/metrics.md gives, in its order.
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let documented: Vec<(String, String)> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|rest| {
+            let mut cells = rest.split('|');
+            let name = cells
+                .next()
+                .unwrap()
+                .trim()
+                .trim_end_matches('`')
+                .to_string();
+            (name, cells.next().unwrap().trim().to_string())
+        })
+        .collect();
+    assert_eq!(types, documented, "/metrics against docs/metrics.md");
     for family in [
         "orch_build_info",
         "orch_ci_verdicts_total",
@@ -802,4 +830,413 @@ fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
         Some(&body),
     );
     assert_ne!(code, 200);
+}
+
+/// The board's token set in repos.yaml (`serve.token_env`) and exported for `org`'s commands.
+fn with_token(org: &mut Org, token: &str) {
+    let mut text = std::fs::read_to_string(&org.config_path).unwrap();
+    text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
+    std::fs::write(&org.config_path, text).unwrap();
+    org.set_env("ORCH_BOARD_TOKEN", token);
+}
+
+/// The page's CSRF token, as the page carries it.
+fn csrf_of(s: &Served) -> String {
+    let (_, page) = http("GET", &format!("http://{}/", s.addr), &[], None);
+    page.split("name=\"orch-csrf\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string()
+}
+
+/// One action as the page sends it (token, CSRF token, Origin of the board): (status, JSON).
+fn act(s: &Served, token: &str, csrf: &str, path: &str, body: Value) -> (u16, Value) {
+    let bearer = format!("Bearer {token}");
+    let origin = format!("http://{}", s.addr);
+    let (code, text) = http(
+        "POST",
+        &format!("http://{}{path}", s.addr),
+        &[
+            ("authorization", &bearer),
+            ("x-orch-csrf", csrf),
+            ("origin", &origin),
+        ],
+        Some(&body),
+    );
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("POST {path}: {e}: {text}"));
+    (code, v)
+}
+
+/// Whether `id`'s history has an event whose detail contains `text`.
+fn audited(org: &Org, id: &str, text: &str) -> bool {
+    org.json(&["sessions", "show", id, "--json"])["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["detail"].as_str().is_some_and(|d| d.contains(text)))
+}
+
+/// Respawn, wave retry, release, hold, unhold and wave cancel from the board: each refused
+/// (403) without the token, the CSRF token or from another Origin; with them, each answers
+/// what the command's `--json` answers, changes the state as the command does and leaves an
+/// audit entry naming `board:<by>`.
+#[test]
+fn every_action_from_the_board_goes_through_its_command_and_is_audited() {
+    let mut org = Org::new(
+        Spec::local("wave_worker.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"]))
+            .repo(RepoSpec::new("sdk")),
+    );
+    let wave = org.root.join("wave-b.yaml");
+    std::fs::write(
+        &wave,
+        "name: wave-b\ntasks:\n  - {id: core-1, repo: core, task: \"core [fail]\"}\n  - {id: vm-1, repo: vm, task: \"vm\"}\n",
+    )
+    .unwrap();
+    let tick = |org: &Org| {
+        let out = org.run(&["wave", "run", wave.to_str().unwrap(), "--tick"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    };
+    tick(&org);
+    let first = org.json(&["wave", "status", "wave-b", "--json"])["tasks"][0]["worker"]
+        .as_str()
+        .expect("core-1 started")
+        .to_string();
+    org.wait_milestone(&first, "BLOCKED", crate::support::DEADLINE);
+    org.wait_supervisor_gone(&first);
+
+    let actions = [
+        (
+            format!("/api/workers/{first}/respawn"),
+            json!({"note": "n"}),
+        ),
+        (
+            format!("/api/workers/{first}/release"),
+            json!({"reason": "r"}),
+        ),
+        ("/api/repos/sdk/hold".to_string(), json!({"reason": "r"})),
+        ("/api/repos/sdk/unhold".to_string(), json!({})),
+        (
+            "/api/waves/wave-b/retry".to_string(),
+            json!({"task": "core-1"}),
+        ),
+        ("/api/waves/wave-b/cancel".to_string(), json!({})),
+    ];
+    {
+        // Without serve.token_env the board is read-only.
+        let s = serve(&org, "127.0.0.1:0");
+        for (path, body) in &actions {
+            let (code, text) = http("POST", &format!("http://{}{path}", s.addr), &[], Some(body));
+            assert_eq!(code, 403, "{path}: {text}");
+            assert!(text.contains("read-only"), "{path}: {text}");
+        }
+    }
+    let token = "board-token-for-every-action-42";
+    with_token(&mut org, token);
+    let s = serve(&org, "127.0.0.1:0");
+    let csrf = csrf_of(&s);
+    let bearer = format!("Bearer {token}");
+    for (path, body) in &actions {
+        for (headers, why) in [
+            (vec![("x-orch-csrf", csrf.as_str())], "token"),
+            (vec![("authorization", bearer.as_str())], "CSRF"),
+            (
+                vec![
+                    ("authorization", bearer.as_str()),
+                    ("x-orch-csrf", csrf.as_str()),
+                    ("origin", "http://evil.example"),
+                ],
+                "another site",
+            ),
+        ] {
+            let (code, text) = http(
+                "POST",
+                &format!("http://{}{path}", s.addr),
+                &headers,
+                Some(body),
+            );
+            assert_eq!(code, 403, "{path} {headers:?}: {text}");
+            assert!(text.contains(why), "{path} {headers:?}: {text}");
+        }
+    }
+    // Nothing refused changed anything.
+    let status = org.json(&["status", "--json"]);
+    assert_eq!(status["workers"][0]["milestone"], "BLOCKED");
+    assert_eq!(status["locks"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        org.json(&["wave", "status", "wave-b", "--json"])["cancelled"],
+        false
+    );
+
+    // Respawn: the BLOCKED worker goes on (and, told to fail, blocks again).
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        &format!("/api/workers/{first}/respawn"),
+        json!({"by": "alice", "note": "try once more"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["by"], "board:alice");
+    assert_eq!(v["worker_id"], first.as_str());
+    assert_eq!(v["milestone"], "WORKING");
+    assert!(v["new_worker"].is_null());
+    assert!(audited(&org, &first, "board:alice"), "no respawn audit");
+    org.wait_milestone(&first, "BLOCKED", crate::support::DEADLINE);
+    org.wait_supervisor_gone(&first);
+    // A respawn the command refuses is refused alike (a WORKING or ended worker: 404 "no").
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        "/api/workers/no-such-worker/respawn",
+        json!({"by": "alice"}),
+    );
+    assert_ne!(code, 200, "{v}");
+
+    // Wave retry: the stopped task's lock released, the task to start again.
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        "/api/waves/wave-b/retry",
+        json!({"by": "carol", "task": "core-1"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["previous_worker"], first.as_str());
+    assert_eq!(v["released_lock"], true);
+    assert!(
+        audited(&org, &first, "by board:carol"),
+        "no wave retry audit"
+    );
+    assert_eq!(org.json(&["status", "--json"])["locks"], json!([]));
+
+    // Release: the next attempt blocks with its lock held; the board releases it (a reason
+    // is required, as the command's).
+    tick(&org);
+    let second = org.json(&["wave", "status", "wave-b", "--json"])["tasks"][0]["worker"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(second, first);
+    org.wait_milestone(&second, "BLOCKED", crate::support::DEADLINE);
+    org.wait_supervisor_gone(&second);
+    let path = format!("/api/workers/{second}/release");
+    let (code, v) = act(&s, token, &csrf, &path, json!({"by": "dave"}));
+    assert_eq!(code, 400, "{v}");
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        &path,
+        json!({"by": "dave", "reason": "taking it over by hand"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"worker_id": second, "released": true, "repo": "core", "by": "board:dave",
+            "reason": "taking it over by hand"})
+    );
+    assert!(audited(&org, &second, "forced by board:dave"));
+    assert_eq!(org.json(&["status", "--json"])["locks"], json!([]));
+
+    // Hold and unhold a repository.
+    let (_, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+    assert_eq!(
+        sample(&parse_metrics(&text).0, "orch_locks_held{kind=\"hold\"}"),
+        0.0
+    );
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        "/api/repos/sdk/hold",
+        json!({"by": "erin", "reason": "release freeze"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["held"], true);
+    let locks = org.json(&["status", "--json"])["locks"].clone();
+    assert_eq!(locks[0]["holder"], "hold:board:erin");
+    assert_eq!(locks[0]["by"], "board:erin");
+    assert_eq!(locks[0]["reason"], "release freeze");
+    // /metrics reads the store again after the change (it keeps what it read while the
+    // store does not change).
+    poll_until(
+        "the hold in /metrics",
+        Duration::from_secs(10),
+        || {
+            let (_, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+            let (samples, _) = parse_metrics(&text);
+            (sample(&samples, "orch_locks_held{kind=\"hold\"}") == 1.0).then_some(())
+        },
+        String::new,
+    );
+    // Held already: the command's answer (held: false, who is in the way) with 409.
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        "/api/repos/sdk/hold",
+        json!({"by": "erin", "reason": "again"}),
+    );
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(v["held"], false);
+    assert_eq!(v["blockers"][0]["holder"], "hold:board:erin");
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        "/api/repos/sdk/unhold",
+        json!({"by": "frank"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["released"], true);
+    assert_eq!(org.json(&["status", "--json"])["locks"], json!([]));
+    let history = orch::store::Store::open(&org.state)
+        .unwrap()
+        .lock_history()
+        .unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(
+        (last.action.as_str(), last.repo.as_str(), last.by.as_deref()),
+        ("release", "sdk", Some("board:frank"))
+    );
+    let (code, _) = act(&s, token, &csrf, "/api/repos/sdk/unhold", json!({}));
+    assert_eq!(code, 404);
+
+    // Wave cancel: nothing more of it starts.
+    let (code, v) = act(
+        &s,
+        token,
+        &csrf,
+        "/api/waves/wave-b/cancel",
+        json!({"by": "gina"}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["wave"], "wave-b");
+    assert_eq!(v["newly_cancelled"], true);
+    assert_eq!(
+        org.json(&["wave", "status", "wave-b", "--json"])["cancelled"],
+        true
+    );
+    let (code, _) = act(&s, token, &csrf, "/api/waves/no-such/cancel", json!({}));
+    assert_ne!(code, 200);
+}
+
+/// The waves view in a real browser: the Gantt chart (planned and actual bars), what the task
+/// still to start waits for, the critical path; a Retry clicked on the page (signed in with
+/// the board's token) goes through `orch wave retry` and is audited; the alerts view renders.
+#[test]
+fn the_waves_view_draws_the_gantt_chart_and_a_retry_from_the_page_is_audited() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let mut org = Org::new(
+        Spec::local("wave_worker.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"])),
+    );
+    let wave = org.root.join("wave-g.yaml");
+    std::fs::write(
+        &wave,
+        "name: wave-g\ntasks:\n  - {id: core-1, repo: core, task: \"core [fail]\", estimate: 2m}\n  - {id: vm-1, repo: vm, task: \"vm\", estimate: 5m}\n",
+    )
+    .unwrap();
+    let out = org.run(&["wave", "run", wave.to_str().unwrap(), "--tick"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let first = org.json(&["wave", "status", "wave-g", "--json"])["tasks"][0]["worker"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    org.wait_milestone(&first, "BLOCKED", crate::support::DEADLINE);
+    org.wait_supervisor_gone(&first);
+    let token = "board-token-for-the-waves-view";
+    with_token(&mut org, token);
+    let s = serve(&org, "127.0.0.1:0");
+
+    // The API: planned after core-1 for vm-1, and why vm-1 is not running.
+    let waves = get_json(&s, "/api/waves");
+    let w = &waves[0];
+    assert_eq!(
+        w["status"],
+        org.json(&["wave", "status", "wave-g", "--json"])
+    );
+    assert_eq!(w["critical_path"], json!(["core-1", "vm-1"]));
+    assert_eq!(w["gantt"][1]["planned_start_s"], 120.0);
+    assert_eq!(w["gantt"][1]["planned_end_s"], 420.0);
+    assert!(w["gantt"][0]["actual_start_s"].is_number(), "{w}");
+    assert!(w["gantt"][1]["actual_start_s"].is_null(), "{w}");
+    assert_eq!(w["gantt"][1]["waits_for"], "upstream: core-1 (BLOCKED)");
+    // Its progress in /metrics: core-1 stopped, vm-1 pending, no success yet.
+    let (_, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
+    let (samples, _) = parse_metrics(&text);
+    for (progress, n) in [("stopped", 1.0), ("pending", 1.0), ("done", 0.0)] {
+        let series = format!("orch_wave_tasks{{wave=\"wave-g\",progress=\"{progress}\"}}");
+        assert_eq!(sample(&samples, &series), n, "{series}");
+    }
+    assert!(!text.contains("orch_wave_last_success_timestamp_seconds{"));
+
+    // Sign in: the page's actions carry the login cookie.
+    browser.go(&format!("http://{}/login", s.addr));
+    browser.js(&format!(
+        "document.querySelector('input[name=token]').value = '{token}'; document.querySelector('form').submit(); return null"
+    ));
+    browser.wait_for(
+        "the board after signing in",
+        "return location.pathname + ' ' + document.cookie.length",
+        &json!("/ 0"),
+        Duration::from_secs(20),
+    );
+    browser.go(&format!("http://{}/?view=waves", s.addr));
+    browser.wait_for(
+        "the Gantt chart",
+        "const g = document.querySelector('svg.gantt[data-wave=\"wave-g\"]'); return g ? [...g.querySelectorAll('g.bar')].map(b => b.dataset.task + ' ' + b.dataset.critical + ' ' + b.querySelectorAll('rect.planned').length + ' ' + b.querySelectorAll('rect.actual').length) : null",
+        &json!(["core-1 true 1 1", "vm-1 true 1 0"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.querySelector('tr[data-task=\"vm-1\"] td.waits').textContent"),
+        json!("upstream: core-1 (BLOCKED)")
+    );
+    assert_eq!(
+        browser.js("return document.querySelector('section.wave p.critical b').textContent"),
+        json!("core-1 → vm-1")
+    );
+    browser.screenshot("waves");
+
+    // Retry core-1 from the page: the page asks who (a prompt, answered here).
+    browser.js("window.prompt = () => 'hana'; document.querySelector('tr[data-task=\"core-1\"] button[data-act]').click(); return null");
+    poll_until(
+        "the wave retry from the page",
+        Duration::from_secs(20),
+        || {
+            org.json(&["wave", "status", "wave-g", "--json"])["tasks"][0]["worker"]
+                .is_null()
+                .then_some(())
+        },
+        || format!("{}", org.json(&["wave", "status", "wave-g", "--json"])),
+    );
+    assert!(audited(
+        &org,
+        &first,
+        "wave retry of wave-g:core-1 by board:hana"
+    ));
+    browser.wait_for(
+        "the page to say what happened",
+        "return document.getElementById('toast').textContent.startsWith('Retry: ')",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+
+    browser.go(&format!("http://{}/?view=alerts&since=30d", s.addr));
+    browser.wait_for(
+        "the alerts view",
+        "return document.querySelectorAll('main table tr').length > 1",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    browser.screenshot("alerts");
+    assert_eq!(browser.js("return window.__errors || []"), json!([]));
 }

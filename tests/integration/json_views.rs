@@ -386,6 +386,31 @@ fn every_json_view_matches_its_published_schema() {
     valid("wave-status", &v, seen);
     assert!(is_time(&v["tasks"][0]["started_at"]), "{v}");
 
+    // The board's own answers (`orch serve`): the attention board, the waves with their
+    // Gantt bars, the graph with its locks.
+    {
+        let s = crate::board::serve(&org, "127.0.0.1:0");
+        let v = crate::board::get_json(&s, "/api/board");
+        valid("board", &v, seen);
+        assert!(
+            v["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| !g["cards"].as_array().unwrap().is_empty()),
+            "{v}"
+        );
+        let v = crate::board::get_json(&s, "/api/waves");
+        valid("board-waves", &v, seen);
+        assert_eq!(v[0]["status"]["name"], "wave-v", "{v}");
+        assert!(is_time(&v[0]["started_at"]), "{v}");
+        valid(
+            "board-graph",
+            &crate::board::get_json(&s, "/api/graph"),
+            seen,
+        );
+    }
+
     // Clean-up: the DONE worker's worktree and branch go (its commit is on the remote).
     let v = answer(&org, &["gc", "--dry-run", "--json"], 0);
     valid("gc", &v, seen);

@@ -51,19 +51,48 @@ fn refusal(board: &super::Board, headers: &HeaderMap) -> Option<&'static str> {
     None
 }
 
+/// What an action's JSON body may say; each action reads the fields its command takes.
 #[derive(Debug, Default, Deserialize)]
-pub struct CancelBody {
-    /// Who asks, for the audit trail (the worker's history says `board:<by>`).
+pub struct ActionBody {
+    /// Who asks, for the audit trail (recorded as `board:<by>`).
     by: Option<String>,
+    /// Why (cancel, release: required; hold: required).
     reason: Option<String>,
+    /// What a respawned worker is told.
+    note: Option<String>,
+    /// The wave task to retry.
+    task: Option<String>,
 }
 
-/// `POST /api/workers/<id>/cancel`: `orch cancel <id>` (same code path).
-pub async fn cancel(
-    State(b): State<Shared>,
-    Path(id): Path<String>,
+impl ActionBody {
+    /// The audit name: `board:<by>` (`board:operator` when the page sent none).
+    fn who(&self) -> String {
+        format!(
+            "board:{}",
+            self.by
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .unwrap_or("operator")
+        )
+    }
+
+    fn reason(&self) -> String {
+        self.reason.as_deref().unwrap_or("").trim().to_string()
+    }
+}
+
+/// Runs one action: refused (403) unless the token, the CSRF token and the Origin are right;
+/// then `f` (the command's own work, off the async threads) answers with the command's
+/// `--json` view, or its failure as the API's error. `ok` is the status of a view that says
+/// the action did not happen (a hold blocked by a lock: 409).
+async fn act<T: serde::Serialize + Send + 'static>(
+    b: Shared,
     headers: HeaderMap,
-    body: Option<Json<CancelBody>>,
+    body: Option<Json<ActionBody>>,
+    what: &'static str,
+    f: impl FnOnce(&super::Board, ActionBody, String) -> Result<T, Failure> + Send + 'static,
+    ok: impl FnOnce(&T) -> StatusCode,
 ) -> Response {
     if let Some(why) = refusal(&b, &headers) {
         return (
@@ -73,22 +102,169 @@ pub async fn cancel(
             .into_response();
     }
     let body = body.map(|Json(b)| b).unwrap_or_default();
-    let by = format!(
-        "board:{}",
-        body.by
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .unwrap_or("operator")
-    );
-    let bb = b.clone();
-    let answer = tokio::task::spawn_blocking(move || {
-        crate::cli::workers::cancel_view(&bb.l, &id, body.reason, by)
-    })
-    .await
-    .map_err(|e| Failure::unavailable(format!("the board's cancel failed: {e}")));
+    let by = body.who();
+    let answer = tokio::task::spawn_blocking(move || f(&b, body, by))
+        .await
+        .map_err(|e| Failure::unavailable(format!("the board's {what} failed: {e}")));
     match answer.and_then(|r| r) {
-        Ok(view) => Json(view).into_response(),
+        Ok(view) => (ok(&view), Json(view)).into_response(),
         Err(f) => ApiError::from(f).into_response(),
     }
+}
+
+fn fine<T>(_: &T) -> StatusCode {
+    StatusCode::OK
+}
+
+type Body = Option<Json<ActionBody>>;
+
+/// `POST /api/workers/<id>/cancel`: `orch cancel <id>` (same code path).
+pub async fn cancel(
+    State(b): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "cancel",
+        move |b, body, by| {
+            let reason = Some(body.reason()).filter(|r| !r.is_empty());
+            crate::cli::workers::cancel_view(&b.l, &id, reason, by)
+        },
+        fine,
+    )
+    .await
+}
+
+/// `POST /api/workers/<id>/respawn`: `orch respawn <id> --note …` (a FAILED worker's task
+/// goes to a new worker; a BLOCKED or PAUSED one goes on).
+pub async fn respawn(
+    State(b): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "respawn",
+        move |b, body, by| {
+            let note = body.note.unwrap_or_default();
+            crate::cli::workers::respawn_view(&b.l, &id, note.trim(), by)
+        },
+        fine,
+    )
+    .await
+}
+
+/// `POST /api/workers/<id>/release`: `orch release <id> --force --reason …` (the reason is
+/// required, as the command's).
+pub async fn release(
+    State(b): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "release",
+        move |b, body, by| crate::cli::workers::release_view(&b.l, &id, &body.reason(), by),
+        fine,
+    )
+    .await
+}
+
+/// `POST /api/repos/<repo>/hold`: `orch hold <repo> --reason …`; 409 with the view (its
+/// blockers) when a lock on the chain is in the way, as the command exits 1.
+pub async fn hold(
+    State(b): State<Shared>,
+    Path(repo): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "hold",
+        move |b, body, by| {
+            crate::cli::locks::hold_view(&b.l.config, &b.l.state_dir, &repo, &body.reason(), &by)
+        },
+        |v| {
+            if v.held {
+                StatusCode::OK
+            } else {
+                StatusCode::CONFLICT
+            }
+        },
+    )
+    .await
+}
+
+/// `POST /api/repos/<repo>/unhold`: `orch unhold <repo>`.
+pub async fn unhold(
+    State(b): State<Shared>,
+    Path(repo): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "unhold",
+        move |b, _, by| crate::cli::locks::unhold_view(&b.l.config, &b.l.state_dir, &repo, &by),
+        fine,
+    )
+    .await
+}
+
+/// `POST /api/waves/<name>/retry` with `{"task": …}`: `orch wave retry <name> <task>`.
+pub async fn wave_retry(
+    State(b): State<Shared>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "wave retry",
+        move |b, body, by| {
+            let task = body.task.as_deref().map(str::trim).unwrap_or("");
+            if task.is_empty() {
+                return Err(Failure::bad_input(
+                    "a wave retry names its task: {\"task\": \"<id>\"}",
+                ));
+            }
+            crate::cli::wave::retry_view(&b.l, &name, task, &by)
+        },
+        fine,
+    )
+    .await
+}
+
+/// `POST /api/waves/<name>/cancel`: `orch wave cancel <name>`.
+pub async fn wave_cancel(
+    State(b): State<Shared>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    act(
+        b,
+        headers,
+        body,
+        "wave cancel",
+        move |b, _, by| crate::cli::wave::cancel_view(&b.l, &name, by),
+        fine,
+    )
+    .await
 }

@@ -3,6 +3,7 @@
 
 use super::Shared;
 use super::board::{self, BoardView};
+use super::waves::WaveBoardView;
 use crate::cli::view::config::GraphView;
 use crate::cli::view::locks::LockView;
 use crate::cli::view::wave::WaveStatusView;
@@ -13,6 +14,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The page: one file, embedded in the binary (nothing is fetched at run time).
@@ -141,11 +143,16 @@ pub fn board_of(
 ) -> Result<(StatusView, BoardView), Failure> {
     let status = status_of(board, args)?;
     let waves = waves_of(board)?;
-    let g = &board.l.config.graph;
-    let view = board::build(&status, &waves, |a, b| {
-        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
-    });
+    let view = board_view(board, &status, &waves);
     Ok((status, view))
+}
+
+/// The attention board of `status` and `waves`.
+fn board_view(board: &super::Board, status: &StatusView, waves: &[WaveStatusView]) -> BoardView {
+    let g = &board.l.config.graph;
+    board::build(status, waves, |a, b| {
+        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+    })
 }
 
 pub async fn workers(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<StatusView> {
@@ -174,19 +181,31 @@ pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<B
 }
 
 /// `/api/graph`: `orch graph --format json` with the chain locks and fatal holds on it.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct GraphAnswer {
+    /// `orch graph --format json`.
     graph: GraphView,
+    /// The chain locks held, as `orch status --json` shows them.
     locks: Vec<LockView>,
+    /// The fatal holds in force.
     fatal: Vec<FatalView>,
 }
 
-#[derive(Serialize)]
+impl crate::cli::view::View for GraphAnswer {
+    const NAME: &'static str = "board-graph";
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FatalView {
+    /// The repository whose chain is halted.
     repo: String,
     reason: String,
     by: String,
+    /// The worker whose report raised it, if one did.
     worker_id: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     at: String,
 }
 
@@ -216,8 +235,41 @@ pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
     Ok(Json(answer))
 }
 
-pub async fn waves(State(b): State<Shared>) -> Answer<Vec<WaveStatusView>> {
-    Ok(Json(blocking(&b, waves_of).await?))
+/// Every wave with its Gantt chart, what its waiting tasks wait for and its critical path.
+pub fn wave_boards(board: &super::Board) -> Result<Vec<WaveBoardView>, Failure> {
+    let waves = crate::app::wave::statuses(&board.l)?;
+    let Some(mut store) = board.l.existing_store()?.filter(|_| !waves.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let now = crate::store::now_ms();
+    let locks: Vec<LockView> = store
+        .locks()?
+        .iter()
+        .map(|l| LockView::of(l, now))
+        .collect();
+    let agent = board.l.config.worker.agent.as_str();
+    let limit = store
+        .read(|tx| crate::store::usage::agent_limit(tx, agent, now))?
+        .map(|(until, detail)| (crate::store::fmt_ms(until), detail));
+    let g = &board.l.config.graph;
+    let around = super::waves::Around {
+        locks: &locks,
+        conflicts: |a: &str, b: &str| {
+            a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+        },
+        limit,
+        max_parallel: board.l.config.worker.max_parallel,
+    };
+    Ok(waves
+        .iter()
+        .map(|w| super::waves::build(w, &around))
+        .collect())
+}
+
+pub async fn waves(State(b): State<Shared>) -> Answer<super::waves::WavesAnswer> {
+    Ok(Json(super::waves::WavesAnswer(
+        blocking(&b, wave_boards).await?,
+    )))
 }
 
 #[derive(Deserialize)]
@@ -241,14 +293,37 @@ pub async fn alerts(
 
 pub async fn metrics(State(b): State<Shared>) -> Result<Response, ApiError> {
     let text = blocking(&b, |b| {
-        let figures = match b.l.existing_store()? {
-            Some(mut s) => s.read(crate::store::board::figures)?,
-            None => Default::default(),
+        // The store is read again only after a change the watcher saw (at most one watcher
+        // period behind a commit): a scrape of a quiet store costs no query.
+        let version = *b.changes.borrow();
+        let mut last = b.metrics_read.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = last
+            .as_ref()
+            .is_some_and(|r| r.version == version && r.at.elapsed() < super::metrics::REUSE);
+        if !fresh {
+            let figures = match b.l.existing_store()? {
+                Some(mut s) => s.read(crate::store::board::figures)?,
+                None => Default::default(),
+            };
+            let status = status_of(b, &HistoryArgs::default())?;
+            let waves = crate::app::wave::statuses(&b.l)?;
+            let views: Vec<WaveStatusView> = waves.iter().map(WaveStatusView::of).collect();
+            *last = Some(super::metrics::Read {
+                version,
+                at: std::time::Instant::now(),
+                figures,
+                board: board_view(b, &status, &views),
+                waves: waves.iter().map(super::metrics::WaveFigures::of).collect(),
+            });
+        }
+        let Some(r) = last.as_ref() else {
+            return Err(Failure::unavailable("the metrics were not read"));
         };
-        let (_, board) = board_of(b, &HistoryArgs::default())?;
         Ok(super::metrics::render(
-            &figures,
-            &board,
+            &r.figures,
+            &r.board,
+            &r.waves,
+            b.l.config.worker.agent.as_str(),
             crate::store::now_ms(),
         ))
     })

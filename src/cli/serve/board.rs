@@ -95,6 +95,10 @@ pub struct BoardView {
     pub groups: Vec<Group>,
 }
 
+impl crate::cli::view::View for BoardView {
+    const NAME: &'static str = "board";
+}
+
 impl BoardView {
     pub fn count(&self, need: Need) -> usize {
         self.groups

@@ -10,6 +10,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
 use std::convert::Infallible;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the watcher asks the store.
@@ -58,13 +59,52 @@ pub fn watch_store(state_dir: PathBuf, tx: tokio::sync::watch::Sender<u64>) {
         .expect("spawning the board's watcher thread");
 }
 
-/// The board as one `board` event: `{"status": <orch status --json>, "board": <attention board>}`.
-fn board_event(b: &super::Board) -> Event {
+/// The board as one `board` event's data: `{"status": <orch status --json>, "board":
+/// <attention board>}`.
+fn board_data(b: &super::Board) -> String {
     let data = match api::board_of(b, &HistoryArgs::default()) {
         Ok((status, board)) => serde_json::json!({ "status": status, "board": board }),
         Err(f) => serde_json::json!({ "error": f.message }),
     };
-    Event::default().event("board").data(data.to_string())
+    data.to_string()
+}
+
+/// A `board` event's data as built after change `version` at `at`.
+pub struct Built {
+    version: u64,
+    at: std::time::Instant,
+    data: Arc<str>,
+}
+
+/// How long a built event is sent again to a stream that opens with no change since (its
+/// ages would grow stale).
+const REUSE: Duration = Duration::from_secs(2);
+
+/// The `board` event after change `version`: built once (off the async threads) and shared by
+/// every stream, whichever asks first building it while the others wait for it.
+async fn board_event(b: &Shared, version: u64) -> Option<Event> {
+    let mut last = b.last_event.lock().await;
+    let fresh = last
+        .as_ref()
+        .filter(|e| e.version == version && e.at.elapsed() < REUSE)
+        .map(|e| e.data.clone());
+    let data = match fresh {
+        Some(d) => d,
+        None => {
+            let bb = b.clone();
+            let data: Arc<str> = tokio::task::spawn_blocking(move || board_data(&bb))
+                .await
+                .ok()?
+                .into();
+            *last = Some(Built {
+                version,
+                at: std::time::Instant::now(),
+                data: data.clone(),
+            });
+            data
+        }
+    };
+    Some(Event::default().event("board").data(&*data))
 }
 
 /// `/api/events`: the board at once, then again after every change of the store; a comment
@@ -75,10 +115,8 @@ pub async fn stream(State(b): State<Shared>) -> Sse<impl Stream<Item = Result<Ev
     rx.mark_changed();
     let s = futures_util::stream::unfold((b, rx), |(b, mut rx)| async move {
         rx.changed().await.ok()?;
-        let bb = b.clone();
-        let ev = tokio::task::spawn_blocking(move || board_event(&bb))
-            .await
-            .ok()?;
+        let version = *rx.borrow_and_update();
+        let ev = board_event(&b, version).await?;
         Some((Ok(ev), (b, rx)))
     });
     Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

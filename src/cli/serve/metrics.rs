@@ -8,7 +8,8 @@ use crate::milestone::Milestone;
 use crate::store::board::Figures;
 use std::fmt::Write;
 
-/// The metric families `/metrics` always has (README, "The board", lists them).
+/// The metric families `/metrics` always has, in its order (docs/metrics.md lists each with
+/// its type and labels; a test holds the two together).
 pub const FAMILIES: &[(&str, &str)] = &[
     ("orch_build_info", "gauge"),
     ("orch_workers", "gauge"),
@@ -22,8 +23,52 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("orch_outbox_pending", "gauge"),
     ("orch_outbox_oldest_pending_age_seconds", "gauge"),
     ("orch_spend_usd_total", "counter"),
+    ("orch_spend_tokens_total", "counter"),
     ("orch_fatal_holds", "gauge"),
+    ("orch_ci_wait_seconds", "histogram"),
+    ("orch_wave_tasks", "gauge"),
+    ("orch_wave_last_success_timestamp_seconds", "gauge"),
 ];
+
+/// The upper bounds (seconds) of `orch_ci_wait_seconds`' buckets: from a quick job to a slow
+/// queue.
+pub const CI_WAIT_BUCKETS: &[f64] = &[
+    30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+];
+
+/// What `/metrics` reads from the store, after change `version` of the board's watcher.
+pub struct Read {
+    pub version: u64,
+    pub at: std::time::Instant,
+    pub figures: Figures,
+    pub board: BoardView,
+    pub waves: Vec<WaveFigures>,
+}
+
+/// How long a read is served again while the store has not changed (a safety net: the
+/// watcher's version says when it did).
+pub const REUSE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a wave's metrics are read from: its name, each task's progress (`pending`,
+/// `running`, `done`, `stopped`) and, when every task is done, when the last one ended.
+pub struct WaveFigures {
+    pub name: String,
+    pub progress: Vec<&'static str>,
+    pub succeeded_ms: Option<i64>,
+}
+
+impl WaveFigures {
+    pub fn of(w: &crate::app::wave::WaveView) -> Self {
+        WaveFigures {
+            name: w.name.clone(),
+            progress: w.tasks.iter().map(|t| t.progress).collect(),
+            succeeded_ms: w
+                .all_done
+                .then(|| w.tasks.iter().filter_map(|t| t.ended_ms).max())
+                .flatten(),
+        }
+    }
+}
 
 /// A label value escaped as the text format wants it (`\\`, `\"`, `\n`).
 fn label(v: &str) -> String {
@@ -57,8 +102,15 @@ impl Out {
     }
 }
 
-/// The exposition of `f` (read at `now_ms`) and the board's groups.
-pub fn render(f: &Figures, board: &BoardView, now_ms: i64) -> String {
+/// The exposition of `f` (read at `now_ms`), the board's groups and the waves; `agent` is
+/// the workers' agent kind (`worker.agent`).
+pub fn render(
+    f: &Figures,
+    board: &BoardView,
+    waves: &[WaveFigures],
+    agent: &str,
+    now_ms: i64,
+) -> String {
     let mut o = Out(String::new());
     o.family(
         "orch_build_info",
@@ -162,14 +214,102 @@ pub fn render(f: &Figures, board: &BoardView, now_ms: i64) -> String {
         .map_or(0.0, |ms| (now_ms - ms).max(0) as f64 / 1000.0);
     o.sample("orch_outbox_oldest_pending_age_seconds", &[], age);
 
+    let model = |m: &Option<String>| m.clone().unwrap_or_else(|| "default".into());
     o.family(
         "orch_spend_usd_total",
-        "US dollars the workers' agents spent (history kept).",
+        "US dollars the workers' agents spent (history kept), by agent and model (default: the agent's own).",
     );
-    o.sample("orch_spend_usd_total", &[], f.spend_usd);
+    if f.spend_by_model.is_empty() {
+        o.sample(
+            "orch_spend_usd_total",
+            &[("agent", agent), ("model", "default")],
+            f.spend_usd,
+        );
+    }
+    for m in &f.spend_by_model {
+        o.sample(
+            "orch_spend_usd_total",
+            &[("agent", agent), ("model", &model(&m.model))],
+            m.cost_usd,
+        );
+    }
+
+    o.family(
+        "orch_spend_tokens_total",
+        "Tokens the workers' agents used (history kept), by agent, model and kind (input, output, cache_read, cache_write).",
+    );
+    for m in &f.spend_by_model {
+        let name = model(&m.model);
+        for (kind, n) in [
+            ("input", m.input_tokens),
+            ("output", m.output_tokens),
+            ("cache_read", m.cache_read_tokens),
+            ("cache_write", m.cache_write_tokens),
+        ] {
+            o.sample(
+                "orch_spend_tokens_total",
+                &[("agent", agent), ("model", &name), ("kind", kind)],
+                n as f64,
+            );
+        }
+    }
 
     o.family("orch_fatal_holds", "Chains halted by a fatal hold.");
     o.sample("orch_fatal_holds", &[], f.fatal_holds as f64);
+
+    o.family(
+        "orch_ci_wait_seconds",
+        "Seconds from a push to orch's decided CI verdict on it (green, red, sync_not_done, no_run; history kept).",
+    );
+    let waits: Vec<f64> = f
+        .ci_waits_ms
+        .iter()
+        .map(|&ms| ms.max(0) as f64 / 1000.0)
+        .collect();
+    for &le in CI_WAIT_BUCKETS {
+        let n = waits.iter().filter(|&&w| w <= le).count();
+        o.sample(
+            "orch_ci_wait_seconds_bucket",
+            &[("le", &le.to_string())],
+            n as f64,
+        );
+    }
+    o.sample(
+        "orch_ci_wait_seconds_bucket",
+        &[("le", "+Inf")],
+        waits.len() as f64,
+    );
+    o.sample("orch_ci_wait_seconds_sum", &[], waits.iter().sum());
+    o.sample("orch_ci_wait_seconds_count", &[], waits.len() as f64);
+
+    o.family(
+        "orch_wave_tasks",
+        "Tasks of each wave orch has run, by progress (pending, running, done, stopped).",
+    );
+    for w in waves {
+        for p in ["pending", "running", "done", "stopped"] {
+            let n = w.progress.iter().filter(|&&x| x == p).count();
+            o.sample(
+                "orch_wave_tasks",
+                &[("wave", &w.name), ("progress", p)],
+                n as f64,
+            );
+        }
+    }
+
+    o.family(
+        "orch_wave_last_success_timestamp_seconds",
+        "When each wave whose tasks are all done had its last task end (Unix seconds).",
+    );
+    for w in waves {
+        if let Some(ms) = w.succeeded_ms {
+            o.sample(
+                "orch_wave_last_success_timestamp_seconds",
+                &[("wave", &w.name)],
+                ms as f64 / 1000.0,
+            );
+        }
+    }
     o.0
 }
 
@@ -188,10 +328,30 @@ mod tests {
             outbox_pending: 1,
             outbox_oldest_ms: Some(1_000),
             spend_usd: 0.25,
+            ci_waits_ms: vec![20_000, 90_000, 10_000_000],
+            spend_by_model: vec![crate::store::board::ModelSpend {
+                model: Some("opus".into()),
+                cost_usd: 0.25,
+                input_tokens: 100,
+                output_tokens: 7,
+                ..Default::default()
+            }],
             ..Figures::default()
         };
         let board = BoardView { groups: Vec::new() };
-        let text = render(&f, &board, 3_500);
+        let waves = [
+            WaveFigures {
+                name: "w1".into(),
+                progress: vec!["done", "running", "pending"],
+                succeeded_ms: None,
+            },
+            WaveFigures {
+                name: "w2".into(),
+                progress: vec!["done"],
+                succeeded_ms: Some(1_700_000_000_000),
+            },
+        ];
+        let text = render(&f, &board, &waves, "claude", 3_500);
         let mut typed = Vec::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
@@ -203,7 +363,12 @@ mod tests {
             }
             let (name_labels, value) = line.rsplit_once(' ').unwrap();
             let name = name_labels.split('{').next().unwrap();
-            assert!(typed.last().is_some_and(|t| t == name), "{line}");
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .filter(|f| FAMILIES.contains(&(f, "histogram")))
+                .unwrap_or(name);
+            assert!(typed.last().is_some_and(|t| t == family), "{line}");
             value.parse::<f64>().unwrap();
         }
         let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
@@ -214,9 +379,89 @@ mod tests {
             "orch_alert_deliveries_total{sink=\"hook \\\"a\\\"\",result=\"delivered\"} 3\n"
         ));
         assert!(text.contains("orch_outbox_oldest_pending_age_seconds 2.5\n"));
-        assert!(text.contains("orch_spend_usd_total 0.25\n"));
+        assert!(text.contains("orch_spend_usd_total{agent=\"claude\",model=\"opus\"} 0.25\n"));
+        assert!(text.contains(
+            "orch_spend_tokens_total{agent=\"claude\",model=\"opus\",kind=\"output\"} 7\n"
+        ));
+        assert!(text.contains("orch_ci_wait_seconds_bucket{le=\"30\"} 1\n"));
+        assert!(text.contains("orch_ci_wait_seconds_bucket{le=\"120\"} 2\n"));
+        assert!(text.contains("orch_ci_wait_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("orch_ci_wait_seconds_count 3\n"));
+        assert!(text.contains("orch_ci_wait_seconds_sum 10110\n"));
+        assert!(text.contains("orch_wave_tasks{wave=\"w1\",progress=\"running\"} 1\n"));
+        assert!(text.contains("orch_wave_tasks{wave=\"w2\",progress=\"stopped\"} 0\n"));
+        assert!(
+            text.contains("orch_wave_last_success_timestamp_seconds{wave=\"w2\"} 1700000000\n")
+        );
+        assert!(!text.contains("orch_wave_last_success_timestamp_seconds{wave=\"w1\"}"));
         for (n, kind) in FAMILIES {
             assert_eq!(n.ends_with("_total"), *kind == "counter", "{n}");
+        }
+    }
+
+    /// docs/metrics.md's table: `| `name` | type | labels | meaning |` rows, in order.
+    pub fn documented(doc: &str) -> Vec<(String, String)> {
+        doc.lines()
+            .filter_map(|l| l.strip_prefix("| `orch_"))
+            .map(|rest| {
+                let mut cells = rest.split('|');
+                let name = format!(
+                    "orch_{}",
+                    cells.next().unwrap().trim().trim_end_matches('`')
+                );
+                let kind = cells.next().unwrap().trim().to_string();
+                (name, kind)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_family_is_documented_with_its_type_in_order() {
+        let doc = include_str!("../../../docs/metrics.md");
+        let want: Vec<(String, String)> = FAMILIES
+            .iter()
+            .map(|(n, k)| (n.to_string(), k.to_string()))
+            .collect();
+        assert_eq!(documented(doc), want);
+    }
+
+    #[test]
+    fn the_grafana_dashboard_is_json_and_queries_documented_metrics_only() {
+        let dash: serde_json::Value =
+            serde_json::from_str(include_str!("../../../docs/grafana-orch.json")).unwrap();
+        let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
+        let panels = dash["panels"].as_array().unwrap();
+        assert!(panels.len() >= 8);
+        let mut used = std::collections::BTreeSet::new();
+        for p in panels {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"].as_str().unwrap();
+                let mut found = false;
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if let Some(base) = word.strip_prefix("orch_").map(|_| {
+                        ["_bucket", "_sum", "_count"]
+                            .iter()
+                            .find_map(|s| word.strip_suffix(s))
+                            .unwrap_or(word)
+                    }) {
+                        assert!(
+                            names.contains(&base),
+                            "{expr}: {base} is not a metric of orch"
+                        );
+                        used.insert(base.to_string());
+                        found = true;
+                    }
+                }
+                assert!(found, "{expr}");
+            }
+        }
+        for n in [
+            "orch_ci_wait_seconds",
+            "orch_spend_tokens_total",
+            "orch_wave_tasks",
+            "orch_build_info",
+        ] {
+            assert!(used.contains(n), "the dashboard does not show {n}");
         }
     }
 }

@@ -4,11 +4,12 @@
 //! never a second way to change state.
 
 mod actions;
-mod api;
+pub mod api;
 mod auth;
 pub mod board;
 mod events;
 pub mod metrics;
+pub mod waves;
 
 use crate::app::Loaded;
 use crate::cli::{Ctx, Failure, Outcome};
@@ -30,6 +31,12 @@ pub struct Board {
     pub csrf: String,
     /// Bumped by the watcher whenever the store changed.
     pub changes: tokio::sync::watch::Receiver<u64>,
+    /// The last `board` event's data, the change it was built after and when: every open
+    /// stream sends the same one, built once per change (not once per stream).
+    last_event: tokio::sync::Mutex<Option<events::Built>>,
+    /// What `/metrics` last read from the store (read again after a change, or when older
+    /// than `metrics::REUSE`): a scrape of an unchanged store costs no query.
+    metrics_read: std::sync::Mutex<Option<metrics::Read>>,
 }
 
 pub type Shared = Arc<Board>;
@@ -63,6 +70,8 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
             token,
             csrf: actions::new_csrf(),
             changes: rx,
+            last_event: tokio::sync::Mutex::new(None),
+            metrics_read: std::sync::Mutex::new(None),
         });
         // The first line on stdout is the address, for scripts and tests (port 0 picks one).
         println!("orch serve: listening on http://{bound}");
@@ -83,6 +92,12 @@ fn router(board: Shared) -> Router {
         .route("/api/workers", get(api::workers))
         .route("/api/workers/{id}", get(api::worker))
         .route("/api/workers/{id}/cancel", post(actions::cancel))
+        .route("/api/workers/{id}/respawn", post(actions::respawn))
+        .route("/api/workers/{id}/release", post(actions::release))
+        .route("/api/repos/{repo}/hold", post(actions::hold))
+        .route("/api/repos/{repo}/unhold", post(actions::unhold))
+        .route("/api/waves/{name}/retry", post(actions::wave_retry))
+        .route("/api/waves/{name}/cancel", post(actions::wave_cancel))
         .route("/api/board", get(api::board))
         .route("/api/graph", get(api::graph))
         .route("/api/waves", get(api::waves))

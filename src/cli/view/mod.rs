@@ -169,6 +169,9 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<wave::WaveRetryView>(),
         one::<setup::InitView>(),
         one::<setup::DemoView>(),
+        one::<super::serve::board::BoardView>(),
+        one::<super::serve::waves::WavesAnswer>(),
+        one::<super::serve::api::GraphAnswer>(),
     ]
 }
 

@@ -1048,6 +1048,10 @@ impl Org {
             .iter()
             .map(|r| {
                 self.cmd(&["spawn", "--repo", r, "--task", task, "--json"])
+                    // Hundreds of processes at once on two cores: a spawn may wait its turn for
+                    // the write lock longer than a person at a terminal would (10 s) while the
+                    // machine is saturated; what these races check is what each spawn leaves.
+                    .env("ORCH_DB_BUSY_TIMEOUT", "120s")
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()

@@ -438,17 +438,59 @@ fn beyond_loopback_the_board_needs_its_token() {
         http("GET", &format!("http://{}/health/live", s.addr), &[], None).0,
         200
     );
-    // The page's login cookie opens the event stream (an EventSource sends no header).
-    let mut t = TcpStream::connect(&s.addr).unwrap();
-    t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        t,
-        "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={token}\r\n\r\n"
-    )
-    .unwrap();
-    let mut first = String::new();
-    BufReader::new(t).read_line(&mut first).unwrap();
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    // The page's login: a session of its own in the cookie, never the token.
+    let raw = |request: String| -> String {
+        let mut t = TcpStream::connect(&s.addr).unwrap();
+        t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        t.write_all(request.as_bytes()).unwrap();
+        let mut head = String::new();
+        let mut r = BufReader::new(t);
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        head
+    };
+    let form = format!("token={token}");
+    let head = raw(format!(
+        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    ));
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    let session = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: orch_board="))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("a session cookie in:\n{head}"))
+        .to_string();
+    assert!(
+        !session.contains(&token),
+        "the cookie holds no token: {head}"
+    );
+    let events = |cookie: &str| {
+        raw(format!(
+            "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={cookie}\r\n\r\n"
+        ))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+    };
+    // The session opens the event stream (an EventSource sends no header); the token itself
+    // in the cookie does not, nor does the session once signed out.
+    assert!(events(&session).starts_with("HTTP/1.1 200"), "session");
+    assert!(
+        events(&token).starts_with("HTTP/1.1 401"),
+        "token as a cookie"
+    );
+    let head = raw(format!(
+        "POST /logout HTTP/1.1\r\nHost: x\r\nCookie: orch_board={session}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    assert!(events(&session).starts_with("HTTP/1.1 401"), "signed out");
 }
 
 // ---- the page in a real browser --------------------------------------------------------------

@@ -26,7 +26,7 @@ fn refusal(board: &super::Board, headers: &HeaderMap) -> Option<&'static str> {
     let Some(token) = &board.token else {
         return Some("the board is read-only: no serve.token_env in repos.yaml");
     };
-    if !super::auth::matches(token, super::auth::presented(headers).as_deref()) {
+    if !super::auth::authorised(token, &board.sessions, headers, crate::store::now_ms()) {
         return Some(
             "actions need the board's token (Authorization: Bearer, or sign in at /login)",
         );

@@ -61,9 +61,9 @@ async fn blocking<T: Send + 'static>(
 /// Every request but the health checks and the login shows the token when the board listens
 /// beyond loopback.
 pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Response {
-    if board.guarded && req.uri().path() != "/login" {
+    if board.guarded && !matches!(req.uri().path(), "/login" | "/logout") {
         let ok = board.token.as_ref().is_some_and(|t| {
-            super::auth::matches(t, super::auth::presented(req.headers()).as_deref())
+            super::auth::authorised(t, &board.sessions, req.headers(), crate::store::now_ms())
         });
         if !ok {
             if req.uri().path() == "/" {
@@ -374,21 +374,46 @@ pub struct Login {
 
 pub async fn login(State(b): State<Shared>, axum::Form(f): axum::Form<Login>) -> Response {
     match &b.token {
-        Some(t) if super::auth::matches(t, Some(f.token.trim())) => (
-            StatusCode::SEE_OTHER,
-            [
-                (header::LOCATION, "/".to_string()),
-                (
-                    header::SET_COOKIE,
-                    format!(
-                        "{}{}; HttpOnly; SameSite=Strict; Path=/",
-                        super::auth::COOKIE,
-                        t.expose()
+        Some(t) if super::auth::matches(t, Some(f.token.trim())) => {
+            // A session of its own: the cookie never carries the token.
+            let session = b.sessions.start(crate::store::now_ms());
+            (
+                StatusCode::SEE_OTHER,
+                [
+                    (header::LOCATION, "/".to_string()),
+                    (
+                        header::SET_COOKIE,
+                        format!(
+                            "{}{session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+                            super::auth::COOKIE,
+                            super::auth::SESSION_TTL_MS / 1000
+                        ),
                     ),
-                ),
-            ],
-        )
-            .into_response(),
+                ],
+            )
+                .into_response()
+        }
         _ => (StatusCode::UNAUTHORIZED, "wrong token\n").into_response(),
     }
+}
+
+/// Ends the page's session and clears its cookie.
+pub async fn logout(State(b): State<Shared>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(session) = super::auth::session_of(&headers) {
+        b.sessions.end(&session);
+    }
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/login".to_string()),
+            (
+                header::SET_COOKIE,
+                format!(
+                    "{}; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
+                    super::auth::COOKIE
+                ),
+            ),
+        ],
+    )
+        .into_response()
 }

@@ -28,16 +28,18 @@ pub fn check_listen(addr: &SocketAddr, token: Option<&Secret>) -> Result<(), Str
     ))
 }
 
-/// The bearer token a request presents: `Authorization: Bearer <t>`, or the page's login
-/// cookie (an EventSource cannot set headers).
+/// The bearer token a request presents: `Authorization: Bearer <t>`.
 pub fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
-    if let Some(v) = headers
+    headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        && let Some(t) = v.strip_prefix("Bearer ")
-    {
-        return Some(t.trim().to_string());
-    }
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string())
+}
+
+/// The login session a request presents: the page's cookie (an EventSource cannot set
+/// headers).
+pub fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
     headers
         .get_all(axum::http::header::COOKIE)
         .iter()
@@ -46,8 +48,59 @@ pub fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
         .find_map(|kv| kv.trim().strip_prefix(COOKIE).map(str::to_string))
 }
 
+/// Whether a request shows the token, or a live session signed in with it.
+pub fn authorised(
+    token: &Secret,
+    sessions: &Sessions,
+    headers: &axum::http::HeaderMap,
+    now_ms: i64,
+) -> bool {
+    matches(token, presented(headers).as_deref())
+        || session_of(headers).is_some_and(|s| sessions.valid(&s, now_ms))
+}
+
 /// The login cookie's name and `=`.
 pub const COOKIE: &str = "orch_board=";
+
+/// How long a sign-in lasts.
+pub const SESSION_TTL_MS: i64 = 12 * 3600 * 1000;
+
+/// The board's sign-ins: a random id per login, kept in this process alone, so the cookie
+/// never carries the token itself (a cookie that leaks is worth one session, for
+/// [`SESSION_TTL_MS`] at most, and ends with the process or a sign-out).
+#[derive(Default)]
+pub struct Sessions {
+    live: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+}
+
+impl Sessions {
+    /// A new session id, valid until `now_ms` + [`SESSION_TTL_MS`].
+    pub fn start(&self, now_ms: i64) -> String {
+        let mut bytes = [0u8; 32];
+        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+            let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+        }
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|_, until| *until > now_ms);
+        live.insert(id.clone(), now_ms + SESSION_TTL_MS);
+        id
+    }
+
+    /// Whether `id` is a live session.
+    pub fn valid(&self, id: &str, now_ms: i64) -> bool {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        // A map lookup by the id: its time depends on the id's hash, not on how much of a
+        // live id a guess shares.
+        live.get(id).is_some_and(|until| *until > now_ms)
+    }
+
+    /// Ends session `id` (sign-out).
+    pub fn end(&self, id: &str) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.remove(id);
+    }
+}
 
 /// `presented` is the token, compared in constant time.
 pub fn matches(token: &Secret, presented: Option<&str>) -> bool {
@@ -83,12 +136,31 @@ mod tests {
     }
 
     #[test]
-    fn the_token_comes_from_a_header_or_the_login_cookie() {
+    fn the_token_comes_from_the_header_and_a_session_from_the_cookie() {
+        let t = Secret::new("s3cret-token".into());
+        let sessions = Sessions::default();
         let mut h = axum::http::HeaderMap::new();
         assert_eq!(presented(&h), None);
-        h.insert("cookie", "a=b; orch_board=tok".parse().unwrap());
-        assert_eq!(presented(&h).as_deref(), Some("tok"));
-        h.insert("authorization", "Bearer hdr".parse().unwrap());
-        assert_eq!(presented(&h).as_deref(), Some("hdr"));
+        assert!(!authorised(&t, &sessions, &h, 0));
+        // The token itself in the cookie is no session.
+        h.insert("cookie", "a=b; orch_board=s3cret-token".parse().unwrap());
+        assert_eq!(presented(&h), None);
+        assert!(!authorised(&t, &sessions, &h, 0));
+        let id = sessions.start(1_000);
+        assert_eq!(id.len(), 64);
+        assert!(!id.contains("s3cret"));
+        h.insert("cookie", format!("a=b; orch_board={id}").parse().unwrap());
+        assert_eq!(session_of(&h).as_deref(), Some(id.as_str()));
+        assert!(authorised(&t, &sessions, &h, 2_000));
+        // It lasts SESSION_TTL_MS, and ends at sign-out.
+        assert!(!authorised(&t, &sessions, &h, 1_000 + SESSION_TTL_MS));
+        assert!(authorised(&t, &sessions, &h, 1_000 + SESSION_TTL_MS - 1));
+        sessions.end(&id);
+        assert!(!authorised(&t, &sessions, &h, 2_000));
+        let mut b = axum::http::HeaderMap::new();
+        b.insert("authorization", "Bearer s3cret-token".parse().unwrap());
+        assert!(authorised(&t, &sessions, &b, 0));
+        b.insert("authorization", "Bearer wrong".parse().unwrap());
+        assert!(!authorised(&t, &sessions, &b, 0));
     }
 }

@@ -25,8 +25,10 @@ pub struct Board {
     /// Set when `serve.token_env` names one: needed beyond loopback (for everything but the
     /// health checks) and for actions.
     pub token: Option<Secret>,
-    /// Listening beyond loopback: every request shows the token.
+    /// Listening beyond loopback: every request shows the token (or a signed-in session).
     pub guarded: bool,
+    /// The page's sign-ins (`/login`): the cookie holds a session id, never the token.
+    pub sessions: auth::Sessions,
     /// The page's CSRF token (random per process): an action shows it in `X-Orch-Csrf`.
     pub csrf: String,
     /// Bumped by the watcher whenever the store changed.
@@ -68,6 +70,7 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
             guarded: !addr.ip().is_loopback(),
             l,
             token,
+            sessions: auth::Sessions::default(),
             csrf: actions::new_csrf(),
             changes: rx,
             last_event: tokio::sync::Mutex::new(None),
@@ -105,6 +108,7 @@ fn router(board: Shared) -> Router {
         .route("/api/events", get(events::stream))
         .route("/metrics", get(api::metrics))
         .route("/login", get(api::login_page).post(api::login))
+        .route("/logout", post(api::logout))
         .route_layer(axum::middleware::from_fn_with_state(
             board.clone(),
             api::gate,

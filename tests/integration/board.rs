@@ -467,9 +467,18 @@ fn beyond_loopback_the_board_needs_its_token() {
         .unwrap_or_else(|| panic!("a session cookie in:\n{head}"))
         .to_string();
     assert!(
-        !session.contains(&token),
+        !session.contains(token),
         "the cookie holds no token: {head}"
     );
+    // Beyond loopback the cookie is for HTTPS only, out of scripts' reach, never sent by
+    // another site, and it expires.
+    let cookie = head
+        .lines()
+        .find(|l| l.starts_with("set-cookie: "))
+        .unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Secure", "Max-Age=43200"] {
+        assert!(cookie.contains(flag), "{flag} in {cookie}");
+    }
     let events = |cookie: &str| {
         raw(format!(
             "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={cookie}\r\n\r\n"
@@ -483,14 +492,40 @@ fn beyond_loopback_the_board_needs_its_token() {
     // in the cookie does not, nor does the session once signed out.
     assert!(events(&session).starts_with("HTTP/1.1 200"), "session");
     assert!(
-        events(&token).starts_with("HTTP/1.1 401"),
+        events(token).starts_with("HTTP/1.1 401"),
         "token as a cookie"
     );
+    // A stream open with the session when it signs out ends (it does not outlive the sign-in).
+    let mut open = TcpStream::connect(&s.addr).unwrap();
+    open.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        open,
+        "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={session}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut open = BufReader::new(open);
+    let mut line = String::new();
+    while line.trim_end() != "event: board" {
+        line.clear();
+        assert!(
+            open.read_line(&mut line).unwrap() > 0,
+            "the stream ended early"
+        );
+    }
     let head = raw(format!(
         "POST /logout HTTP/1.1\r\nHost: x\r\nCookie: orch_board={session}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     ));
     assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    assert!(head.contains("Max-Age=0"), "the cookie cleared: {head}");
     assert!(events(&session).starts_with("HTTP/1.1 401"), "signed out");
+    let mut rest = String::new();
+    open.read_to_string(&mut rest)
+        .expect("the stream ends at the sign-out, before the read timeout");
+    assert!(
+        rest.ends_with("0\r\n\r\n"),
+        "a chunked stream's end: {rest:?}"
+    );
 }
 
 // ---- the page in a real browser --------------------------------------------------------------

@@ -93,7 +93,11 @@ pub async fn page(State(b): State<Shared>) -> impl IntoResponse {
             header::CONTENT_SECURITY_POLICY,
             "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
         )],
-        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf)),
+        // Sign-out is offered where there is a sign-in (a board with a token).
+        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf).replace(
+            "__ORCH_SIGNOUT__",
+            if b.token.is_some() { "" } else { "hidden" },
+        )),
     )
 }
 
@@ -357,14 +361,20 @@ pub async fn ready(State(b): State<Shared>) -> Response {
     }
 }
 
-pub async fn login_page() -> Html<&'static str> {
-    Html(
+pub async fn login_page(State(b): State<Shared>) -> Html<String> {
+    // Beyond loopback the sign-in cookie is Secure: a browser keeps it only over HTTPS.
+    let https_note = if b.guarded {
+        "<p>Its sign-in is kept over HTTPS only: reach the board through a TLS proxy (an <code>http://</code> address beyond this machine would carry the token in the clear).</p>"
+    } else {
+        ""
+    };
+    Html(format!(
         "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'><title>orch board: sign in</title>\
          <form method=post action=/login style='font:16px system-ui;max-width:24em;margin:4em auto'>\
-         <p>This board needs its token (the variable named by <code>serve.token_env</code>).</p>\
+         <p>This board needs its token (the variable named by <code>serve.token_env</code>).</p>{https_note}\
          <input type=password name=token autocomplete=current-password style='width:100%;font:inherit' autofocus> \
-         <button style='font:inherit;margin-top:.5em'>Sign in</button></form>",
-    )
+         <button style='font:inherit;margin-top:.5em'>Sign in</button></form>"
+    ))
 }
 
 #[derive(Deserialize)]
@@ -372,32 +382,43 @@ pub struct Login {
     token: String,
 }
 
-pub async fn login(State(b): State<Shared>, axum::Form(f): axum::Form<Login>) -> Response {
-    match &b.token {
-        Some(t) if super::auth::matches(t, Some(f.token.trim())) => {
-            // A session of its own: the cookie never carries the token.
-            let session = b.sessions.start(crate::store::now_ms());
-            (
-                StatusCode::SEE_OTHER,
-                [
-                    (header::LOCATION, "/".to_string()),
-                    (
-                        header::SET_COOKIE,
-                        format!(
-                            "{}{session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-                            super::auth::COOKIE,
-                            super::auth::SESSION_TTL_MS / 1000
-                        ),
-                    ),
-                ],
-            )
-                .into_response()
-        }
-        _ => (StatusCode::UNAUTHORIZED, "wrong token\n").into_response(),
+/// Signs the page in: a session of its own in the cookie (never the token), for
+/// [`super::auth::SESSION_TTL_MS`] or until `/logout`.
+pub async fn login(
+    State(b): State<Shared>,
+    headers: axum::http::HeaderMap,
+    axum::Form(f): axum::Form<Login>,
+) -> Response {
+    let right = b
+        .token
+        .as_ref()
+        .is_some_and(|t| super::auth::matches(t, Some(f.token.trim())));
+    if !right {
+        return (StatusCode::UNAUTHORIZED, "wrong token\n").into_response();
     }
+    let session = match b.sessions.start(crate::store::now_ms()) {
+        Ok(s) => s,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    };
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/".to_string()),
+            (
+                header::SET_COOKIE,
+                format!(
+                    "{}{session}; {}; Max-Age={}",
+                    super::auth::COOKIE,
+                    super::auth::cookie_flags(b.guarded, &headers),
+                    super::auth::SESSION_TTL_MS / 1000
+                ),
+            ),
+        ],
+    )
+        .into_response()
 }
 
-/// Ends the page's session and clears its cookie.
+/// Ends the page's session (its open event streams end with it) and clears its cookie.
 pub async fn logout(State(b): State<Shared>, headers: axum::http::HeaderMap) -> Response {
     if let Some(session) = super::auth::session_of(&headers) {
         b.sessions.end(&session);
@@ -409,8 +430,9 @@ pub async fn logout(State(b): State<Shared>, headers: axum::http::HeaderMap) -> 
             (
                 header::SET_COOKIE,
                 format!(
-                    "{}; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
-                    super::auth::COOKIE
+                    "{}; {}; Max-Age=0",
+                    super::auth::COOKIE,
+                    super::auth::cookie_flags(b.guarded, &headers)
                 ),
             ),
         ],

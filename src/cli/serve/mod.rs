@@ -66,12 +66,15 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
         let bound = listener.local_addr()?;
         let (tx, rx) = tokio::sync::watch::channel(0u64);
         events::watch_store(l.state_dir.clone(), tx);
+        // A fresh random token per process, put in the page: a page of another site cannot
+        // read it.
+        let csrf = auth::random_hex(16).map_err(Failure::unavailable)?;
         let board = Arc::new(Board {
             guarded: !addr.ip().is_loopback(),
             l,
             token,
             sessions: auth::Sessions::default(),
-            csrf: actions::new_csrf(),
+            csrf,
             changes: rx,
             last_event: tokio::sync::Mutex::new(None),
             metrics_read: std::sync::Mutex::new(None),

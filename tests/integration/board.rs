@@ -312,6 +312,111 @@ fn the_api_and_the_metrics_say_what_status_says() {
     );
 }
 
+/// The worker's live log: the lines `orch logs` prints (orch's own events marked), orch's
+/// secrets redacted whatever the worker printed; a cursor follows it, the page asks again for
+/// what came after, and it says when nothing more will come.
+#[test]
+fn the_worker_log_reads_as_orch_logs_and_follows_with_its_cursor() {
+    let token = "board-token-printed-by-a-worker-77";
+    let mut org = Org::new(Spec::local("idle.sh").repo(RepoSpec::new("core")));
+    with_token(&mut org, token);
+    let id = org.spawn_detached("core", &format!("leak {token}"));
+    let s = serve(&org, "127.0.0.1:0");
+    let log = |after: Option<&str>| {
+        let q = after.map_or(String::new(), |c| format!("?after={c}"));
+        get_json(&s, &format!("/api/workers/{id}/log{q}"))
+    };
+    let text = |v: &Value| -> Vec<String> {
+        v["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let last = std::cell::RefCell::new(Value::Null);
+    poll_until(
+        "the worker's line in its log",
+        Duration::from_secs(20),
+        || {
+            *last.borrow_mut() = log(None);
+            text(&last.borrow())
+                .iter()
+                .any(|l| l.starts_with("WORKING: idle for leak"))
+                .then_some(())
+        },
+        || format!("{}", last.borrow()),
+    );
+    let first = last.into_inner();
+    assert_eq!(first["worker_id"], id.as_str());
+    assert_eq!(first["ended"], false);
+    assert_eq!(first["more"], false);
+    let body = first.to_string();
+    assert!(!body.contains(token), "a secret in the log: {body}");
+    assert!(
+        text(&first).contains(&"WORKING: idle for leak [redacted]".to_string()),
+        "{body}"
+    );
+    // The lines `orch logs` prints, the token redacted; orch's events marked as its own.
+    let out = org.run(&["logs", &id]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .replace(token, "[redacted]")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(text(&first), printed);
+    for l in first["lines"].as_array().unwrap() {
+        let text = l["text"].as_str().unwrap();
+        assert_eq!(l["orch"], text.starts_with("[orch "), "{l}");
+    }
+    // Nothing new: nothing again.
+    let cursor = first["cursor"].as_str().unwrap().to_string();
+    assert_eq!(log(Some(&cursor))["lines"], json!([]));
+    // The worker cancelled: what came after, and then that nothing more will come.
+    let out = org.run(&["cancel", &id, "--reason", "log test"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let cursor = std::cell::RefCell::new(cursor);
+    let after: std::cell::RefCell<Vec<String>> = Default::default();
+    poll_until(
+        "the cancel in the log and its end",
+        Duration::from_secs(30),
+        || {
+            let v = log(Some(&cursor.borrow()));
+            *cursor.borrow_mut() = v["cursor"].as_str().unwrap().to_string();
+            after.borrow_mut().extend(text(&v));
+            (v["ended"] == true).then_some(())
+        },
+        || format!("{:?}", after.borrow()),
+    );
+    let after = after.into_inner();
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("[orch ") && l.contains("log test")),
+        "{after:?}"
+    );
+    assert!(
+        !after.iter().any(|l| l.contains("WORKING: idle")),
+        "{after:?}"
+    );
+    // A cursor the board did not give, a worker it does not know.
+    let (code, body) = http(
+        "GET",
+        &format!("http://{}/api/workers/{id}/log?after=12;drop", s.addr),
+        &[],
+        None,
+    );
+    assert_eq!(code, 400, "{body}");
+    let (code, _) = http(
+        "GET",
+        &format!("http://{}/api/workers/no-such/log", s.addr),
+        &[],
+        None,
+    );
+    assert_eq!(code, 404);
+}
+
 /// The events of `/api/events` as they come: (event name, data), read over a raw socket.
 struct Events(BufReader<TcpStream>);
 
@@ -766,6 +871,13 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     // The worker's view and the graph render.
     browser.go(&format!("http://{}/?worker={id}", s.addr));
     browser.wait_for("the worker view", "const h = document.getElementById('worker-title'); return h ? h.textContent.split(' ')[0] : null", &json!(id), Duration::from_secs(20));
+    // Its live log: the line the worker printed, and orch's events in their place.
+    browser.wait_for(
+        "the worker's line in its live log",
+        "const l = document.getElementById('log'); return !!l && [...l.children].some(d => d.textContent === 'WORKING: idle for idle on the board') && l.querySelectorAll('.orch').length > 0",
+        &json!(true),
+        Duration::from_secs(20),
+    );
     browser.screenshot("worker");
     browser.go(&format!("http://{}/?view=graph", s.addr));
     browser.wait_for("the graph with core locked", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked)", &json!(["core held", "vm covered"]), Duration::from_secs(20));

@@ -177,6 +177,108 @@ pub async fn worker(
     Ok(Json(view))
 }
 
+/// How much of a worker's log one answer reads at most (the page asks again at once for
+/// the rest: `more`).
+const LOG_BUDGET: u64 = 256 * 1024;
+/// Where a first look at a worker's log starts: about its last this many bytes.
+const LOG_TAIL: u64 = 64 * 1024;
+
+#[derive(Deserialize)]
+pub struct LogQuery {
+    after: Option<String>,
+}
+
+/// `/api/workers/<id>/log`: the worker's timeline as `orch logs` prints it.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LogAnswer {
+    worker_id: String,
+    /// Without `after`: the log's tail (about its last 64 KiB, from a whole line); with it,
+    /// what came after. Each line as `orch logs` prints it (an agent's JSON events readable,
+    /// control characters escaped), the board's and the forge's tokens redacted.
+    lines: Vec<LogLine>,
+    /// Handed back as `?after=`: what comes after these lines.
+    cursor: String,
+    /// More of the log is there already (this answer was capped at 256 KiB read): ask again.
+    more: bool,
+    /// The worker has ended and no supervisor of it is left: nothing more will come.
+    ended: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LogLine {
+    /// An event orch recorded (`[orch <at>] <kind>: <detail>`), not the worker's output.
+    orch: bool,
+    text: String,
+}
+
+impl crate::cli::view::View for LogAnswer {
+    const NAME: &'static str = "board-log";
+}
+
+/// The log of worker `id` from `cursor` (its tail without one): the same timeline and the
+/// same lines as `orch logs`, capped at [`LOG_BUDGET`] read.
+pub fn log_of(
+    board: &super::Board,
+    id: &str,
+    cursor: Option<crate::app::logs::Cursor>,
+) -> Result<LogAnswer, Failure> {
+    use crate::app::logs::{self, Entry, Timeline};
+    let no = || Failure::no(format!("no worker {}", crate::text::escape(id)));
+    let mut store = board.l.existing_store()?.ok_or_else(no)?;
+    // Read before the timeline: once seen finished, the timeline read after it holds
+    // everything (as `orch logs -f` ends).
+    let w = store.worker(id)?.ok_or_else(no)?;
+    let dir = &board.l.state_dir;
+    let mut t = match cursor {
+        Some(c) => Timeline::resume(dir, id, c),
+        None => Timeline::tail(dir, id, LOG_TAIL),
+    };
+    let mut entries = Vec::new();
+    let more = t.poll_at_most(&mut store, LOG_BUDGET, &mut |e| entries.push(e))?;
+    let ended = !more && logs::finished(&w, crate::store::now_ms());
+    if ended {
+        t.finish(&mut |e| entries.push(e));
+    }
+    let lines = entries
+        .iter()
+        .flat_map(|e| {
+            let orch = matches!(e, Entry::Event(_));
+            crate::cli::logs::entry_lines(e, false)
+                .into_iter()
+                .map(move |text| LogLine {
+                    orch,
+                    text: board.scrub(&text),
+                })
+        })
+        .collect();
+    Ok(LogAnswer {
+        worker_id: w.id,
+        lines,
+        cursor: t.cursor().encode(),
+        more,
+        ended,
+    })
+}
+
+pub async fn worker_log(
+    State(b): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Answer<LogAnswer> {
+    let cursor = match q.after.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(crate::app::logs::Cursor::decode(text).ok_or_else(|| {
+            ApiError(Failure::bad_input(format!(
+                "after: {} is not a cursor this board gave (leave it out for the tail)",
+                crate::text::escape(text)
+            )))
+        })?),
+    };
+    Ok(Json(blocking(&b, move |b| log_of(b, &id, cursor)).await?))
+}
+
 pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<BoardView> {
     let args = f.args();
     Ok(Json(

@@ -29,6 +29,9 @@ pub struct Board {
     pub guarded: bool,
     /// The page's sign-ins (`/login`): the cookie holds a session id, never the token.
     pub sessions: auth::Sessions,
+    /// The secrets this process holds (the board's token, the forge's): never in a log line
+    /// the board shows, whatever a worker printed.
+    secrets: Vec<Secret>,
     /// The page's CSRF token (random per process): an action shows it in `X-Orch-Csrf`.
     pub csrf: String,
     /// Bumped by the watcher whenever the store changed.
@@ -39,6 +42,15 @@ pub struct Board {
     /// What `/metrics` last read from the store (read again after a change, or when older
     /// than `metrics::REUSE`): a scrape of an unchanged store costs no query.
     metrics_read: std::sync::Mutex<Option<metrics::Read>>,
+}
+
+impl Board {
+    /// `text` with every secret this process holds redacted.
+    pub fn scrub(&self, text: &str) -> String {
+        self.secrets
+            .iter()
+            .fold(text.to_string(), |text, s| s.scrub(&text))
+    }
 }
 
 pub type Shared = Arc<Board>;
@@ -54,6 +66,12 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
     let token =
         auth::read_token(l.config.serve.token_env.as_deref()).map_err(Failure::bad_input)?;
     auth::check_listen(&addr, token.as_ref()).map_err(Failure::bad_input)?;
+    // A forge token that cannot be read is no secret this process holds.
+    let secrets: Vec<Secret> = token
+        .iter()
+        .cloned()
+        .chain(crate::token::forge_token(&l.config).ok().flatten())
+        .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -74,6 +92,7 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
             l,
             token,
             sessions: auth::Sessions::default(),
+            secrets,
             csrf,
             changes: rx,
             last_event: tokio::sync::Mutex::new(None),
@@ -97,6 +116,7 @@ fn router(board: Shared) -> Router {
         .route("/", get(api::page))
         .route("/api/workers", get(api::workers))
         .route("/api/workers/{id}", get(api::worker))
+        .route("/api/workers/{id}/log", get(api::worker_log))
         .route("/api/workers/{id}/cancel", post(actions::cancel))
         .route("/api/workers/{id}/respawn", post(actions::respawn))
         .route("/api/workers/{id}/release", post(actions::release))

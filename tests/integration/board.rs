@@ -706,7 +706,8 @@ impl Browser {
         let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
             "goog:chromeOptions": {"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox",
                 "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
-                "--no-proxy-server", "--disable-background-networking"]}}}});
+                "--no-proxy-server", "--disable-background-networking"]},
+            "goog:loggingPrefs": {"browser": "ALL"}}}});
         let v = b.call("POST", "/session", Some(&caps));
         b.session = v["sessionId"]
             .as_str()
@@ -745,6 +746,31 @@ impl Browser {
             &format!("/session/{}/window/rect", self.session),
             Some(&json!({"width": width, "height": height})),
         );
+    }
+
+    /// The errors the browser's console showed since the last call (script errors, failed
+    /// loads, CSP refusals), from chromedriver's log.
+    fn console_errors(&self) -> Vec<String> {
+        let log = self.call(
+            "POST",
+            &format!("/session/{}/se/log", self.session),
+            Some(&json!({"type": "browser"})),
+        );
+        log.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Every address the page has loaded from is its own origin (no request leaves the
+    /// board, on loopback here).
+    fn assert_loopback_only(&self) {
+        let away = self.js(
+            "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href]).filter(n => !n.startsWith(location.origin) || !location.origin.startsWith('http://127.0.0.1:'))",
+        );
+        assert_eq!(away, json!([]), "requests beyond the board on loopback");
     }
 
     /// Saves a screenshot as `target/board-screenshots/<name>.png`.
@@ -851,6 +877,27 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
         s.addr
     ));
     browser.wait_for("the filtered board", "return [document.querySelector('form#filter').repo.value, document.querySelector('form#filter').need.value, document.querySelectorAll('.card').length, document.querySelectorAll('section.group').length]", &json!(["vm", "working", 0, 1]), Duration::from_secs(20));
+    // And the other way: the form filled and sent makes that URL, which shows the card.
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card in Working",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    browser.js("const f = document.querySelector('form#filter'); f.repo.value = 'core'; f.need.value = 'working'; f.requestSubmit(); return null");
+    browser.wait_for(
+        "the filter in the URL",
+        "return location.search",
+        &json!("?repo=core&need=working"),
+        Duration::from_secs(20),
+    );
+    browser.wait_for(
+        "the card under the filter",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
 
     // On a phone: nothing wider than the screen.
     browser.size(390, 844);
@@ -874,11 +921,26 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     // Its live log: the line the worker printed, and orch's events in their place.
     browser.wait_for(
         "the worker's line in its live log",
-        "const l = document.getElementById('log'); return !!l && [...l.children].some(d => d.textContent === 'WORKING: idle for idle on the board') && l.querySelectorAll('.orch').length > 0",
+        "const l = document.getElementById('log'); return (!!l && [...l.children].some(d => d.textContent === 'WORKING: idle for idle on the board') && l.querySelectorAll('.orch').length > 0) || [document.getElementById('log-state')?.textContent, l?.textContent]",
         &json!(true),
         Duration::from_secs(20),
     );
     browser.screenshot("worker");
+    // The worker's view on a phone: its log wraps, nothing wider than the screen.
+    browser.size(390, 844);
+    browser.go(&format!("http://{}/?worker={id}", s.addr));
+    browser.wait_for(
+        "the worker's log on a phone",
+        "const l = document.getElementById('log'); return !!l && l.children.length > 0",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true)
+    );
+    browser.screenshot("worker-phone");
+    browser.size(1280, 900);
     browser.go(&format!("http://{}/?view=graph", s.addr));
     browser.wait_for("the graph with core locked", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked)", &json!(["core held", "vm covered"]), Duration::from_secs(20));
     browser.screenshot("graph");
@@ -909,6 +971,10 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
         took < Duration::from_secs(2),
         "the page changed {took:?} after the cancel"
     );
+
+    // Every view so far: no console error, nothing loaded from beyond the board.
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
 
     // The server gone: the page says so plainly, and comes back with it.
     drop(s);
@@ -1428,4 +1494,56 @@ fn the_waves_view_draws_the_gantt_chart_and_a_retry_from_the_page_is_audited() {
     );
     browser.screenshot("alerts");
     assert_eq!(browser.js("return window.__errors || []"), json!([]));
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
+}
+
+/// A cancel clicked on the worker's page (signed in): the worker ends as `orch cancel` ends
+/// it, its history names who asked (`board:<name>`), the page shows it ended; Sign out leads
+/// back to the sign-in.
+#[test]
+fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let (mut org, id) = org_with_a_worker();
+    with_token(&mut org, "board-token-for-a-click-on-cancel");
+    let s = serve(&org, "127.0.0.1:0");
+    browser.go(&format!("http://{}/login", s.addr));
+    browser.js("document.querySelector('input[name=token]').value = 'board-token-for-a-click-on-cancel'; document.querySelector('form').submit(); return null");
+    browser.wait_for(
+        "the board after signing in",
+        "return location.pathname",
+        &json!("/"),
+        Duration::from_secs(20),
+    );
+    browser.go(&format!("http://{}/?worker={id}", s.addr));
+    browser.wait_for(
+        "the Cancel button",
+        "return !!document.querySelector('button[data-act$=\"/cancel\"]')",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    // The page asks who and why (prompts, answered here).
+    browser.js("const said = ['ines', 'cancelled from the page']; window.prompt = () => said.shift(); document.querySelector('button[data-act$=\"/cancel\"]').click(); return null");
+    org.wait_milestone(&id, "CANCELLED", crate::support::DEADLINE);
+    assert!(
+        audited(&org, &id, "board:ines"),
+        "no audit naming board:ines"
+    );
+    browser.wait_for(
+        "the page to show it cancelled",
+        "const h = document.getElementById('worker-title'); return h ? h.textContent.includes('CANCELLED') : null",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
+    browser.js("document.querySelector('form#signout').submit(); return null");
+    browser.wait_for(
+        "the sign-in page",
+        "return location.pathname",
+        &json!("/login"),
+        Duration::from_secs(20),
+    );
 }

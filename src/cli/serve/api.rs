@@ -471,7 +471,7 @@ pub async fn login_page(State(b): State<Shared>) -> Html<String> {
         ""
     };
     Html(format!(
-        "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'><title>orch board: sign in</title>\
+        "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'><title>orch board: sign in</title><link rel=icon href='data:,'>\
          <form method=post action=/login style='font:16px system-ui;max-width:24em;margin:4em auto'>\
          <p>This board needs its token (the variable named by <code>serve.token_env</code>).</p>{https_note}\
          <input type=password name=token autocomplete=current-password style='width:100%;font:inherit' autofocus> \

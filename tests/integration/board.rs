@@ -104,6 +104,23 @@ fn org_with_a_worker() -> (Org, String) {
     (org, id)
 }
 
+/// Records `repo`'s base branch red, as the cascade records what it saw of the forge.
+fn red_base(org: &Org, repo: &str) {
+    let row = orch::store::upstream::UpstreamRow {
+        repo: repo.to_string(),
+        branch: "main".into(),
+        sha: Some("0123456789abcdef0123456789abcdef01234567".into()),
+        verdict: Some("red".into()),
+        failed_jobs: vec!["unit".into()],
+        detail: None,
+        checked_ms: orch::store::now_ms(),
+    };
+    orch::store::Store::open(&org.state)
+        .unwrap()
+        .write(|tx| orch::store::upstream::put(tx, &row))
+        .unwrap();
+}
+
 /// The fields of a worker that do not move while it idles.
 fn steady(w: &Value) -> Value {
     json!([
@@ -254,6 +271,12 @@ fn the_api_and_the_metrics_say_what_status_says() {
     let graph = get_json(&s, "/api/graph");
     assert_eq!(graph["graph"], org.json(&["graph", "--format", "json"]));
     assert_eq!(graph["locks"][0]["holder"], id.as_str());
+    assert_eq!(graph["base_ci"], json!([]), "no base branch looked at yet");
+    red_base(&org, "core");
+    let graph = get_json(&s, "/api/graph");
+    assert_eq!(graph["base_ci"][0]["repo"], "core");
+    assert_eq!(graph["base_ci"][0]["verdict"], "red");
+    assert_eq!(graph["base_ci"][0]["failed_jobs"], json!(["unit"]));
     assert_eq!(get_json(&s, "/api/alerts"), org.json(&["alerts", "--json"]));
     assert_eq!(get_json(&s, "/api/waves"), json!([]));
 
@@ -942,7 +965,8 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     browser.screenshot("worker-phone");
     browser.size(1280, 900);
     browser.go(&format!("http://{}/?view=graph", s.addr));
-    browser.wait_for("the graph with core locked", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked)", &json!(["core held", "vm covered"]), Duration::from_secs(20));
+    red_base(&org, "core");
+    browser.wait_for("the graph with core locked and its base branch red", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked + ' ' + x.dataset.ci).concat([...document.querySelectorAll('tr[data-base-ci]')].map(r => r.textContent.includes('red: unit')))", &json!(["core held red", "vm covered ", true]), Duration::from_secs(20));
     browser.screenshot("graph");
 
     // A milestone change made by the CLI reaches the open page within 2 s.

@@ -296,6 +296,24 @@ pub struct GraphAnswer {
     locks: Vec<LockView>,
     /// The fatal holds in force.
     fatal: Vec<FatalView>,
+    /// The base-branch CI of each repository as orch last saw it (for the workers downstream
+    /// of it; the board asks no forge of its own), repositories never looked at left out.
+    base_ci: Vec<BaseCiView>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct BaseCiView {
+    repo: String,
+    branch: String,
+    /// The base branch's head when looked at (`null`: no such branch on the forge).
+    sha: Option<String>,
+    /// `green`, `red`, `running`, … (`null`: no verdict yet).
+    verdict: Option<String>,
+    failed_jobs: Vec<String>,
+    detail: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    checked_at: String,
 }
 
 impl crate::cli::view::View for GraphAnswer {
@@ -318,9 +336,16 @@ pub struct FatalView {
 pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
     let answer = blocking(&b, |b| {
         let status = status_of(b, &HistoryArgs::default())?;
-        let fatal = match b.l.existing_store()? {
-            Some(mut s) => s.read(crate::store::fatal::all)?,
-            None => Vec::new(),
+        let names: Vec<String> = b.l.config.graph.names().to_vec();
+        let (fatal, base_ci) = match b.l.existing_store()? {
+            Some(mut s) => s.read(|tx| {
+                let base = names
+                    .iter()
+                    .filter_map(|n| crate::store::upstream::get(tx, n).transpose())
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((crate::store::fatal::all(tx)?, base))
+            })?,
+            None => (Vec::new(), Vec::new()),
         };
         Ok(GraphAnswer {
             graph: GraphView::of(&b.l.config.graph),
@@ -333,6 +358,18 @@ pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
                     by: h.by,
                     worker_id: h.worker_id,
                     at: crate::store::fmt_ms(h.at_ms),
+                })
+                .collect(),
+            base_ci: base_ci
+                .into_iter()
+                .map(|r| BaseCiView {
+                    repo: r.repo,
+                    branch: r.branch,
+                    sha: r.sha,
+                    verdict: r.verdict,
+                    failed_jobs: r.failed_jobs,
+                    detail: r.detail,
+                    checked_at: crate::store::fmt_ms(r.checked_ms),
                 })
                 .collect(),
         })

@@ -23,23 +23,27 @@ pub fn event_line(e: &WorkerEvent) -> String {
     )
 }
 
+/// One timeline entry as the lines an operator reads (escaped: never a terminal command):
+/// what `orch logs` prints, and the board's live log shows.
+pub fn entry_lines(entry: &Entry, raw: bool) -> Vec<String> {
+    match entry {
+        Entry::Line(text) => match render(text).filter(|_| !raw) {
+            // An agent's JSON event, as an operator reads it (`--raw`: as written).
+            Some(lines) => lines.iter().map(|l| escape(l).into_owned()).collect(),
+            None => vec![escape(text).into_owned()],
+        },
+        Entry::Event(e) => vec![event_line(e)],
+    }
+}
+
 /// Prints one timeline entry: a JSON object per line, or the escaped text.
 pub fn print_entry(entry: &Entry, json: bool, raw: bool) {
     if json {
         super::view::print_json(&LogLineView::of(entry));
         return;
     }
-    match entry {
-        Entry::Line(text) => match render(text).filter(|_| !raw) {
-            // An agent's JSON event, as an operator reads it (`--raw`: as written).
-            Some(lines) => {
-                for l in lines {
-                    println!("{}", escape(&l));
-                }
-            }
-            None => println!("{}", escape(text)),
-        },
-        Entry::Event(e) => println!("{}", event_line(e)),
+    for l in entry_lines(entry, raw) {
+        println!("{l}");
     }
 }
 

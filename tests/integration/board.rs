@@ -104,6 +104,23 @@ fn org_with_a_worker() -> (Org, String) {
     (org, id)
 }
 
+/// Records `repo`'s base branch red, as the cascade records what it saw of the forge.
+fn red_base(org: &Org, repo: &str) {
+    let row = orch::store::upstream::UpstreamRow {
+        repo: repo.to_string(),
+        branch: "main".into(),
+        sha: Some("0123456789abcdef0123456789abcdef01234567".into()),
+        verdict: Some("red".into()),
+        failed_jobs: vec!["unit".into()],
+        detail: None,
+        checked_ms: orch::store::now_ms(),
+    };
+    orch::store::Store::open(&org.state)
+        .unwrap()
+        .write(|tx| orch::store::upstream::put(tx, &row))
+        .unwrap();
+}
+
 /// The fields of a worker that do not move while it idles.
 fn steady(w: &Value) -> Value {
     json!([
@@ -254,6 +271,12 @@ fn the_api_and_the_metrics_say_what_status_says() {
     let graph = get_json(&s, "/api/graph");
     assert_eq!(graph["graph"], org.json(&["graph", "--format", "json"]));
     assert_eq!(graph["locks"][0]["holder"], id.as_str());
+    assert_eq!(graph["base_ci"], json!([]), "no base branch looked at yet");
+    red_base(&org, "core");
+    let graph = get_json(&s, "/api/graph");
+    assert_eq!(graph["base_ci"][0]["repo"], "core");
+    assert_eq!(graph["base_ci"][0]["verdict"], "red");
+    assert_eq!(graph["base_ci"][0]["failed_jobs"], json!(["unit"]));
     assert_eq!(get_json(&s, "/api/alerts"), org.json(&["alerts", "--json"]));
     assert_eq!(get_json(&s, "/api/waves"), json!([]));
 
@@ -310,6 +333,111 @@ fn the_api_and_the_metrics_say_what_status_says() {
         http("GET", &format!("http://{}/health/ready", s.addr), &[], None).0,
         200
     );
+}
+
+/// The worker's live log: the lines `orch logs` prints (orch's own events marked), orch's
+/// secrets redacted whatever the worker printed; a cursor follows it, the page asks again for
+/// what came after, and it says when nothing more will come.
+#[test]
+fn the_worker_log_reads_as_orch_logs_and_follows_with_its_cursor() {
+    let token = "board-token-printed-by-a-worker-77";
+    let mut org = Org::new(Spec::local("idle.sh").repo(RepoSpec::new("core")));
+    with_token(&mut org, token);
+    let id = org.spawn_detached("core", &format!("leak {token}"));
+    let s = serve(&org, "127.0.0.1:0");
+    let log = |after: Option<&str>| {
+        let q = after.map_or(String::new(), |c| format!("?after={c}"));
+        get_json(&s, &format!("/api/workers/{id}/log{q}"))
+    };
+    let text = |v: &Value| -> Vec<String> {
+        v["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let last = std::cell::RefCell::new(Value::Null);
+    poll_until(
+        "the worker's line in its log",
+        Duration::from_secs(20),
+        || {
+            *last.borrow_mut() = log(None);
+            text(&last.borrow())
+                .iter()
+                .any(|l| l.starts_with("WORKING: idle for leak"))
+                .then_some(())
+        },
+        || format!("{}", last.borrow()),
+    );
+    let first = last.into_inner();
+    assert_eq!(first["worker_id"], id.as_str());
+    assert_eq!(first["ended"], false);
+    assert_eq!(first["more"], false);
+    let body = first.to_string();
+    assert!(!body.contains(token), "a secret in the log: {body}");
+    assert!(
+        text(&first).contains(&"WORKING: idle for leak [redacted]".to_string()),
+        "{body}"
+    );
+    // The lines `orch logs` prints, the token redacted; orch's events marked as its own.
+    let out = org.run(&["logs", &id]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .replace(token, "[redacted]")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(text(&first), printed);
+    for l in first["lines"].as_array().unwrap() {
+        let text = l["text"].as_str().unwrap();
+        assert_eq!(l["orch"], text.starts_with("[orch "), "{l}");
+    }
+    // Nothing new: nothing again.
+    let cursor = first["cursor"].as_str().unwrap().to_string();
+    assert_eq!(log(Some(&cursor))["lines"], json!([]));
+    // The worker cancelled: what came after, and then that nothing more will come.
+    let out = org.run(&["cancel", &id, "--reason", "log test"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let cursor = std::cell::RefCell::new(cursor);
+    let after: std::cell::RefCell<Vec<String>> = Default::default();
+    poll_until(
+        "the cancel in the log and its end",
+        Duration::from_secs(30),
+        || {
+            let v = log(Some(&cursor.borrow()));
+            *cursor.borrow_mut() = v["cursor"].as_str().unwrap().to_string();
+            after.borrow_mut().extend(text(&v));
+            (v["ended"] == true).then_some(())
+        },
+        || format!("{:?}", after.borrow()),
+    );
+    let after = after.into_inner();
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("[orch ") && l.contains("log test")),
+        "{after:?}"
+    );
+    assert!(
+        !after.iter().any(|l| l.contains("WORKING: idle")),
+        "{after:?}"
+    );
+    // A cursor the board did not give, a worker it does not know.
+    let (code, body) = http(
+        "GET",
+        &format!("http://{}/api/workers/{id}/log?after=12;drop", s.addr),
+        &[],
+        None,
+    );
+    assert_eq!(code, 400, "{body}");
+    let (code, _) = http(
+        "GET",
+        &format!("http://{}/api/workers/no-such/log", s.addr),
+        &[],
+        None,
+    );
+    assert_eq!(code, 404);
 }
 
 /// The events of `/api/events` as they come: (event name, data), read over a raw socket.
@@ -438,17 +566,94 @@ fn beyond_loopback_the_board_needs_its_token() {
         http("GET", &format!("http://{}/health/live", s.addr), &[], None).0,
         200
     );
-    // The page's login cookie opens the event stream (an EventSource sends no header).
-    let mut t = TcpStream::connect(&s.addr).unwrap();
-    t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The page's login: a session of its own in the cookie, never the token.
+    let raw = |request: String| -> String {
+        let mut t = TcpStream::connect(&s.addr).unwrap();
+        t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        t.write_all(request.as_bytes()).unwrap();
+        let mut head = String::new();
+        let mut r = BufReader::new(t);
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        head
+    };
+    let form = format!("token={token}");
+    let head = raw(format!(
+        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    ));
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    let session = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: orch_board="))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("a session cookie in:\n{head}"))
+        .to_string();
+    assert!(
+        !session.contains(token),
+        "the cookie holds no token: {head}"
+    );
+    // Beyond loopback the cookie is for HTTPS only, out of scripts' reach, never sent by
+    // another site, and it expires.
+    let cookie = head
+        .lines()
+        .find(|l| l.starts_with("set-cookie: "))
+        .unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Secure", "Max-Age=43200"] {
+        assert!(cookie.contains(flag), "{flag} in {cookie}");
+    }
+    let events = |cookie: &str| {
+        raw(format!(
+            "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={cookie}\r\n\r\n"
+        ))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+    };
+    // The session opens the event stream (an EventSource sends no header); the token itself
+    // in the cookie does not, nor does the session once signed out.
+    assert!(events(&session).starts_with("HTTP/1.1 200"), "session");
+    assert!(
+        events(token).starts_with("HTTP/1.1 401"),
+        "token as a cookie"
+    );
+    // A stream open with the session when it signs out ends (it does not outlive the sign-in).
+    let mut open = TcpStream::connect(&s.addr).unwrap();
+    open.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     write!(
-        t,
-        "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={token}\r\n\r\n"
+        open,
+        "GET /api/events HTTP/1.1\r\nHost: x\r\nCookie: orch_board={session}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
-    let mut first = String::new();
-    BufReader::new(t).read_line(&mut first).unwrap();
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let mut open = BufReader::new(open);
+    let mut line = String::new();
+    while line.trim_end() != "event: board" {
+        line.clear();
+        assert!(
+            open.read_line(&mut line).unwrap() > 0,
+            "the stream ended early"
+        );
+    }
+    let head = raw(format!(
+        "POST /logout HTTP/1.1\r\nHost: x\r\nCookie: orch_board={session}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(head.starts_with("HTTP/1.1 303"), "{head}");
+    assert!(head.contains("Max-Age=0"), "the cookie cleared: {head}");
+    assert!(events(&session).starts_with("HTTP/1.1 401"), "signed out");
+    let mut rest = String::new();
+    open.read_to_string(&mut rest)
+        .expect("the stream ends at the sign-out, before the read timeout");
+    assert!(
+        rest.ends_with("0\r\n\r\n"),
+        "a chunked stream's end: {rest:?}"
+    );
 }
 
 // ---- the page in a real browser --------------------------------------------------------------
@@ -524,7 +729,8 @@ impl Browser {
         let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
             "goog:chromeOptions": {"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox",
                 "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
-                "--no-proxy-server", "--disable-background-networking"]}}}});
+                "--no-proxy-server", "--disable-background-networking"]},
+            "goog:loggingPrefs": {"browser": "ALL"}}}});
         let v = b.call("POST", "/session", Some(&caps));
         b.session = v["sessionId"]
             .as_str()
@@ -563,6 +769,31 @@ impl Browser {
             &format!("/session/{}/window/rect", self.session),
             Some(&json!({"width": width, "height": height})),
         );
+    }
+
+    /// The errors the browser's console showed since the last call (script errors, failed
+    /// loads, CSP refusals), from chromedriver's log.
+    fn console_errors(&self) -> Vec<String> {
+        let log = self.call(
+            "POST",
+            &format!("/session/{}/se/log", self.session),
+            Some(&json!({"type": "browser"})),
+        );
+        log.as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// Every address the page has loaded from is its own origin (no request leaves the
+    /// board, on loopback here).
+    fn assert_loopback_only(&self) {
+        let away = self.js(
+            "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href]).filter(n => !n.startsWith(location.origin) || !location.origin.startsWith('http://127.0.0.1:'))",
+        );
+        assert_eq!(away, json!([]), "requests beyond the board on loopback");
     }
 
     /// Saves a screenshot as `target/board-screenshots/<name>.png`.
@@ -669,6 +900,27 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
         s.addr
     ));
     browser.wait_for("the filtered board", "return [document.querySelector('form#filter').repo.value, document.querySelector('form#filter').need.value, document.querySelectorAll('.card').length, document.querySelectorAll('section.group').length]", &json!(["vm", "working", 0, 1]), Duration::from_secs(20));
+    // And the other way: the form filled and sent makes that URL, which shows the card.
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "the card in Working",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
+    browser.js("const f = document.querySelector('form#filter'); f.repo.value = 'core'; f.need.value = 'working'; f.requestSubmit(); return null");
+    browser.wait_for(
+        "the filter in the URL",
+        "return location.search",
+        &json!("?repo=core&need=working"),
+        Duration::from_secs(20),
+    );
+    browser.wait_for(
+        "the card under the filter",
+        &where_is,
+        &json!("working WORKING"),
+        Duration::from_secs(20),
+    );
 
     // On a phone: nothing wider than the screen.
     browser.size(390, 844);
@@ -689,9 +941,32 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     // The worker's view and the graph render.
     browser.go(&format!("http://{}/?worker={id}", s.addr));
     browser.wait_for("the worker view", "const h = document.getElementById('worker-title'); return h ? h.textContent.split(' ')[0] : null", &json!(id), Duration::from_secs(20));
+    // Its live log: the line the worker printed, and orch's events in their place.
+    browser.wait_for(
+        "the worker's line in its live log",
+        "const l = document.getElementById('log'); return (!!l && [...l.children].some(d => d.textContent === 'WORKING: idle for idle on the board') && l.querySelectorAll('.orch').length > 0) || [document.getElementById('log-state')?.textContent, l?.textContent]",
+        &json!(true),
+        Duration::from_secs(20),
+    );
     browser.screenshot("worker");
+    // The worker's view on a phone: its log wraps, nothing wider than the screen.
+    browser.size(390, 844);
+    browser.go(&format!("http://{}/?worker={id}", s.addr));
+    browser.wait_for(
+        "the worker's log on a phone",
+        "const l = document.getElementById('log'); return !!l && l.children.length > 0",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true)
+    );
+    browser.screenshot("worker-phone");
+    browser.size(1280, 900);
     browser.go(&format!("http://{}/?view=graph", s.addr));
-    browser.wait_for("the graph with core locked", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked)", &json!(["core held", "vm covered"]), Duration::from_secs(20));
+    red_base(&org, "core");
+    browser.wait_for("the graph with core locked and its base branch red", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked + ' ' + x.dataset.ci).concat([...document.querySelectorAll('tr[data-base-ci]')].map(r => r.textContent.includes('red: unit')))", &json!(["core held red", "vm covered ", true]), Duration::from_secs(20));
     browser.screenshot("graph");
 
     // A milestone change made by the CLI reaches the open page within 2 s.
@@ -720,6 +995,10 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
         took < Duration::from_secs(2),
         "the page changed {took:?} after the cancel"
     );
+
+    // Every view so far: no console error, nothing loaded from beyond the board.
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
 
     // The server gone: the page says so plainly, and comes back with it.
     drop(s);
@@ -1239,4 +1518,56 @@ fn the_waves_view_draws_the_gantt_chart_and_a_retry_from_the_page_is_audited() {
     );
     browser.screenshot("alerts");
     assert_eq!(browser.js("return window.__errors || []"), json!([]));
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
+}
+
+/// A cancel clicked on the worker's page (signed in): the worker ends as `orch cancel` ends
+/// it, its history names who asked (`board:<name>`), the page shows it ended; Sign out leads
+/// back to the sign-in.
+#[test]
+fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let (mut org, id) = org_with_a_worker();
+    with_token(&mut org, "board-token-for-a-click-on-cancel");
+    let s = serve(&org, "127.0.0.1:0");
+    browser.go(&format!("http://{}/login", s.addr));
+    browser.js("document.querySelector('input[name=token]').value = 'board-token-for-a-click-on-cancel'; document.querySelector('form').submit(); return null");
+    browser.wait_for(
+        "the board after signing in",
+        "return location.pathname",
+        &json!("/"),
+        Duration::from_secs(20),
+    );
+    browser.go(&format!("http://{}/?worker={id}", s.addr));
+    browser.wait_for(
+        "the Cancel button",
+        "return !!document.querySelector('button[data-act$=\"/cancel\"]')",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    // The page asks who and why (prompts, answered here).
+    browser.js("const said = ['ines', 'cancelled from the page']; window.prompt = () => said.shift(); document.querySelector('button[data-act$=\"/cancel\"]').click(); return null");
+    org.wait_milestone(&id, "CANCELLED", crate::support::DEADLINE);
+    assert!(
+        audited(&org, &id, "board:ines"),
+        "no audit naming board:ines"
+    );
+    browser.wait_for(
+        "the page to show it cancelled",
+        "const h = document.getElementById('worker-title'); return h ? h.textContent.includes('CANCELLED') : null",
+        &json!(true),
+        Duration::from_secs(20),
+    );
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
+    browser.js("document.querySelector('form#signout').submit(); return null");
+    browser.wait_for(
+        "the sign-in page",
+        "return location.pathname",
+        &json!("/login"),
+        Duration::from_secs(20),
+    );
 }

@@ -12,21 +12,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-/// A fresh random token per process, put in the page: a page of another site cannot read it.
-pub fn new_csrf() -> String {
-    let mut bytes = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Why an action is refused (403), or `None`.
 fn refusal(board: &super::Board, headers: &HeaderMap) -> Option<&'static str> {
     let Some(token) = &board.token else {
         return Some("the board is read-only: no serve.token_env in repos.yaml");
     };
-    if !super::auth::matches(token, super::auth::presented(headers).as_deref()) {
+    if !super::auth::authorised(token, &board.sessions, headers, crate::store::now_ms()) {
         return Some(
             "actions need the board's token (Authorization: Bearer, or sign in at /login)",
         );

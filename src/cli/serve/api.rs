@@ -61,9 +61,9 @@ async fn blocking<T: Send + 'static>(
 /// Every request but the health checks and the login shows the token when the board listens
 /// beyond loopback.
 pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Response {
-    if board.guarded && req.uri().path() != "/login" {
+    if board.guarded && !matches!(req.uri().path(), "/login" | "/logout") {
         let ok = board.token.as_ref().is_some_and(|t| {
-            super::auth::matches(t, super::auth::presented(req.headers()).as_deref())
+            super::auth::authorised(t, &board.sessions, req.headers(), crate::store::now_ms())
         });
         if !ok {
             if req.uri().path() == "/" {
@@ -93,7 +93,11 @@ pub async fn page(State(b): State<Shared>) -> impl IntoResponse {
             header::CONTENT_SECURITY_POLICY,
             "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
         )],
-        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf)),
+        // Sign-out is offered where there is a sign-in (a board with a token).
+        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf).replace(
+            "__ORCH_SIGNOUT__",
+            if b.token.is_some() { "" } else { "hidden" },
+        )),
     )
 }
 
@@ -173,6 +177,108 @@ pub async fn worker(
     Ok(Json(view))
 }
 
+/// How much of a worker's log one answer reads at most (the page asks again at once for
+/// the rest: `more`).
+const LOG_BUDGET: u64 = 256 * 1024;
+/// Where a first look at a worker's log starts: about its last this many bytes.
+const LOG_TAIL: u64 = 64 * 1024;
+
+#[derive(Deserialize)]
+pub struct LogQuery {
+    after: Option<String>,
+}
+
+/// `/api/workers/<id>/log`: the worker's timeline as `orch logs` prints it.
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LogAnswer {
+    worker_id: String,
+    /// Without `after`: the log's tail (about its last 64 KiB, from a whole line); with it,
+    /// what came after. Each line as `orch logs` prints it (an agent's JSON events readable,
+    /// control characters escaped), the board's and the forge's tokens redacted.
+    lines: Vec<LogLine>,
+    /// Handed back as `?after=`: what comes after these lines.
+    cursor: String,
+    /// More of the log is there already (this answer was capped at 256 KiB read): ask again.
+    more: bool,
+    /// The worker has ended and no supervisor of it is left: nothing more will come.
+    ended: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LogLine {
+    /// An event orch recorded (`[orch <at>] <kind>: <detail>`), not the worker's output.
+    orch: bool,
+    text: String,
+}
+
+impl crate::cli::view::View for LogAnswer {
+    const NAME: &'static str = "board-log";
+}
+
+/// The log of worker `id` from `cursor` (its tail without one): the same timeline and the
+/// same lines as `orch logs`, capped at [`LOG_BUDGET`] read.
+pub fn log_of(
+    board: &super::Board,
+    id: &str,
+    cursor: Option<crate::app::logs::Cursor>,
+) -> Result<LogAnswer, Failure> {
+    use crate::app::logs::{self, Entry, Timeline};
+    let no = || Failure::no(format!("no worker {}", crate::text::escape(id)));
+    let mut store = board.l.existing_store()?.ok_or_else(no)?;
+    // Read before the timeline: once seen finished, the timeline read after it holds
+    // everything (as `orch logs -f` ends).
+    let w = store.worker(id)?.ok_or_else(no)?;
+    let dir = &board.l.state_dir;
+    let mut t = match cursor {
+        Some(c) => Timeline::resume(dir, id, c),
+        None => Timeline::tail(dir, id, LOG_TAIL),
+    };
+    let mut entries = Vec::new();
+    let more = t.poll_at_most(&mut store, LOG_BUDGET, &mut |e| entries.push(e))?;
+    let ended = !more && logs::finished(&w, crate::store::now_ms());
+    if ended {
+        t.finish(&mut |e| entries.push(e));
+    }
+    let lines = entries
+        .iter()
+        .flat_map(|e| {
+            let orch = matches!(e, Entry::Event(_));
+            crate::cli::logs::entry_lines(e, false)
+                .into_iter()
+                .map(move |text| LogLine {
+                    orch,
+                    text: board.scrub(&text),
+                })
+        })
+        .collect();
+    Ok(LogAnswer {
+        worker_id: w.id,
+        lines,
+        cursor: t.cursor().encode(),
+        more,
+        ended,
+    })
+}
+
+pub async fn worker_log(
+    State(b): State<Shared>,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Answer<LogAnswer> {
+    let cursor = match q.after.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(crate::app::logs::Cursor::decode(text).ok_or_else(|| {
+            ApiError(Failure::bad_input(format!(
+                "after: {} is not a cursor this board gave (leave it out for the tail)",
+                crate::text::escape(text)
+            )))
+        })?),
+    };
+    Ok(Json(blocking(&b, move |b| log_of(b, &id, cursor)).await?))
+}
+
 pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<BoardView> {
     let args = f.args();
     Ok(Json(
@@ -190,6 +296,24 @@ pub struct GraphAnswer {
     locks: Vec<LockView>,
     /// The fatal holds in force.
     fatal: Vec<FatalView>,
+    /// The base-branch CI of each repository as orch last saw it (for the workers downstream
+    /// of it; the board asks no forge of its own), repositories never looked at left out.
+    base_ci: Vec<BaseCiView>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct BaseCiView {
+    repo: String,
+    branch: String,
+    /// The base branch's head when looked at (`null`: no such branch on the forge).
+    sha: Option<String>,
+    /// `green`, `red`, `running`, … (`null`: no verdict yet).
+    verdict: Option<String>,
+    failed_jobs: Vec<String>,
+    detail: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    checked_at: String,
 }
 
 impl crate::cli::view::View for GraphAnswer {
@@ -212,9 +336,16 @@ pub struct FatalView {
 pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
     let answer = blocking(&b, |b| {
         let status = status_of(b, &HistoryArgs::default())?;
-        let fatal = match b.l.existing_store()? {
-            Some(mut s) => s.read(crate::store::fatal::all)?,
-            None => Vec::new(),
+        let names: Vec<String> = b.l.config.graph.names().to_vec();
+        let (fatal, base_ci) = match b.l.existing_store()? {
+            Some(mut s) => s.read(|tx| {
+                let base = names
+                    .iter()
+                    .filter_map(|n| crate::store::upstream::get(tx, n).transpose())
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((crate::store::fatal::all(tx)?, base))
+            })?,
+            None => (Vec::new(), Vec::new()),
         };
         Ok(GraphAnswer {
             graph: GraphView::of(&b.l.config.graph),
@@ -227,6 +358,18 @@ pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
                     by: h.by,
                     worker_id: h.worker_id,
                     at: crate::store::fmt_ms(h.at_ms),
+                })
+                .collect(),
+            base_ci: base_ci
+                .into_iter()
+                .map(|r| BaseCiView {
+                    repo: r.repo,
+                    branch: r.branch,
+                    sha: r.sha,
+                    verdict: r.verdict,
+                    failed_jobs: r.failed_jobs,
+                    detail: r.detail,
+                    checked_at: crate::store::fmt_ms(r.checked_ms),
                 })
                 .collect(),
         })
@@ -357,14 +500,20 @@ pub async fn ready(State(b): State<Shared>) -> Response {
     }
 }
 
-pub async fn login_page() -> Html<&'static str> {
-    Html(
-        "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'><title>orch board: sign in</title>\
+pub async fn login_page(State(b): State<Shared>) -> Html<String> {
+    // Beyond loopback the sign-in cookie is Secure: a browser keeps it only over HTTPS.
+    let https_note = if b.guarded {
+        "<p>Its sign-in is kept over HTTPS only: reach the board through a TLS proxy (an <code>http://</code> address beyond this machine would carry the token in the clear).</p>"
+    } else {
+        ""
+    };
+    Html(format!(
+        "<!doctype html><meta charset=utf-8><meta name=viewport content='width=device-width'><title>orch board: sign in</title><link rel=icon href='data:,'>\
          <form method=post action=/login style='font:16px system-ui;max-width:24em;margin:4em auto'>\
-         <p>This board needs its token (the variable named by <code>serve.token_env</code>).</p>\
+         <p>This board needs its token (the variable named by <code>serve.token_env</code>).</p>{https_note}\
          <input type=password name=token autocomplete=current-password style='width:100%;font:inherit' autofocus> \
-         <button style='font:inherit;margin-top:.5em'>Sign in</button></form>",
-    )
+         <button style='font:inherit;margin-top:.5em'>Sign in</button></form>"
+    ))
 }
 
 #[derive(Deserialize)]
@@ -372,23 +521,60 @@ pub struct Login {
     token: String,
 }
 
-pub async fn login(State(b): State<Shared>, axum::Form(f): axum::Form<Login>) -> Response {
-    match &b.token {
-        Some(t) if super::auth::matches(t, Some(f.token.trim())) => (
-            StatusCode::SEE_OTHER,
-            [
-                (header::LOCATION, "/".to_string()),
-                (
-                    header::SET_COOKIE,
-                    format!(
-                        "{}{}; HttpOnly; SameSite=Strict; Path=/",
-                        super::auth::COOKIE,
-                        t.expose()
-                    ),
-                ),
-            ],
-        )
-            .into_response(),
-        _ => (StatusCode::UNAUTHORIZED, "wrong token\n").into_response(),
+/// Signs the page in: a session of its own in the cookie (never the token), for
+/// [`super::auth::SESSION_TTL_MS`] or until `/logout`.
+pub async fn login(
+    State(b): State<Shared>,
+    headers: axum::http::HeaderMap,
+    axum::Form(f): axum::Form<Login>,
+) -> Response {
+    let right = b
+        .token
+        .as_ref()
+        .is_some_and(|t| super::auth::matches(t, Some(f.token.trim())));
+    if !right {
+        return (StatusCode::UNAUTHORIZED, "wrong token\n").into_response();
     }
+    let session = match b.sessions.start(crate::store::now_ms()) {
+        Ok(s) => s,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    };
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/".to_string()),
+            (
+                header::SET_COOKIE,
+                format!(
+                    "{}{session}; {}; Max-Age={}",
+                    super::auth::COOKIE,
+                    super::auth::cookie_flags(b.guarded, &headers),
+                    super::auth::SESSION_TTL_MS / 1000
+                ),
+            ),
+        ],
+    )
+        .into_response()
+}
+
+/// Ends the page's session (its open event streams end with it) and clears its cookie.
+pub async fn logout(State(b): State<Shared>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(session) = super::auth::session_of(&headers) {
+        b.sessions.end(&session);
+    }
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/login".to_string()),
+            (
+                header::SET_COOKIE,
+                format!(
+                    "{}; {}; Max-Age=0",
+                    super::auth::COOKIE,
+                    super::auth::cookie_flags(b.guarded, &headers)
+                ),
+            ),
+        ],
+    )
+        .into_response()
 }

@@ -28,16 +28,18 @@ pub fn check_listen(addr: &SocketAddr, token: Option<&Secret>) -> Result<(), Str
     ))
 }
 
-/// The bearer token a request presents: `Authorization: Bearer <t>`, or the page's login
-/// cookie (an EventSource cannot set headers).
+/// The bearer token a request presents: `Authorization: Bearer <t>`.
 pub fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
-    if let Some(v) = headers
+    headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        && let Some(t) = v.strip_prefix("Bearer ")
-    {
-        return Some(t.trim().to_string());
-    }
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string())
+}
+
+/// The login session a request presents: the page's cookie (an EventSource cannot set
+/// headers).
+pub fn session_of(headers: &axum::http::HeaderMap) -> Option<String> {
     headers
         .get_all(axum::http::header::COOKIE)
         .iter()
@@ -46,8 +48,122 @@ pub fn presented(headers: &axum::http::HeaderMap) -> Option<String> {
         .find_map(|kv| kv.trim().strip_prefix(COOKIE).map(str::to_string))
 }
 
+/// Whether a request shows the token, or a live session signed in with it.
+pub fn authorised(
+    token: &Secret,
+    sessions: &Sessions,
+    headers: &axum::http::HeaderMap,
+    now_ms: i64,
+) -> bool {
+    matches(token, presented(headers).as_deref())
+        || session_of(headers).is_some_and(|s| sessions.valid(&s, now_ms))
+}
+
 /// The login cookie's name and `=`.
 pub const COOKIE: &str = "orch_board=";
+
+/// How long a sign-in lasts.
+pub const SESSION_TTL_MS: i64 = 12 * 3600 * 1000;
+
+/// The board's sign-ins: a random id per login, kept in this process alone, so the cookie
+/// never carries the token itself (a cookie that leaks is worth one session, for
+/// [`SESSION_TTL_MS`] at most, and ends with the process or a sign-out). An event stream
+/// opened with a session ends when its session does ([`Sessions::ended`]).
+pub struct Sessions {
+    live: std::sync::Mutex<std::collections::HashMap<String, i64>>,
+    /// Bumped at every sign-out: the streams opened with a session look at theirs again.
+    ended: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            live: Default::default(),
+            ended: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+/// `n` random bytes as hex, from the kernel; an error rather than a guessable value.
+pub fn random_hex(n: usize) -> Result<String, String> {
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|e| format!("cannot read /dev/urandom for a random id: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl Sessions {
+    /// A new session id, valid until `now_ms` + [`SESSION_TTL_MS`]; an error when the kernel
+    /// gives no randomness (never a predictable id).
+    pub fn start(&self, now_ms: i64) -> Result<String, String> {
+        let id = random_hex(32)?;
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|_, until| *until > now_ms);
+        live.insert(id.clone(), now_ms + SESSION_TTL_MS);
+        Ok(id)
+    }
+
+    /// Until when `id` is valid (ms), if it is a live session.
+    pub fn until(&self, id: &str, now_ms: i64) -> Option<i64> {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        // A map lookup by the id: its time depends on the id's hash, not on how much of a
+        // live id a guess shares.
+        live.get(id).copied().filter(|until| *until > now_ms)
+    }
+
+    /// Whether `id` is a live session.
+    pub fn valid(&self, id: &str, now_ms: i64) -> bool {
+        self.until(id, now_ms).is_some()
+    }
+
+    /// Ends session `id` (sign-out).
+    pub fn end(&self, id: &str) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.remove(id);
+        drop(live);
+        self.ended.send_modify(|n| *n += 1);
+    }
+
+    /// Changes at every sign-out.
+    pub fn ended(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended.subscribe()
+    }
+}
+
+/// The session a request is let in by when it is its only credential (no bearer token),
+/// on a board that lets nobody in without one: a stream opened so ends with the session.
+pub fn only_session(
+    token: &Secret,
+    sessions: &Sessions,
+    headers: &axum::http::HeaderMap,
+    now_ms: i64,
+) -> Option<String> {
+    if matches(token, presented(headers).as_deref()) {
+        return None;
+    }
+    session_of(headers).filter(|s| sessions.valid(s, now_ms))
+}
+
+/// Whether the browser reached the board over HTTPS (a TLS proxy in front says so in
+/// `X-Forwarded-Proto`; orch serve itself speaks plain HTTP).
+pub fn over_https(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The login cookie's attributes: never readable by scripts (`HttpOnly`), never sent by
+/// another site's request (`SameSite=Strict`), and `Secure` (HTTPS only) beyond loopback or
+/// behind a TLS proxy, where it crosses a network.
+pub fn cookie_flags(guarded: bool, headers: &axum::http::HeaderMap) -> &'static str {
+    if guarded || over_https(headers) {
+        "HttpOnly; SameSite=Strict; Secure; Path=/"
+    } else {
+        "HttpOnly; SameSite=Strict; Path=/"
+    }
+}
 
 /// `presented` is the token, compared in constant time.
 pub fn matches(token: &Secret, presented: Option<&str>) -> bool {
@@ -83,12 +199,52 @@ mod tests {
     }
 
     #[test]
-    fn the_token_comes_from_a_header_or_the_login_cookie() {
+    fn the_token_comes_from_the_header_and_a_session_from_the_cookie() {
+        let t = Secret::new("s3cret-token".into());
+        let sessions = Sessions::default();
         let mut h = axum::http::HeaderMap::new();
         assert_eq!(presented(&h), None);
-        h.insert("cookie", "a=b; orch_board=tok".parse().unwrap());
-        assert_eq!(presented(&h).as_deref(), Some("tok"));
-        h.insert("authorization", "Bearer hdr".parse().unwrap());
-        assert_eq!(presented(&h).as_deref(), Some("hdr"));
+        assert!(!authorised(&t, &sessions, &h, 0));
+        // The token itself in the cookie is no session.
+        h.insert("cookie", "a=b; orch_board=s3cret-token".parse().unwrap());
+        assert_eq!(presented(&h), None);
+        assert!(!authorised(&t, &sessions, &h, 0));
+        let id = sessions.start(1_000).unwrap();
+        assert_eq!(id.len(), 64);
+        assert_ne!(id, sessions.start(1_000).unwrap());
+        assert!(!id.contains("s3cret"));
+        h.insert("cookie", format!("a=b; orch_board={id}").parse().unwrap());
+        assert_eq!(session_of(&h).as_deref(), Some(id.as_str()));
+        assert!(authorised(&t, &sessions, &h, 2_000));
+        // It lasts SESSION_TTL_MS, and ends at sign-out.
+        assert!(!authorised(&t, &sessions, &h, 1_000 + SESSION_TTL_MS));
+        assert!(authorised(&t, &sessions, &h, 1_000 + SESSION_TTL_MS - 1));
+        // Let in by its session alone: a stream opened so ends with it.
+        assert_eq!(
+            only_session(&t, &sessions, &h, 2_000).as_deref(),
+            Some(id.as_str())
+        );
+        let ended = sessions.ended();
+        sessions.end(&id);
+        assert!(ended.has_changed().unwrap());
+        assert!(!authorised(&t, &sessions, &h, 2_000));
+        assert_eq!(only_session(&t, &sessions, &h, 2_000), None);
+        let mut b = axum::http::HeaderMap::new();
+        b.insert("authorization", "Bearer s3cret-token".parse().unwrap());
+        assert!(authorised(&t, &sessions, &b, 0));
+        assert_eq!(only_session(&t, &sessions, &b, 0), None);
+        b.insert("authorization", "Bearer wrong".parse().unwrap());
+        assert!(!authorised(&t, &sessions, &b, 0));
+    }
+
+    #[test]
+    fn the_cookie_is_secure_where_it_crosses_a_network() {
+        let mut h = axum::http::HeaderMap::new();
+        let loopback = cookie_flags(false, &h);
+        assert!(loopback.contains("HttpOnly") && loopback.contains("SameSite=Strict"));
+        assert!(!loopback.contains("Secure"));
+        assert!(cookie_flags(true, &h).contains("; Secure"));
+        h.insert("x-forwarded-proto", "https".parse().unwrap());
+        assert!(cookie_flags(false, &h).contains("; Secure"));
     }
 }

@@ -107,17 +107,62 @@ async fn board_event(b: &Shared, version: u64) -> Option<Event> {
     Some(Event::default().event("board").data(&*data))
 }
 
+/// The session a stream was let in by, when it was its only credential: the stream ends
+/// when the session does (signed out, or expired).
+struct Bound {
+    id: String,
+    ended: tokio::sync::watch::Receiver<u64>,
+}
+
+/// Waits for the next change of the store; `None` when the stream is to end (the server is
+/// going, or the stream's session ended).
+async fn next_change(
+    b: &Shared,
+    rx: &mut tokio::sync::watch::Receiver<u64>,
+    bound: &mut Option<Bound>,
+) -> Option<()> {
+    let Some(bd) = bound else {
+        return rx.changed().await.ok();
+    };
+    loop {
+        let now = crate::store::now_ms();
+        let until = b.sessions.until(&bd.id, now)?;
+        let left = Duration::from_millis((until - now).max(0) as u64);
+        tokio::select! {
+            r = rx.changed() => return r.ok(),
+            // A sign-out (of this session or another): look again.
+            r = bd.ended.changed() => r.ok()?,
+            // Expired: the next look ends the stream.
+            _ = tokio::time::sleep(left) => {}
+        }
+    }
+}
+
 /// `/api/events`: the board at once, then again after every change of the store; a comment
 /// every 15 s keeps proxies from closing an idle stream, and a client that went away ends its
-/// stream at the next send.
-pub async fn stream(State(b): State<Shared>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// stream at the next send. A stream a signed-in page opened ends when its session does.
+pub async fn stream(
+    State(b): State<Shared>,
+    headers: axum::http::HeaderMap,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut rx = b.changes.clone();
     rx.mark_changed();
-    let s = futures_util::stream::unfold((b, rx), |(b, mut rx)| async move {
-        rx.changed().await.ok()?;
+    let bound = match &b.token {
+        Some(t) if b.guarded => {
+            super::auth::only_session(t, &b.sessions, &headers, crate::store::now_ms()).map(|id| {
+                Bound {
+                    id,
+                    ended: b.sessions.ended(),
+                }
+            })
+        }
+        _ => None,
+    };
+    let s = futures_util::stream::unfold((b, rx, bound), |(b, mut rx, mut bound)| async move {
+        next_change(&b, &mut rx, &mut bound).await?;
         let version = *rx.borrow_and_update();
         let ev = board_event(&b, version).await?;
-        Some((Ok(ev), (b, rx)))
+        Some((Ok(ev), (b, rx, bound)))
     });
     Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }

@@ -25,8 +25,13 @@ pub struct Board {
     /// Set when `serve.token_env` names one: needed beyond loopback (for everything but the
     /// health checks) and for actions.
     pub token: Option<Secret>,
-    /// Listening beyond loopback: every request shows the token.
+    /// Listening beyond loopback: every request shows the token (or a signed-in session).
     pub guarded: bool,
+    /// The page's sign-ins (`/login`): the cookie holds a session id, never the token.
+    pub sessions: auth::Sessions,
+    /// The secrets this process holds (the board's token, the forge's): never in a log line
+    /// the board shows, whatever a worker printed.
+    secrets: Vec<Secret>,
     /// The page's CSRF token (random per process): an action shows it in `X-Orch-Csrf`.
     pub csrf: String,
     /// Bumped by the watcher whenever the store changed.
@@ -37,6 +42,15 @@ pub struct Board {
     /// What `/metrics` last read from the store (read again after a change, or when older
     /// than `metrics::REUSE`): a scrape of an unchanged store costs no query.
     metrics_read: std::sync::Mutex<Option<metrics::Read>>,
+}
+
+impl Board {
+    /// `text` with every secret this process holds redacted.
+    pub fn scrub(&self, text: &str) -> String {
+        self.secrets
+            .iter()
+            .fold(text.to_string(), |text, s| s.scrub(&text))
+    }
 }
 
 pub type Shared = Arc<Board>;
@@ -52,6 +66,12 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
     let token =
         auth::read_token(l.config.serve.token_env.as_deref()).map_err(Failure::bad_input)?;
     auth::check_listen(&addr, token.as_ref()).map_err(Failure::bad_input)?;
+    // A forge token that cannot be read is no secret this process holds.
+    let secrets: Vec<Secret> = token
+        .iter()
+        .cloned()
+        .chain(crate::token::forge_token(&l.config).ok().flatten())
+        .collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -64,11 +84,16 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
         let bound = listener.local_addr()?;
         let (tx, rx) = tokio::sync::watch::channel(0u64);
         events::watch_store(l.state_dir.clone(), tx);
+        // A fresh random token per process, put in the page: a page of another site cannot
+        // read it.
+        let csrf = auth::random_hex(16).map_err(Failure::unavailable)?;
         let board = Arc::new(Board {
             guarded: !addr.ip().is_loopback(),
             l,
             token,
-            csrf: actions::new_csrf(),
+            sessions: auth::Sessions::default(),
+            secrets,
+            csrf,
             changes: rx,
             last_event: tokio::sync::Mutex::new(None),
             metrics_read: std::sync::Mutex::new(None),
@@ -91,6 +116,7 @@ fn router(board: Shared) -> Router {
         .route("/", get(api::page))
         .route("/api/workers", get(api::workers))
         .route("/api/workers/{id}", get(api::worker))
+        .route("/api/workers/{id}/log", get(api::worker_log))
         .route("/api/workers/{id}/cancel", post(actions::cancel))
         .route("/api/workers/{id}/respawn", post(actions::respawn))
         .route("/api/workers/{id}/release", post(actions::release))
@@ -105,6 +131,7 @@ fn router(board: Shared) -> Router {
         .route("/api/events", get(events::stream))
         .route("/metrics", get(api::metrics))
         .route("/login", get(api::login_page).post(api::login))
+        .route("/logout", post(api::logout))
         .route_layer(axum::middleware::from_fn_with_state(
             board.clone(),
             api::gate,

@@ -172,6 +172,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<super::serve::board::BoardView>(),
         one::<super::serve::waves::WavesAnswer>(),
         one::<super::serve::api::GraphAnswer>(),
+        one::<super::serve::api::LogAnswer>(),
     ]
 }
 

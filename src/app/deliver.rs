@@ -179,7 +179,13 @@ fn send(
 
 /// Variables a command sink never receives: the forge token's.
 pub fn scrub_list(config: &crate::config::Config) -> Vec<String> {
-    config.forge.token_env.iter().cloned().collect()
+    config
+        .forge
+        .token_env
+        .iter()
+        .cloned()
+        .chain(config.store.iter().flat_map(|s| s.secret_vars()))
+        .collect()
 }
 
 /// A supervisor's delivery thread: drains the outbox when poked (an alert was committed), when

@@ -99,7 +99,8 @@ fn store_kind(e: &StoreError) -> ErrorKind {
         StoreError::StateDir { .. }
         | StoreError::Corrupt { .. }
         | StoreError::Damaged { .. }
-        | StoreError::TooNew { .. } => ErrorKind::BadInput,
+        | StoreError::TooNew { .. }
+        | StoreError::Location(_) => ErrorKind::BadInput,
     }
 }
 

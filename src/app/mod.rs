@@ -121,7 +121,10 @@ impl Loaded {
     /// commands never create it). A state directory that is not a directory is still an error.
     pub fn existing_store(&self) -> Result<Option<Store>> {
         let dir = &self.state_dir;
-        if dir.exists() && !dir.is_dir() || dir.join(crate::store::DB_FILE).exists() {
+        if dir.exists() && !dir.is_dir()
+            || crate::store::has_state(dir)
+            || self.config.store.is_some()
+        {
             return self.store().map(Some);
         }
         Ok(None)

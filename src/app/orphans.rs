@@ -64,7 +64,7 @@ fn swept_key(w: &WorkerRecord) -> String {
 /// for a worker whose supervisor died while it ran, once. Does nothing for a state directory without a database
 /// (it creates nothing).
 pub fn sweep(state_dir: &Path) -> usize {
-    if !state_dir.join(crate::store::DB_FILE).exists() {
+    if !crate::store::has_state(state_dir) {
         return 0;
     }
     let Ok(mut store) = Store::open(state_dir) else {

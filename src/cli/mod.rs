@@ -657,13 +657,32 @@ impl Ctx {
     }
 
     pub fn store(&self, config: &Config) -> Result<Store, Failure> {
-        Ok(Store::open(&self.state_dir(config))?)
+        let dir = self.state_dir(config);
+        crate::store::location::settle(&dir, config.store.as_ref())
+            .map_err(crate::store::StoreError::from)?;
+        Ok(Store::open(&dir)?)
     }
 
     /// The store when orch has state here, `None` where nothing ran yet: read-only commands
     /// never create it.
     pub fn existing_store(&self, config: &Config) -> Result<Option<Store>, Failure> {
         let dir = self.state_dir(config);
+        let pointer =
+            crate::store::location::pointer(&dir).map_err(crate::store::StoreError::from)?;
+        match (&config.store, pointer) {
+            // A database of its own: the state is there whether or not this host ran anything.
+            (Some(store), _) => return Ok(Some(Store::open_postgres(store)?)),
+            (None, Some(old)) => {
+                return Err(crate::store::StoreError::from(
+                    crate::store::location::LocationError::StoreDropped {
+                        dir,
+                        url: old.shown(),
+                    },
+                )
+                .into());
+            }
+            (None, None) => {}
+        }
         if dir.exists() && !dir.is_dir() || dir.join(crate::store::DB_FILE).exists() {
             return self.store(config).map(Some);
         }
@@ -681,6 +700,9 @@ impl Ctx {
         let contract = self.contract(&config)?;
         let state_dir = self.state_dir(&config);
         let contract_path = contract.file.clone();
+        // Every process this command starts finds the store from the state directory.
+        crate::store::location::settle(&state_dir, config.store.as_ref())
+            .map_err(crate::store::StoreError::from)?;
         // Workers of another account: whatever orch makes is its own alone (a new file in the
         // state directory is never one a worker could open by its name).
         if config.worker.separate() {

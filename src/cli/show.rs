@@ -133,6 +133,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
         warnings: Vec::new(),
         repositories: None,
         layers: None,
+        store: None,
     };
     let config = match ctx.load_config() {
         Ok(c) => Some(c),
@@ -205,6 +206,34 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
             view.warnings.push(
                 "forge.token_env: the token is in the environment of each orch command you start until it reads and wipes it, where a process of the same user can read it; forge.token_file (mode 0600) keeps it out of every environment".into(),
             );
+        }
+        if let Some(store) = &config.store {
+            match crate::store::Store::probe_postgres(store) {
+                Ok((found, latest)) if found > latest => view.problems.push(Problem::at(
+                    file,
+                    format!(
+                        "store: the database {} is at schema version {found}, newer than this orch knows ({latest}): upgrade orch on this host",
+                        store.shown()
+                    ),
+                )),
+                Ok((found, latest)) => {
+                    if found < latest {
+                        view.warnings.push(format!(
+                            "store: the database {} is at schema version {found}; the first orch command that writes brings it to {latest}",
+                            store.shown()
+                        ));
+                    }
+                    view.store = Some(crate::cli::view::config::StoreCheck {
+                        backend: "postgresql".into(),
+                        location: store.shown(),
+                        schema_version: found,
+                        schema_latest: latest,
+                    });
+                }
+                Err(e) => view
+                    .problems
+                    .push(Problem::at(file, format!("store: {e}"))),
+            }
         }
         for name in &config.worker.users {
             account_findings(ctx, config, name, &mut view);

@@ -489,6 +489,8 @@ pub struct Config {
     pub history: HistoryConfig,
     /// The board's settings.
     pub serve: ServeConfig,
+    /// Where orch's state lives: `None` is the state directory's SQLite file.
+    pub store: Option<crate::store::location::StoreConfig>,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

@@ -26,6 +26,8 @@ pub(super) struct RawConfig {
     pub(super) history: Option<RawHistory>,
     #[serde(default)]
     pub(super) serve: Option<RawServe>,
+    #[serde(default)]
+    pub(super) store: Option<RawStore>,
     /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
     #[serde(default)]
     pub(super) repos: Option<Spanned<RepoEntries>>,
@@ -103,6 +105,17 @@ pub(super) struct RawHistory {
 pub(super) struct RawServe {
     #[serde(default)]
     pub(super) token_env: Option<Spanned<String>>,
+}
+
+/// `store:`: the shared database (PostgreSQL) instead of the state directory's SQLite file.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawStore {
+    #[serde(default)]
+    pub(super) url: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) url_env: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) password_env: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -482,11 +495,13 @@ pub(super) const TOP: &[&str] = &[
     "downstream",
     "history",
     "serve",
+    "store",
     "repos",
 ];
 pub(super) const DOWNSTREAM: &[&str] = &["depth", "on_breakage"];
 pub(super) const HISTORY: &[&str] = &["keep"];
 pub(super) const SERVE: &[&str] = &["token_env"];
+pub(super) const STORE: &[&str] = &["url", "url_env", "password_env"];
 pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
@@ -562,6 +577,7 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
             ("", "downstream") => walk_map(value, "downstream", DOWNSTREAM, out, &|_, _, _, _| {}),
             ("", "history") => walk_map(value, "history", HISTORY, out, &|_, _, _, _| {}),
             ("", "serve") => walk_map(value, "serve", SERVE, out, &|_, _, _, _| {}),
+            ("", "store") => walk_map(value, "store", STORE, out, &|_, _, _, _| {}),
             ("", "alerts") => match &value.value {
                 Node::Seq(items) => walk_sinks(items, "alerts", out),
                 _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {

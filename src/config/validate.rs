@@ -243,6 +243,7 @@ pub(super) fn validate(
         });
         ServeConfig { token_env }
     };
+    let store = raw.store.clone().and_then(|st| validate_store(&mut c, st));
 
     // worker
     let w = raw.worker.unwrap_or(RawWorker {
@@ -563,6 +564,7 @@ pub(super) fn validate(
             downstream,
             history,
             serve,
+            store,
             repos,
             graph,
         })
@@ -900,6 +902,77 @@ pub(super) fn ref_component_problem(name: &str) -> Option<&'static str> {
 /// Is `s` an environment variable's NAME rather than a secret pasted in its place? A name
 /// is letters, digits and `_`, not starting with a digit, at most 64 long, made of words:
 /// no long run of mixed letters and digits (tokens are; Forgejo's are 40 hex digits).
+/// `store:`: one of `url` (no password in it) or `url_env`, and an optional `password_env`.
+/// Values that may be secrets are never echoed.
+fn validate_store(
+    c: &mut Check,
+    raw: super::raw::RawStore,
+) -> Option<crate::store::location::StoreConfig> {
+    use crate::store::location::{StoreConfig, url_has_password, url_is_postgres};
+    let mut ok = true;
+    let mut name = |c: &mut Check, key: &str, v: Option<Spanned<String>>| {
+        v.and_then(|t| {
+            if env_var_name(&t.value) {
+                Some(t.value)
+            } else {
+                c.err(
+                    pos(&t),
+                    format!("store.{key} must be the NAME of an environment variable (such as ORCH_DATABASE_URL), not its value; the value is not shown"),
+                );
+                ok = false;
+                None
+            }
+        })
+    };
+    let url_env = name(c, "url_env", raw.url_env.clone());
+    let password_env = name(c, "password_env", raw.password_env.clone());
+    let url = match raw.url.clone() {
+        Some(u) if url_has_password(&u.value) => {
+            c.err(
+                pos(&u),
+                "store.url holds a password: repos.yaml is read by every worker and kept in git; give the password in an environment variable (store.password_env) or the whole URL in one (store.url_env); the value is not shown",
+            );
+            ok = false;
+            None
+        }
+        Some(u) if !url_is_postgres(&u.value) => {
+            c.err(
+                pos(&u),
+                format!(
+                    "store.url must be a PostgreSQL URL (postgres://user@host:port/database), got {:?}; leave store out for the state directory's SQLite file",
+                    u.value
+                ),
+            );
+            ok = false;
+            None
+        }
+        Some(u) => Some(u.value),
+        None => None,
+    };
+    match (&url, &url_env) {
+        (Some(_), Some(_)) => {
+            c.err(
+                pos(raw.url.as_ref().or(raw.url_env.as_ref())?),
+                "store: give either url or url_env, not both",
+            );
+            None
+        }
+        (None, None) if ok => {
+            c.err(
+                None,
+                "store: needs url (postgres://user@host/database, the password in store.password_env) or url_env (the NAME of a variable holding the whole URL)",
+            );
+            None
+        }
+        _ if !ok => None,
+        _ => Some(StoreConfig {
+            url,
+            url_env,
+            password_env,
+        }),
+    }
+}
+
 pub(super) fn env_var_name(s: &str) -> bool {
     let shape = !s.is_empty()
         && s.len() <= 64

@@ -11,6 +11,7 @@ pub(crate) mod conformance;
 pub mod fatal;
 pub mod health;
 pub mod history;
+pub mod location;
 mod locks;
 pub mod pg;
 mod schema;
@@ -56,6 +57,10 @@ pub enum StoreError {
     },
     #[error("cannot open database {path}: {source}")]
     Open { path: PathBuf, source: sql::Error },
+    /// The state directory names a PostgreSQL store this process cannot complete (a variable
+    /// unset) or repos.yaml and the state directory disagree.
+    #[error(transparent)]
+    Location(#[from] location::LocationError),
     #[error(
         "database {path} is busy: locked by another process for {} ({}); retry once it is done",
         crate::duration::format(*waited),
@@ -123,9 +128,58 @@ pub struct Store {
     alert_window: Duration,
 }
 
+/// True when orch has kept state for `state_dir`: its SQLite file, or a pointer to a shared
+/// database. Read-only commands and the board open a store only then (they create nothing).
+pub fn has_state(state_dir: &Path) -> bool {
+    state_dir.join(DB_FILE).exists() || state_dir.join(location::POINTER_FILE).exists()
+}
+
 impl Store {
-    /// Opens (creating if needed) `<state_dir>/orch.db` and brings its schema up to date.
+    /// Opens the store of `state_dir` and brings its schema up to date: the PostgreSQL
+    /// database its pointer names ([`location`]), or else `<state_dir>/orch.db`, created if
+    /// needed.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        if let Some(pointer) = location::pointer(state_dir)? {
+            return Store::open_postgres(&pointer);
+        }
+        Store::open_sqlite(state_dir)
+    }
+
+    /// The PostgreSQL database of a `store:` section, its secrets from this process's
+    /// environment.
+    pub fn open_postgres(config: &location::StoreConfig) -> Result<Store, StoreError> {
+        let mut store = Store::connect_postgres(config)?;
+        schema::migrate(&mut store)?;
+        Ok(store)
+    }
+
+    /// `orch check`: connects to a `store:` section's database without changing it, and
+    /// returns its schema version and the one this orch writes.
+    pub fn probe_postgres(config: &location::StoreConfig) -> Result<(i64, i64), StoreError> {
+        let mut store = Store::connect_postgres(config)?;
+        Ok((store.read(schema::version)?, schema::LATEST))
+    }
+
+    fn connect_postgres(config: &location::StoreConfig) -> Result<Store, StoreError> {
+        let settings = config.resolve()?;
+        let path = PathBuf::from(config.shown());
+        let waits = busy_timeout();
+        let conn = pg::PgConn::connect_with(&settings, None)
+            .and_then(|mut c| c.set_lock_timeout(waits).map(|()| c))
+            .map_err(|source| StoreError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Store {
+            backend: Backend::Pg(Box::new(conn)),
+            path,
+            waits,
+            alert_window: crate::config::DEDUP_WINDOW,
+        })
+    }
+
+    /// Opens (creating if needed) `<state_dir>/orch.db` and brings its schema up to date.
+    pub fn open_sqlite(state_dir: &Path) -> Result<Store, StoreError> {
         ensure_private_dir(state_dir)?;
         let path = state_dir.join(DB_FILE);
         // A damaged file is named before SQLite reads it: an emptied one would open as a valid

@@ -30,7 +30,14 @@ impl PgConn {
     /// Connects to `url` (`postgres://user:password@host:port/db`, or key=value pairs); with
     /// `schema`, every name resolves in it (the conformance tests' fresh schema per test).
     pub fn connect(url: &str, schema: Option<&str>) -> Result<PgConn> {
-        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        let config: postgres::Config = url.parse()?;
+        PgConn::connect_with(&config, schema)
+    }
+
+    /// [`PgConn::connect`] with settings already parsed (a password added from the
+    /// environment).
+    pub fn connect_with(config: &postgres::Config, schema: Option<&str>) -> Result<PgConn> {
+        let mut client = config.connect(postgres::NoTls)?;
         if let Some(schema) = schema {
             client.batch_execute(&format!("SET search_path TO {}", quote_ident(schema)))?;
         }

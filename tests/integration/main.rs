@@ -45,6 +45,7 @@ mod lying_workers;
 mod models;
 mod operator_day;
 mod output_escape;
+mod pg_store;
 mod process_group;
 mod protected_paths;
 mod respawn;

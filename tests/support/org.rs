@@ -486,6 +486,8 @@ pub struct Spec {
     /// `worker_account`). The test's directories are opened to it (root searchable, `out` and
     /// `ctl` writable).
     pub user: Vec<String>,
+    /// The top-level `store:` mapping as written (None: the state directory's SQLite file).
+    pub store: Option<String>,
 }
 
 impl Spec {
@@ -510,6 +512,7 @@ impl Spec {
             worker_section: None,
             land: None,
             downstream: Some("{depth: 0}".into()),
+            store: None,
             user: Vec::new(),
         }
     }
@@ -818,6 +821,9 @@ impl Org {
         }
         if let Some(d) = &spec.downstream {
             yaml.push_str(&format!("downstream: {d}\n"));
+        }
+        if let Some(st) = &spec.store {
+            yaml.push_str(&format!("store: {st}\n"));
         }
         yaml.push_str("repos:\n");
         for r in &spec.repos {

@@ -232,6 +232,11 @@ impl WorkerProcess {
                 .env("ORCH_HANDOFF", crate::account::worker_handoff(wt))
                 .env(crate::report_wire::CI_VIA_ENV, "channel");
         }
+        if env.config.store.is_some() {
+            // The shared database's URL is not the worker's to have: its CI questions go to
+            // its supervisor, as a worker of another account's do.
+            cmd.env(crate::report_wire::CI_VIA_ENV, "channel");
+        }
         if let Some(a) = &account {
             cmd.env("USER", &a.name).env("LOGNAME", &a.name);
         }

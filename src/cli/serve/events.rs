@@ -31,7 +31,7 @@ pub fn watch_store(state_dir: PathBuf, tx: tokio::sync::watch::Sender<u64>) {
                 }
                 if store.is_none() {
                     // Never created by the board: only opened once orch has run here.
-                    if !state_dir.join(crate::store::DB_FILE).exists() {
+                    if !crate::store::has_state(&state_dir) {
                         continue;
                     }
                     match crate::store::Store::open(&state_dir) {

@@ -39,6 +39,22 @@ pub struct CheckView {
     pub warnings: Vec<String>,
     pub repositories: Option<usize>,
     pub layers: Option<usize>,
+    /// The shared database of `store:` (absent for the state directory's SQLite file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreCheck>,
+}
+
+/// What `check` found at a `store:` database: reached, and its schema's version.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct StoreCheck {
+    pub backend: String,
+    /// The URL without its password, or the variable that holds it.
+    pub location: String,
+    /// The schema version the database is at (0: empty; migrated at first use).
+    pub schema_version: i64,
+    /// The schema version this orch writes.
+    pub schema_latest: i64,
 }
 
 impl View for CheckView {

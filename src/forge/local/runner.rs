@@ -494,6 +494,10 @@ fn run_job(
             return Ok(JobStatus::Failure);
         }
     };
+    // The shared database's URL and password: a job runs the repository's code.
+    for var in crate::store::location::secret_vars(&layout.state_dir) {
+        cmd.env_remove(var);
+    }
     // Picked up: `running` before the job's first instruction, as Forgejo marks a task when
     // a runner takes it. Written after the spawn, a job that stops its runner at once
     // (`kill -STOP $PPID`) would read `waiting` for ever: never "past its own limit".

@@ -467,6 +467,37 @@ impl LandConfig {
     }
 }
 
+/// `store:` of repos.yaml, validated: exactly one of `url` (with no password in it) and
+/// `url_env`; the password, when not in the variable's URL, in `password_env`. Where it leads
+/// (and how the secret is found) is the store's to say (`store::location`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoreConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_env: Option<String>,
+}
+
+/// True when a URL's userinfo (`user:password@`) or a `password=` pair carries a password.
+pub fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let in_userinfo = authority
+        .rfind('@')
+        .is_some_and(|at| authority[..at].contains(':'));
+    let in_query = url.split_once('?').is_some_and(|(_, q)| {
+        q.split('&')
+            .any(|kv| kv.split_once('=').is_some_and(|(k, _)| k == "password"))
+    });
+    in_userinfo || in_query
+}
+
+pub fn url_is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 /// `serve:`: the board (`orch serve`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServeConfig {
@@ -490,7 +521,7 @@ pub struct Config {
     /// The board's settings.
     pub serve: ServeConfig,
     /// Where orch's state lives: `None` is the state directory's SQLite file.
-    pub store: Option<crate::store::location::StoreConfig>,
+    pub store: Option<StoreConfig>,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

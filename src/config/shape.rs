@@ -122,6 +122,11 @@ pub(super) const DOWNSTREAM: &[Field] = &[
 ];
 pub(super) const HISTORY: &[Field] = &[("keep", Shape::Text, Optional)];
 pub(super) const SERVE: &[Field] = &[("token_env", Shape::Text, Optional)];
+pub(super) const STORE: &[Field] = &[
+    ("url", Shape::Text, Optional),
+    ("url_env", Shape::Text, Optional),
+    ("password_env", Shape::Text, Optional),
+];
 pub(super) const REPO_CI: &[Field] = &[
     ("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty),
     ("protected_paths", TEXTS, Optional),
@@ -143,6 +148,7 @@ pub(super) const TOP: &[Field] = &[
     ("downstream", Shape::Map(DOWNSTREAM), Optional),
     ("history", Shape::Map(HISTORY), Optional),
     ("serve", Shape::Map(SERVE), Optional),
+    ("store", Shape::Map(STORE), Optional),
     ("repos", Shape::Repos, Required),
 ];
 
@@ -433,6 +439,7 @@ mod tests {
     fn every_known_key_has_a_shape() {
         for (shapes, known) in [
             (TOP, raw::TOP),
+            (STORE, raw::STORE),
             (FORGE, raw::FORGE),
             (CI, raw::CI),
             (WORKER, raw::WORKER),

@@ -904,11 +904,8 @@ pub(super) fn ref_component_problem(name: &str) -> Option<&'static str> {
 /// no long run of mixed letters and digits (tokens are; Forgejo's are 40 hex digits).
 /// `store:`: one of `url` (no password in it) or `url_env`, and an optional `password_env`.
 /// Values that may be secrets are never echoed.
-fn validate_store(
-    c: &mut Check,
-    raw: super::raw::RawStore,
-) -> Option<crate::store::location::StoreConfig> {
-    use crate::store::location::{StoreConfig, url_has_password, url_is_postgres};
+fn validate_store(c: &mut Check, raw: super::raw::RawStore) -> Option<super::StoreConfig> {
+    use super::{StoreConfig, url_has_password, url_is_postgres};
     let mut ok = true;
     let mut name = |c: &mut Check, key: &str, v: Option<Spanned<String>>| {
         v.and_then(|t| {

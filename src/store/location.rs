@@ -9,23 +9,11 @@
 //! environment (inherited from the command that started it), and orch removes those
 //! variables from every environment it gives a worker or a CI job.
 
-use serde::{Deserialize, Serialize};
+pub use crate::config::StoreConfig;
 use std::path::{Path, PathBuf};
 
 /// The pointer's file name in a state directory.
 pub const POINTER_FILE: &str = "store.json";
-
-/// `store:` of repos.yaml, validated: exactly one of `url` (with no password in it) and
-/// `url_env`; the password, when not in the variable's URL, in `password_env`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub password_env: Option<String>,
-}
 
 /// A store that could not be located: what is missing, named, never a secret.
 #[derive(Debug, thiserror::Error)]
@@ -101,15 +89,6 @@ impl StoreConfig {
         }
         Ok(config)
     }
-}
-
-/// True when `url`'s userinfo or a `password=` pair carries a password.
-pub fn url_has_password(url: &str) -> bool {
-    super::pg::redact(url) != url
-}
-
-pub fn url_is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 /// The pointer of `state_dir`, if it has one.
@@ -200,9 +179,11 @@ mod tests {
         };
         let e = cfg.resolve().unwrap_err().to_string();
         assert!(e.contains("ORCH_TEST_UNSET_STORE_URL_VAR"), "{e}");
+        use crate::config::url_has_password;
         assert!(url_has_password("postgres://orch:s3cret@db/orch"));
         assert!(url_has_password("postgres://db/orch?password=s3cret"));
         assert!(!url_has_password("postgres://orch@db/orch"));
+        assert!(!url_has_password("postgres://orch@db/orch?sslmode=disable"));
         assert_eq!(cfg.shown(), "the URL in $ORCH_TEST_UNSET_STORE_URL_VAR");
     }
 }

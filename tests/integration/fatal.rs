@@ -264,11 +264,13 @@ fn a_committed_private_key_is_fatal_before_it_can_land() {
         "{:?}",
         w.progress.secrets
     );
-    let alerts = all_alerts(&org);
-    let fatal = alerts
-        .iter()
-        .find(|a| a["kind"] == "fatal")
-        .expect("a fatal alert");
+    // alerts.jsonl is appended just after the commit that made the worker PAUSED.
+    let fatal = poll_until(
+        "the fatal alert in alerts.jsonl",
+        DEADLINE,
+        || all_alerts(&org).into_iter().find(|a| a["kind"] == "fatal"),
+        || format!("{:?}", all_alerts(&org)),
+    );
     let message = fatal["message"].as_str().unwrap();
     assert!(
         message.contains("deploy/id_ed25519:1: an OpenSSH private key"),

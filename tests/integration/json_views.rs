@@ -409,6 +409,9 @@ fn every_json_view_matches_its_published_schema() {
             &crate::board::get_json(&s, "/api/graph"),
             seen,
         );
+        // A worker's readable log, as the worker view follows it.
+        let v = crate::board::get_json(&s, &format!("/api/workers/{done_id}/log"));
+        valid("board-log", &v, seen);
     }
 
     // Clean-up: the DONE worker's worktree and branch go (its commit is on the remote).

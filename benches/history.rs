@@ -142,6 +142,8 @@ fn seed(state: &Path, n: usize, live: usize) {
                     ended_ms: None,
                     model: None,
                     model_source: None,
+                    node: None,
+                    fence: 0,
                 };
                 ws::insert_worker(tx, &w)?;
                 tx.execute(

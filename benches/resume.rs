@@ -90,6 +90,8 @@ fn seed(state: &Path, config: &orch::config::Config, contract: &Contract, n: usi
                     ended_ms: None,
                     model: None,
                     model_source: None,
+                    node: None,
+                    fence: 0,
                 };
                 let LockAttempt::Acquired(_) = try_lock_in(
                     tx,

@@ -21,6 +21,7 @@ pub mod guard;
 pub mod lock;
 pub mod manifest;
 pub mod milestone;
+pub mod node;
 pub mod pidns;
 pub mod process;
 pub mod prompt;

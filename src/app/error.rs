@@ -95,7 +95,8 @@ fn store_kind(e: &StoreError) -> ErrorKind {
         StoreError::Locked { .. }
         | StoreError::Open { .. }
         | StoreError::Sql { .. }
-        | StoreError::NoSpace { .. } => ErrorKind::Unavailable,
+        | StoreError::NoSpace { .. }
+        | StoreError::Fenced { .. } => ErrorKind::Unavailable,
         StoreError::StateDir { .. }
         | StoreError::Corrupt { .. }
         | StoreError::Damaged { .. }

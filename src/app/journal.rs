@@ -604,6 +604,8 @@ mod tests {
             ended_ms: None,
             model: None,
             model_source: None,
+            node: None,
+            fence: 0,
         };
         store.write(|tx| ws::insert_worker(tx, &w)).unwrap();
         let tampered = |store: &mut Store| {

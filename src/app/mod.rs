@@ -191,7 +191,11 @@ pub(crate) fn wait_taken_over(store: &mut crate::store::Store, id: &str) {
     let deadline = std::time::Instant::now() + HANDOVER_WAIT;
     while std::time::Instant::now() < deadline {
         match store.worker(id) {
-            Ok(Some(r)) if r.supervisor_pid != Some(me) || r.milestone().is_terminal() => return,
+            Ok(Some(r))
+                if !r.lease().is_some_and(|l| l.held_by(me)) || r.milestone().is_terminal() =>
+            {
+                return;
+            }
             Ok(None) | Err(_) => return,
             _ => std::thread::sleep(std::time::Duration::from_millis(25)),
         }
@@ -221,8 +225,8 @@ pub(crate) fn hold_lease_until_handover(state_dir: &Path, id: &str) {
             let deadline = std::time::Instant::now() + HANDOVER_WAIT;
             while std::time::Instant::now() < deadline {
                 std::thread::sleep(every);
-                let until = crate::store::now_ms() + supervisor::LEASE_MS;
                 // False once another process holds it: the hand-over happened.
+                let until = Some(supervisor::LEASE_MS);
                 match store.write(|tx| crate::store::workers::set_lease(tx, &id, me, until)) {
                     Ok(true) => {}
                     Ok(false) => return,

@@ -281,13 +281,13 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(Err(Error::Refused(format!("no worker {id}"))));
         };
-        if w.supervised(now_ms()) {
+        if w.supervised(tx.clock_ms()?) {
             return Ok(Err(Error::No(format!(
                 "{id} was taken over by process {} meanwhile: approve again",
                 w.supervisor_pid.unwrap_or_default()
             ))));
         }
-        ws::claim_lease(tx, id, me, my_start, now_ms() + super::supervisor::LEASE_MS)?;
+        ws::claim_lease(tx, id, me, my_start, super::supervisor::LEASE_MS)?;
         Ok(Ok(w))
     })?;
     let w = claimed?;
@@ -300,7 +300,7 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
         crate::milestone::Effect::Violation { detail, .. } => Some(detail.clone()),
         _ => None,
     }) {
-        let _ = store.write(|tx| ws::set_lease(tx, id, me, 0));
+        let _ = store.write(|tx| ws::set_lease(tx, id, me, None));
         return Err(Error::No(why));
     }
     let entry = Entry::new(&w, "orch approve")
@@ -316,7 +316,7 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
         let child = super::start_detached(l, id)?;
         super::resume::await_handover(&mut store, vec![(id.to_string(), child)], me);
     } else {
-        let _ = store.write(|tx| ws::set_lease(tx, id, me, 0));
+        let _ = store.write(|tx| ws::set_lease(tx, id, me, None));
     }
     Ok(Approved::Offline(after.milestone))
 }

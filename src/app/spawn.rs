@@ -11,7 +11,7 @@ use crate::lock::{Blocker, HolderKind};
 use crate::milestone::{Event, Progress, step};
 use crate::prompt;
 use crate::store::workers::{self as ws, WorkerRecord};
-use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in, worker_lock_count};
+use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -357,6 +357,9 @@ pub fn prepare(
         ended_ms: None,
         model_source: model.as_ref().map(|m| m.source.as_string()),
         model: model.map(|m| m.model),
+        node: Some(crate::node::name().to_string()),
+        // The spawner holds the lease without a token: its supervisor's claim takes the first.
+        fence: 0,
     };
 
     // A live worker in the clone repos.yaml now names this repository (or one of its chain)
@@ -405,7 +408,7 @@ pub fn prepare(
                 Some("orch"),
             )?;
         } else {
-            let running = worker_lock_count(tx)?;
+            let running = crate::store::nodes::lock_holders_on(tx, crate::node::name())?;
             if running >= max {
                 return Ok(Spawned::AtCapacity { running, max });
             }
@@ -422,6 +425,14 @@ pub fn prepare(
             LockAttempt::Blocked(b) => Ok(Spawned::Blocked(b)),
             LockAttempt::Acquired(_) => {
                 ws::insert_worker(tx, &record)?;
+                // The lease on the database's clock (every node judges it by that one).
+                ws::set_lease(
+                    tx,
+                    &id,
+                    crate::pidns::host_pid() as i64,
+                    Some(super::supervisor::LEASE_MS),
+                )?;
+                crate::store::nodes::beat(tx, crate::node::name(), max)?;
                 ws::add_event(
                     tx,
                     &id,

@@ -675,7 +675,7 @@ fn start_ready(
             )?));
             Ok((
                 locks,
-                crate::store::worker_lock_count(tx)?,
+                crate::store::nodes::lock_holders_on(tx, crate::node::name())?,
                 wv::others_waiting(tx, &name, now_ms() - FAIR_WINDOW_MS)?,
             ))
         })?;

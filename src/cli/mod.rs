@@ -12,6 +12,7 @@ mod gc;
 mod init;
 mod locks;
 mod logs;
+mod nodes;
 mod serve;
 mod show;
 pub mod view;
@@ -214,6 +215,13 @@ pub enum Command {
         watch: bool,
         #[command(flatten)]
         history: HistoryArgs,
+    },
+    /// The nodes (hosts) sharing this organisation's store: heartbeat age, live workers, slots,
+    /// version.
+    Nodes {
+        /// Answer as one JSON object instead of text (its schema: docs/schema/).
+        #[arg(long)]
+        json: bool,
     },
     /// Worker sessions: list, or show one with its events.
     Sessions {
@@ -623,7 +631,10 @@ impl Ctx {
                 start: start.clone(),
             });
         }
-        Config::load(&self.config_path)
+        let config = Config::load(&self.config_path)?;
+        // One process, one node: the first configuration loaded names it.
+        crate::node::configure(config.node_name.as_deref());
+        Ok(config)
     }
 
     /// Prints a warning on stderr unless `-q`.
@@ -893,6 +904,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
             watch,
             history,
         } => workers::status(ctx, json, watch, &history),
+        Command::Nodes { json } => nodes::nodes(ctx, json),
         Command::Spawn {
             repo,
             task,

@@ -87,7 +87,8 @@ pub fn spawn(ctx: &Ctx, mut args: SpawnArgs) -> Outcome {
                         .collect::<Vec<_>>(),
                     Spawned::AtCapacity { running, max } => {
                         vec![format!(
-                            "worker.max_parallel reached: {running} of {max} workers running"
+                            "worker.max_parallel reached: {running} of {max} workers running on node {}",
+                            crate::node::name()
                         )]
                     }
                     Spawned::Ready(_) => unreachable!(),

@@ -522,6 +522,9 @@ pub struct Config {
     pub serve: ServeConfig,
     /// Where orch's state lives: `None` is the state directory's SQLite file.
     pub store: Option<StoreConfig>,
+    /// `node.name`: this host's name among the nodes sharing the store (`crate::node`:
+    /// `ORCH_NODE` overrides it, the host's name stands in for it).
+    pub node_name: Option<String>,
     /// In declaration order.
     pub repos: Vec<Repo>,
     pub graph: RepoGraph,

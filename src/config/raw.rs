@@ -28,6 +28,8 @@ pub(super) struct RawConfig {
     pub(super) serve: Option<RawServe>,
     #[serde(default)]
     pub(super) store: Option<RawStore>,
+    #[serde(default)]
+    pub(super) node: Option<RawNode>,
     /// Required; `None` when left out or set aside (reported by `shape::shape_problems`).
     #[serde(default)]
     pub(super) repos: Option<Spanned<RepoEntries>>,
@@ -105,6 +107,13 @@ pub(super) struct RawHistory {
 pub(super) struct RawServe {
     #[serde(default)]
     pub(super) token_env: Option<Spanned<String>>,
+}
+
+/// `node:`: this host's name among the nodes sharing a store.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawNode {
+    #[serde(default)]
+    pub(super) name: Option<Spanned<String>>,
 }
 
 /// `store:`: the shared database (PostgreSQL) instead of the state directory's SQLite file.
@@ -496,12 +505,14 @@ pub(super) const TOP: &[&str] = &[
     "history",
     "serve",
     "store",
+    "node",
     "repos",
 ];
 pub(super) const DOWNSTREAM: &[&str] = &["depth", "on_breakage"];
 pub(super) const HISTORY: &[&str] = &["keep"];
 pub(super) const SERVE: &[&str] = &["token_env"];
 pub(super) const STORE: &[&str] = &["url", "url_env", "password_env"];
+pub(super) const NODE: &[&str] = &["name"];
 pub(super) const FORGE: &[&str] = &[
     "kind",
     "url",
@@ -578,6 +589,7 @@ pub(super) fn unknown_keys(doc: &Spanned<Node>) -> Vec<(Option<Pos>, String)> {
             ("", "history") => walk_map(value, "history", HISTORY, out, &|_, _, _, _| {}),
             ("", "serve") => walk_map(value, "serve", SERVE, out, &|_, _, _, _| {}),
             ("", "store") => walk_map(value, "store", STORE, out, &|_, _, _, _| {}),
+            ("", "node") => walk_map(value, "node", NODE, out, &|_, _, _, _| {}),
             ("", "alerts") => match &value.value {
                 Node::Seq(items) => walk_sinks(items, "alerts", out),
                 _ => walk_map(value, "alerts", ALERTS, out, &|_, key, value, out| {

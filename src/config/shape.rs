@@ -127,6 +127,7 @@ pub(super) const STORE: &[Field] = &[
     ("url_env", Shape::Text, Optional),
     ("password_env", Shape::Text, Optional),
 ];
+pub(super) const NODE: &[Field] = &[("name", Shape::Text, Optional)];
 pub(super) const REPO_CI: &[Field] = &[
     ("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty),
     ("protected_paths", TEXTS, Optional),
@@ -149,6 +150,7 @@ pub(super) const TOP: &[Field] = &[
     ("history", Shape::Map(HISTORY), Optional),
     ("serve", Shape::Map(SERVE), Optional),
     ("store", Shape::Map(STORE), Optional),
+    ("node", Shape::Map(NODE), Optional),
     ("repos", Shape::Repos, Required),
 ];
 
@@ -440,6 +442,7 @@ mod tests {
         for (shapes, known) in [
             (TOP, raw::TOP),
             (STORE, raw::STORE),
+            (NODE, raw::NODE),
             (FORGE, raw::FORGE),
             (CI, raw::CI),
             (WORKER, raw::WORKER),

@@ -244,6 +244,17 @@ pub(super) fn validate(
         ServeConfig { token_env }
     };
     let store = raw.store.clone().and_then(|st| validate_store(&mut c, st));
+    let node_name =
+        raw.node
+            .clone()
+            .and_then(|n| n.name)
+            .and_then(|n| match crate::node::valid(&n.value) {
+                Ok(()) => Some(n.value),
+                Err(why) => {
+                    c.err(pos(&n), format!("node.name: {why}"));
+                    None
+                }
+            });
 
     // worker
     let w = raw.worker.unwrap_or(RawWorker {
@@ -565,6 +576,7 @@ pub(super) fn validate(
             history,
             serve,
             store,
+            node_name,
             repos,
             graph,
         })

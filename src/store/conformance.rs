@@ -145,8 +145,10 @@ mod tests {
                 ws::insert_worker(tx, &worker("w1", "core", Milestone::Working, 10))?;
                 ws::insert_worker(tx, &worker("w2", "vm", Milestone::Done, 20))?;
                 ws::add_event(tx, "w1", "note", Milestone::Working, "hello")?;
-                ws::claim_lease(tx, "w1", 42, Some(7), 1_000)?;
-                assert!(ws::set_lease(tx, "w1", 42, 2_000)?);
+                assert_eq!(ws::claim_lease(tx, "w1", 42, Some(7), 1_000)?, 1);
+                assert!(ws::set_lease(tx, "w1", 42, Some(2_000))?);
+                assert!(ws::renew_lease(tx, "w1", 1, Some(2_000))?);
+                assert!(!ws::renew_lease(tx, "w1", 0, Some(2_000))?, "a stale token");
                 ws::mark_worker_started(tx, "w1", 99)?;
                 let r1 = ws::add_request(
                     tx,
@@ -285,6 +287,102 @@ mod tests {
             .unwrap();
             let after = s.read(board::data_version).unwrap();
             let _ = (before, after);
+        });
+    }
+
+    /// A supervisor's store carries its lease's fencing token: once another process claimed
+    /// the worker (the token moved on), none of its writes lands, whatever it writes.
+    #[test]
+    fn a_lease_claimed_again_fences_every_write_of_its_old_holder() {
+        each_backend(
+            "a_lease_claimed_again_fences_every_write_of_its_old_holder",
+            |s| {
+                s.write(|tx| ws::insert_worker(tx, &worker("w1", "core", Milestone::Working, 10)))
+                    .unwrap();
+                let first = s
+                    .write(|tx| ws::claim_lease(tx, "w1", 42, Some(7), 15_000))
+                    .unwrap();
+                s.fence("w1", first);
+                s.write(|tx| ws::add_event(tx, "w1", "note", Milestone::Working, "mine"))
+                    .unwrap();
+                assert!(
+                    s.write(|tx| ws::renew_lease(tx, "w1", first, Some(15_000)))
+                        .unwrap()
+                );
+                // Another process (another node) takes the worker over.
+                s.unfence();
+                let second = s
+                    .write(|tx| ws::claim_lease(tx, "w1", 43, Some(8), 15_000))
+                    .unwrap();
+                assert_eq!(second, first + 1);
+                let lease = s.worker("w1").unwrap().unwrap().lease().unwrap();
+                assert_eq!((lease.pid, lease.fence), (43, second));
+                assert_eq!(lease.node.as_deref(), Some(crate::node::name()));
+                // The old holder: every write refused, nothing written.
+                s.fence("w1", first);
+                let refused = s
+                    .write(|tx| ws::add_event(tx, "w1", "note", Milestone::Working, "stale"))
+                    .unwrap_err();
+                assert!(
+                    matches!(refused, crate::store::StoreError::Fenced { fence, now: Some(n), .. } if fence == first && n == second),
+                    "{refused}"
+                );
+                assert!(s.fence_lost());
+                assert!(s.rolled_back(|_| Ok(())).is_err());
+                s.unfence();
+                let events = s.read(|tx| ws::worker_events(tx, "w1")).unwrap();
+                assert_eq!(
+                    events.iter().filter(|e| e.detail == "stale").count(),
+                    0,
+                    "the fenced write left nothing"
+                );
+                assert!(
+                    !s.write(|tx| ws::renew_lease(tx, "w1", first, Some(1)))
+                        .unwrap()
+                );
+                assert_eq!(s.worker("w1").unwrap().unwrap().fence, second);
+            },
+        );
+    }
+
+    /// Nodes beat (at most once per interval, on the database's clock) and are listed with the
+    /// live workers whose lease they hold; a node's slots count only its own lock holders.
+    #[test]
+    fn nodes_beat_and_count_their_own_workers() {
+        use crate::graph::RepoGraph;
+        use crate::lock::HolderKind;
+        use crate::store::nodes;
+        each_backend("nodes_beat_and_count_their_own_workers", |s| {
+            let here = crate::node::name();
+            s.write(|tx| {
+                nodes::beat(tx, here, 4)?;
+                nodes::beat(tx, "elsewhere", 2)?;
+                nodes::beat(tx, here, 4)?;
+                ws::insert_worker(tx, &worker("w1", "core", Milestone::Working, 10))?;
+                ws::insert_worker(tx, &worker("w2", "vm", Milestone::Working, 10))?;
+                ws::claim_lease(tx, "w1", 42, None, 15_000)?;
+                tx.execute("UPDATE workers SET node = 'elsewhere' WHERE id = 'w2'", [])?;
+                Ok(())
+            })
+            .unwrap();
+            let g = RepoGraph::new([("core".to_string(), vec![]), ("vm".to_string(), vec![])]);
+            for (repo, id) in [("core", "w1"), ("vm", "w2")] {
+                s.try_lock(&g, repo, id, HolderKind::Worker, None, None)
+                    .unwrap();
+            }
+            let listed = s.read(nodes::list).unwrap();
+            let names: Vec<&str> = listed.iter().map(|n| n.name.as_str()).collect();
+            let mut want = vec!["elsewhere", here];
+            want.sort();
+            assert_eq!(names, want);
+            let me = listed.iter().find(|n| n.name == here).unwrap();
+            assert_eq!((me.slots, me.workers), (4, 1));
+            assert!(me.heartbeat_ms >= me.started_ms);
+            assert_eq!(
+                s.read(|tx| nodes::lock_holders_on(tx, here)).unwrap(),
+                1,
+                "the other node's worker takes none of this node's slots"
+            );
         });
     }
 }

@@ -128,6 +128,61 @@ pub fn parse_locks(text: &str) -> Vec<FileLock> {
 /// The processes (other than this one) holding locks on the database or its WAL files, writers
 /// first, each as `pid N (command line)`; empty when none is known.
 pub fn holders(db: &Path) -> Vec<String> {
+    lockers(db)
+        .into_iter()
+        .map(|(reader, pid)| {
+            let cmd = command_of(pid);
+            let cmd = crate::text::escape(&cmd);
+            let role = if reader { "reading" } else { "writing" };
+            // A stopped holder keeps its lock until it is continued or killed: say so.
+            let stopped = if stopped(pid) { ", stopped" } else { "" };
+            if cmd.is_empty() {
+                format!("pid {pid} ({role}{stopped})")
+            } else {
+                format!("pid {pid} {role}{stopped}: {cmd}")
+            }
+        })
+        .collect()
+}
+
+/// The processes (other than this one) holding a write lock on the database's files: a
+/// writer inside its transaction.
+pub fn writers(db: &Path) -> Vec<i32> {
+    lockers(db)
+        .into_iter()
+        .filter(|(reader, _)| !reader)
+        .map(|(_, pid)| pid)
+        .collect()
+}
+
+/// Whether process `pid` is stopped (SIGSTOP, a debugger, a frozen cgroup): it runs nothing
+/// until it is continued.
+pub fn stopped(pid: i32) -> bool {
+    crate::process::proc_stat(pid).is_some_and(|s| matches!(s.state, 'T' | 't'))
+}
+
+/// What process `pid` runs: orch's own processes by their subcommand (`orch __supervise
+/// <id>`), others by their whole command line; empty when it cannot be read.
+pub fn command_of(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            let words: Vec<String> = b
+                .split(|c| *c == 0)
+                .filter(|w| !w.is_empty())
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            // orch's own processes are told by their subcommand, not the long options.
+            match words.iter().position(|w| w.starts_with("__")) {
+                Some(i) => format!("orch {}", words[i..].join(" ")),
+                None => words.join(" "),
+            }
+        })
+        .unwrap_or_default()
+}
+
+/// (reader, pid) of every process but this one with a lock on the database's files, writers
+/// first, each pid once.
+fn lockers(db: &Path) -> Vec<(bool, i32)> {
     let Ok(text) = std::fs::read_to_string("/proc/locks") else {
         return Vec::new();
     };
@@ -153,29 +208,6 @@ pub fn holders(db: &Path) -> Vec<String> {
             let new = !seen.contains(pid);
             seen.push(*pid);
             new
-        })
-        .map(|(reader, pid)| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    let words: Vec<String> = b
-                        .split(|c| *c == 0)
-                        .filter(|w| !w.is_empty())
-                        .map(|w| String::from_utf8_lossy(w).into_owned())
-                        .collect();
-                    // orch's own processes are told by their subcommand, not the long options.
-                    match words.iter().position(|w| w.starts_with("__")) {
-                        Some(i) => format!("orch {}", words[i..].join(" ")),
-                        None => words.join(" "),
-                    }
-                })
-                .unwrap_or_default();
-            let cmd = crate::text::escape(&cmd);
-            let role = if reader { "reading" } else { "writing" };
-            if cmd.is_empty() {
-                format!("pid {pid} ({role})")
-            } else {
-                format!("pid {pid} {role}: {cmd}")
-            }
         })
         .collect()
 }

@@ -5,7 +5,7 @@
 //! cutoff), or an alert not delivered (its rows stay, worker or not: delivery reads only them).
 
 use super::sql::{Tx, params};
-use super::workers::{COLUMNS, WorkerRecord, row_to_worker};
+use super::workers::{COLUMN_COUNT, COLUMNS, WorkerRecord, row_to_worker};
 
 /// Ended workers `orch gc` has not yet found clean in their clone, oldest first.
 pub fn uncleaned(tx: &Tx) -> super::sql::Result<Vec<WorkerRecord>> {
@@ -42,7 +42,9 @@ pub fn candidates(tx: &Tx, cutoff_ms: i64) -> super::sql::Result<Vec<Candidate>>
             "SELECT {COLUMNS}, cleaned_ms IS NOT NULL FROM workers
              WHERE ended_ms IS NOT NULL AND ended_ms < ?1 ORDER BY ended_ms, id"
         ))?
-        .query_map([cutoff_ms], |r| Ok((row_to_worker(r)?, r.get(25)?)))?
+        .query_map([cutoff_ms], |r| {
+            Ok((row_to_worker(r)?, r.get(COLUMN_COUNT)?))
+        })?
         .collect::<super::sql::Result<_>>()?;
     let mut out = Vec::with_capacity(rows.len());
     for (worker, cleaned) in rows {
@@ -211,6 +213,8 @@ pub(crate) mod tests {
             ended_ms: None,
             model: None,
             model_source: None,
+            node: None,
+            fence: 0,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod health;
 pub mod history;
 pub mod location;
 mod locks;
+pub mod nodes;
 pub mod pg;
 mod schema;
 pub mod sql;
@@ -98,6 +99,17 @@ pub enum StoreError {
     },
     #[error("database {path}: {source}")]
     Sql { path: PathBuf, source: sql::Error },
+    /// A write of a supervisor whose lease was taken again since its claim ([`Store::fence`]):
+    /// nothing was written.
+    #[error(
+        "worker {worker}: this process's lease (fencing token {fence}) was taken over{}; nothing was written",
+        match now { Some(n) => format!(" (the token is {n} now)"), None => " (the worker is gone)".to_string() }
+    )]
+    Fenced {
+        worker: String,
+        fence: i64,
+        now: Option<i64>,
+    },
 }
 
 /// The `store_meta` key set when `orch resume --from-checkpoints` rebuilt the database.
@@ -126,6 +138,10 @@ pub struct Store {
     waits: Duration,
     /// `alerts.dedup_window` of the configuration in use (the journal de-duplicates with it).
     alert_window: Duration,
+    /// The worker lease this store writes under, and its fencing token ([`Store::fence`]).
+    fence: Option<(String, i64)>,
+    /// A write was refused: the lease is someone else's now.
+    fence_lost: bool,
 }
 
 /// True when orch has kept state for `state_dir`: its SQLite file, or a pointer to a shared
@@ -175,6 +191,8 @@ impl Store {
             path,
             waits,
             alert_window: crate::config::DEDUP_WINDOW,
+            fence: None,
+            fence_lost: false,
         })
     }
 
@@ -218,6 +236,8 @@ impl Store {
             path,
             waits: busy_timeout(),
             alert_window: crate::config::DEDUP_WINDOW,
+            fence: None,
+            fence_lost: false,
         };
         store.configure()?;
         schema::migrate(&mut store)?;
@@ -245,6 +265,8 @@ impl Store {
             path,
             waits,
             alert_window: crate::config::DEDUP_WINDOW,
+            fence: None,
+            fence_lost: false,
         };
         schema::migrate(&mut store)?;
         Ok(store)
@@ -353,6 +375,46 @@ impl Store {
         }
     }
 
+    /// Makes every write of this store carry the fencing token `token` of worker `id`'s
+    /// lease: the transaction checks first that the lease was not taken again since, and
+    /// writes nothing when it was ([`StoreError::Fenced`]). A supervisor's own connection:
+    /// one paused, partitioned or slow past its lease can change nothing once another process
+    /// holds the worker.
+    pub fn fence(&mut self, id: &str, token: i64) {
+        self.fence = Some((id.to_string(), token));
+        self.fence_lost = false;
+    }
+
+    /// Writes without a fence again (tests: this store plays another process).
+    #[cfg(test)]
+    pub(crate) fn unfence(&mut self) {
+        self.fence = None;
+    }
+
+    /// Whether a write was refused by the fence: the lease belongs to another process now.
+    pub fn fence_lost(&self) -> bool {
+        self.fence_lost
+    }
+
+    /// The fencing check of a write transaction: `Err(now)` when the lease moved on.
+    fn check_fence(fence: &Option<(String, i64)>, tx: &Tx) -> sql::Result<Result<(), Option<i64>>> {
+        let Some((id, token)) = fence else {
+            return Ok(Ok(()));
+        };
+        let now = workers::fence_of(tx, id)?;
+        Ok(if now == Some(*token) {
+            Ok(())
+        } else {
+            Err(now)
+        })
+    }
+
+    fn fenced(&mut self, now: Option<i64>) -> StoreError {
+        self.fence_lost = true;
+        let (worker, fence) = self.fence.clone().unwrap_or_default();
+        StoreError::Fenced { worker, fence, now }
+    }
+
     /// A write transaction with the write lock taken up front (SQLite's `BEGIN IMMEDIATE`,
     /// PostgreSQL's advisory lock), so a read-check-write inside it cannot interleave with
     /// another process's — on any host.
@@ -368,13 +430,21 @@ impl Store {
     /// Runs `f` in one write transaction ([`Store::begin_write`]): the write lock is taken up
     /// front, so a read-check-write inside `f` cannot interleave with another process's.
     pub fn write<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
+        let fence = self.fence.clone();
         let r = (|| {
             let tx = self.begin_write()?;
+            if let Err(now) = Self::check_fence(&fence, &tx)? {
+                return Ok(Err(now));
+            }
             let v = f(&tx)?;
             tx.commit()?;
-            Ok::<_, sql::Error>(v)
+            Ok::<_, sql::Error>(Ok(v))
         })();
-        r.map_err(|e| self.classify(e))
+        match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(now)) => Err(self.fenced(now)),
+            Err(e) => Err(self.classify(e)),
+        }
     }
 
     /// Runs `f` in a write transaction that is always rolled back (what a pass would do,
@@ -383,11 +453,19 @@ impl Store {
         &mut self,
         f: impl FnOnce(&Tx) -> sql::Result<T>,
     ) -> Result<T, StoreError> {
+        let fence = self.fence.clone();
         let r = (|| {
             let tx = self.begin_write()?;
-            f(&tx)
+            if let Err(now) = Self::check_fence(&fence, &tx)? {
+                return Ok(Err(now));
+            }
+            f(&tx).map(Ok)
         })();
-        r.map_err(|e| self.classify(e))
+        match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(now)) => Err(self.fenced(now)),
+            Err(e) => Err(self.classify(e)),
+        }
     }
 
     /// Read-only access: a consistent snapshot (SQLite's deferred transaction in WAL mode,

@@ -26,6 +26,10 @@ pub struct PgConn {
     cache: HashMap<String, postgres::Statement>,
 }
 
+/// How long a session may sit inside a transaction without a statement before the server
+/// ends it (`idle_in_transaction_session_timeout`).
+pub const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(15);
+
 impl PgConn {
     /// Connects to `url` (`postgres://user:password@host:port/db`, or key=value pairs); with
     /// `schema`, every name resolves in it (the conformance tests' fresh schema per test).
@@ -38,6 +42,13 @@ impl PgConn {
     /// environment).
     pub fn connect_with(config: &postgres::Config, schema: Option<&str>) -> Result<PgConn> {
         let mut client = config.connect(postgres::NoTls)?;
+        // A process stopped (SIGSTOP, a frozen host) inside a transaction would keep the write
+        // lock from every node; the server ends its session instead, which frees the lock and
+        // rolls the transaction back. orch's transactions never wait between statements.
+        client.batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = '{}ms'",
+            IDLE_IN_TRANSACTION.as_millis()
+        ))?;
         if let Some(schema) = schema {
             client.batch_execute(&format!("SET search_path TO {}", quote_ident(schema)))?;
         }

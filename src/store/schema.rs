@@ -350,6 +350,24 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX fatal_cleared_repo ON fatal_cleared (repo, cleared_ms);
     "#,
+    // 15: several nodes on one store. A lease names its holder's node beside its pid (a pid
+    // means something only where it was taken), and each acquisition of a worker's lease
+    // numbers it: `fence` goes up by one per claim, and every write its supervisor makes
+    // checks it first, so a supervisor whose lease was taken over writes nothing. `nodes`:
+    // each node's heartbeat, slots and version (`orch nodes`). The events' kinds are
+    // counted by the board's `/metrics` (violations).
+    r#"
+    ALTER TABLE workers ADD COLUMN node TEXT;
+    ALTER TABLE workers ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE nodes (
+        name         TEXT PRIMARY KEY,
+        version      TEXT NOT NULL,
+        slots        INTEGER NOT NULL,
+        started_ms   INTEGER NOT NULL,
+        heartbeat_ms INTEGER NOT NULL
+    );
+    CREATE INDEX worker_events_kind ON worker_events (kind);
+    "#,
 ];
 
 /// PostgreSQL's migrations, each with the version it brings the schema to. There were no
@@ -357,9 +375,10 @@ const MIGRATIONS: &[&str] = &[
 /// PostgreSQL's types (BIGINT for every integer, DOUBLE PRECISION, TEXT; an identity column for
 /// each AUTOINCREMENT / INTEGER PRIMARY KEY the store does not number itself). `pushes` gets
 /// the `rowid` SQLite gives every table: its rows are read in insertion order by it.
-const PG_MIGRATIONS: &[(i64, &str)] = &[(
-    14,
-    r#"
+const PG_MIGRATIONS: &[(i64, &str)] = &[
+    (
+        14,
+        r#"
     CREATE TABLE orch_schema (version BIGINT NOT NULL);
     INSERT INTO orch_schema (version) VALUES (0);
     CREATE TABLE locks (
@@ -596,7 +615,23 @@ const PG_MIGRATIONS: &[(i64, &str)] = &[(
     );
     CREATE INDEX fatal_cleared_repo ON fatal_cleared (repo, cleared_ms);
     "#,
-)];
+    ),
+    (
+        15,
+        r#"
+    ALTER TABLE workers ADD COLUMN node TEXT;
+    ALTER TABLE workers ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
+    CREATE TABLE nodes (
+        name         TEXT PRIMARY KEY,
+        version      TEXT NOT NULL,
+        slots        BIGINT NOT NULL,
+        started_ms   BIGINT NOT NULL,
+        heartbeat_ms BIGINT NOT NULL
+    );
+    CREATE INDEX worker_events_kind ON worker_events (kind);
+    "#,
+    ),
+];
 
 pub const LATEST: i64 = MIGRATIONS.len() as i64;
 

@@ -445,6 +445,20 @@ impl<'c> Tx<'c> {
 
     /// Which backend runs it ("sqlite", "postgresql"): for the rare statement only one of them
     /// needs (a schema probe), never for a store decision.
+    /// The database's clock in ms since the epoch: leases are taken, renewed and judged on it,
+    /// so the hosts sharing a PostgreSQL database need not agree on the time (SQLite's file is
+    /// on this host: its clock is this host's).
+    pub fn clock_ms(&self) -> Result<i64> {
+        match self.imp {
+            TxImp::Sqlite(_) => Ok(super::now_ms()),
+            TxImp::Pg(_) => self.query_row(
+                "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+                [],
+                |r| r.get(0),
+            ),
+        }
+    }
+
     pub fn backend(&self) -> &'static str {
         match self.imp {
             TxImp::Sqlite(_) => "sqlite",

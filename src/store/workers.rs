@@ -43,6 +43,11 @@ pub struct WorkerRecord {
     pub model: Option<String>,
     /// Why that model: `task`, `override:<condition>`, `repo`, `worker`.
     pub model_source: Option<String>,
+    /// The node of the lease's holder (`crate::node`): its pid means something only there.
+    pub node: Option<String>,
+    /// The fencing token: one more with each acquisition of the lease ([`claim_lease`]).
+    /// Every write of the supervisor holding it checks it first (`Store::fence`).
+    pub fence: i64,
 }
 
 /// Whether a worker whose state is `p` has ended for good: terminal, and no change of it still
@@ -64,6 +69,8 @@ impl WorkerRecord {
             pid,
             start: self.supervisor_start,
             until_ms: self.lease_until_ms.unwrap_or(0),
+            node: self.node.clone(),
+            fence: self.fence,
         })
     }
 
@@ -84,26 +91,47 @@ impl WorkerRecord {
     }
 }
 
-/// One process's claim to supervise a worker: pid, process start time (so a reused pid is
-/// not mistaken for it) and expiry. Renewed by its holder; given up by setting it to 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One process's claim to supervise a worker: its node, pid, process start time (so a reused
+/// pid is not mistaken for it), expiry and fencing token. Renewed by its holder; given up by
+/// setting it to 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     pub pid: i64,
     pub start: Option<i64>,
     pub until_ms: i64,
+    /// `None`: taken before nodes were recorded (by a process of this host).
+    pub node: Option<String>,
+    pub fence: i64,
 }
 
 impl Lease {
-    /// Valid at `now` and held by a process that is still the one that took it.
+    /// Valid at `now` and held by a process that is still the one that took it. A lease of
+    /// another node is judged by its expiry alone: its pid names nothing here.
     pub fn is_live(&self, now: i64) -> bool {
         self.until_ms > now
-            && crate::process::process_alive(self.pid as i32, self.start.map(|s| s as u64))
+            && (!self.is_here()
+                || crate::process::process_alive(self.pid as i32, self.start.map(|s| s as u64)))
+    }
+
+    /// Taken by a process of this node (whose pid this process can look at).
+    pub fn is_here(&self) -> bool {
+        self.node
+            .as_deref()
+            .is_none_or(|n| n == crate::node::name())
+    }
+
+    /// Held by process `pid` of this node.
+    pub fn held_by(&self, pid: i64) -> bool {
+        self.pid == pid && self.is_here()
     }
 }
 
 pub(super) const COLUMNS: &str = "id, repo, task, task_id, component, plan, progress, branch, base_sha, worktree, remote, day, \
     supervisor_pid, supervisor_start, lease_until_ms, worker_pid, worker_running, exit_code, respawns, resume_note, \
-    created_ms, updated_ms, ended_ms, model, model_source";
+    created_ms, updated_ms, ended_ms, model, model_source, node, fence";
+
+/// How many columns [`COLUMNS`] names: a query selecting more reads them from this index on.
+pub(super) const COLUMN_COUNT: usize = 27;
 
 pub(super) fn row_to_worker(r: &super::sql::Row) -> super::sql::Result<WorkerRecord> {
     let progress: String = r.get(6)?;
@@ -138,6 +166,8 @@ pub(super) fn row_to_worker(r: &super::sql::Row) -> super::sql::Result<WorkerRec
         ended_ms: r.get(22)?,
         model: r.get(23)?,
         model_source: r.get(24)?,
+        node: r.get(25)?,
+        fence: r.get(26)?,
     })
 }
 
@@ -150,7 +180,7 @@ pub fn any_worker(tx: &Tx) -> super::sql::Result<bool> {
 pub fn insert_worker(tx: &Tx, w: &WorkerRecord) -> super::sql::Result<()> {
     // Cached: spawn's lock transaction runs it, and a rebuild once per worker.
     tx.prepare_cached(
-        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"),
+        &format!("INSERT INTO workers ({COLUMNS}, milestone) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"),
     )?
     .execute(params![
             w.id,
@@ -178,6 +208,8 @@ pub fn insert_worker(tx: &Tx, w: &WorkerRecord) -> super::sql::Result<()> {
             ended(&w.progress).then_some(w.updated_ms),
             w.model,
             w.model_source,
+            w.node,
+            w.fence,
             w.progress.milestone.as_str()
         ])?;
     Ok(())
@@ -385,31 +417,60 @@ pub fn count_ended(
     Ok(n as usize)
 }
 
-/// Makes process `pid` (started at `start` ticks) the worker's supervisor with a lease until
-/// `until_ms`. Callers check in the same transaction that they may.
+/// Makes process `pid` (started at `start` ticks) of this node the worker's supervisor, with
+/// a lease of `for_ms` on the database's clock and the next fencing token, which it returns.
+/// Callers check in the same transaction that they may.
 pub fn claim_lease(
     tx: &Tx,
     id: &str,
     pid: i64,
     start: Option<i64>,
-    until_ms: i64,
-) -> super::sql::Result<()> {
+    for_ms: i64,
+) -> super::sql::Result<i64> {
+    let until = tx.clock_ms()? + for_ms;
     tx.prepare_cached(
-        "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4 WHERE id = ?1",
+        "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4,
+           node = ?5, fence = fence + 1 WHERE id = ?1 RETURNING fence",
     )?
-    .execute(params![id, pid, start, until_ms])?;
-    Ok(())
+    .query_row(params![id, pid, start, until, crate::node::name()], |r| {
+        r.get(0)
+    })
 }
 
-/// Moves the lease of `pid` on the worker to `until_ms` (0 gives it up). False when `pid` no
-/// longer holds it.
-pub fn set_lease(tx: &Tx, id: &str, pid: i64, until_ms: i64) -> super::sql::Result<bool> {
+/// Moves the lease of process `pid` of this node on the worker to `for_ms` from the database's
+/// clock (`None`: gives it up). False when that process no longer holds it.
+pub fn set_lease(tx: &Tx, id: &str, pid: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {
+    let until = match for_ms {
+        Some(ms) => tx.clock_ms()? + ms,
+        None => 0,
+    };
     let n = tx
         .prepare_cached(
-            "UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND supervisor_pid = ?2",
+            "UPDATE workers SET lease_until_ms = ?3
+             WHERE id = ?1 AND supervisor_pid = ?2 AND (node IS NULL OR node = ?4)",
         )?
-        .execute(params![id, pid, until_ms])?;
+        .execute(params![id, pid, until, crate::node::name()])?;
     Ok(n == 1)
+}
+
+/// Moves the lease taken with fencing token `fence` to `for_ms` from the database's clock
+/// (`None`: gives it up). False when the lease was taken again since (by anyone, anywhere).
+pub fn renew_lease(tx: &Tx, id: &str, fence: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {
+    let until = match for_ms {
+        Some(ms) => tx.clock_ms()? + ms,
+        None => 0,
+    };
+    let n = tx
+        .prepare_cached("UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND fence = ?2")?
+        .execute(params![id, fence, until])?;
+    Ok(n == 1)
+}
+
+/// The worker's fencing token now (`None`: no such worker).
+pub fn fence_of(tx: &Tx, id: &str) -> super::sql::Result<Option<i64>> {
+    tx.prepare_cached("SELECT fence FROM workers WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()
 }
 
 /// [`save_progress`] by the worker's supervisor of record only: false (and nothing written)
@@ -939,5 +1000,13 @@ impl Store {
     /// The workers that have not ended (see [`live_workers`]).
     pub fn live_workers(&mut self) -> Result<Vec<WorkerRecord>, StoreError> {
         self.read(live_workers)
+    }
+}
+
+#[cfg(test)]
+mod column_tests {
+    #[test]
+    fn the_column_count_is_the_columns_named() {
+        assert_eq!(super::COLUMNS.split(',').count(), super::COLUMN_COUNT);
     }
 }

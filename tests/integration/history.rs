@@ -46,6 +46,8 @@ fn past_worker(org: &Org, id: &str, repo: &str, m: Milestone, ended_ago_ms: Opti
         ended_ms: None,
         model: None,
         model_source: None,
+        node: None,
+        fence: 0,
     };
     let mut store = org.store();
     store

@@ -217,6 +217,21 @@ fn every_json_view_matches_its_published_schema() {
     let v = answer(&org, &["status", "--json"], 0);
     valid("status", &v, seen);
     assert_eq!(v["workers"].as_array().unwrap().len(), 3, "{v}");
+    // Each worker names its node: this host's (the harness leaves ORCH_NODE unset).
+    let this = v["workers"][0]["node"]
+        .as_str()
+        .expect("a node")
+        .to_string();
+    let nodes = answer(&org, &["nodes", "--json"], 0);
+    valid("nodes", &nodes, seen);
+    assert_eq!(nodes["this_node"], this.as_str(), "{nodes}");
+    let listed = &nodes["nodes"][0];
+    assert_eq!(listed["name"], this.as_str(), "{nodes}");
+    assert!(listed["workers"].as_i64().unwrap() >= 1, "{nodes}");
+    assert_eq!(listed["version"], env!("CARGO_PKG_VERSION"), "{nodes}");
+    let out = org.run(&["nodes"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains(&format!("{this} (this)")), "{text}");
     assert!(v["locks"].as_array().unwrap().len() >= 3, "{v}");
     // The same view as a table: plain into a pipe, columns aligned on the longest cell.
     let out = org.run(&["status"]);

@@ -91,7 +91,7 @@ fn a_live_supervisor_whose_lease_lapsed_is_not_shown_gone() {
     let pid = alive.id() as i64;
     let start = orch::process::proc_stat(pid as i32).map(|s| s.start_ticks as i64);
     org.store()
-        .write(|tx| ws::claim_lease(tx, &id, pid, start, now_ms() - 1_000))
+        .write(|tx| ws::claim_lease(tx, &id, pid, start, -1_000))
         .unwrap();
     let status = output_text(&org.run(&["status"]));
     let show = output_text(&org.run(&["sessions", "show", &id]));
@@ -117,7 +117,7 @@ fn a_supervisor_that_let_go_is_not_said_to_have_died() {
     let pid = org.kill_supervisor(&id) as i64;
     // As a supervisor that ended normally leaves it: its lease given up (expiry 0).
     org.store()
-        .write(|tx| ws::set_lease(tx, &id, pid, 0))
+        .write(|tx| ws::set_lease(tx, &id, pid, None))
         .unwrap();
     let answer = org.resume();
     let detail = resumed_entry(&answer, &id).unwrap()["detail"]

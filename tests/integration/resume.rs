@@ -381,6 +381,8 @@ fn a_spawner_killed_after_its_lock_transaction_is_resumed() {
         ended_ms: None,
         model: None,
         model_source: None,
+        node: None,
+        fence: 0,
     };
     store
         .write(|tx| {
@@ -1147,6 +1149,16 @@ fn a_stale_supervisor_continued_after_a_takeover_leaves_the_replacement_alone() 
             .map(|p| p.0)
     })
     .unwrap_or_else(|| panic!("no worker command under {new_worker}\n{}", org.diag(&id)));
+    // What the replacement holds before the stale supervisor runs again: the lease's fencing
+    // token moved on with the takeover.
+    let taken = org.worker(&id);
+    assert!(
+        taken.fence > first.fence,
+        "{} -> {}",
+        first.fence,
+        taken.fence
+    );
+    let events_before = org.events(&id).len();
     unsafe { libc::kill(stale, libc::SIGCONT) };
     // The stale supervisor notices its lease is gone and stops.
     let gone = poll(Duration::from_secs(60), || {
@@ -1161,5 +1173,17 @@ fn a_stale_supervisor_continued_after_a_takeover_leaves_the_replacement_alone() 
     let w = org.worker(&id);
     assert_eq!(w.milestone(), Milestone::Working, "{}", org.diag(&id));
     assert_eq!(w.supervisor_pid, replacement.supervisor_pid);
+    // Fenced: the stale supervisor wrote nothing once continued — no event, no state, the
+    // lease and its token the replacement's.
+    assert_eq!(w.fence, taken.fence, "{}", org.diag(&id));
+    assert_eq!(w.progress.milestone, taken.progress.milestone);
+    let events = org.events(&id);
+    assert_eq!(
+        events.len(),
+        events_before,
+        "written after the takeover: {:?}\n{}",
+        &events[events_before.min(events.len())..],
+        org.diag(&id)
+    );
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);
 }

@@ -75,6 +75,79 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     result
 }
 
+/// This node's heartbeat: resume's first write (cron runs it on every node, with or without
+/// workers). When the write lock is held by a supervisor that was stopped inside a write
+/// transaction and whose lease has lapsed, that supervisor is ended first
+/// ([`end_stopped_writer`]) — else every orch process of the host would wait on it.
+fn beat(l: &Loaded, store: &mut Store) -> Result<()> {
+    let slots = l.config.worker.max_parallel;
+    let beat = |store: &mut Store| {
+        store.write(|tx| crate::store::nodes::beat(tx, crate::node::name(), slots))
+    };
+    match beat(store) {
+        Err(crate::store::StoreError::Locked { .. }) if end_stopped_writer(store) => {
+            Ok(beat(store)?)
+        }
+        r => Ok(r?),
+    }
+}
+
+/// A supervisor stopped (SIGSTOP, a debugger, a frozen cgroup) inside a write transaction keeps
+/// SQLite's write lock for as long as it stays stopped. Once its lease has lapsed it has lost
+/// the worker — whatever it would write after being continued is refused by the fence — so
+/// it is killed (SIGKILL: a stopped process takes no other signal), which frees the lock and
+/// rolls its transaction back; its guard then ends its worker (PDEATHSIG). Waits up to a
+/// lease for a valid lease to lapse. True when one was ended. (PostgreSQL ends such a
+/// session itself: `store::pg::IDLE_IN_TRANSACTION`.)
+fn end_stopped_writer(store: &mut Store) -> bool {
+    if store.backend() != "sqlite" {
+        return false;
+    }
+    for pid in crate::store::health::writers(store.path()) {
+        if !crate::store::health::stopped(pid) {
+            continue;
+        }
+        let cmd = crate::store::health::command_of(pid);
+        let Some(id) = cmd
+            .strip_prefix("orch __supervise ")
+            .and_then(|rest| rest.split_whitespace().next())
+        else {
+            continue;
+        };
+        // Readers are not blocked by a writer (WAL): its lease can be read.
+        let Ok(Some(w)) = store.worker(id) else {
+            continue;
+        };
+        let Some(lease) = w.lease().filter(|l| l.held_by(pid as i64)) else {
+            continue;
+        };
+        let lapse = Instant::now() + Duration::from_millis((LEASE_MS + 1_000) as u64);
+        while now_ms() <= lease.until_ms && Instant::now() < lapse {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let same = crate::process::proc_stat(pid)
+            .is_some_and(|s| lease.start.is_none_or(|t| t as u64 == s.start_ticks));
+        if now_ms() <= lease.until_ms || !same || !crate::store::health::stopped(pid) {
+            continue;
+        }
+        tracing::warn!(
+            worker = id,
+            pid,
+            "its supervisor is stopped inside a write transaction, holding the database's write lock, and its lease has lapsed: killing it"
+        );
+        // SAFETY: a signal to the process this host's /proc names as holding the lock.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let gone = Instant::now() + Duration::from_secs(10);
+        while crate::process::process_alive(pid, lease.start.map(|s| s as u64))
+            && Instant::now() < gone
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        return true;
+    }
+    false
+}
+
 /// Whoever runs next delivers what a dead process left in the outbox (and what this resume
 /// raised): every pending delivery gets one attempt now, within a bounded time.
 pub fn deliver_alerts(l: &Loaded) {
@@ -111,6 +184,7 @@ pub fn deliver_alerts(l: &Loaded) {
 
 fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     let mut store = l.store()?;
+    beat(l, &mut store)?;
     let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let workers = store.live_workers()?;
@@ -145,10 +219,10 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
                 let Some(w) = ws::get_worker(tx, id)? else {
                     continue;
                 };
-                if !orphaned(&w, now_ms()) {
+                if !orphaned(&w, tx.clock_ms()?) {
                     continue; // another resumer (or a new supervisor) got there first
                 }
-                ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
+                ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
                 ws::add_event(
                     tx,
                     id,
@@ -264,13 +338,13 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
                 w.milestone()
             ))));
         }
-        if w.supervised(now_ms()) {
+        if w.supervised(tx.clock_ms()?) {
             return Ok(Err(super::Error::No(format!(
                 "{id} is still held by process {}",
                 w.supervisor_pid.unwrap_or_default()
             ))));
         }
-        ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
+        ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
         Ok(Ok(w))
     })?;
     let mut w = claimed?;
@@ -390,11 +464,11 @@ pub(crate) fn await_handover(
         if renewed.elapsed() >= Duration::from_secs(3) {
             renewed = Instant::now();
             for (id, _) in &started {
-                let _ = store.write(|tx| ws::set_lease(tx, id, me, now_ms() + LEASE_MS));
+                let _ = store.write(|tx| ws::set_lease(tx, id, me, Some(LEASE_MS)));
             }
         }
         started.retain_mut(|(id, child)| {
-            let taken = !matches!(store.worker(id), Ok(Some(w)) if w.supervisor_pid == Some(me));
+            let taken = !matches!(store.worker(id), Ok(Some(w)) if w.lease().is_some_and(|l| l.held_by(me)));
             let exited = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
             if exited && !taken {
                 tracing::warn!(worker = %id, "its new supervisor exited before taking over");
@@ -550,7 +624,7 @@ fn reconcile(
         // task FAILED: nothing is decided, its lock and work stay, and the claim is given
         // back at once so that the resume after the install takes it.
         let me = crate::pidns::host_pid() as i64;
-        store.write(|tx| ws::set_lease(tx, &w.id, me, now_ms()))?;
+        store.write(|tx| ws::set_lease(tx, &w.id, me, Some(0)))?;
         return Ok(Reconciled {
             worker_id: w.id.clone(),
             repo: w.repo.clone(),

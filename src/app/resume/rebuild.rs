@@ -438,6 +438,10 @@ fn record(cp: &Checkpoint, progress: Progress, day: String) -> WorkerRecord {
         ended_ms: None,
         model: cp.model.clone(),
         model_source: cp.model_source.clone(),
+        node: None,
+        // Above any token of the lost database's leases (each counted from 0 by claims): a
+        // supervisor of the old file still running can never match a claim of the new one.
+        fence: crate::store::now_ms(),
     }
 }
 

@@ -21,42 +21,48 @@ pub fn me() -> i64 {
 
 /// Takes the lease on worker `id` for this process, unless another live process holds it
 /// (the process that started this one, named by `ORCH_LEASE_FROM`, hands its lease over).
-pub fn claim(store: &mut Store, id: &str) -> Result<WorkerRecord, SuperviseError> {
+/// From then on every write of `store` carries the lease's fencing token.
+pub fn claim(store: &mut Store, id: &str) -> Result<(WorkerRecord, i64), SuperviseError> {
     let me = me();
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let handoff: Option<i64> = std::env::var(LEASE_FROM_ENV)
         .ok()
         .and_then(|v| v.parse().ok());
-    store.write(|tx| {
+    let claimed = store.write(|tx| {
         let Some(w) = ws::get_worker(tx, id)? else {
             return Ok(Err(SuperviseError::UnknownWorker(id.to_string())));
         };
+        let now = tx.clock_ms()?;
         if let Some(lease) = w.lease()
-            && lease.pid != me
-            && Some(lease.pid) != handoff
-            && lease.is_live(now_ms())
+            && !lease.held_by(me)
+            && !handoff.is_some_and(|from| lease.held_by(from))
+            && lease.is_live(now)
         {
             return Ok(Err(SuperviseError::AlreadySupervised {
                 id: id.to_string(),
                 pid: lease.pid,
             }));
         }
-        ws::claim_lease(tx, id, me, my_start, now_ms() + LEASE_MS)?;
-        Ok(Ok(ws::get_worker(tx, id)?.expect("just read")))
-    })?
+        let fence = ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
+        Ok(Ok((ws::get_worker(tx, id)?.expect("just read"), fence)))
+    })??;
+    store.fence(id, claimed.1);
+    Ok(claimed)
 }
 
 /// Renews the lease when due.
 #[derive(Debug)]
 pub struct LeaseKeeper {
     worker: String,
+    fence: i64,
     last_renew_ms: i64,
 }
 
 impl LeaseKeeper {
-    pub fn new(worker: &str) -> LeaseKeeper {
+    pub fn new(worker: &str, fence: i64) -> LeaseKeeper {
         LeaseKeeper {
             worker: worker.to_string(),
+            fence,
             last_renew_ms: now_ms(),
         }
     }
@@ -65,12 +71,20 @@ impl LeaseKeeper {
         now - self.last_renew_ms >= RENEW_EVERY_MS
     }
 
-    /// Extends the lease; false when another process holds it now; `Err` (why) when the
-    /// state cannot be written at all (full, read-only, damaged).
-    pub fn renew(&mut self, store: &mut Store) -> Result<bool, String> {
+    /// Extends the lease (and this node's heartbeat); false when another process holds it
+    /// now; `Err` (why) when the state cannot be written at all (full, read-only, damaged).
+    pub fn renew(&mut self, store: &mut Store, slots: usize) -> Result<bool, String> {
         self.last_renew_ms = now_ms();
-        match store.write(|tx| ws::set_lease(tx, &self.worker, me(), now_ms() + LEASE_MS)) {
+        let renewed = store.write(|tx| {
+            let held = ws::renew_lease(tx, &self.worker, self.fence, Some(LEASE_MS))?;
+            if held {
+                crate::store::nodes::beat(tx, crate::node::name(), slots)?;
+            }
+            Ok(held)
+        });
+        match renewed {
             Ok(held) => Ok(held),
+            Err(crate::store::StoreError::Fenced { .. }) => Ok(false),
             Err(e) => match super::storage::unwritable(&e) {
                 Some(why) => Err(why),
                 None => {
@@ -83,6 +97,6 @@ impl LeaseKeeper {
 
     /// Gives the lease up (the worker looks orphaned at once to the next resumer).
     pub fn give_up(&self, store: &mut Store) {
-        let _ = store.write(|tx| ws::set_lease(tx, &self.worker, me(), 0));
+        let _ = store.write(|tx| ws::renew_lease(tx, &self.worker, self.fence, None));
     }
 }

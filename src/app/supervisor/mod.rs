@@ -232,7 +232,7 @@ pub fn supervise_then<F: Forge + 'static>(
         crate::duration::format(store.waits()),
         crate::duration::format(crate::store::BUSY_TIMEOUT)
     );
-    let w = lease::claim(&mut store, id)?;
+    let (w, fence) = lease::claim(&mut store, id)?;
     // Orphans of the worker (processes it started that outlived their parent) are reparented
     // to us rather than to init, so we can reap them: no zombies after a worker ends.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
@@ -282,7 +282,7 @@ pub fn supervise_then<F: Forge + 'static>(
         backoff: ForgeBackoff::default(),
         next_poll_ms: 0,
         done_claims: DoneClaims::default(),
-        lease: LeaseKeeper::new(id),
+        lease: LeaseKeeper::new(id, fence),
         lease_lost: false,
         storage_failure: None,
         store,
@@ -418,8 +418,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if let Some(why) = self.storage_failure.take() {
                 return Err(self.stop_for_storage(why));
             }
-            if self.lease_lost {
+            if self.lease_lost || self.store.fence_lost() {
                 tracing::warn!(worker = %self.w.id, "lease taken over by another supervisor; stopping");
+                self.lease_lost = true;
                 self.stop_worker(Stop::Kill);
                 return Ok(self.w.milestone());
             }
@@ -620,7 +621,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.handle(input);
             }
             if self.lease.due(now_ms()) {
-                match self.lease.renew(&mut self.store) {
+                match self
+                    .lease
+                    .renew(&mut self.store, self.env.config.worker.max_parallel)
+                {
                     Ok(true) => {}
                     Ok(false) => {
                         self.lease_lost = true;
@@ -713,7 +717,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.storage_failure.get_or_insert(why);
                 return;
             }
-            match self.lease.renew(&mut self.store) {
+            match self
+                .lease
+                .renew(&mut self.store, self.env.config.worker.max_parallel)
+            {
                 Ok(true) => self.check_own_rows(),
                 Ok(false) => self.lease_lost = true,
                 Err(why) => {

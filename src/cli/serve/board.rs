@@ -274,6 +274,7 @@ mod tests {
             model: None,
             model_source: None,
             halted: None,
+            node: None,
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod ci;
 pub mod config;
 pub mod locks;
+pub mod nodes;
 pub mod setup;
 pub mod wave;
 pub mod workers;
@@ -75,6 +76,11 @@ pub struct Table {
 
 impl Table {
     pub fn new<const N: usize>(header: [&str; N]) -> Self {
+        Table::with_header(&header)
+    }
+
+    /// [`Table::new`] with columns chosen at run time.
+    pub fn with_header(header: &[&str]) -> Self {
         let mut inner = comfy_table::Table::new();
         inner
             .load_style(comfy_table::presets::NOTHING)
@@ -157,6 +163,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         one::<workers::ReleaseView>(),
         one::<workers::ResumeView>(),
         one::<workers::GcView>(),
+        one::<nodes::NodesView>(),
         one::<workers::AlertsView>(),
         one::<AlertLineView>(),
         one::<ci::CiStatusView>(),

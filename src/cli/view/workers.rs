@@ -168,6 +168,9 @@ pub struct WorkerView {
     /// Stopped by a FATAL on its chain (the reason): it goes on only once an operator clears
     /// the hold (`orch fatal --clear`).
     pub halted: Option<String>,
+    /// The node whose process supervises it, or last did (`orch nodes`; null: recorded before
+    /// nodes were).
+    pub node: Option<String>,
 }
 
 /// A worker's landing (see README, "From DONE to the base branch").
@@ -267,6 +270,7 @@ impl WorkerView {
             model: w.model.clone(),
             model_source: w.model_source.clone(),
             halted: p.halted.clone(),
+            node: w.node.clone(),
         }
     }
 }
@@ -408,7 +412,11 @@ impl StatusView {
         if active.is_empty() {
             out.push_str("no workers\n");
         } else {
-            let mut t = Table::new([
+            // The node column once workers are supervised elsewhere than here (a shared store).
+            let nodes = active
+                .iter()
+                .any(|w| w.node.as_deref().is_some_and(|n| n != crate::node::name()));
+            let mut header = vec![
                 "WORKER",
                 "REPO",
                 "MILESTONE",
@@ -420,13 +428,17 @@ impl StatusView {
                 "MODEL",
                 "WAVE",
                 "LANDING",
-            ]);
+            ];
+            if nodes {
+                header.push("NODE");
+            }
+            let mut t = Table::with_header(&header);
             for w in active {
                 let landing = match &w.landing {
                     Some(l) if w.milestone == Milestone::Done => l.summary.clone(),
                     _ => "-".into(),
                 };
-                t.row([
+                let mut row = vec![
                     esc(&w.worker_id).into_owned(),
                     esc(&w.repo).into_owned(),
                     w.milestone_column(),
@@ -441,7 +453,11 @@ impl StatusView {
                     esc(w.model.as_deref().unwrap_or("-")).into_owned(),
                     esc(w.wave.as_deref().unwrap_or("-")).into_owned(),
                     esc(&landing).into_owned(),
-                ]);
+                ];
+                if nodes {
+                    row.push(esc(w.node.as_deref().unwrap_or("-")).into_owned());
+                }
+                t.row(row);
             }
             t.right(3);
             out.push_str(&t.render());

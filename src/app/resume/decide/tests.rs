@@ -295,6 +295,8 @@ fn record(p: Progress) -> WorkerRecord {
         ended_ms: None,
         model: None,
         model_source: None,
+        node: None,
+        fence: 0,
     }
 }
 

@@ -17,6 +17,19 @@ pub struct Served {
     addr: String,
 }
 
+impl Served {
+    /// Stops the board and returns what it wrote on stderr.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -654,6 +667,107 @@ fn beyond_loopback_the_board_needs_its_token() {
         rest.ends_with("0\r\n\r\n"),
         "a chunked stream's end: {rest:?}"
     );
+}
+
+/// A sign-in from `source` (a loopback address of its own: another client) as the login form
+/// sends it, or with `bearer` as the API takes it: (status, Retry-After).
+fn sign_in_from(
+    s: &Served,
+    source: &str,
+    form_token: Option<&str>,
+    bearer: Option<&str>,
+) -> (u16, Option<String>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .local_address(source.parse::<std::net::IpAddr>().unwrap())
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let req = match (form_token, bearer) {
+            (Some(t), _) => client
+                .post(format!("http://{}/login", s.addr))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("token={t}")),
+            (None, Some(t)) => client
+                .get(format!("http://{}/api/workers", s.addr))
+                .header("authorization", format!("Bearer {t}")),
+            (None, None) => client.get(format!("http://{}/api/workers", s.addr)),
+        };
+        let resp = req.send().await.expect("the board answers");
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        (resp.status().as_u16(), retry)
+    })
+}
+
+/// Wrong tokens are counted per client address: the sixth sign-in within the window is
+/// refused (429, Retry-After), a right token too, while another client signs in; once the
+/// window has passed the client signs in again. The attempted tokens are never logged.
+/// (`ORCH_SERVE_LOGIN_WINDOW` shortens the minute.)
+#[test]
+fn wrong_tokens_are_rate_limited_per_client_and_the_limit_passes() {
+    let (mut org, _id) = org_with_a_worker();
+    let token = "board-token-right-one-31337";
+    with_token(&mut org, token);
+    org.set_env("ORCH_SERVE_LOGIN_WINDOW", "3s");
+    let s = serve(&org, "0.0.0.0:0");
+    let (me, other) = ("127.0.0.1", "127.0.0.2");
+    let started = Instant::now();
+    let wrong: Vec<String> = (0..5).map(|i| format!("guessed-token-{i}-xyzzy")).collect();
+    for (i, w) in wrong.iter().enumerate() {
+        // The form and the API's bearer token count alike.
+        let (code, retry) = if i % 2 == 0 {
+            sign_in_from(&s, me, Some(w), None)
+        } else {
+            sign_in_from(&s, me, None, Some(w))
+        };
+        assert_eq!((code, retry), (401, None), "wrong token {i}");
+    }
+    let (code, retry) = sign_in_from(&s, me, Some("guessed-token-6-xyzzy"), None);
+    assert_eq!(code, 429);
+    let wait: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1..=3).contains(&wait), "Retry-After: {wait}");
+    // While refused, a right token is refused alike (a guess that succeeds is not told apart),
+    // by the form and by the API; a request with no token is not a sign-in.
+    assert_eq!(sign_in_from(&s, me, Some(token), None).0, 429);
+    assert_eq!(sign_in_from(&s, me, None, Some(token)).0, 429);
+    assert_eq!(sign_in_from(&s, me, None, None), (401, None));
+    // Another client signs in meanwhile.
+    assert_eq!(sign_in_from(&s, other, Some(token), None).0, 303);
+    assert_eq!(sign_in_from(&s, other, None, Some(token)).0, 200);
+    // The window passed (the refused attempts did not extend it): signed in again.
+    let code = std::cell::Cell::new(0);
+    poll_until(
+        "the sign-in to be let through again",
+        Duration::from_secs(15),
+        || {
+            code.set(sign_in_from(&s, me, Some(token), None).0);
+            (code.get() == 303).then_some(())
+        },
+        || format!("last answer {}", code.get()),
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(2500),
+        "let through after {:?}, within the 3 s window",
+        started.elapsed()
+    );
+    assert_eq!(sign_in_from(&s, me, None, Some(token)).0, 200);
+    let log = s.stop();
+    assert!(
+        log.contains("too many wrong tokens") && log.contains("127.0.0.1"),
+        "the limit is logged: {log}"
+    );
+    for t in wrong.iter().map(String::as_str).chain([token]) {
+        assert!(!log.contains(t), "a token in the log: {log}");
+    }
 }
 
 // ---- the page in a real browser --------------------------------------------------------------

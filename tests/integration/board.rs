@@ -923,6 +923,22 @@ impl Browser {
         std::fs::write(dir.join(format!("{name}.png")), decode(v.as_str().unwrap())).unwrap();
     }
 
+    /// Signs the page in at `/login` with the board's token, as a person types it, and waits
+    /// for the board (whose cookie no script can read).
+    fn sign_in(&self, s: &Served, token: &str) {
+        self.go(&format!("http://{}/login", s.addr));
+        self.js(&format!(
+            "document.querySelector('input[name=token]').value = {}; document.querySelector('form').submit(); return null",
+            json!(token)
+        ));
+        self.wait_for(
+            "the board after signing in",
+            "return location.pathname + ' ' + document.cookie.length",
+            &json!("/ 0"),
+            Duration::from_secs(20),
+        );
+    }
+
     /// Polls `script` until it returns `want`, for at most `limit`; how long it took.
     fn wait_for(&self, what: &str, script: &str, want: &Value, limit: Duration) -> Duration {
         let t0 = Instant::now();
@@ -1145,19 +1161,10 @@ fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
         assert_eq!(code, 403, "{text}");
         assert!(text.contains("read-only"), "{text}");
     }
-    let mut text = std::fs::read_to_string(&org.config_path).unwrap();
-    text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
-    std::fs::write(&org.config_path, text).unwrap();
     let token = "board-token-for-actions-0123";
-    org.set_env("ORCH_BOARD_TOKEN", token);
+    with_token(&mut org, token);
     let s = serve(&org, "127.0.0.1:0");
-    let (_, page) = http("GET", &format!("http://{}/", s.addr), &[], None);
-    let csrf = page
-        .split("name=\"orch-csrf\" content=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_string();
+    let csrf = csrf_of(&s);
     assert_eq!(csrf.len(), 32, "{csrf}");
     let bearer = format!("Bearer {token}");
     let origin = format!("http://{}", s.addr);
@@ -1572,16 +1579,7 @@ fn the_waves_view_draws_the_gantt_chart_and_a_retry_from_the_page_is_audited() {
     assert!(!text.contains("orch_wave_last_success_timestamp_seconds{"));
 
     // Sign in: the page's actions carry the login cookie.
-    browser.go(&format!("http://{}/login", s.addr));
-    browser.js(&format!(
-        "document.querySelector('input[name=token]').value = '{token}'; document.querySelector('form').submit(); return null"
-    ));
-    browser.wait_for(
-        "the board after signing in",
-        "return location.pathname + ' ' + document.cookie.length",
-        &json!("/ 0"),
-        Duration::from_secs(20),
-    );
+    browser.sign_in(&s, token);
     browser.go(&format!("http://{}/?view=waves", s.addr));
     browser.wait_for(
         "the Gantt chart",
@@ -1645,16 +1643,10 @@ fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
         return;
     };
     let (mut org, id) = org_with_a_worker();
-    with_token(&mut org, "board-token-for-a-click-on-cancel");
+    let token = "board-token-for-a-click-on-cancel";
+    with_token(&mut org, token);
     let s = serve(&org, "127.0.0.1:0");
-    browser.go(&format!("http://{}/login", s.addr));
-    browser.js("document.querySelector('input[name=token]').value = 'board-token-for-a-click-on-cancel'; document.querySelector('form').submit(); return null");
-    browser.wait_for(
-        "the board after signing in",
-        "return location.pathname",
-        &json!("/"),
-        Duration::from_secs(20),
-    );
+    browser.sign_in(&s, token);
     browser.go(&format!("http://{}/?worker={id}", s.addr));
     browser.wait_for(
         "the Cancel button",

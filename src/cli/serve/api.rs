@@ -59,7 +59,8 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Every request but the health checks and the login shows the token when the board listens
-/// beyond loopback.
+/// beyond loopback; and on a board with a token, whatever presents one (the login form, a
+/// bearer token) passes the throttle of wrong tokens (`auth::Throttle`).
 pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Response {
     // Sign-in attempts (the login form, a bearer token) from a client that presented too many
     // wrong tokens wait, a right one too; its signed-in session does not.

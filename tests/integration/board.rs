@@ -1404,6 +1404,12 @@ fn every_view_renders_an_organisation_with_a_worker_in_every_state() {
             json!(true),
             "{repo}: its events"
         );
+        // Release is offered where there is a lock to release (not to a worker at work).
+        assert_eq!(
+            browser.js("return !!document.querySelector('button[data-act$=\"/release\"]')"),
+            json!(expect_held.contains(&repo) && milestone != "WORKING"),
+            "{repo}: the Release button"
+        );
         // What its state shows beside the milestone: the red verdict being fixed, the landing.
         let shown = match repo {
             "fixing" => Some("return document.querySelector('main table td.red').textContent"),

@@ -1,9 +1,10 @@
 //! `orch serve` (issue 23): the board's API says what the commands say, its metrics parse,
 //! it pushes a change of the store live, a listen address beyond loopback needs the token,
-//! and the page shows a worker's card in its group in a real browser (headless chromium
-//! over WebDriver).
+//! wrong tokens are rate-limited per client, and in a real browser (headless chromium over
+//! WebDriver) the page shows a worker's card in its group, follows it live, acts, and renders
+//! every view for an organisation with a worker in every state.
 
-use crate::support::{Org, RepoSpec, Spec, output_text, poll_until};
+use crate::support::{ForgeSpec, Org, RepoSpec, Spec, job, output_text, poll_until};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -15,6 +16,19 @@ pub struct Served {
     child: Child,
     /// `127.0.0.1:<port>`.
     addr: String,
+}
+
+impl Served {
+    /// Stops the board and returns what it wrote on stderr.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        err
+    }
 }
 
 impl Drop for Served {
@@ -656,6 +670,108 @@ fn beyond_loopback_the_board_needs_its_token() {
     );
 }
 
+/// A sign-in from `source` (a loopback address of its own: another client) as the login form
+/// sends it, or with `bearer` as the API takes it: (status, Retry-After).
+fn sign_in_from(
+    s: &Served,
+    source: &str,
+    form_token: Option<&str>,
+    bearer: Option<&str>,
+) -> (u16, Option<String>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .local_address(source.parse::<std::net::IpAddr>().unwrap())
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let req = match (form_token, bearer) {
+            (Some(t), _) => client
+                .post(format!("http://{}/login", s.addr))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("token={t}")),
+            (None, Some(t)) => client
+                .get(format!("http://{}/api/workers", s.addr))
+                .header("authorization", format!("Bearer {t}")),
+            (None, None) => client.get(format!("http://{}/api/workers", s.addr)),
+        };
+        let resp = req.send().await.expect("the board answers");
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        (resp.status().as_u16(), retry)
+    })
+}
+
+/// Wrong tokens are counted per client address: the sixth sign-in within the window is
+/// refused (429, Retry-After), a right token too, while another client signs in; once the
+/// window has passed the client signs in again. The attempted tokens are never logged.
+/// (`ORCH_SERVE_LOGIN_WINDOW` shortens the minute.)
+#[test]
+fn wrong_tokens_are_rate_limited_per_client_and_the_limit_passes() {
+    let (mut org, _id) = org_with_a_worker();
+    let token = "board-token-right-one-31337";
+    with_token(&mut org, token);
+    // Seconds, not a minute; enough for the attempts below on a busy machine.
+    org.set_env("ORCH_SERVE_LOGIN_WINDOW", "5s");
+    let s = serve(&org, "0.0.0.0:0");
+    let (me, other) = ("127.0.0.1", "127.0.0.2");
+    let started = Instant::now();
+    let wrong: Vec<String> = (0..5).map(|i| format!("guessed-token-{i}-xyzzy")).collect();
+    for (i, w) in wrong.iter().enumerate() {
+        // The form and the API's bearer token count alike.
+        let (code, retry) = if i % 2 == 0 {
+            sign_in_from(&s, me, Some(w), None)
+        } else {
+            sign_in_from(&s, me, None, Some(w))
+        };
+        assert_eq!((code, retry), (401, None), "wrong token {i}");
+    }
+    let (code, retry) = sign_in_from(&s, me, Some("guessed-token-6-xyzzy"), None);
+    assert_eq!(code, 429);
+    let wait: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1..=5).contains(&wait), "Retry-After: {wait}");
+    // While refused, a right token is refused alike (a guess that succeeds is not told apart),
+    // by the form and by the API; a request with no token is not a sign-in.
+    assert_eq!(sign_in_from(&s, me, Some(token), None).0, 429);
+    assert_eq!(sign_in_from(&s, me, None, Some(token)).0, 429);
+    assert_eq!(sign_in_from(&s, me, None, None), (401, None));
+    // Another client signs in meanwhile.
+    assert_eq!(sign_in_from(&s, other, Some(token), None).0, 303);
+    assert_eq!(sign_in_from(&s, other, None, Some(token)).0, 200);
+    // The window passed (the refused attempts did not extend it): signed in again.
+    let code = std::cell::Cell::new(0);
+    poll_until(
+        "the sign-in to be let through again",
+        Duration::from_secs(15),
+        || {
+            code.set(sign_in_from(&s, me, Some(token), None).0);
+            (code.get() == 303).then_some(())
+        },
+        || format!("last answer {}", code.get()),
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(4500),
+        "let through after {:?}, within the 5 s window",
+        started.elapsed()
+    );
+    assert_eq!(sign_in_from(&s, me, None, Some(token)).0, 200);
+    let log = s.stop();
+    assert!(
+        log.contains("too many wrong tokens") && log.contains("127.0.0.1"),
+        "the limit is logged: {log}"
+    );
+    for t in wrong.iter().map(String::as_str).chain([token]) {
+        assert!(!log.contains(t), "a token in the log: {log}");
+    }
+}
+
 // ---- the page in a real browser --------------------------------------------------------------
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -807,6 +923,22 @@ impl Browser {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/board-screenshots");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), decode(v.as_str().unwrap())).unwrap();
+    }
+
+    /// Signs the page in at `/login` with the board's token, as a person types it, and waits
+    /// for the board (whose cookie no script can read).
+    fn sign_in(&self, s: &Served, token: &str) {
+        self.go(&format!("http://{}/login", s.addr));
+        self.js(&format!(
+            "document.querySelector('input[name=token]').value = {}; document.querySelector('form').submit(); return null",
+            json!(token)
+        ));
+        self.wait_for(
+            "the board after signing in",
+            "return location.pathname + ' ' + document.cookie.length",
+            &json!("/ 0"),
+            Duration::from_secs(20),
+        );
     }
 
     /// Polls `script` until it returns `want`, for at most `limit`; how long it took.
@@ -1019,6 +1151,343 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     assert_eq!(errors, json!([]));
 }
 
+/// The states of the organisation every view is rendered for: (repository, task, the
+/// worker's milestone, the board's group). Each repository its own chain, so every worker
+/// holds a lock of its own.
+const EVERY_STATE: [(&str, &str, &str, &str); 10] = [
+    ("working", "works on [hang]", "WORKING", "working"),
+    (
+        "pushed",
+        "pushes and waits [pushed]",
+        "PUSHED_TO_CI",
+        "awaiting_ci",
+    ),
+    (
+        "fixing",
+        "pushes a red commit [fixing]",
+        "FIXING_CI",
+        "ci_red",
+    ),
+    ("done", "lands a feature", "DONE", "done"),
+    ("landing", "lands a feature", "DONE", "landing"),
+    ("blocked", "gives up [fail]", "BLOCKED", "human"),
+    (
+        "permission",
+        "is denied [perm]",
+        "BLOCKED_PERMISSION",
+        "human",
+    ),
+    ("paused", "works on [hang]", "PAUSED", "human"),
+    ("failed", "goes quiet [hang]", "FAILED", "human"),
+    ("cancelled", "works on [hang]", "CANCELLED", "done"),
+];
+
+/// Every view in a real browser for an organisation with a worker in every state, each
+/// brought there by a real worker through the binary (tests/workers/board_worker.sh): the
+/// attention board with each card in its group (and a wave task waiting for a chain lock),
+/// the graph with the locks and the fatal hold, every worker's view with its milestone, the
+/// waves and the alerts; no console error, nothing loaded from beyond loopback, a screenshot
+/// of each under target/board-screenshots/every-state-*.png.
+#[test]
+fn every_view_renders_an_organisation_with_a_worker_in_every_state() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let t0 = Instant::now();
+    // CI held by the test: the pushed worker's branch run until the end; the landing
+    // worker's base-branch run of its change (its own branch's passes).
+    let held = tempfile::tempdir().unwrap();
+    let gate = held.path().join("never");
+    let held_when = |cond: &str| {
+        job(
+            "check",
+            &format!(
+                "if {cond}; then while [ ! -e '{}' ]; do sleep 0.05; done; fi",
+                gate.display()
+            ),
+        )
+        .timeout(Some("10m"))
+    };
+    let sync = || job("radicle-push", "true").needs(&["check"]);
+    let mut spec = Spec::local("board_worker.sh").max_parallel(16);
+    spec.forge = ForgeSpec::Local(8);
+    for (repo, ..) in EVERY_STATE {
+        let r = RepoSpec::new(repo);
+        spec = spec.repo(match repo {
+            "pushed" => r
+                .job(held_when("[ \"$ORCH_CI_REF\" != refs/heads/main ]"))
+                .job(sync()),
+            "fixing" => r.job(job("check", "[ ! -e broken.txt ]")).job(sync()),
+            "landing" => r
+                .job(held_when(
+                    "[ \"$ORCH_CI_REF\" = refs/heads/main ] && [ -e feature.txt ]",
+                ))
+                .job(sync()),
+            _ => r,
+        });
+    }
+    let org = Org::new(spec);
+    let mut ids = std::collections::BTreeMap::new();
+    for (repo, task, ..) in EVERY_STATE {
+        let id = if repo == "failed" {
+            // Its own contract: WORKING times out in 3 s (no progress in the last second
+            // extends it), and the worker is FAILED.
+            let mut short = org.spec.clone().timeout("WORKING", "3s", "2s");
+            short.progress_window = Some("1s".into());
+            let contract = org.root.join("short-working.yaml");
+            std::fs::write(&contract, crate::support::test_contract(&short)).unwrap();
+            let v = org.json(&[
+                "--contract",
+                contract.to_str().unwrap(),
+                "spawn",
+                "--repo",
+                repo,
+                "--task",
+                task,
+                "--json",
+            ]);
+            v["worker_id"]
+                .as_str()
+                .expect("the failed one started")
+                .to_string()
+        } else {
+            org.spawn_detached(repo, task)
+        };
+        ids.insert(repo, id);
+    }
+    // An operator's FATAL over the paused one's chain, and a cancel.
+    let out = org.run(&[
+        "fatal",
+        "paused",
+        "--reason",
+        "a secret in the history",
+        "--by",
+        "ops",
+    ]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let out = org.run(&["cancel", &ids["cancelled"], "--reason", "not needed"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    // A wave task on the blocked worker's chain: it waits for that lock.
+    org.wait_milestone(&ids["blocked"], "BLOCKED", crate::support::DEADLINE);
+    let wave = org.root.join("wave-s.yaml");
+    std::fs::write(
+        &wave,
+        "name: wave-s\ntasks:\n  - {id: blocked-2, repo: blocked, task: \"after the blocked one\", estimate: 2m}\n",
+    )
+    .unwrap();
+    let out = org.run(&["wave", "run", wave.to_str().unwrap(), "--tick"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+
+    let s = serve(&org, "127.0.0.1:0");
+    // Every worker in its state and group, as the API says (the board waits for the last of
+    // them: the landing one's base run, the failed one's timeout).
+    let want: Value = EVERY_STATE
+        .iter()
+        .map(|(repo, _, m, need)| (ids[repo].clone(), json!(format!("{need} {m}"))))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    let grouped = |board: &Value| -> Value {
+        let mut m = serde_json::Map::new();
+        for g in board["groups"].as_array().unwrap() {
+            for c in g["cards"].as_array().unwrap() {
+                if let Some(id) = c["worker_id"].as_str() {
+                    let milestone = c["milestone"].as_str().unwrap().split(' ').next().unwrap();
+                    m.insert(
+                        id.into(),
+                        json!(format!("{} {milestone}", g["need"].as_str().unwrap())),
+                    );
+                }
+            }
+        }
+        m.into()
+    };
+    let last = std::cell::RefCell::new(Value::Null);
+    poll_until(
+        "a worker in every state",
+        Duration::from_secs(120),
+        || {
+            *last.borrow_mut() = get_json(&s, "/api/board");
+            (grouped(&last.borrow()) == want).then_some(())
+        },
+        || format!("want {want}\nboard {}", last.borrow()),
+    );
+    let board = last.into_inner();
+    let waiting = &board["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["need"] == "waiting")
+        .unwrap()["cards"];
+    assert_eq!(waiting[0]["wave"], "wave-s:blocked-2", "{board}");
+    let (_, fixing) = card_of(&board, &ids["fixing"]).unwrap();
+    let m = fixing["milestone"].as_str().unwrap();
+    assert!(m.starts_with("FIXING_CI ") && m.ends_with("/5"), "{fixing}");
+    assert!(
+        fixing["action"]
+            .as_str()
+            .unwrap()
+            .starts_with("orch ci logs --repo fixing"),
+        "{fixing}"
+    );
+    let (_, paused) = card_of(&board, &ids["paused"]).unwrap();
+    assert_eq!(paused["milestone"], "PAUSED (FATAL)", "{paused}");
+    eprintln!("every state reached after {:?}", t0.elapsed());
+
+    // The attention board: each card in its group's section, the waiting task in Waiting.
+    browser.go(&format!("http://{}/", s.addr));
+    browser.wait_for(
+        "every card in its group on the page",
+        "const m = {}; for (const c of document.querySelectorAll('.card[data-worker]')) if (c.dataset.worker) m[c.dataset.worker] = c.closest('section').dataset.need + ' ' + c.dataset.milestone.split(' ')[0]; return m",
+        &want,
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return [...document.querySelectorAll('section[data-need=waiting] .card')].map(c => c.textContent.includes('waits for the chain lock on blocked held by'))"),
+        json!([true])
+    );
+    // Each group's count says how many cards it shows.
+    assert_eq!(
+        browser.js("return [...document.querySelectorAll('section.group')].map(g => g.dataset.need + ' ' + g.querySelector('.n').textContent + ' ' + g.querySelectorAll('.card').length)"),
+        json!(["human 4 4", "ci_red 1 1", "waiting 1 1", "working 1 1", "awaiting_ci 1 1", "landing 1 1", "done 2 2"])
+    );
+    // Tall enough for every group in one picture.
+    browser.size(1280, 1400);
+    browser.screenshot("every-state-board");
+    browser.size(1280, 900);
+
+    // The graph: the chains locked as the API says, the fatal hold named.
+    let graph = get_json(&s, "/api/graph");
+    let mut held: Vec<String> = graph["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["repo"].as_str().unwrap().to_string())
+        .collect();
+    held.sort();
+    let mut expect_held: Vec<&str> = EVERY_STATE
+        .iter()
+        .map(|e| e.0)
+        .filter(|r| !["done", "cancelled"].contains(r))
+        .collect();
+    expect_held.sort();
+    assert_eq!(held, expect_held, "{graph}");
+    browser.go(&format!("http://{}/?view=graph", s.addr));
+    browser.wait_for(
+        "the graph with every repository and its lock",
+        "const g = [...document.querySelectorAll('g.repo')]; return g.length ? g.filter(x => x.dataset.locked === 'held').map(x => x.dataset.repo).sort().concat([g.length, document.querySelectorAll('tr[data-lock]').length]) : null",
+        &json!(
+            expect_held
+                .iter()
+                .map(|r| json!(r))
+                .chain([json!(EVERY_STATE.len()), json!(expect_held.len())])
+                .collect::<Vec<_>>()
+        ),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return [...document.querySelectorAll('p.red')].map(p => p.textContent)"),
+        json!(["paused: a secret in the history (ops)"])
+    );
+    browser.screenshot("every-state-graph");
+
+    // Every worker's view: its title names it and its milestone; its log and events shown.
+    for (repo, _, milestone, _) in EVERY_STATE {
+        let id = &ids[repo];
+        browser.go(&format!("http://{}/?worker={id}", s.addr));
+        browser.wait_for(
+            &format!("the view of the {repo} worker"),
+            "const h = document.getElementById('worker-title'); const l = document.getElementById('log'); return h && l && l.children.length > 0 ? h.textContent : null",
+            &json!(format!("{id} {milestone}")),
+            Duration::from_secs(20),
+        );
+        assert_eq!(
+            browser.js("return [...document.querySelectorAll('main table')].at(-1).querySelectorAll('tr').length > 0"),
+            json!(true),
+            "{repo}: its events"
+        );
+        // Release is offered where there is a lock to release (not to a worker at work).
+        assert_eq!(
+            browser.js("return !!document.querySelector('button[data-act$=\"/release\"]')"),
+            json!(expect_held.contains(&repo) && milestone != "WORKING"),
+            "{repo}: the Release button"
+        );
+        // What its state shows beside the milestone: the red verdict being fixed, the landing.
+        let shown = match repo {
+            "fixing" => Some("return document.querySelector('main table td.red').textContent"),
+            "landing" | "done" => Some(
+                "return [...document.querySelectorAll('main p')].map(p => p.textContent).find(t => t.includes('landing: ')).split('landing: ')[1].split(' ').slice(0, 2).join(' ')",
+            ),
+            _ => None,
+        };
+        if let Some(script) = shown {
+            let want = match repo {
+                "fixing" => "red",
+                "landing" => "base CI",
+                _ => "landed",
+            };
+            assert_eq!(
+                browser.js(script).as_str().map(|t| t.starts_with(want)),
+                Some(true),
+                "{repo}: {}",
+                browser.js(script)
+            );
+        }
+        assert_eq!(browser.js("return window.__errors"), json!([]), "{repo}");
+        browser.screenshot(&format!("every-state-worker-{repo}"));
+    }
+
+    // The waves: the waiting task's bar planned, not started, and what it waits for.
+    browser.go(&format!("http://{}/?view=waves", s.addr));
+    browser.wait_for(
+        "the wave's Gantt chart",
+        "const g = document.querySelector('svg.gantt[data-wave=\"wave-s\"]'); return g ? [...g.querySelectorAll('g.bar')].map(b => b.dataset.task + ' ' + b.querySelectorAll('rect.planned').length + ' ' + b.querySelectorAll('rect.actual').length) : null",
+        &json!(["blocked-2 1 0"]),
+        Duration::from_secs(20),
+    );
+    let waits = browser
+        .js("return document.querySelector('tr[data-task=\"blocked-2\"] td.waits').textContent");
+    assert!(
+        waits.as_str().is_some_and(|w| w.starts_with(&format!(
+            "the chain lock on blocked held by {}",
+            ids["blocked"]
+        ))),
+        "{waits}"
+    );
+    browser.screenshot("every-state-waves");
+
+    // The alerts: what the stopped workers raised.
+    browser.go(&format!("http://{}/?view=alerts", s.addr));
+    let kinds = std::cell::RefCell::new(Value::Null);
+    poll_until(
+        "the alerts of the stopped workers",
+        Duration::from_secs(20),
+        || {
+            *kinds.borrow_mut() = browser.js(
+                "return [...document.querySelectorAll('main table tr td:nth-child(4)')].map(t => t.textContent)",
+            );
+            let k = kinds.borrow();
+            let shown = k.as_array()?;
+            [
+                "blocked",
+                "blocked_permission",
+                "timeout",
+                "fatal",
+                "halted",
+            ]
+            .iter()
+            .all(|want| shown.iter().any(|s| s == want))
+            .then_some(())
+        },
+        || format!("{}", kinds.borrow()),
+    );
+    browser.screenshot("every-state-alerts");
+
+    assert_eq!(browser.js("return window.__errors"), json!([]));
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.assert_loopback_only();
+    eprintln!("every view rendered after {:?}", t0.elapsed());
+}
+
 #[test]
 fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
     let (mut org, id) = org_with_a_worker();
@@ -1031,19 +1500,10 @@ fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
         assert_eq!(code, 403, "{text}");
         assert!(text.contains("read-only"), "{text}");
     }
-    let mut text = std::fs::read_to_string(&org.config_path).unwrap();
-    text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
-    std::fs::write(&org.config_path, text).unwrap();
     let token = "board-token-for-actions-0123";
-    org.set_env("ORCH_BOARD_TOKEN", token);
+    with_token(&mut org, token);
     let s = serve(&org, "127.0.0.1:0");
-    let (_, page) = http("GET", &format!("http://{}/", s.addr), &[], None);
-    let csrf = page
-        .split("name=\"orch-csrf\" content=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap()
-        .to_string();
+    let csrf = csrf_of(&s);
     assert_eq!(csrf.len(), 32, "{csrf}");
     let bearer = format!("Bearer {token}");
     let origin = format!("http://{}", s.addr);
@@ -1458,16 +1918,7 @@ fn the_waves_view_draws_the_gantt_chart_and_a_retry_from_the_page_is_audited() {
     assert!(!text.contains("orch_wave_last_success_timestamp_seconds{"));
 
     // Sign in: the page's actions carry the login cookie.
-    browser.go(&format!("http://{}/login", s.addr));
-    browser.js(&format!(
-        "document.querySelector('input[name=token]').value = '{token}'; document.querySelector('form').submit(); return null"
-    ));
-    browser.wait_for(
-        "the board after signing in",
-        "return location.pathname + ' ' + document.cookie.length",
-        &json!("/ 0"),
-        Duration::from_secs(20),
-    );
+    browser.sign_in(&s, token);
     browser.go(&format!("http://{}/?view=waves", s.addr));
     browser.wait_for(
         "the Gantt chart",
@@ -1531,16 +1982,10 @@ fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
         return;
     };
     let (mut org, id) = org_with_a_worker();
-    with_token(&mut org, "board-token-for-a-click-on-cancel");
+    let token = "board-token-for-a-click-on-cancel";
+    with_token(&mut org, token);
     let s = serve(&org, "127.0.0.1:0");
-    browser.go(&format!("http://{}/login", s.addr));
-    browser.js("document.querySelector('input[name=token]').value = 'board-token-for-a-click-on-cancel'; document.querySelector('form').submit(); return null");
-    browser.wait_for(
-        "the board after signing in",
-        "return location.pathname",
-        &json!("/"),
-        Duration::from_secs(20),
-    );
+    browser.sign_in(&s, token);
     browser.go(&format!("http://{}/?worker={id}", s.addr));
     browser.wait_for(
         "the Cancel button",

@@ -1537,7 +1537,7 @@ fn init_bare_origin(bare: &Path, seed: &Path, name: &str) {
 /// The shipped contract with the test's timeouts. Values are replaced in place, by key,
 /// inside `timeouts:`, so the test keeps working when other parts of the contract change; a
 /// key that is not found fails loudly.
-fn test_contract(spec: &Spec) -> String {
+pub fn test_contract(spec: &Spec) -> String {
     let original = std::fs::read_to_string(shipped_contract()).unwrap();
     let mut lines: Vec<String> = original.lines().map(str::to_string).collect();
     let timeouts = lines

@@ -59,8 +59,27 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Every request but the health checks and the login shows the token when the board listens
-/// beyond loopback.
+/// beyond loopback; and on a board with a token, whatever presents one (the login form, a
+/// bearer token) passes the throttle of wrong tokens (`auth::Throttle`).
 pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Response {
+    // Sign-in attempts (the login form, a bearer token) from a client that presented too many
+    // wrong tokens wait, a right one too; its signed-in session does not.
+    if let Some(token) = &board.token {
+        let now = crate::store::now_ms();
+        let peer = peer_of(&req);
+        let bearer = super::auth::presented(req.headers());
+        let login = req.method() == axum::http::Method::POST && req.uri().path() == "/login";
+        if (bearer.is_some() || login)
+            && let Some(wait_s) = board.throttle.retry_after_s(peer, now)
+        {
+            return too_many(wait_s);
+        }
+        match bearer {
+            Some(b) if super::auth::matches(token, Some(&b)) => board.throttle.succeeded(peer),
+            Some(_) => wrong_token(&board, peer, now),
+            None => {}
+        }
+    }
     if board.guarded && !matches!(req.uri().path(), "/login" | "/logout") {
         let ok = board.token.as_ref().is_some_and(|t| {
             super::auth::authorised(t, &board.sessions, req.headers(), crate::store::now_ms())
@@ -85,6 +104,41 @@ pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Resp
     );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     resp
+}
+
+/// The address a request came from (the connection's peer: a proxy in front counts as one
+/// client).
+fn peer_of(req: &Request) -> std::net::IpAddr {
+    req.extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| {
+            c.0.ip()
+        })
+}
+
+/// 429: this client presented too many wrong tokens; it may try again in `wait_s` seconds.
+fn too_many(wait_s: u64) -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, wait_s.to_string())],
+        format!(
+            "too many wrong tokens from this address: sign-ins are refused for {wait_s} s more\n"
+        ),
+    )
+        .into_response()
+}
+
+/// Counts a wrong token from `peer` (what it presented is neither kept nor logged); says so
+/// once in the log when it reaches the limit.
+fn wrong_token(board: &super::Board, peer: std::net::IpAddr, now_ms: i64) {
+    if board.throttle.failed(peer, now_ms) {
+        tracing::warn!(
+            client = %super::auth::Throttle::client(peer),
+            failures = super::auth::LOGIN_FAILURES,
+            window = %crate::duration::format(board.throttle.window()),
+            "the board refuses this client's sign-ins for a while: too many wrong tokens"
+        );
+    }
 }
 
 pub async fn page(State(b): State<Shared>) -> impl IntoResponse {
@@ -525,6 +579,7 @@ pub struct Login {
 /// [`super::auth::SESSION_TTL_MS`] or until `/logout`.
 pub async fn login(
     State(b): State<Shared>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>,
     headers: axum::http::HeaderMap,
     axum::Form(f): axum::Form<Login>,
 ) -> Response {
@@ -533,8 +588,13 @@ pub async fn login(
         .as_ref()
         .is_some_and(|t| super::auth::matches(t, Some(f.token.trim())));
     if !right {
+        // (A board without a token has no sign-in to guess.)
+        if b.token.is_some() {
+            wrong_token(&b, peer.ip(), crate::store::now_ms());
+        }
         return (StatusCode::UNAUTHORIZED, "wrong token\n").into_response();
     }
+    b.throttle.succeeded(peer.ip());
     let session = match b.sessions.start(crate::store::now_ms()) {
         Ok(s) => s,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),

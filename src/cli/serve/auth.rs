@@ -165,6 +165,121 @@ pub fn cookie_flags(guarded: bool, headers: &axum::http::HeaderMap) -> &'static 
     }
 }
 
+/// Wrong tokens a client may present within the window before the board refuses its
+/// sign-ins for a while (429 with `Retry-After`).
+pub const LOGIN_FAILURES: usize = 5;
+
+/// The window of [`LOGIN_FAILURES`], one minute unless this variable holds another duration
+/// (`ORCH_SERVE_LOGIN_WINDOW=5s`: the tests' shorter minute).
+pub const LOGIN_WINDOW_ENV: &str = "ORCH_SERVE_LOGIN_WINDOW";
+
+const LOGIN_WINDOW_MS: i64 = 60_000;
+
+/// At most this many clients' failures are remembered (the oldest forgotten first).
+const TRACKED: usize = 4096;
+
+/// Failed sign-ins per client address: a wrong token at `/login` or in `Authorization:
+/// Bearer`. [`LOGIN_FAILURES`] of them within the window and every further attempt from that
+/// address is refused, a right token too (a guess that succeeds must not be told apart),
+/// until the oldest of them leaves the window; a signed-in session goes on meanwhile. An
+/// IPv6 client is its /64 (what one host is usually given). Nothing of what was presented is
+/// kept or logged.
+pub struct Throttle {
+    window_ms: i64,
+    /// Per client, the times (ms) of its last failures, at most [`LOGIN_FAILURES`].
+    failures: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, Vec<i64>>>,
+}
+
+impl Throttle {
+    pub fn new(window: std::time::Duration) -> Throttle {
+        Throttle {
+            window_ms: i64::try_from(window.as_millis()).unwrap_or(i64::MAX),
+            failures: Default::default(),
+        }
+    }
+
+    /// The window [`LOGIN_WINDOW_ENV`] sets, else one minute.
+    pub fn from_env() -> Result<Throttle, String> {
+        match std::env::var(LOGIN_WINDOW_ENV) {
+            Ok(v) if !v.trim().is_empty() => crate::duration::parse(&v)
+                .map(Throttle::new)
+                .map_err(|e| format!("{LOGIN_WINDOW_ENV}: {e}")),
+            _ => Ok(Throttle::new(std::time::Duration::from_millis(
+                LOGIN_WINDOW_MS as u64,
+            ))),
+        }
+    }
+
+    pub fn window(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.window_ms as u64)
+    }
+
+    /// The address failures are counted under: an IPv4 client (also as an IPv4-mapped IPv6
+    /// address), or an IPv6 client's /64.
+    pub fn client(ip: std::net::IpAddr) -> std::net::IpAddr {
+        match ip.to_canonical() {
+            std::net::IpAddr::V6(v6) => {
+                let net = u128::from(v6) & !((1u128 << 64) - 1);
+                std::net::IpAddr::V6(std::net::Ipv6Addr::from(net))
+            }
+            v4 => v4,
+        }
+    }
+
+    /// Seconds until `ip` may try again, while it is refused.
+    pub fn retry_after_s(&self, ip: std::net::IpAddr, now_ms: i64) -> Option<u64> {
+        let mut all = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let key = Self::client(ip);
+        let times = all.get_mut(&key)?;
+        times.retain(|t| now_ms - *t < self.window_ms);
+        if times.len() < LOGIN_FAILURES {
+            if times.is_empty() {
+                all.remove(&key);
+            }
+            return None;
+        }
+        let free_at = times[0].saturating_add(self.window_ms);
+        Some(
+            u64::try_from((free_at - now_ms + 999) / 1000)
+                .unwrap_or(1)
+                .max(1),
+        )
+    }
+
+    /// Records a wrong token from `ip`; true when this one reached the limit.
+    pub fn failed(&self, ip: std::net::IpAddr, now_ms: i64) -> bool {
+        let mut all = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let key = Self::client(ip);
+        if !all.contains_key(&key) && all.len() >= TRACKED {
+            let window = self.window_ms;
+            all.retain(|_, times| times.last().is_some_and(|t| now_ms - *t < window));
+            if all.len() >= TRACKED {
+                // Still full of recent ones: the one quiet the longest is forgotten.
+                if let Some(quietest) = all
+                    .iter()
+                    .min_by_key(|(_, times)| times.last().copied())
+                    .map(|(k, _)| *k)
+                {
+                    all.remove(&quietest);
+                }
+            }
+        }
+        let times = all.entry(key).or_default();
+        times.retain(|t| now_ms - *t < self.window_ms);
+        times.push(now_ms);
+        if times.len() > LOGIN_FAILURES {
+            times.remove(0);
+        }
+        times.len() == LOGIN_FAILURES
+    }
+
+    /// A right token from `ip`: its failures are forgotten.
+    pub fn succeeded(&self, ip: std::net::IpAddr) {
+        let mut all = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        all.remove(&Self::client(ip));
+    }
+}
+
 /// `presented` is the token, compared in constant time.
 pub fn matches(token: &Secret, presented: Option<&str>) -> bool {
     let Some(p) = presented else {
@@ -246,5 +361,63 @@ mod tests {
         assert!(cookie_flags(true, &h).contains("; Secure"));
         h.insert("x-forwarded-proto", "https".parse().unwrap());
         assert!(cookie_flags(false, &h).contains("; Secure"));
+    }
+
+    #[test]
+    fn wrong_tokens_from_one_client_are_refused_for_the_rest_of_the_window() {
+        let t = Throttle::new(std::time::Duration::from_secs(60));
+        let a: std::net::IpAddr = "203.0.113.7".parse().unwrap();
+        let b: std::net::IpAddr = "203.0.113.8".parse().unwrap();
+        for i in 0..LOGIN_FAILURES as i64 {
+            assert_eq!(t.retry_after_s(a, 1_000 + i), None, "attempt {i}");
+            assert_eq!(t.failed(a, 1_000 + i), i == LOGIN_FAILURES as i64 - 1);
+        }
+        // Refused until the first failure leaves the window; another client is not.
+        assert_eq!(t.retry_after_s(a, 1_010), Some(60));
+        assert_eq!(t.retry_after_s(a, 30_500), Some(31));
+        assert_eq!(t.retry_after_s(a, 60_999), Some(1));
+        assert_eq!(t.retry_after_s(b, 1_010), None);
+        // Then one more attempt, and refused again at the next failure (the window slides).
+        assert_eq!(t.retry_after_s(a, 61_000), None);
+        assert!(t.failed(a, 61_000));
+        assert_eq!(t.retry_after_s(a, 61_000), Some(1));
+        assert_eq!(t.retry_after_s(a, 61_001), None);
+        // A right token forgets them.
+        t.failed(a, 61_002);
+        t.succeeded(a);
+        assert_eq!(t.retry_after_s(a, 61_003), None);
+        assert!(!t.failed(a, 61_004));
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64_and_a_mapped_ipv4_its_address() {
+        let one: std::net::IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let other: std::net::IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let elsewhere: std::net::IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(Throttle::client(one), Throttle::client(other));
+        assert_ne!(Throttle::client(one), Throttle::client(elsewhere));
+        let mapped: std::net::IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(
+            Throttle::client(mapped),
+            "192.0.2.1".parse::<std::net::IpAddr>().unwrap()
+        );
+        let t = Throttle::new(std::time::Duration::from_secs(60));
+        for i in 0..LOGIN_FAILURES as i64 {
+            t.failed(one, i);
+        }
+        assert!(t.retry_after_s(other, 10).is_some());
+        assert_eq!(t.retry_after_s(elsewhere, 10), None);
+    }
+
+    #[test]
+    fn the_clients_remembered_are_bounded() {
+        let t = Throttle::new(std::time::Duration::from_secs(60));
+        for i in 0..(TRACKED as u32 + 10) {
+            t.failed(
+                std::net::IpAddr::V4(std::net::Ipv4Addr::from(i)),
+                i64::from(i),
+            );
+        }
+        assert!(t.failures.lock().unwrap().len() <= TRACKED);
     }
 }

@@ -29,6 +29,8 @@ pub struct Board {
     pub guarded: bool,
     /// The page's sign-ins (`/login`): the cookie holds a session id, never the token.
     pub sessions: auth::Sessions,
+    /// Wrong tokens per client address: too many within a minute and its sign-ins wait.
+    pub throttle: auth::Throttle,
     /// The secrets this process holds (the board's token, the forge's): never in a log line
     /// the board shows, whatever a worker printed.
     secrets: Vec<Secret>,
@@ -66,6 +68,7 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
     let token =
         auth::read_token(l.config.serve.token_env.as_deref()).map_err(Failure::bad_input)?;
     auth::check_listen(&addr, token.as_ref()).map_err(Failure::bad_input)?;
+    let throttle = auth::Throttle::from_env().map_err(Failure::bad_input)?;
     // A forge token that cannot be read is no secret this process holds.
     let secrets: Vec<Secret> = token
         .iter()
@@ -92,6 +95,7 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
             l,
             token,
             sessions: auth::Sessions::default(),
+            throttle,
             secrets,
             csrf,
             changes: rx,
@@ -101,7 +105,9 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
         // The first line on stdout is the address, for scripts and tests (port 0 picks one).
         println!("orch serve: listening on http://{bound}");
         let _ = std::io::Write::flush(&mut std::io::stdout());
-        axum::serve(listener, router(board))
+        // The client's address is what wrong tokens are counted by (auth::Throttle).
+        let app = router(board).into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(listener, app)
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })

@@ -4,7 +4,6 @@
 //! supervisor is not running; a supervisor that let go is not said to have died.
 
 use crate::support::{Org, RepoSpec, Spec, output_text, resumed_entry};
-use orch::store::now_ms;
 use orch::store::workers as ws;
 
 /// A worker that reports BLOCKED with terminal commands in its note (clear screen, set the

@@ -49,9 +49,10 @@ pub fn upstreams<'a>(config: &'a Config, repo: &str) -> Vec<&'a Repo> {
 
 /// The base-branch CI of `repo`: the shared row if it is fresh, else polled now by this
 /// process (if it wins the claim; otherwise the row as it is, possibly stale or absent).
-pub async fn status<F: Forge>(
+pub fn status<F: Forge>(
     store: &mut Store,
     follower: &CiFollower<F>,
+    rt: &tokio::runtime::Runtime,
     repo: &Repo,
     max_age_ms: i64,
 ) -> Option<UpstreamRow> {
@@ -80,7 +81,9 @@ pub async fn status<F: Forge>(
     if !claimed {
         return row;
     }
-    match poll(follower, repo).await {
+    // Only the forge's answer is awaited: the store is used outside the runtime (PostgreSQL's
+    // client blocks on a runtime of its own, which cannot run inside another).
+    match rt.block_on(poll(follower, repo)) {
         Ok(new) => {
             if let Err(e) = store.write(|tx| su::put(tx, &new)) {
                 tracing::warn!(repo = %repo.name, error = %e, "cannot record upstream CI");
@@ -149,21 +152,18 @@ pub fn red_upstream<F: Forge>(
         .build()
         .ok()?;
     let max_age = config.ci.poll_interval.as_millis() as i64;
-    let rows: Vec<UpstreamRow> = rt.block_on(async {
-        let mut rows = Vec::new();
-        for u in ups {
-            match store.as_deref_mut() {
-                Some(store) => rows.extend(status(store, follower, u, max_age).await),
-                None => match poll(follower, u).await {
-                    Ok(row) => rows.push(row),
-                    Err(e) => {
-                        tracing::debug!(repo = %u.name, error = %e, "cannot read upstream CI")
-                    }
-                },
-            }
+    let mut rows: Vec<UpstreamRow> = Vec::new();
+    for u in ups {
+        match store.as_deref_mut() {
+            Some(store) => rows.extend(status(store, follower, &rt, u, max_age)),
+            None => match rt.block_on(poll(follower, u)) {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    tracing::debug!(repo = %u.name, error = %e, "cannot read upstream CI")
+                }
+            },
         }
-        rows
-    });
+    }
     first_red(&rows).cloned()
 }
 

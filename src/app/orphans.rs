@@ -41,9 +41,15 @@ fn supervisor_alive(w: &WorkerRecord) -> bool {
 }
 
 /// A worker whose tree may have been left running: it had a worker process, and whoever
-/// held its lease is dead.
+/// held its lease is dead. Only a worker of this node: another node's pids name nothing here.
 pub fn candidate(w: &WorkerRecord) -> bool {
-    w.worker_pid.is_some() && !supervisor_alive(w)
+    here(w) && w.worker_pid.is_some() && !supervisor_alive(w)
+}
+
+/// Whether `w` was supervised on this node (or before nodes were recorded): its pids and its
+/// session's cgroup are this host's.
+fn here(w: &WorkerRecord) -> bool {
+    w.lease().is_none_or(|l| l.is_here())
 }
 
 /// What identifies one orphaning: the dead supervisor and the guard it had started.
@@ -109,6 +115,9 @@ pub fn sweep(state_dir: &Path) -> usize {
 /// knows the group), and the processes marked with its id that started before this call.
 /// Returns how many processes (or cgroups) it found alive.
 pub fn kill_tree(state_dir: &Path, w: &WorkerRecord, trust_group: bool) -> usize {
+    if !here(w) {
+        return 0;
+    }
     let started_by = contain::now_ticks();
     let session = session_dir(state_dir, &w.id);
     let mut found = 0;
@@ -147,7 +156,7 @@ pub fn kill_trees(state_dir: &Path, workers: &[WorkerRecord], trust_group: bool)
     let started_by = contain::now_ticks();
     let mut scan: std::collections::HashSet<&str> = Default::default();
     let mut groups = Vec::new();
-    for w in workers {
+    for w in workers.iter().filter(|w| here(w)) {
         let session = session_dir(state_dir, &w.id);
         let mut cgroup_held_it = false;
         if let Some(cg) = Cgroup::recorded(&session) {

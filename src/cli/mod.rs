@@ -714,6 +714,11 @@ impl Ctx {
         // Every process this command starts finds the store from the state directory.
         crate::store::location::settle(&state_dir, config.store.as_ref())
             .map_err(crate::store::StoreError::from)?;
+        // And the local forge (a shared one: forge.path).
+        if config.forge.kind == crate::config::ForgeKind::Local {
+            crate::forge::local::settle_dir(&state_dir, config.forge.path.as_deref())
+                .map_err(Failure::bad_input)?;
+        }
         // Workers of another account: whatever orch makes is its own alone (a new file in the
         // state directory is never one a worker could open by its name).
         if config.worker.separate() {

@@ -124,6 +124,10 @@ pub struct ForgeConfig {
     /// Local forge: how old a branch ref without a CI run must be before its push counts as
     /// one whose hook was lost (and its run is started then).
     pub lost_hook_grace: Duration,
+    /// Local forge: where its bare remotes, logs and job directories live, when not in the
+    /// state directory (`forge/`): one directory every node sharing a store reaches
+    /// (resolved against repos.yaml's directory).
+    pub path: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]

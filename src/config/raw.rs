@@ -57,6 +57,8 @@ pub(super) struct RawForge {
     pub(super) max_concurrent_runs: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) lost_hook_grace: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) path: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -523,6 +525,7 @@ pub(super) const FORGE: &[&str] = &[
     "give_up_after",
     "max_concurrent_runs",
     "lost_hook_grace",
+    "path",
 ];
 pub(super) const CI: &[&str] = &[
     "sync_job",

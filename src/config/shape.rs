@@ -61,6 +61,7 @@ pub(super) const FORGE: &[Field] = &[
     ("give_up_after", Shape::Text, Optional),
     ("max_concurrent_runs", Shape::Int, Optional),
     ("lost_hook_grace", Shape::Text, Optional),
+    ("path", Shape::Text, Optional),
 ];
 pub(super) const CI: &[Field] = &[
     ("sync_job", Shape::Text, Optional),

@@ -84,6 +84,7 @@ pub(super) fn validate(
             give_up_after: GIVE_UP_AFTER,
             max_concurrent_runs: 4,
             lost_hook_grace: LOST_HOOK_GRACE,
+            path: None,
         },
         Some(f) => {
             // Left out or wrong-typed: reported by `shape`; the rest is checked as local.
@@ -159,6 +160,21 @@ pub(super) fn validate(
                 c.positive("forge.max_concurrent_runs", &f.max_concurrent_runs, 4) as usize;
             let lost_hook_grace =
                 c.duration("forge.lost_hook_grace", &f.lost_hook_grace, LOST_HOOK_GRACE);
+            let path = f.path.as_ref().and_then(|p| {
+                if kind != ForgeKind::Local {
+                    c.err(
+                        pos(p),
+                        "forge.path is the local forge's directory: a forgejo forge has none (leave it out)",
+                    );
+                    return None;
+                }
+                let value = p.value.trim();
+                if value.is_empty() {
+                    c.err(pos(p), "forge.path is empty");
+                    return None;
+                }
+                Some(root.join(value))
+            });
             ForgeConfig {
                 kind,
                 url: f.url.map(|s| s.value.trim_end_matches('/').to_string()),
@@ -172,6 +188,7 @@ pub(super) fn validate(
                 give_up_after,
                 max_concurrent_runs,
                 lost_hook_grace,
+                path,
             }
         }
     };

@@ -466,6 +466,13 @@ pub fn renew_lease(tx: &Tx, id: &str, fence: i64, for_ms: Option<i64>) -> super:
     Ok(n == 1)
 }
 
+/// Moves the worker's worktree to `path` (a node taking it over makes its own).
+pub fn set_worktree(tx: &Tx, id: &str, path: &str) -> super::sql::Result<()> {
+    tx.prepare_cached("UPDATE workers SET worktree = ?2 WHERE id = ?1")?
+        .execute(params![id, path])?;
+    Ok(())
+}
+
 /// The worker's fencing token now (`None`: no such worker).
 pub fn fence_of(tx: &Tx, id: &str) -> super::sql::Result<Option<i64>> {
     tx.prepare_cached("SELECT fence FROM workers WHERE id = ?1")?

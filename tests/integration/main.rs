@@ -43,6 +43,7 @@ mod lock_race;
 mod logs;
 mod lying_workers;
 mod models;
+mod nodes;
 mod operator_day;
 mod output_escape;
 mod pg_store;

@@ -11,7 +11,7 @@ use orch::milestone::Milestone;
 
 /// A database of the test's own on the server of `ORCH_TEST_PG_URL`: its URL (no password:
 /// the throwaway cluster trusts loopback).
-fn fresh_database(test: &str) -> Option<String> {
+pub(crate) fn fresh_database(test: &str) -> Option<String> {
     let Ok(admin) = std::env::var("ORCH_TEST_PG_URL") else {
         assert!(
             std::env::var("ORCH_TEST_PG_REQUIRED").as_deref() != Ok("1"),

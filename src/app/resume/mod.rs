@@ -211,7 +211,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     // Claimed in transactions of up to CLAIM_BATCH workers (not one each: a thousand orphans
     // after a host crash), each re-checking under the write lock that its workers are still
     // orphaned, so that exactly one resumer wins each.
-    let mut claimed: Vec<WorkerRecord> = Vec::new();
+    let mut claimed: Vec<(WorkerRecord, bool)> = Vec::new();
     for batch in candidates.chunks(CLAIM_BATCH) {
         let won = store.write(|tx| {
             let mut won = Vec::new();
@@ -223,20 +223,31 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
                     continue; // another resumer (or a new supervisor) got there first
                 }
                 ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
-                ws::add_event(
-                    tx,
-                    id,
-                    "resume_claimed",
-                    w.milestone(),
-                    &format!("claimed by orch resume (pid {me})"),
-                )?;
+                let from = w.lease().filter(|l| !l.is_here()).and_then(|l| l.node);
+                let mut w = w;
+                let detail = match &from {
+                    // Taken over from another node (dead, or cut off past its lease): the
+                    // worktree there is out of reach; this node's is made from what was pushed.
+                    Some(node) => {
+                        let here = trust::expected_worktree(&l.state_dir, id);
+                        w.worktree = here.display().to_string();
+                        ws::set_worktree(tx, id, &w.worktree)?;
+                        format!(
+                            "claimed by orch resume (pid {me}) on node {} from node {node}",
+                            crate::node::name()
+                        )
+                    }
+                    None => format!("claimed by orch resume (pid {me})"),
+                };
+                ws::add_event(tx, id, "resume_claimed", w.milestone(), &detail)?;
                 // The record as the dead supervisor left it: it says why the worker stopped.
-                won.push(w);
+                won.push((w, from.is_some()));
             }
             Ok(won)
         })?;
         claimed.extend(won);
     }
+    let (claimed, moved): (Vec<WorkerRecord>, Vec<bool>) = claimed.into_iter().unzip();
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
@@ -245,13 +256,16 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     // predecessor, and it is gone before anything of its worktree is touched (see
     // clear_stale_git_locks).
     super::orphans::kill_trees(&l.state_dir, &claimed, true);
-    for w in &claimed {
+    for (w, moved) in claimed.iter().zip(&moved) {
         // Only a worker that will run again needs its worktree (and only WORKING can lack one:
-        // the spawner died before making it); PUSHED_TO_CI workers need nothing but CI.
-        if matches!(
-            w.milestone(),
-            Milestone::Working | Milestone::FixingCi | Milestone::Paused
-        ) {
+        // the spawner died before making it); PUSHED_TO_CI workers need nothing but CI — unless
+        // it came from another node, whose worktree this one cannot reach.
+        if *moved
+            || matches!(
+                w.milestone(),
+                Milestone::Working | Milestone::FixingCi | Milestone::Paused
+            )
+        {
             worktree::ensure_worktree(l, w);
         }
     }

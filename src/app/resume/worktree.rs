@@ -61,9 +61,25 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
         }
         let _ = gitops::git(&repo.path, &["worktree", "prune"]);
         let local = w.local_branch();
-        let branch_exists = gitops::resolve(&repo.path, &format!("refs/heads/{local}")).is_ok();
+        let mut branch_exists = gitops::resolve(&repo.path, &format!("refs/heads/{local}")).is_ok();
+        if !branch_exists {
+            // Taken over from another node (or a clone that lost the branch): what the worker
+            // pushed is its work; the base only when it pushed nothing.
+            let refspec = format!("refs/heads/{}:refs/heads/{local}", w.branch);
+            branch_exists = gitops::git(&repo.path, &["fetch", "--quiet", &w.remote, &refspec])
+                .is_ok()
+                && gitops::resolve(&repo.path, &format!("refs/heads/{local}")).is_ok();
+        }
         let result = if branch_exists {
-            gitops::git(&repo.path, &["worktree", "add", &w.worktree, &local]).map(|_| ())
+            gitops::git(&repo.path, &["worktree", "add", &w.worktree, &local])
+                .or_else(|e| {
+                    // Checked out in its predecessor's worktree, of a node that lost the
+                    // worker (one clone shared by several nodes' state directories): the
+                    // branch is this worker's alone, and that worktree is no one's now.
+                    tracing::warn!(worker = %w.id, error = %e, "worktree add refused; adding it over its predecessor's registration");
+                    gitops::git(&repo.path, &["worktree", "add", "--force", &w.worktree, &local])
+                })
+                .map(|_| ())
         } else {
             gitops::create_worktree(&repo.path, &w.id, &local, &w.base_sha, wt)
         };

@@ -51,16 +51,12 @@ impl CascadeLink {
                 let max_age = interval.as_millis() as i64;
                 let mut last: Option<Option<String>> = None;
                 loop {
-                    let rows = rt.block_on(async {
-                        let mut rows = Vec::new();
-                        for u in &ups {
-                            rows.extend(
-                                crate::app::cascade::status(&mut store, &follower, u, max_age)
-                                    .await,
-                            );
-                        }
-                        rows
-                    });
+                    let mut rows = Vec::new();
+                    for u in &ups {
+                        rows.extend(crate::app::cascade::status(
+                            &mut store, &follower, &rt, u, max_age,
+                        ));
+                    }
                     let now = crate::app::cascade::red_reason(&rows);
                     if last.as_ref() != Some(&now) {
                         if tx.send(now.clone()).is_err() {

@@ -52,6 +52,62 @@ use std::time::{Duration, Instant};
 pub const INTERNAL_COMMAND: &str = "__local-forge";
 
 /// The bare repository of `repo` on the local forge of `state_dir` (made by the first spawn).
+/// Makes the state directory's `forge/` the directory `forge.path` names: a symbolic link to
+/// it, so that every process of this node — hooks, runners, supervisors, which all find the
+/// forge from the state directory — uses the one every node sharing the store reaches. A
+/// state directory whose forge is already elsewhere (its own directory, a link to another)
+/// is refused with what to do, never moved.
+pub fn settle_dir(state_dir: &Path, shared: Option<&Path>) -> Result<(), String> {
+    let here = state_dir.join("forge");
+    let link = std::fs::read_link(&here).ok();
+    let Some(shared) = shared else {
+        return match link {
+            Some(to) => Err(format!(
+                "{} is a link to the shared local forge {}, but repos.yaml names no forge.path: put it back (forge: {{path: {}}}) or remove the link to start a forge of this node's own",
+                here.display(),
+                to.display(),
+                to.display()
+            )),
+            None => Ok(()),
+        };
+    };
+    std::fs::create_dir_all(shared)
+        .map_err(|e| format!("cannot create forge.path {}: {e}", shared.display()))?;
+    let shared = std::fs::canonicalize(shared)
+        .map_err(|e| format!("cannot resolve forge.path {}: {e}", shared.display()))?;
+    match link {
+        Some(to) if std::fs::canonicalize(&to).ok().as_deref() == Some(shared.as_path()) => Ok(()),
+        Some(to) => Err(format!(
+            "{} is a link to the local forge {}, but forge.path names {}: point the link there (or put forge.path back)",
+            here.display(),
+            to.display(),
+            shared.display()
+        )),
+        None if here.exists() => Err(format!(
+            "{} holds this node's own local forge, but forge.path names {}: move what it holds there and remove it, or leave forge.path out",
+            here.display(),
+            shared.display()
+        )),
+        None => {
+            crate::store::ensure_private_dir(state_dir).map_err(|e| e.to_string())?;
+            match std::os::unix::fs::symlink(&shared, &here) {
+                Ok(()) => Ok(()),
+                // Another process of this node made it meanwhile: the same link is fine.
+                Err(_)
+                    if std::fs::canonicalize(&here).ok().as_deref() == Some(shared.as_path()) =>
+                {
+                    Ok(())
+                }
+                Err(e) => Err(format!(
+                    "cannot link {} to {}: {e}",
+                    here.display(),
+                    shared.display()
+                )),
+            }
+        }
+    }
+}
+
 pub fn remote_path(state_dir: &Path, repo: &str) -> PathBuf {
     Layout::new(state_dir).remote(repo)
 }

@@ -1,0 +1,248 @@
+//! Several nodes on one PostgreSQL store, on one machine: three state directories (and so
+//! three worktree roots), three node names, one database, one shared local forge
+//! (`forge.path`). A chain lock taken on one node blocks its chain on the others; `orch nodes`
+//! lists each; `orch status` names each worker's node; a supervisor of one node stopped past
+//! its lease is taken over by another node's `orch resume`, and once continued it writes
+//! nothing (fencing) and stops its worker; a node killed outright is failed over, its
+//! worker's worktree made again on the new node from what it pushed.
+//!
+//! Needs a server: `ORCH_TEST_PG_URL` (see pg_store.rs); skipped aloud without one.
+
+use crate::pg_store::fresh_database;
+use crate::support::{Org, RepoSpec, Spec, output_text, poll};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+/// The organisation of node "a" (`org.state`), with nodes "b" and "c" beside it.
+struct Nodes {
+    org: Org,
+}
+
+impl Nodes {
+    fn new(test: &str, spec: Spec) -> Option<Nodes> {
+        let url = fresh_database(test)?;
+        let mut spec = spec;
+        spec.store = Some(format!("{{url: \"{url}\"}}"));
+        let mut org = Org::new(spec);
+        // One local forge for every node (each state directory's forge/ links to it).
+        let shared = org.root.join("shared-forge");
+        let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+        let yaml = yaml.replacen(
+            "forge: {kind: local,",
+            &format!("forge: {{kind: local, path: \"{}\",", shared.display()),
+            1,
+        );
+        assert!(yaml.contains("shared-forge"), "{yaml}");
+        std::fs::write(&org.config_path, yaml).unwrap();
+        org.set_env("ORCH_NODE", "a");
+        Some(Nodes { org })
+    }
+
+    fn state(&self, node: &str) -> PathBuf {
+        if node == "a" {
+            self.org.state.clone()
+        } else {
+            self.org.root.join(format!("state-{node}"))
+        }
+    }
+
+    /// `orch <args>` run on `node`.
+    fn run(&self, node: &str, args: &[&str]) -> Output {
+        self.org
+            .cmd(args)
+            .env("ORCH_STATE_DIR", self.state(node))
+            .env("ORCH_NODE", node)
+            .output()
+            .expect("orch runs")
+    }
+
+    fn json(&self, node: &str, args: &[&str], code: i32) -> Value {
+        let out = self.run(node, args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "orch {args:?} on {node}: {}",
+            output_text(&out)
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("orch {args:?} on {node}: {e}: {}", output_text(&out)))
+    }
+
+    fn spawn(&self, node: &str, repo: &str) -> String {
+        let v = self.json(
+            node,
+            &["spawn", "--repo", repo, "--task", "work", "--json"],
+            0,
+        );
+        v["worker_id"].as_str().unwrap().to_string()
+    }
+
+    /// `orch resume --json` on `node` until it takes `id` over (within `limit`).
+    fn take_over(&self, node: &str, id: &str, limit: Duration) -> Value {
+        poll(limit, || {
+            let v = self.json(node, &["resume", "--json"], 0);
+            crate::support::resumed_entry(&v, id).is_some().then_some(v)
+        })
+        .unwrap_or_else(|| panic!("node {node} never took {id} over\n{}", self.org.diag(id)))
+    }
+}
+
+fn stop(pid: i32, sig: i32) {
+    // SAFETY: a signal to a process this test started (through orch).
+    unsafe { libc::kill(pid, sig) };
+}
+
+#[test]
+fn nodes_share_chain_locks_and_a_stopped_supervisor_is_fenced_after_its_takeover() {
+    let spec = Spec::local("idle.sh")
+        .repo(RepoSpec::new("core"))
+        .repo(RepoSpec::new("vm").deps(&["core"]))
+        .repo(RepoSpec::new("lib"));
+    let Some(n) = Nodes::new("nodes_share_chain_locks…", spec) else {
+        return;
+    };
+    let core = n.spawn("a", "core");
+    // The chain lock is the database's: node b cannot start on core's chain.
+    let refused = n.json("b", &["spawn", "--repo", "vm", "--task", "t", "--json"], 1);
+    assert_eq!(refused["spawned"], false, "{refused}");
+    assert_eq!(refused["blockers"][0]["holder"], core.as_str(), "{refused}");
+    let lib = n.spawn("c", "lib");
+    // Node b beats with a resume (cron's), though it supervises nothing.
+    n.json("b", &["resume", "--json"], 0);
+
+    let nodes = n.json("b", &["nodes", "--json"], 0);
+    assert_eq!(nodes["this_node"], "b", "{nodes}");
+    let by_name = |name: &str| {
+        nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no node {name}: {nodes}"))
+    };
+    assert_eq!(by_name("a")["workers"], 1, "{nodes}");
+    assert_eq!(by_name("b")["workers"], 0, "{nodes}");
+    assert_eq!(by_name("c")["workers"], 1, "{nodes}");
+    let status = n.json("b", &["status", "--json"], 0);
+    let node_of = |id: &str| {
+        status["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["worker_id"] == id)
+            .map(|w| w["node"].clone())
+    };
+    assert_eq!(node_of(&core), Some(Value::from("a")), "{status}");
+    assert_eq!(node_of(&lib), Some(Value::from("c")), "{status}");
+    let table = output_text(&n.run("b", &["status"]));
+    assert!(
+        table.lines().next().unwrap_or("").contains("NODE"),
+        "{table}"
+    );
+
+    // Node a's supervisor stops (SIGSTOP) past its lease: node b takes the worker over.
+    let first = n.org.worker(&core);
+    let stale = first.supervisor_pid.expect("a supervisor") as i32;
+    let old_worker = first.worker_pid.expect("a worker") as i32;
+    stop(stale, libc::SIGSTOP);
+    n.take_over("b", &core, Duration::from_secs(90));
+    let taken = poll(Duration::from_secs(60), || {
+        let w = n.org.worker(&core);
+        (w.node.as_deref() == Some("b")
+            && w.supervisor_pid != Some(stale as i64)
+            && w.worker_running
+            && w.worker_pid.is_some_and(|p| p as i32 != old_worker))
+        .then_some(w)
+    });
+    let Some(taken) = taken else {
+        stop(stale, libc::SIGCONT);
+        panic!("node b's supervisor did not start\n{}", n.org.diag(&core));
+    };
+    assert!(
+        taken.fence > first.fence,
+        "{} -> {}",
+        first.fence,
+        taken.fence
+    );
+    // Its worktree is node b's own.
+    assert!(
+        taken.worktree.starts_with(&*n.state("b").to_string_lossy()),
+        "{}",
+        taken.worktree
+    );
+    assert!(std::path::Path::new(&taken.worktree).join(".git").exists());
+    let events_before = n.org.events(&core).len();
+
+    // Continued, the stale supervisor writes nothing and stops its own worker.
+    stop(stale, libc::SIGCONT);
+    let gone = poll(Duration::from_secs(60), || {
+        (!orch::process::process_alive(stale, None)).then_some(())
+    });
+    assert!(gone.is_some(), "the stale supervisor {stale} did not stop");
+    let gone = poll(Duration::from_secs(30), || {
+        (!orch::process::group_alive(old_worker)).then_some(())
+    });
+    assert!(gone.is_some(), "its worker {old_worker} still runs");
+    let w = n.org.worker(&core);
+    assert_eq!(
+        (w.fence, w.supervisor_pid, w.node.as_deref()),
+        (taken.fence, taken.supervisor_pid, Some("b")),
+        "{}",
+        n.org.diag(&core)
+    );
+    assert_eq!(w.progress.milestone, taken.progress.milestone);
+    let events = n.org.events(&core);
+    assert_eq!(
+        events.len(),
+        events_before,
+        "written after the takeover: {:?}",
+        &events[events_before.min(events.len())..]
+    );
+    assert!(
+        orch::process::process_alive(w.worker_pid.unwrap() as i32, None),
+        "node b's worker was stopped"
+    );
+    for (node, id) in [("b", &core), ("c", &lib)] {
+        let out = n.run(node, &["cancel", id, "--reason", "test over"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+}
+
+#[test]
+fn a_node_killed_outright_is_failed_over_from_what_its_worker_pushed() {
+    let spec = Spec::local("push_and_wait.sh").repo(RepoSpec::new("core"));
+    let Some(n) = Nodes::new("a_node_killed_outright…", spec) else {
+        return;
+    };
+    let id = n.spawn("a", "core");
+    let pushed = poll(Duration::from_secs(60), || {
+        n.org.worker(&id).progress.tracked_sha.clone()
+    })
+    .unwrap_or_else(|| panic!("no push\n{}", n.org.diag(&id)));
+    // Every orch process of node a dies at once (its worker dies with its guard).
+    let w = n.org.worker(&id);
+    n.org.kill_supervisor(&id);
+    assert!(w.worker_pid.is_some());
+    let v = n.take_over("c", &id, Duration::from_secs(90));
+    let entry = crate::support::resumed_entry(&v, &id).unwrap().clone();
+    let w = n.org.worker(&id);
+    assert_eq!(w.node.as_deref(), Some("c"), "{entry}\n{}", n.org.diag(&id));
+    let events = n.org.events(&id);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "resume_claimed" && e.detail.contains("from node a")),
+        "{events:?}"
+    );
+    // Node c's worktree, made from the pushed branch.
+    let wt = PathBuf::from(&w.worktree);
+    assert!(wt.starts_with(n.state("c")), "{}", wt.display());
+    let head = orch::gitops::head(&wt).unwrap_or_else(|e| panic!("{}: {e}", wt.display()));
+    assert_eq!(head.to_string(), pushed.to_string(), "{}", n.org.diag(&id));
+    n.org.release(&id);
+    let out = n.run("c", &["cancel", &id, "--reason", "test over"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}

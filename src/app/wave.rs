@@ -468,9 +468,37 @@ pub struct TickReport {
     pub view: Option<WaveView>,
 }
 
-/// An advisory lock held for one tick of a wave (flock; the kernel drops it with the process).
+/// How long a tick's claim in the store lasts unless renewed (each round of starts renews it):
+/// a tick killed outright holds its wave on other nodes this long at most.
+const TICK_CLAIM_MS: i64 = 120_000;
+
+/// One tick of a wave held: an advisory lock on this node (flock; the kernel drops it with
+/// the process) and a claim in the store for every node (`wave_ticks`), given up on drop.
 pub struct TickLock {
     _file: std::fs::File,
+    state_dir: PathBuf,
+    wave: String,
+}
+
+impl TickLock {
+    /// Extends the claim (a long tick: many starts, each waiting for its supervisor).
+    fn renew(&self, store: &mut Store) {
+        let (wave, pid) = (&self.wave, crate::pidns::host_pid() as i64);
+        if let Err(e) =
+            store.write(|tx| wv::claim_tick(tx, wave, crate::node::name(), pid, TICK_CLAIM_MS))
+        {
+            tracing::warn!(wave, error = %e, "cannot renew the tick's claim");
+        }
+    }
+}
+
+impl Drop for TickLock {
+    fn drop(&mut self) {
+        let pid = crate::pidns::host_pid() as i64;
+        if let Ok(mut store) = Store::open(&self.state_dir) {
+            let _ = store.write(|tx| wv::release_tick(tx, &self.wave, crate::node::name(), pid));
+        }
+    }
 }
 
 pub fn try_tick_lock(state_dir: &Path, wave: &str) -> Result<Option<TickLock>> {
@@ -484,10 +512,31 @@ pub fn try_tick_lock(state_dir: &Path, wave: &str) -> Result<Option<TickLock>> {
         .open(&path)
         .map_err(|e| Error::io("cannot open", &path, e))?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(Some(TickLock { _file: file })),
-        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-        Err(e) => Err(Error::io("cannot lock", &path, e.into())),
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+        Err(e) => return Err(Error::io("cannot lock", &path, e.into())),
     }
+    // This node's lock held: now the store's claim, which another node's tick may hold.
+    let pid = crate::pidns::host_pid() as i64;
+    let mut store = Store::open(state_dir)?;
+    let node = crate::node::name();
+    let claimed = store.write(|tx| {
+        if let Some((holder, holder_pid, _)) = wv::tick_holder(tx, wave)?
+            && holder == node
+            && holder_pid != pid
+            && !crate::process::process_alive(holder_pid as i32, None)
+        {
+            // A tick of this node killed outright: its claim is no one's (this node's flock
+            // says no other tick of it runs).
+            wv::release_tick(tx, wave, node, holder_pid)?;
+        }
+        wv::claim_tick(tx, wave, node, pid, TICK_CLAIM_MS)
+    })?;
+    Ok(claimed.then(|| TickLock {
+        _file: file,
+        state_dir: state_dir.to_path_buf(),
+        wave: wave.to_string(),
+    }))
 }
 
 /// Records the file's tasks: new ones join, unstarted ones follow the file, a started one
@@ -609,7 +658,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
         alerts: Vec::new(),
         view: None,
     };
-    let Some(_lock) = try_tick_lock(&l.state_dir, &wave.name)? else {
+    let Some(lock) = try_tick_lock(&l.state_dir, &wave.name)? else {
         report.skipped = true;
         return Ok(report);
     };
@@ -632,7 +681,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
         super::resume::deliver_alerts(l);
     }
     if w.row.cancelled_ms.is_none() && !w.state.finished() {
-        start_ready(l, &mut store, &mut w, &mut report)?;
+        start_ready(l, &mut store, &lock, &mut w, &mut report)?;
     }
     let ready_waiting = w.state.ready().count() as i64;
     let finished = w.state.finished().then(now_ms);
@@ -652,6 +701,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
 fn start_ready(
     l: &Loaded,
     store: &mut Store,
+    lock: &TickLock,
     w: &mut Loaded2,
     report: &mut TickReport,
 ) -> Result<()> {
@@ -667,6 +717,7 @@ fn start_ready(
         .map(|(traits, t)| l.config.model_for(&t.repo, traits))
         .collect();
     loop {
+        lock.renew(store);
         let (locks, running, others) = store.read(|tx| {
             // A fatal hold stops starts in its chain as a lock does: the scheduler skips them.
             let mut locks = crate::store::active_locks(tx)?;

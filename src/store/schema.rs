@@ -355,7 +355,8 @@ const MIGRATIONS: &[&str] = &[
     // numbers it: `fence` goes up by one per claim, and every write its supervisor makes
     // checks it first, so a supervisor whose lease was taken over writes nothing. `nodes`:
     // each node's heartbeat, slots and version (`orch nodes`). The events' kinds are
-    // counted by the board's `/metrics` (violations).
+    // counted by the board's `/metrics` (violations). `wave_ticks`: the one tick of a wave
+    // running now, whichever node runs it (a claim with an expiry, renewed while it runs).
     r#"
     ALTER TABLE workers ADD COLUMN node TEXT;
     ALTER TABLE workers ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
@@ -367,6 +368,12 @@ const MIGRATIONS: &[&str] = &[
         heartbeat_ms INTEGER NOT NULL
     );
     CREATE INDEX worker_events_kind ON worker_events (kind);
+    CREATE TABLE wave_ticks (
+        wave     TEXT PRIMARY KEY,
+        node     TEXT NOT NULL,
+        pid      INTEGER NOT NULL,
+        until_ms INTEGER NOT NULL
+    );
     "#,
 ];
 
@@ -629,6 +636,12 @@ const PG_MIGRATIONS: &[(i64, &str)] = &[
         heartbeat_ms BIGINT NOT NULL
     );
     CREATE INDEX worker_events_kind ON worker_events (kind);
+    CREATE TABLE wave_ticks (
+        wave     TEXT PRIMARY KEY,
+        node     TEXT NOT NULL,
+        pid      BIGINT NOT NULL,
+        until_ms BIGINT NOT NULL
+    );
     "#,
     ),
 ];

@@ -252,3 +252,40 @@ pub fn done_durations(tx: &Tx) -> super::sql::Result<Vec<(String, i64)>> {
     }
     Ok(out)
 }
+
+/// Claims the one running tick of `wave` for process `pid` of `node` for `for_ms` on the
+/// database's clock (renewed by claiming again): false while another process — of any node —
+/// holds an unexpired claim. Ticks started on several nodes at once start each task once.
+pub fn claim_tick(
+    tx: &Tx,
+    wave: &str,
+    node: &str,
+    pid: i64,
+    for_ms: i64,
+) -> super::sql::Result<bool> {
+    let now = tx.clock_ms()?;
+    let n = tx
+        .prepare_cached(
+            "INSERT INTO wave_ticks (wave, node, pid, until_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (wave) DO UPDATE SET node = excluded.node, pid = excluded.pid,
+               until_ms = excluded.until_ms
+             WHERE wave_ticks.until_ms < ?5
+                OR (wave_ticks.node = excluded.node AND wave_ticks.pid = excluded.pid)",
+        )?
+        .execute(params![wave, node, pid, now + for_ms, now])?;
+    Ok(n == 1)
+}
+
+/// Gives a tick's claim up (only its holder's).
+pub fn release_tick(tx: &Tx, wave: &str, node: &str, pid: i64) -> super::sql::Result<()> {
+    tx.prepare_cached("DELETE FROM wave_ticks WHERE wave = ?1 AND node = ?2 AND pid = ?3")?
+        .execute(params![wave, node, pid])?;
+    Ok(())
+}
+
+/// Who holds `wave`'s tick claim: (node, pid, until), if anyone ever did.
+pub fn tick_holder(tx: &Tx, wave: &str) -> super::sql::Result<Option<(String, i64, i64)>> {
+    tx.prepare_cached("SELECT node, pid, until_ms FROM wave_ticks WHERE wave = ?1")?
+        .query_row([wave], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()
+}

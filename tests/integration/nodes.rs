@@ -246,3 +246,138 @@ fn a_node_killed_outright_is_failed_over_from_what_its_worker_pushed() {
     let out = n.run("c", &["cancel", &id, "--reason", "test over"]);
     assert!(out.status.success(), "{}", output_text(&out));
 }
+
+#[test]
+fn a_wave_ticked_on_three_nodes_at_once_starts_each_task_once_bottom_up() {
+    let repos: &[(&str, &[&str])] = &[
+        ("core", &[]),
+        ("util", &[]),
+        ("vm", &["core"]),
+        ("os", &["vm"]),
+        ("net", &["vm", "util"]),
+        ("app", &["net"]),
+        ("sdk", &[]),
+    ];
+    let mut spec = Spec::resumable(repos)
+        .worker("wave_worker.sh")
+        .max_parallel(3);
+    spec.ci = crate::support::Ci::Pass;
+    let Some(n) = Nodes::new("a_wave_ticked_on_three_nodes…", spec) else {
+        return;
+    };
+    let file = crate::wave::wave_file(&n.org, "w3", "vm");
+    let path = file.to_str().unwrap();
+    let n = &n;
+    let tick_all = || {
+        let outs: Vec<Output> = std::thread::scope(|s| {
+            let hs: Vec<_> = ["a", "b", "c"]
+                .iter()
+                .map(|node| s.spawn(move || n.run(node, &["wave", "run", path, "--tick"])))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for o in &outs {
+            assert_eq!(o.status.code(), Some(0), "{}", output_text(o));
+        }
+    };
+    let finished = poll(Duration::from_secs(300), || {
+        tick_all();
+        let v = n.json("b", &["wave", "status", "w3", "--json"], 0);
+        (v["finished"] == true).then_some(v)
+    });
+    let Some(v) = finished else {
+        panic!(
+            "the wave did not finish: {:#}",
+            n.json("a", &["wave", "status", "w3", "--json"], 0)
+        );
+    };
+    // Every task once, DONE, bottom-up, and never two workers on one chain.
+    crate::wave::check_order_and_locks(&n.org, &file, &v);
+    let workers = n.org.workers();
+    for t in v["tasks"].as_array().unwrap() {
+        let key = format!("w3:{}", t["id"].as_str().unwrap());
+        let of_task: Vec<_> = workers
+            .iter()
+            .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
+            .collect();
+        assert_eq!(of_task.len(), 1, "{key}: {of_task:?}");
+        assert_eq!(of_task[0].milestone(), orch::milestone::Milestone::Done);
+    }
+    let nodes: std::collections::BTreeSet<_> =
+        workers.iter().filter_map(|w| w.node.clone()).collect();
+    eprintln!("the wave's workers ran on nodes {nodes:?}");
+}
+
+/// Eighteen `orch spawn` and `orch hold` processes at once, six per node, on overlapping
+/// chains of one database: the lock history replays without a conflicting grant, and what
+/// is held now is a set of chains that do not touch.
+#[test]
+fn spawns_and_holds_racing_across_nodes_never_grant_overlapping_chains() {
+    let spec = Spec::local("idle.sh")
+        .repo(RepoSpec::new("core"))
+        .repo(RepoSpec::new("vm").deps(&["core"]))
+        .repo(RepoSpec::new("os").deps(&["vm"]))
+        .repo(RepoSpec::new("util"))
+        .repo(RepoSpec::new("net").deps(&["util"]))
+        .repo(RepoSpec::new("sdk"));
+    let Some(n) = Nodes::new("spawns_and_holds_racing…", spec) else {
+        return;
+    };
+    let repos = ["core", "vm", "os", "util", "net", "sdk"];
+    let n = &n;
+    let barrier = std::sync::Barrier::new(18);
+    let ready = &barrier;
+    let outs: Vec<(String, Output)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..18)
+            .map(|i| {
+                let node = ["a", "b", "c"][i % 3];
+                let repo = repos[i % repos.len()];
+                s.spawn(move || {
+                    ready.wait();
+                    let out = if i % 2 == 0 {
+                        n.run(node, &["spawn", "--repo", repo, "--task", "race", "--json"])
+                    } else {
+                        let by = format!("racer-{i}");
+                        n.run(
+                            node,
+                            &["hold", repo, "--reason", "race", "--by", &by, "--json"],
+                        )
+                    };
+                    (format!("{node} #{i} {repo}"), out)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut granted = 0;
+    for (who, o) in &outs {
+        match o.status.code() {
+            Some(0) => granted += 1,
+            Some(1) => {} // blocked: the chain was taken
+            _ => panic!("{who}: {}", output_text(o)),
+        }
+    }
+    assert!(granted >= 1, "nothing granted");
+    let mut store = n.org.store();
+    let history = store.lock_history().unwrap();
+    assert!(
+        orch::store::first_conflict(&n.org.config.graph, &history).is_none(),
+        "{:?}",
+        orch::store::first_conflict(&n.org.config.graph, &history)
+    );
+    let held = store.locks().unwrap();
+    for (i, a) in held.iter().enumerate() {
+        for b in &held[i + 1..] {
+            assert!(
+                !n.org.config.graph.conflicts(&a.repo, &b.repo),
+                "{} and {} are both held",
+                a.repo,
+                b.repo
+            );
+        }
+    }
+    for w in n.org.workers() {
+        let node = w.node.clone().unwrap_or_else(|| "a".into());
+        let _ = n.run(&node, &["cancel", &w.id, "--reason", "test over"]);
+    }
+}

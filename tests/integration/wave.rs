@@ -27,7 +27,7 @@ fn org() -> Org {
     Org::new(spec)
 }
 
-fn wave_file(org: &Org, name: &str, vm_task: &str) -> PathBuf {
+pub(crate) fn wave_file(org: &Org, name: &str, vm_task: &str) -> PathBuf {
     let text = format!(
         r#"name: {name}
 tasks:
@@ -80,7 +80,7 @@ fn drive(org: &Org, file: &Path, name: &str) -> Value {
     )
 }
 
-fn check_order_and_locks(org: &Org, file: &Path, v: &Value) {
+pub(crate) fn check_order_and_locks(org: &Org, file: &Path, v: &Value) {
     let wave = Wave::load(file, &org.config.graph).unwrap();
     let dag = Dag::build(&wave.tasks, &org.config.graph).unwrap();
     let tasks = v["tasks"].as_array().unwrap();

@@ -120,7 +120,8 @@ pub fn spawn(ctx: &Ctx, mut args: SpawnArgs) -> Outcome {
                     );
                     announced = true;
                 }
-                std::thread::sleep(Duration::from_millis(250 + (now_ms() % 250) as u64));
+                // Woken at once by a release on PostgreSQL, polled either way.
+                store.wait_lock_released(Duration::from_millis(250 + (now_ms() % 250) as u64));
             }
         }
     };

@@ -385,4 +385,31 @@ mod tests {
             );
         });
     }
+
+    /// A chain lock released on one connection (another host) wakes a waiter LISTENing on
+    /// another at once: PostgreSQL's NOTIFY, sent at the release's commit.
+    #[test]
+    fn a_release_on_postgresql_wakes_a_waiter_on_another_connection() {
+        use crate::graph::RepoGraph;
+        use crate::lock::HolderKind;
+        let test = "a_release_on_postgresql_wakes_a_waiter_on_another_connection";
+        let Some((mut waiter, schema)) = super::pg_store(test) else {
+            return super::skipped(test);
+        };
+        let g = RepoGraph::new([("core".to_string(), vec![])]);
+        let mut other = schema.open();
+        other
+            .try_lock(&g, "core", "hold:x", HolderKind::Hold, None, None)
+            .unwrap();
+        // LISTENing from this first wait on (nothing released yet).
+        assert!(!waiter.wait_lock_released(std::time::Duration::from_millis(10)));
+        let woke = std::thread::scope(|s| {
+            let h = s.spawn(|| waiter.wait_lock_released(std::time::Duration::from_secs(60)));
+            other.release("hold:x", None, None).unwrap();
+            h.join().unwrap()
+        });
+        assert!(woke, "the release was not announced");
+        drop((waiter, other));
+        schema.drop();
+    }
 }

@@ -247,6 +247,9 @@ impl<'t> ActiveLocks<'t> {
 }
 
 /// Releases the lock held by `holder`, if any, recording why and by whom.
+/// The PostgreSQL notification channel a released chain lock is announced on.
+pub const LOCK_CHANNEL: &str = "orch_lock_released";
+
 pub fn release_in(
     tx: &Tx,
     holder: &str,
@@ -263,6 +266,8 @@ pub fn release_in(
         .query_row([holder], row_to_lock)
         .optional()?;
     if let Some(l) = &lock {
+        // Wakes whoever waits for a chain on another host (`spawn --wait`): sent at commit.
+        tx.notify(LOCK_CHANNEL)?;
         record(
             tx,
             Some(l.id),

@@ -385,6 +385,26 @@ impl Store {
         self.fence_lost = false;
     }
 
+    /// Waits until a chain lock may have been released, at most `timeout`: on PostgreSQL until
+    /// a release anywhere is announced (LISTEN/NOTIFY) or the timeout; on SQLite the timeout
+    /// (its waiters poll). Never longer than `timeout`: notifications can be lost. True when a
+    /// release was announced.
+    pub fn wait_lock_released(&mut self, timeout: Duration) -> bool {
+        match &mut self.backend {
+            Backend::Pg(c) => match c.wait_notified(locks::LOCK_CHANNEL, timeout) {
+                Ok(notified) => notified,
+                Err(_) => {
+                    std::thread::sleep(timeout);
+                    false
+                }
+            },
+            Backend::Sqlite(_) => {
+                std::thread::sleep(timeout);
+                false
+            }
+        }
+    }
+
     /// Writes without a fence again (tests: this store plays another process).
     #[cfg(test)]
     pub(crate) fn unfence(&mut self) {

@@ -24,6 +24,8 @@ pub const WRITE_LOCK: i64 = 0x6f72_6368_0000_0022;
 pub struct PgConn {
     client: postgres::Client,
     cache: HashMap<String, postgres::Statement>,
+    /// The channels this session LISTENs on.
+    listening: Vec<String>,
 }
 
 /// How long a session may sit inside a transaction without a statement before the server
@@ -55,6 +57,7 @@ impl PgConn {
         Ok(PgConn {
             client,
             cache: HashMap::new(),
+            listening: Vec::new(),
         })
     }
 
@@ -75,6 +78,23 @@ impl PgConn {
         let mut tx = self.client.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
         Ok(PgTx::new(tx, &mut self.cache))
+    }
+
+    /// Waits up to `timeout` for a notification on `channel` (LISTENing on it from the first
+    /// call on): true when one came. Notifications are lost while disconnected, so callers
+    /// poll too (this is how long each poll waits).
+    pub fn wait_notified(&mut self, channel: &str, timeout: std::time::Duration) -> Result<bool> {
+        if !self.listening.iter().any(|c| c == channel) {
+            self.client
+                .batch_execute(&format!("LISTEN {}", quote_ident(channel)))?;
+            self.listening.push(channel.to_string());
+        }
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut notes = self.client.notifications();
+        if notes.iter().next()?.is_some() {
+            return Ok(true); // one came in since the last wait
+        }
+        Ok(notes.timeout_iter(timeout).next()?.is_some())
     }
 
     /// A read-only snapshot.

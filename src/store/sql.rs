@@ -459,6 +459,15 @@ impl<'c> Tx<'c> {
         }
     }
 
+    /// Announces a change on `channel` to every session LISTENing on it, at commit
+    /// (PostgreSQL's NOTIFY; nothing on SQLite, whose waiters poll one file).
+    pub fn notify(&self, channel: &str) -> Result<()> {
+        match self.imp {
+            TxImp::Sqlite(_) => Ok(()),
+            TxImp::Pg(_) => self.query_row("SELECT pg_notify(?1, '')", [channel], |_| Ok(())),
+        }
+    }
+
     pub fn backend(&self) -> &'static str {
         match self.imp {
             TxImp::Sqlite(_) => "sqlite",

@@ -412,4 +412,44 @@ mod tests {
         drop((waiter, other));
         schema.drop();
     }
+
+    /// A session lost under a store (the server restarted, an administrator ended it) is
+    /// replaced: at most one transaction fails, the next runs on a new session, nothing is lost.
+    #[test]
+    fn a_postgresql_store_whose_session_was_ended_goes_on_with_a_new_one() {
+        let test = "a_postgresql_store_whose_session_was_ended_goes_on_with_a_new_one";
+        let Some((mut s, schema)) = super::pg_store(test) else {
+            return super::skipped(test);
+        };
+        s.write(|tx| ws::insert_worker(tx, &worker("w1", "core", Milestone::Working, 10)))
+            .unwrap();
+        let pid: i32 = s
+            .read(|tx| tx.query_row("SELECT pg_backend_pid()", [], |r| r.get(0)))
+            .unwrap();
+        let mut admin = schema.open();
+        let ended: bool = admin
+            .read(|tx| tx.query_row("SELECT pg_terminate_backend(?1)", [pid], |r| r.get(0)))
+            .unwrap();
+        assert!(ended);
+        let mut failures = 0;
+        let written = loop {
+            match s.write(|tx| ws::add_event(tx, "w1", "note", Milestone::Working, "after")) {
+                Ok(()) => break true,
+                Err(e) if failures < 1 => {
+                    failures += 1;
+                    eprintln!("{test}: attempt failed as the session was lost: {e}");
+                }
+                Err(e) => panic!("{test}: no new session: {e}"),
+            }
+        };
+        assert!(written);
+        let events = s.read(|tx| ws::worker_events(tx, "w1")).unwrap();
+        assert!(events.iter().any(|e| e.detail == "after"));
+        let new_pid: i32 = s
+            .read(|tx| tx.query_row("SELECT pg_backend_pid()", [], |r| r.get(0)))
+            .unwrap();
+        assert_ne!(new_pid, pid);
+        drop((s, admin));
+        schema.drop();
+    }
 }

@@ -326,8 +326,11 @@ impl Store {
     /// Maps a store error to what it means for the operator: busy (with who holds it),
     /// damaged (with what the file shows), a full or read-only file system (the OS error
     /// SQLite saw), or the error itself.
-    pub(crate) fn classify(&self, e: impl Into<sql::Error>) -> StoreError {
+    pub(crate) fn classify(&mut self, e: impl Into<sql::Error>) -> StoreError {
         let e = e.into();
+        if let Backend::Pg(c) = &mut self.backend {
+            c.failed();
+        }
         let errno = match &self.backend {
             // SAFETY: the handle is this store's open connection; the call only reads its errno.
             Backend::Sqlite(c) => unsafe { rusqlite::ffi::sqlite3_system_errno(c.handle()) },

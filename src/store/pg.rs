@@ -26,6 +26,13 @@ pub struct PgConn {
     cache: HashMap<String, postgres::Statement>,
     /// The channels this session LISTENs on.
     listening: Vec<String>,
+    /// What a new session is made from when this one is lost (the server restarted, the
+    /// session ended by an administrator or by `IDLE_IN_TRANSACTION`).
+    config: postgres::Config,
+    schema: Option<String>,
+    lock_timeout: Option<std::time::Duration>,
+    /// A statement failed: whether the session still lives is asked before the next one.
+    suspect: bool,
 }
 
 /// How long a session may sit inside a transaction without a statement before the server
@@ -43,6 +50,19 @@ impl PgConn {
     /// [`PgConn::connect`] with settings already parsed (a password added from the
     /// environment).
     pub fn connect_with(config: &postgres::Config, schema: Option<&str>) -> Result<PgConn> {
+        Ok(PgConn {
+            client: PgConn::session(config, schema)?,
+            cache: HashMap::new(),
+            listening: Vec::new(),
+            config: config.clone(),
+            schema: schema.map(str::to_string),
+            lock_timeout: None,
+            suspect: false,
+        })
+    }
+
+    /// A new session with orch's settings.
+    fn session(config: &postgres::Config, schema: Option<&str>) -> Result<postgres::Client> {
         let mut client = config.connect(postgres::NoTls)?;
         // A process stopped (SIGSTOP, a frozen host) inside a transaction would keep the write
         // lock from every node; the server ends its session instead, which frees the lock and
@@ -54,18 +74,51 @@ impl PgConn {
         if let Some(schema) = schema {
             client.batch_execute(&format!("SET search_path TO {}", quote_ident(schema)))?;
         }
-        Ok(PgConn {
-            client,
-            cache: HashMap::new(),
-            listening: Vec::new(),
-        })
+        Ok(client)
     }
 
     /// How long a transaction waits for the write lock before it reports the store busy.
     pub fn set_lock_timeout(&mut self, wait: std::time::Duration) -> Result<()> {
         self.client
             .batch_execute(&format!("SET lock_timeout = '{}ms'", wait.as_millis()))?;
+        self.lock_timeout = Some(wait);
         Ok(())
+    }
+
+    /// A new session in place of a lost one (its prepared statements and LISTENs went with
+    /// it). Fails while the server is unreachable: the caller's next transaction tries again.
+    fn reconnect(&mut self) -> Result<()> {
+        self.client = PgConn::session(&self.config, self.schema.as_deref())?;
+        self.cache.clear();
+        self.listening.clear();
+        if let Some(wait) = self.lock_timeout {
+            self.set_lock_timeout(wait)?;
+        }
+        tracing::info!("reconnected to the database after its session was lost");
+        Ok(())
+    }
+
+    /// Before a transaction: a session known lost is replaced. (A session lost while idle is
+    /// known at its next statement, which fails: that caller's transaction fails once — a
+    /// supervisor retries it — and the one after runs on a new session.)
+    fn ensure_session(&mut self) -> Result<()> {
+        let lost = self.client.is_closed()
+            || (self.suspect
+                && self
+                    .client
+                    .is_valid(std::time::Duration::from_secs(2))
+                    .is_err());
+        if lost {
+            self.reconnect()?;
+        }
+        self.suspect = false;
+        Ok(())
+    }
+
+    /// A transaction of this session failed: before the next one, whether the session still
+    /// lives is asked (one round trip), so a lost one is replaced without a second failure.
+    pub fn failed(&mut self) {
+        self.suspect = true;
     }
 
     /// Outside any transaction (schema creation in tests).
@@ -75,6 +128,7 @@ impl PgConn {
 
     /// A write transaction: the advisory lock is taken before anything is read.
     pub fn write(&mut self) -> Result<PgTx<'_>> {
+        self.ensure_session()?;
         let mut tx = self.client.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
         Ok(PgTx::new(tx, &mut self.cache))
@@ -84,6 +138,7 @@ impl PgConn {
     /// call on): true when one came. Notifications are lost while disconnected, so callers
     /// poll too (this is how long each poll waits).
     pub fn wait_notified(&mut self, channel: &str, timeout: std::time::Duration) -> Result<bool> {
+        self.ensure_session()?;
         if !self.listening.iter().any(|c| c == channel) {
             self.client
                 .batch_execute(&format!("LISTEN {}", quote_ident(channel)))?;
@@ -99,6 +154,7 @@ impl PgConn {
 
     /// A read-only snapshot.
     pub fn read(&mut self) -> Result<PgTx<'_>> {
+        self.ensure_session()?;
         let tx = self
             .client
             .build_transaction()

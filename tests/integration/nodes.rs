@@ -381,3 +381,97 @@ fn spawns_and_holds_racing_across_nodes_never_grant_overlapping_chains() {
         let _ = n.run(&node, &["cancel", &w.id, "--reason", "test over"]);
     }
 }
+
+/// A node killed outright in the middle of a wave (every supervisor of node a, its workers
+/// with them, their pushes' CI still running): after the leases lapse, the ticks of the other
+/// nodes take its workers over, the wave finishes, and no task is started or DONE twice.
+#[test]
+fn a_node_killed_mid_wave_is_taken_over_and_the_wave_finishes_once() {
+    let repos: &[(&str, &[&str])] = &[
+        ("core", &[]),
+        ("util", &[]),
+        ("vm", &["core"]),
+        ("os", &["vm"]),
+        ("net", &["vm", "util"]),
+        ("app", &["net"]),
+        ("sdk", &[]),
+    ];
+    let mut spec = Spec::resumable(repos)
+        .worker("wave_worker.sh")
+        .max_parallel(3);
+    spec.ci = crate::support::Ci::Gated;
+    let Some(n) = Nodes::new("a_node_killed_mid_wave…", spec) else {
+        return;
+    };
+    let file = crate::wave::wave_file(&n.org, "wk", "vm");
+    let path = file.to_str().unwrap();
+    let tick = |node: &str| {
+        let o = n.run(node, &["wave", "run", path, "--tick"]);
+        assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    };
+    // Node a starts what it can; its workers push and wait for CI (held by the gate).
+    tick("a");
+    let on_a: Vec<String> = n
+        .org
+        .workers()
+        .into_iter()
+        .filter(|w| w.node.as_deref() == Some("a"))
+        .map(|w| w.id)
+        .collect();
+    assert!(!on_a.is_empty(), "node a started nothing");
+    for id in &on_a {
+        poll(Duration::from_secs(60), || {
+            n.org.worker(id).progress.tracked_sha.clone()
+        })
+        .unwrap_or_else(|| panic!("{id} never pushed\n{}", n.org.diag(id)));
+    }
+    // Node a dies: every supervisor killed at once (its workers die with their guards).
+    for id in &on_a {
+        n.org.kill_supervisor(id);
+    }
+    n.org.open_all_gates();
+    let n = &n;
+    let finished = poll(Duration::from_secs(300), || {
+        std::thread::scope(|s| {
+            let b = s.spawn(|| tick("b"));
+            let c = s.spawn(|| tick("c"));
+            b.join().unwrap();
+            c.join().unwrap();
+        });
+        let v = n.json("b", &["wave", "status", "wk", "--json"], 0);
+        (v["finished"] == true).then_some(v)
+    });
+    let Some(v) = finished else {
+        panic!(
+            "the wave did not finish: {:#}",
+            n.json("b", &["wave", "status", "wk", "--json"], 0)
+        );
+    };
+    crate::wave::check_order_and_locks(&n.org, &file, &v);
+    let workers = n.org.workers();
+    for t in v["tasks"].as_array().unwrap() {
+        let key = format!("wk:{}", t["id"].as_str().unwrap());
+        let of_task: Vec<_> = workers
+            .iter()
+            .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
+            .collect();
+        assert_eq!(of_task.len(), 1, "{key} started twice: {of_task:?}");
+        let w = of_task[0];
+        assert_eq!(w.milestone(), orch::milestone::Milestone::Done, "{key}");
+        let done = n
+            .org
+            .transitions(&w.id)
+            .iter()
+            .filter(|(_, to)| to == "DONE")
+            .count();
+        assert_eq!(done, 1, "{key}: DONE {done} times\n{}", n.org.diag(&w.id));
+    }
+    for id in &on_a {
+        let w = n.org.worker(id);
+        assert!(
+            matches!(w.node.as_deref(), Some("b" | "c")),
+            "{id} finished on {:?}",
+            w.node
+        );
+    }
+}

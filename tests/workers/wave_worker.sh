@@ -10,7 +10,11 @@ case "$ORCH_TASK" in
     exit 1
     ;;
 esac
-commit feature.txt "feature by $ORCH_WORKER_ID" "add feature"
+# A replacement (its predecessor's node died) finds the work committed and pushed: it goes on
+# from there.
+if [ "$(cat feature.txt 2>/dev/null)" != "feature by $ORCH_WORKER_ID" ]; then
+    commit feature.txt "feature by $ORCH_WORKER_ID" "add feature"
+fi
 push_head
 if ci_wait "$SHA"; then
     echo "DONE: $ORCH_REPO all green, radicle-push: success"

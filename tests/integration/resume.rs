@@ -1187,3 +1187,49 @@ fn a_stale_supervisor_continued_after_a_takeover_leaves_the_replacement_alone() 
     );
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);
 }
+
+/// A supervisor stopped (SIGSTOP) inside a write transaction keeps SQLite's write lock; once its
+/// lease has lapsed, `orch resume` ends it and takes its worker over — it does not give up
+/// "busy" behind a process that will never continue on its own.
+#[test]
+fn a_supervisor_stopped_inside_a_write_is_ended_by_resume_once_its_lease_lapsed() {
+    use crate::support::{RepoSpec, poll};
+    let mut org = Org::new(Spec::local("idle.sh").repo(RepoSpec::new("core")));
+    // Each lease renewal (every 5 s) holds its write transaction open for 3 s.
+    org.set_env("ORCH_TEST_HOLD_RENEWAL_MS", "3000");
+    let id = org.spawn_detached("core", "idle");
+    let stale = org.worker(&id).supervisor_pid.expect("a supervisor") as i32;
+    let db = org.state.join("orch.db");
+    let inside = poll(Duration::from_secs(30), || {
+        orch::store::health::writers(&db)
+            .contains(&stale)
+            .then_some(())
+    });
+    assert!(inside.is_some(), "the supervisor never held the write lock");
+    // SAFETY: a signal to a process this test started (through orch).
+    unsafe { libc::kill(stale, libc::SIGSTOP) };
+    let held = orch::store::health::writers(&db).contains(&stale);
+    if !held {
+        // Its transaction ended between the look and the stop: let it go on and look again.
+        unsafe { libc::kill(stale, libc::SIGCONT) };
+        panic!("stopped just outside its transaction; the test needs the stop inside one");
+    }
+    // resume waits out the lease, ends the stopped writer, then takes the worker over.
+    let v = org.resume();
+    assert!(
+        crate::support::resumed_entry(&v, &id).is_some(),
+        "{v}\n{}",
+        org.diag(&id)
+    );
+    assert!(
+        !orch::process::process_alive(stale, None),
+        "the stopped supervisor {stale} still exists"
+    );
+    let w = poll(Duration::from_secs(60), || {
+        let w = org.worker(&id);
+        (w.supervisor_pid != Some(stale as i64) && w.worker_running).then_some(w)
+    })
+    .unwrap_or_else(|| panic!("no replacement\n{}", org.diag(&id)));
+    assert_eq!(w.milestone(), Milestone::Working);
+    let _ = org.run(&["cancel", &id, "--reason", "test over"]);
+}

@@ -1,9 +1,19 @@
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
     // A CLI whose output is piped into `head` should end quietly, not panic: restore the
-    // default SIGPIPE disposition that the Rust runtime replaces with "ignore".
-    // SAFETY: called first thing in main, before any other thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    // default SIGPIPE disposition that the Rust runtime replaces with "ignore". Not in the
+    // long-lived processes that write to no one's pipe but hold database sessions (a
+    // supervisor, the local forge's hook and runner): a session the server dropped must be a
+    // write error there, never a silent kill. (Their children get the default back:
+    // `process::spawn_in_group`, and every other orch process sets it here.)
+    // (A supervisor's argv carries global options before `__supervise`.)
+    let background = args.get(1).map(String::as_str) == Some(orch::forge::local::INTERNAL_COMMAND)
+        || args.iter().skip(1).any(|a| a == "__supervise");
+    if !background {
+        // SAFETY: called first thing in main, before any other thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
     }
     // No other process of this user may read this one's memory, environment or descriptors
     // (/proc/<pid>/mem, environ, fd) or ptrace it: workers run as the same user, and orch
@@ -16,7 +26,6 @@ fn main() {
     unsafe {
         let _ = git2::opts::set_verify_owner_validation(false);
     }
-    let args: Vec<String> = std::env::args().collect();
     // The local forge's git hook and job runner call back into this binary with a fixed argv
     // shape that is not part of the user-facing CLI.
     if args.get(1).map(String::as_str) == Some(orch::forge::local::INTERNAL_COMMAND) {

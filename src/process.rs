@@ -34,6 +34,14 @@ pub struct GroupOptions {
 /// Starts `cmd` as the leader of a new process group (pgid = its pid).
 pub fn spawn_in_group(cmd: &mut Command, opts: &GroupOptions) -> io::Result<GroupChild> {
     cmd.process_group(0);
+    // SAFETY: between fork and exec, one async-signal-safe call: the child starts with
+    // SIGPIPE's default disposition whatever its parent ignores (see main.rs).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     if opts.die_with_parent {
         let parent = rustix::process::getpid();
         // SAFETY: the closure runs between fork and exec and only makes async-signal-safe

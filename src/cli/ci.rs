@@ -121,10 +121,35 @@ pub fn status(
     }) {
         return answer;
     }
+    let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
+    // With --wait, a store or forge that is unavailable for a while (the database restarting,
+    // the forge down) is waited out like a pending run, until the deadline.
+    let mut said = false;
+    loop {
+        match status_once(ctx, repo, sha, json_out, wait, deadline) {
+            Err(f) if wait && f.code == 3 && Instant::now() < deadline => {
+                if !said && !ctx.quiet {
+                    eprintln!("waiting: {}", f.message);
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_secs(1).min(deadline - Instant::now()));
+            }
+            r => return r,
+        }
+    }
+}
+
+fn status_once(
+    ctx: &Ctx,
+    repo: &str,
+    sha: &str,
+    json_out: bool,
+    wait: bool,
+    deadline: Instant,
+) -> Outcome {
     let l = ctx.load()?;
     let r = l.config.require_repo(repo)?.clone();
     let sha = resolve_sha(&l, repo, sha)?;
-    let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
     // A read-only question: where nothing ran yet, the local forge has no runs, and asking it
     // would create its state (and may start a run for a commit it finds in its remote).
     if l.config.forge.kind == ForgeKind::Local && l.existing_store()?.is_none() {

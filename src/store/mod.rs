@@ -112,6 +112,45 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// A shared database that cannot be reached now (restarting, unreachable, the session
+    /// dropped): a process with no one waiting on it (a CI runner, a supervisor) waits it out.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            // Opening a PostgreSQL store fails only by reaching it (or by credentials, which
+            // waiting does not mend but costs no more than the patience).
+            StoreError::Open {
+                source: sql::Error::Pg(_),
+                ..
+            } => true,
+            StoreError::Sql { source, .. } => source.is_connection_lost(),
+            _ => false,
+        }
+    }
+
+    /// Runs `op` until it succeeds, fails otherwise than by an unreachable database
+    /// ([`StoreError::is_unreachable`]), or `patience` has passed since the first failure.
+    pub fn outlast<T>(
+        patience: Duration,
+        mut op: impl FnMut() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut since: Option<std::time::Instant> = None;
+        loop {
+            match op() {
+                Err(e) if e.is_unreachable() => {
+                    let first = *since.get_or_insert_with(std::time::Instant::now);
+                    if first.elapsed() >= patience {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, "the database is unreachable; waiting for it");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
 /// The `store_meta` key set when `orch resume --from-checkpoints` rebuilt the database.
 pub const REBUILT_META: &str = "rebuilt_from_checkpoints_ms";
 

@@ -141,6 +141,30 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+impl Error {
+    /// The database could not be reached or dropped the session (PostgreSQL restarting, shut
+    /// down by an administrator, not accepting connections, the network): waiting may mend it.
+    pub fn is_connection_lost(&self) -> bool {
+        match self {
+            Error::Pg(e) => match e.as_db_error() {
+                // 08: connection exception; 57P0x: shutdown / cannot connect now; 55000: the
+                // database does not accept connections now.
+                Some(db) => {
+                    let code = db.code().code();
+                    code.starts_with("08") || code.starts_with("57P") || code == "55000"
+                }
+                // Not the server's words: a closed session, or the socket's own error.
+                None => {
+                    e.is_closed()
+                        || std::error::Error::source(e)
+                            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+                }
+            },
+            _ => false,
+        }
+    }
+}
+
 impl From<postgres::Error> for Error {
     fn from(e: postgres::Error) -> Error {
         Error::Pg(e)

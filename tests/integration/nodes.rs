@@ -18,6 +18,8 @@ use std::time::Duration;
 /// The organisation of node "a" (`org.state`), with nodes "b" and "c" beside it.
 struct Nodes {
     org: Org,
+    /// The database's URL (no password: the throwaway cluster trusts loopback).
+    url: String,
 }
 
 impl Nodes {
@@ -25,6 +27,7 @@ impl Nodes {
         let url = fresh_database(test)?;
         let mut spec = spec;
         spec.store = Some(format!("{{url: \"{url}\"}}"));
+        let store_url = url.clone();
         let mut org = Org::new(spec);
         // One local forge for every node (each state directory's forge/ links to it).
         let shared = org.root.join("shared-forge");
@@ -37,7 +40,10 @@ impl Nodes {
         assert!(yaml.contains("shared-forge"), "{yaml}");
         std::fs::write(&org.config_path, yaml).unwrap();
         org.set_env("ORCH_NODE", "a");
-        Some(Nodes { org })
+        Some(Nodes {
+            org,
+            url: store_url,
+        })
     }
 
     fn state(&self, node: &str) -> PathBuf {
@@ -473,5 +479,136 @@ fn a_node_killed_mid_wave_is_taken_over_and_the_wave_finishes_once() {
             "{id} finished on {:?}",
             w.node
         );
+    }
+}
+
+/// The database goes away in the middle of a wave (every session of it ended, no new one
+/// allowed, for longer than a few writes) and comes back: the ticks that ran meanwhile fail
+/// and the next ones go on, CI jobs running meanwhile wait the database out; the wave finishes
+/// with every task once and DONE once.
+#[test]
+fn the_database_gone_mid_wave_and_back_loses_nothing() {
+    let repos: &[(&str, &[&str])] = &[
+        ("core", &[]),
+        ("util", &[]),
+        ("vm", &["core"]),
+        ("os", &["vm"]),
+        ("net", &["vm", "util"]),
+        ("app", &["net"]),
+        ("sdk", &[]),
+    ];
+    let mut spec = Spec::resumable(repos)
+        .worker("wave_worker.sh")
+        .max_parallel(3);
+    spec.ci = crate::support::Ci::Gated;
+    let Some(n) = Nodes::new("the_database_gone_mid_wave…", spec) else {
+        return;
+    };
+    let db = n.url.rsplit('/').next().unwrap().to_string();
+    let admin_url = std::env::var("ORCH_TEST_PG_URL").unwrap();
+    let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
+    let file = crate::wave::wave_file(&n.org, "wd", "vm");
+    let path = file.to_str().unwrap();
+    let n = &n;
+    let tick_all = |must_pass: bool| {
+        let outs: Vec<Output> = std::thread::scope(|s| {
+            let hs: Vec<_> = ["a", "b", "c"]
+                .iter()
+                .map(|node| s.spawn(move || n.run(node, &["wave", "run", path, "--tick"])))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for o in &outs {
+            if must_pass {
+                assert_eq!(o.status.code(), Some(0), "{}", output_text(o));
+            }
+        }
+    };
+    tick_all(true);
+    // Workers at work on several nodes, their CI held: now the database goes.
+    let started = poll(Duration::from_secs(60), || {
+        let ws = n.org.workers();
+        (ws.len() >= 2 && ws.iter().all(|w| w.progress.tracked_sha.is_some())).then_some(ws)
+    })
+    .unwrap_or_else(|| {
+        let ws = n.org.workers();
+        panic!(
+            "the first workers did not push: {}",
+            ws.iter()
+                .map(|w| n.org.diag(&w.id))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS false"))
+        .unwrap();
+    let ended: i64 = admin
+        .query_one(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1",
+            &[&db],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ended > 0, "no session of {db} to end");
+    // Down for 8 s: ticks meanwhile fail (the database is unavailable), supervisors retry.
+    let down_until = std::time::Instant::now() + Duration::from_secs(8);
+    while std::time::Instant::now() < down_until {
+        let o = n.run("b", &["wave", "run", path, "--tick"]);
+        assert_ne!(
+            o.status.code(),
+            Some(0),
+            "a tick passed with the database gone"
+        );
+    }
+    admin
+        .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
+        .unwrap();
+    n.org.open_all_gates();
+    let finished = poll(Duration::from_secs(300), || {
+        tick_all(false);
+        let o = n.run("b", &["wave", "status", "wd", "--json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).ok()?;
+        (v["finished"] == true).then_some(v)
+    });
+    let Some(v) = finished else {
+        panic!(
+            "the wave did not finish: {:#}",
+            n.json("b", &["wave", "status", "wd", "--json"], 0)
+        );
+    };
+    crate::wave::check_order_and_locks(&n.org, &file, &v);
+    let workers = n.org.workers();
+    for t in v["tasks"].as_array().unwrap() {
+        let key = format!("wd:{}", t["id"].as_str().unwrap());
+        let of_task: Vec<_> = workers
+            .iter()
+            .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
+            .collect();
+        assert_eq!(of_task.len(), 1, "{key}: {of_task:?}");
+        assert_eq!(
+            of_task[0].milestone(),
+            orch::milestone::Milestone::Done,
+            "{key}"
+        );
+        let done = n
+            .org
+            .transitions(&of_task[0].id)
+            .iter()
+            .filter(|(_, to)| to == "DONE")
+            .count();
+        assert_eq!(done, 1, "{key}");
+    }
+    // Which of the workers at work when it went needed a replacement (a supervisor that did
+    // not outlive the outage: its worker was taken over, nothing of it lost — said, not
+    // asserted: see the note of 2026-11-27 on supervisors ending during an outage).
+    for w in &started {
+        let now = n.org.worker(&w.id);
+        if now.respawns > 0 {
+            eprintln!(
+                "{}: replaced {} time(s) across the outage",
+                w.id, now.respawns
+            );
+        }
     }
 }

@@ -106,7 +106,10 @@ impl LeaseKeeper {
             Err(e) => match super::storage::unwritable(&e) {
                 Some(why) => Err(why),
                 None => {
-                    tracing::warn!(worker = %self.worker, error = %e, "cannot renew the lease; trying again");
+                    tracing::warn!(worker = %self.worker, error = %e, "cannot renew the lease; trying again in a second");
+                    // Again in a second, not at the next interval: a database back from a
+                    // restart must see the lease renewed before it lapses.
+                    self.last_renew_ms = now_ms() - RENEW_EVERY_MS + 1_000;
                     Ok(true) // a busy database is not a lost lease
                 }
             },

@@ -713,7 +713,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if !self.lease_lost && self.lease.due(now) {
             // The file under the lease first: a database emptied or cut under this process
             // still answers from what it has cached.
-            if let Some(why) = storage::damaged(self.store.path()) {
+            if let Some(why) = storage::damaged(&self.store) {
                 self.storage_failure.get_or_insert(why);
                 return;
             }

@@ -6,7 +6,6 @@
 use super::{SuperviseError, Supervisor, worker::Stop};
 use crate::forge::Forge;
 use crate::store::{StoreError, now_ms};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long a stopped supervisor keeps trying to record why it stopped (space may come back).
@@ -23,8 +22,13 @@ pub(super) fn unwritable(e: &StoreError) -> Option<String> {
     }
 }
 
-/// Why the database file at `db` is damaged, if it is (see `store::health`).
-pub(super) fn damaged(db: &Path) -> Option<String> {
+/// Why the store's database file is damaged, if it is (see `store::health`). A PostgreSQL
+/// store has no file here: the server answers for its own (its errors come as errors).
+pub(super) fn damaged(store: &crate::store::Store) -> Option<String> {
+    if store.backend() != "sqlite" {
+        return None;
+    }
+    let db = store.path();
     let facts = crate::store::health::facts(db).ok().flatten();
     let why = match facts {
         Some(f) => crate::store::health::damage(&f)?,
@@ -70,7 +74,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let deadline = Instant::now() + RECORD_FOR;
         let milestone = self.w.milestone();
         // (Never into a damaged file: it is rebuilt from the checkpoints, not written to.)
-        while damaged(self.store.path()).is_none() {
+        while damaged(&self.store).is_none() {
             let detail = format!("supervisor stopped: {why}");
             let written = self.store.write(|tx| {
                 crate::store::workers::add_event(tx, &id, "storage", milestone, &detail)

@@ -9,7 +9,7 @@ use super::{Layout, LocalForgeError, git, io_err, reap_dead_runners, scrub_env};
 use crate::ci::JobStatus;
 use crate::config::Config;
 use crate::process::{GroupOptions, proc_stat, spawn_in_group};
-use crate::store::{Store, now_ms};
+use crate::store::{Store, StoreError, now_ms};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
@@ -22,6 +22,16 @@ pub const JOB_KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How often a runner waiting for a slot looks again.
 const SLOT_POLL: Duration = Duration::from_millis(100);
+
+/// How long a runner waits out a shared database that cannot be reached (restarting, cut off)
+/// before it gives its run up: nobody waits on a runner but the run's CI.
+const OUTLAST: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `op` (one store call) retried while the database cannot be reached, up to [`OUTLAST`]: a
+/// database restart must not fail the jobs running meanwhile.
+fn lasting<T>(op: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    StoreError::outlast(OUTLAST, op)
+}
 
 fn say(msg: std::fmt::Arguments) {
     eprintln!("{} {msg}", crate::store::fmt_ms(now_ms()));
@@ -41,25 +51,27 @@ pub(super) fn run(
     run_id: i64,
 ) -> Result<(), LocalForgeError> {
     let layout = Layout::new(state_dir);
-    let mut store = Store::open(state_dir)?;
+    let mut store = lasting(|| Store::open(state_dir))?;
     let me = crate::pidns::host_pid() as i64;
     let my_start = proc_stat(me as i32).map(|s| s.start_ticks as i64);
     reap_dead_runners(&mut store, &layout)?;
-    let claim = store.write(|tx| {
-        let Some(run) = db::load_run(tx, run_id)? else {
-            return Ok(Claim::Missing);
-        };
-        if run.finished_ms.is_some() {
-            return Ok(Claim::Done);
-        }
-        if let Some(pid) = run.runner_pid
-            && pid != me
-            && super::runner_alive(pid, run.runner_start)
-        {
-            return Ok(Claim::Other(pid));
-        }
-        db::claim_runner(tx, run_id, me, my_start)?;
-        Ok(Claim::Mine(run))
+    let claim = lasting(|| {
+        store.write(|tx| {
+            let Some(run) = db::load_run(tx, run_id)? else {
+                return Ok(Claim::Missing);
+            };
+            if run.finished_ms.is_some() {
+                return Ok(Claim::Done);
+            }
+            if let Some(pid) = run.runner_pid
+                && pid != me
+                && super::runner_alive(pid, run.runner_start)
+            {
+                return Ok(Claim::Other(pid));
+            }
+            db::claim_runner(tx, run_id, me, my_start)?;
+            Ok(Claim::Mine(run))
+        })
     })?;
     let run = match claim {
         Claim::Mine(run) => run,
@@ -102,7 +114,7 @@ fn execute(
         run.id, run.repo, run.number, run.git_ref, run.sha
     ));
     let _slot = acquire_slot(&layout.slots_dir(), slots)?;
-    store.write(|tx| db::mark_run_started(tx, run.id, now_ms()))?;
+    lasting(|| store.write(|tx| db::mark_run_started(tx, run.id, now_ms())))?;
     let work = layout.work_dir(run.id);
     say(format_args!(
         "run {}: checking out into {}",
@@ -175,7 +187,7 @@ fn execute(
             run.id, job.name
         ));
     }
-    let status = store.read(|tx| db::load_run(tx, run.id))?.map(|r| r.status);
+    let status = lasting(|| store.read(|tx| db::load_run(tx, run.id)))?.map(|r| r.status);
     say(format_args!(
         "run {} finished: {}",
         run.id,
@@ -192,10 +204,10 @@ fn fail_run(
     note: &str,
 ) -> Result<(), LocalForgeError> {
     say(format_args!("run {}: {note}", run.id));
-    for job in store.read(|tx| db::load_jobs(tx, run.id))? {
+    for job in lasting(|| store.read(|tx| db::load_jobs(tx, run.id)))? {
         append(&layout.job_log(&run.repo, run.number, &job.name), note);
     }
-    store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, note))?;
+    lasting(|| store.write(|tx| db::finish_unfinished_jobs(tx, run.id, JobStatus::Failure, note)))?;
     Ok(())
 }
 
@@ -385,7 +397,7 @@ fn protected_list(repo: &crate::config::Repo) -> String {
 /// (one failed, was cancelled or skipped), then returns the first waiting job.
 fn next_job(store: &mut Store, run_id: i64) -> Result<Option<JobRow>, LocalForgeError> {
     loop {
-        let jobs = store.read(|tx| db::load_jobs(tx, run_id))?;
+        let jobs = lasting(|| store.read(|tx| db::load_jobs(tx, run_id)))?;
         let by_name: HashMap<&str, JobStatus> =
             jobs.iter().map(|j| (j.name.as_str(), j.status)).collect();
         let mut change = None;
@@ -423,16 +435,18 @@ fn next_job(store: &mut Store, run_id: i64) -> Result<Option<JobRow>, LocalForge
         }
         match change {
             Some((id, status, note)) => {
-                store.write(|tx| {
-                    db::set_job_status(
-                        tx,
-                        id,
-                        status,
-                        &JobUpdate {
-                            note: note.as_deref(),
-                            ..JobUpdate::default()
-                        },
-                    )
+                lasting(|| {
+                    store.write(|tx| {
+                        db::set_job_status(
+                            tx,
+                            id,
+                            status,
+                            &JobUpdate {
+                                note: note.as_deref(),
+                                ..JobUpdate::default()
+                            },
+                        )
+                    })
                 })?;
             }
             None => {
@@ -467,17 +481,19 @@ fn run_job(
 ) -> Result<JobStatus, LocalForgeError> {
     let log_path = layout.job_log(&run.repo, run.number, &job.name);
     let finish = |store: &mut Store, status: JobStatus, code: Option<i64>, note: Option<&str>| {
-        store.write(|tx| {
-            db::set_job_status(
-                tx,
-                job.id,
-                status,
-                &JobUpdate {
-                    exit_code: code,
-                    note,
-                    ..JobUpdate::default()
-                },
-            )
+        lasting(|| {
+            store.write(|tx| {
+                db::set_job_status(
+                    tx,
+                    job.id,
+                    status,
+                    &JobUpdate {
+                        exit_code: code,
+                        note,
+                        ..JobUpdate::default()
+                    },
+                )
+            })
         })
     };
     // The job starts only once its pid is recorded: a job that stops or kills its runner at
@@ -501,7 +517,9 @@ fn run_job(
     // Picked up: `running` before the job's first instruction, as Forgejo marks a task when
     // a runner takes it. Written after the spawn, a job that stops its runner at once
     // (`kill -STOP $PPID`) would read `waiting` for ever: never "past its own limit".
-    store.write(|tx| db::set_job_status(tx, job.id, JobStatus::Running, &JobUpdate::default()))?;
+    lasting(|| {
+        store.write(|tx| db::set_job_status(tx, job.id, JobStatus::Running, &JobUpdate::default()))
+    })?;
     let mut child = match spawn_in_group(
         &mut cmd,
         &GroupOptions {
@@ -517,7 +535,7 @@ fn run_job(
         }
     };
     drop(cmd); // closes the runner's copies of the log file
-    store.write(|tx| db::set_job_pid(tx, job.id, child.pgid() as i64))?;
+    lasting(|| store.write(|tx| db::set_job_pid(tx, job.id, child.pgid() as i64)))?;
     gate.open();
     let waited = child
         .wait_timeout(timeout)

@@ -783,6 +783,8 @@ struct NodeStats {
     /// Picks another node took between this node's read and its lock transaction.
     lost: usize,
     transactions: usize,
+    /// Each tick's first write: the wave and its tasks recorded.
+    records: Vec<Duration>,
 }
 
 /// One tick's store work, as `app::wave::tick` does it (see the file's head). True when
@@ -799,6 +801,7 @@ fn tick(
     stats: &mut NodeStats,
 ) -> bool {
     // record(): the wave and its tasks; a worker that carries a task's key is linked.
+    let t0 = Instant::now();
     store
         .write(|tx| {
             wv::record_wave(tx, WAVE, "bench.yaml", now_ms())?;
@@ -818,6 +821,7 @@ fn tick(
             Ok(())
         })
         .unwrap();
+    stats.records.push(t0.elapsed());
     // load_recorded(): the tasks and their workers.
     let (rows, workers) = store
         .read(|tx| {
@@ -947,9 +951,11 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
     let mut wall_cells = Vec::new();
     let mut tick_cells = Vec::new();
     let mut one_cells = Vec::new();
+    let mut record_cells = Vec::new();
     for &kind in kinds {
         let mut walls = Vec::new();
         let mut all_ticks = Vec::new();
+        let mut all_records = Vec::new();
         let mut one_walls = Vec::new();
         for run in 0..runs {
             for nodes in [3usize, 1] {
@@ -1045,6 +1051,7 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
                 );
                 walls.push(wall.as_secs_f64());
                 all_ticks.extend(results.iter().flat_map(|r| r.ticks.iter().copied()));
+                all_records.extend(results.iter().flat_map(|r| r.records.iter().copied()));
             }
         }
         let med = median(&mut walls);
@@ -1069,6 +1076,17 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
                 ticks.v.len()
             ),
         ));
+        let records = Dist::new(all_records);
+        record_cells.push((
+            kind,
+            format!(
+                "{} / {} / {} (p50 / p95 / max over {} ticks)",
+                fmt_d(records.q(0.5)),
+                fmt_d(records.q(0.95)),
+                fmt_d(records.q(1.0)),
+                records.v.len()
+            ),
+        ));
         let one = median(&mut one_walls);
         one_cells.push((
             kind,
@@ -1080,6 +1098,10 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
         &wall_cells,
     );
     table.row("… one tick's time on a node", &tick_cells);
+    table.row(
+        "… of which its first write (the wave and its tasks recorded)",
+        &record_cells,
+    );
     table.row(&format!("{n}-task wave, 1 node ticking alone"), &one_cells);
 }
 

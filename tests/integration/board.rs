@@ -2080,6 +2080,11 @@ fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
         &json!(true),
         Duration::from_secs(20),
     );
+    // No budget in its repos.yaml: the worker view says so beside the spend.
+    assert_eq!(
+        browser.js("const b = document.getElementById('budget'); return [b.textContent, b.querySelectorAll('meter').length]"),
+        json!(["no budget", 0])
+    );
     // The page asks who and why (prompts, answered here).
     browser.js("const said = ['ines', 'cancelled from the page']; window.prompt = () => said.shift(); document.querySelector('button[data-act$=\"/cancel\"]').click(); return null");
     org.wait_milestone(&id, "CANCELLED", crate::support::DEADLINE);
@@ -2102,4 +2107,32 @@ fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
         &json!("/login"),
         Duration::from_secs(20),
     );
+}
+
+/// Before anything ran here no node has beaten: `/api/nodes` lists none (still `orch nodes
+/// --json`'s view) and the nodes view says so plainly, naming this node.
+#[test]
+fn the_nodes_view_says_when_no_node_has_beaten_yet() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let org = Org::new(Spec::local("idle.sh").repo(RepoSpec::new("core")));
+    let s = serve(&org, "127.0.0.1:0");
+    let nodes = get_json(&s, "/api/nodes");
+    assert_valid("nodes", &nodes);
+    assert_eq!(nodes["nodes"], json!([]), "{nodes}");
+    assert_eq!(nodes, org.json(&["nodes", "--json"]));
+    let this = nodes["this_node"].as_str().unwrap();
+    browser.go(&format!("http://{}/?view=nodes", s.addr));
+    browser.wait_for(
+        "the nodes view saying no node has beaten",
+        "const p = document.getElementById('no-nodes'); return p ? p.textContent : null",
+        &json!(format!(
+            "no node has recorded a heartbeat yet (this one is {this}): one appears once a supervisor renewed its lease or orch resume or orch spawn ran"
+        )),
+        Duration::from_secs(20),
+    );
+    assert_eq!(browser.js("return window.__errors"), json!([]));
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.screenshot("nodes-none");
 }

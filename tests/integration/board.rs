@@ -63,6 +63,21 @@ pub fn serve(org: &Org, listen: &str) -> Served {
     }
 }
 
+/// Checks `value` against docs/schema/<name>.json, naming every violation.
+fn assert_valid(name: &str, value: &Value) {
+    let path = format!("{}/docs/schema/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let v = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    let errors: Vec<String> = v
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:#?}\n{value}");
+}
+
 /// One HTTP request over loopback: (status, body).
 fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&Value>) -> (u16, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -293,6 +308,20 @@ fn the_api_and_the_metrics_say_what_status_says() {
     assert_eq!(graph["base_ci"][0]["failed_jobs"], json!(["unit"]));
     assert_eq!(get_json(&s, "/api/alerts"), org.json(&["alerts", "--json"]));
     assert_eq!(get_json(&s, "/api/waves"), json!([]));
+    // The nodes: `orch nodes --json`'s view (this host, beaten by the spawn), valid against
+    // its schema; the heartbeat's age is read on the database's clock at each answer.
+    let nodes = get_json(&s, "/api/nodes");
+    assert_valid("nodes", &nodes);
+    let of_nodes = |v: &Value| {
+        let mut v = v.clone();
+        for n in v["nodes"].as_array_mut().unwrap() {
+            n.as_object_mut().unwrap().remove("heartbeat_age_s");
+        }
+        v
+    };
+    assert_eq!(of_nodes(&nodes), of_nodes(&org.json(&["nodes", "--json"])));
+    assert_eq!(nodes["nodes"].as_array().unwrap().len(), 1, "{nodes}");
+    assert_eq!(nodes["nodes"][0]["name"], nodes["this_node"], "{nodes}");
 
     let (code, text) = http("GET", &format!("http://{}/metrics", s.addr), &[], None);
     assert_eq!(code, 200);
@@ -342,6 +371,13 @@ fn the_api_and_the_metrics_say_what_status_says() {
     assert_eq!(code, 200);
     assert!(
         page.contains("EventSource") && !page.contains("http://") && !page.contains("https://")
+    );
+    // No budget configured: the page carries none (its worker view says "no budget").
+    assert!(
+        page.contains(
+            r#"<meta name="orch-budget" content="{&quot;max_cost_usd&quot;:null,&quot;max_tokens&quot;:null}">"#
+        ),
+        "{page}"
     );
     assert_eq!(
         http("GET", &format!("http://{}/health/ready", s.addr), &[], None).0,
@@ -1006,6 +1042,31 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
         return;
     };
     let (org, id) = org_with_a_worker();
+    // A budget of $5 and 200,000 tokens, and spend recorded against it (as a supervisor
+    // records its agent's): the worker view shows the one beside the other.
+    let text = std::fs::read_to_string(&org.config_path).unwrap();
+    std::fs::write(
+        &org.config_path,
+        text.replacen(
+            "worker:\n",
+            "worker:\n  max_cost_usd: 5\n  max_tokens: 200000\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let spent = orch::store::usage::Usage {
+        cost_usd: 0.42,
+        tokens: orch::store::usage::Tokens {
+            input: 50_000,
+            ..Default::default()
+        },
+        invocations: 1,
+        ..Default::default()
+    };
+    orch::store::Store::open(&org.state)
+        .unwrap()
+        .write(|tx| orch::store::usage::save_usage(tx, &id, &spent, orch::store::now_ms()))
+        .unwrap();
     let s = serve(&org, "127.0.0.1:0");
     let port = s.addr.rsplit(':').next().unwrap().to_string();
     let where_is = format!(
@@ -1080,6 +1141,13 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
         &json!(true),
         Duration::from_secs(20),
     );
+    // Its spend beside the budget the board loaded.
+    browser.wait_for(
+        "the spend beside the budget",
+        "const b = document.getElementById('budget'); return b ? [b.textContent.replace(/\\s+/g, ' ').trim(), b.dataset.used, b.querySelectorAll('meter').length] : null",
+        &json!(["budget $0.42 of $5.00 8% · 50000 of 200000 tokens 25%", "8 25", 2]),
+        Duration::from_secs(20),
+    );
     browser.screenshot("worker");
     // The worker's view on a phone: its log wraps, nothing wider than the screen.
     browser.size(390, 844);
@@ -1100,6 +1168,25 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     red_base(&org, "core");
     browser.wait_for("the graph with core locked and its base branch red", "const g = [...document.querySelectorAll('g.repo')]; return g.map(x => x.dataset.repo + ' ' + x.dataset.locked + ' ' + x.dataset.ci).concat([...document.querySelectorAll('tr[data-base-ci]')].map(r => r.textContent.includes('red: unit')))", &json!(["core held red", "vm covered ", true]), Duration::from_secs(20));
     browser.screenshot("graph");
+    // The nodes: this host, beaten by the spawn, marked as the board's own.
+    browser.go(&format!("http://{}/?view=nodes", s.addr));
+    let node = org.json(&["nodes", "--json"])["this_node"].clone();
+    browser.wait_for(
+        "the nodes view with this node",
+        "const r = [...document.querySelectorAll('#nodes tr[data-node]')]; return r.map(x => [x.dataset.node, x.className, x.cells[0].textContent, x.cells[1].textContent.endsWith(' ago'), x.cells[2].textContent, x.cells[3].textContent])",
+        &json!([[node, "this", format!("{} (this node)", node.as_str().unwrap()), true, "1", "8"]]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.querySelector('nav a.on').dataset.view"),
+        json!("nodes")
+    );
+    // (No repository filter there: a node is not a repository's.)
+    assert_eq!(
+        browser.js("return getComputedStyle(document.getElementById('filter')).display"),
+        json!("none")
+    );
+    browser.screenshot("nodes");
 
     // A milestone change made by the CLI reaches the open page within 2 s.
     browser.go(&format!("http://{}/", s.addr));
@@ -1993,6 +2080,11 @@ fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
         &json!(true),
         Duration::from_secs(20),
     );
+    // No budget in its repos.yaml: the worker view says so beside the spend.
+    assert_eq!(
+        browser.js("const b = document.getElementById('budget'); return [b.textContent, b.querySelectorAll('meter').length]"),
+        json!(["no budget", 0])
+    );
     // The page asks who and why (prompts, answered here).
     browser.js("const said = ['ines', 'cancelled from the page']; window.prompt = () => said.shift(); document.querySelector('button[data-act$=\"/cancel\"]').click(); return null");
     org.wait_milestone(&id, "CANCELLED", crate::support::DEADLINE);
@@ -2015,4 +2107,32 @@ fn a_cancel_clicked_on_the_page_ends_the_worker_and_is_audited() {
         &json!("/login"),
         Duration::from_secs(20),
     );
+}
+
+/// Before anything ran here no node has beaten: `/api/nodes` lists none (still `orch nodes
+/// --json`'s view) and the nodes view says so plainly, naming this node.
+#[test]
+fn the_nodes_view_says_when_no_node_has_beaten_yet() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let org = Org::new(Spec::local("idle.sh").repo(RepoSpec::new("core")));
+    let s = serve(&org, "127.0.0.1:0");
+    let nodes = get_json(&s, "/api/nodes");
+    assert_valid("nodes", &nodes);
+    assert_eq!(nodes["nodes"], json!([]), "{nodes}");
+    assert_eq!(nodes, org.json(&["nodes", "--json"]));
+    let this = nodes["this_node"].as_str().unwrap();
+    browser.go(&format!("http://{}/?view=nodes", s.addr));
+    browser.wait_for(
+        "the nodes view saying no node has beaten",
+        "const p = document.getElementById('no-nodes'); return p ? p.textContent : null",
+        &json!(format!(
+            "no node has recorded a heartbeat yet (this one is {this}): one appears once a supervisor renewed its lease or orch resume or orch spawn ran"
+        )),
+        Duration::from_secs(20),
+    );
+    assert_eq!(browser.js("return window.__errors"), json!([]));
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.screenshot("nodes-none");
 }

@@ -6,6 +6,7 @@ use super::board::{self, BoardView};
 use super::waves::WaveBoardView;
 use crate::cli::view::config::GraphView;
 use crate::cli::view::locks::LockView;
+use crate::cli::view::nodes::NodesView;
 use crate::cli::view::wave::WaveStatusView;
 use crate::cli::view::workers::StatusView;
 use crate::cli::{Failure, HistoryArgs};
@@ -148,11 +149,24 @@ pub async fn page(State(b): State<Shared>) -> impl IntoResponse {
             "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
         )],
         // Sign-out is offered where there is a sign-in (a board with a token).
-        Html(PAGE.replace("__ORCH_CSRF__", &b.csrf).replace(
-            "__ORCH_SIGNOUT__",
-            if b.token.is_some() { "" } else { "hidden" },
-        )),
+        Html(
+            PAGE.replace("__ORCH_CSRF__", &b.csrf)
+                .replace(
+                    "__ORCH_SIGNOUT__",
+                    if b.token.is_some() { "" } else { "hidden" },
+                )
+                .replace("__ORCH_BUDGET__", &budget_attr(&b.l.config.worker)),
+        ),
     )
+}
+
+/// The budgets the board loaded (`worker.max_cost_usd`, `worker.max_tokens`; `null` unset),
+/// as JSON in an HTML attribute: the worker view shows its spend against them.
+fn budget_attr(w: &crate::config::WorkerConfig) -> String {
+    serde_json::json!({ "max_cost_usd": w.max_cost_usd, "max_tokens": w.max_tokens })
+        .to_string()
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
 }
 
 /// The filters `/api/workers` and `/api/board` take, as `orch status` takes them.
@@ -467,6 +481,24 @@ pub async fn waves(State(b): State<Shared>) -> Answer<super::waves::WavesAnswer>
     Ok(Json(super::waves::WavesAnswer(
         blocking(&b, wave_boards).await?,
     )))
+}
+
+/// `orch nodes --json`: the nodes sharing the store and their heartbeats, on the database's
+/// clock (built by the command's own `NodesView::of`).
+pub fn nodes_of(board: &super::Board) -> Result<NodesView, Failure> {
+    let this = crate::node::name();
+    Ok(match board.l.existing_store()? {
+        Some(mut store) => {
+            let (rows, now) =
+                store.read(|tx| Ok((crate::store::nodes::list(tx)?, tx.clock_ms()?)))?;
+            NodesView::of(this, &rows, now)
+        }
+        None => NodesView::of(this, &[], crate::store::now_ms()),
+    })
+}
+
+pub async fn nodes(State(b): State<Shared>) -> Answer<NodesView> {
+    Ok(Json(blocking(&b, nodes_of).await?))
 }
 
 #[derive(Deserialize)]

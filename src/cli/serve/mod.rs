@@ -134,6 +134,7 @@ fn router(board: Shared) -> Router {
         .route("/api/graph", get(api::graph))
         .route("/api/waves", get(api::waves))
         .route("/api/alerts", get(api::alerts))
+        .route("/api/nodes", get(api::nodes))
         .route("/api/events", get(events::stream))
         .route("/metrics", get(api::metrics))
         .route("/login", get(api::login_page).post(api::login))

@@ -426,6 +426,9 @@ impl Server {
             .env_clear()
             .env("ORCH_WORKER_ID", &self.id)
             .stdin(std::process::Stdio::null());
+        // The store's secret variables too (a PostgreSQL store's URL or password): the child
+        // is orch's own process, and only what it prints reaches the worker.
+        let store_vars = crate::store::location::secret_vars(&self.state_dir);
         for var in [
             "PATH",
             "HOME",
@@ -433,7 +436,11 @@ impl Server {
             "ORCH_LOG",
             "ORCH_CGROUPS",
             "ORCH_PIDNS",
-        ] {
+            crate::node::NODE_ENV,
+        ]
+        .into_iter()
+        .chain(store_vars.iter().map(String::as_str))
+        {
             if let Some(v) = std::env::var_os(var) {
                 cmd.env(var, v);
             }

@@ -476,16 +476,18 @@ const TICK_CLAIM_MS: i64 = 120_000;
 /// the process) and a claim in the store for every node (`wave_ticks`), given up on drop.
 pub struct TickLock {
     _file: std::fs::File,
-    state_dir: PathBuf,
+    /// The connection the claim was taken on: renewed and given up on it.
+    store: Store,
     wave: String,
 }
 
 impl TickLock {
     /// Extends the claim (a long tick: many starts, each waiting for its supervisor).
-    fn renew(&self, store: &mut Store) {
+    fn renew(&mut self) {
         let (wave, pid) = (&self.wave, crate::pidns::host_pid() as i64);
-        if let Err(e) =
-            store.write(|tx| wv::claim_tick(tx, wave, crate::node::name(), pid, TICK_CLAIM_MS))
+        if let Err(e) = self
+            .store
+            .write(|tx| wv::claim_tick(tx, wave, crate::node::name(), pid, TICK_CLAIM_MS))
         {
             tracing::warn!(wave, error = %e, "cannot renew the tick's claim");
         }
@@ -494,10 +496,10 @@ impl TickLock {
 
 impl Drop for TickLock {
     fn drop(&mut self) {
-        let pid = crate::pidns::host_pid() as i64;
-        if let Ok(mut store) = Store::open(&self.state_dir) {
-            let _ = store.write(|tx| wv::release_tick(tx, &self.wave, crate::node::name(), pid));
-        }
+        let (wave, pid) = (&self.wave, crate::pidns::host_pid() as i64);
+        let _ = self
+            .store
+            .write(|tx| wv::release_tick(tx, wave, crate::node::name(), pid));
     }
 }
 
@@ -534,7 +536,7 @@ pub fn try_tick_lock(state_dir: &Path, wave: &str) -> Result<Option<TickLock>> {
     })?;
     Ok(claimed.then(|| TickLock {
         _file: file,
-        state_dir: state_dir.to_path_buf(),
+        store,
         wave: wave.to_string(),
     }))
 }
@@ -658,7 +660,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
         alerts: Vec::new(),
         view: None,
     };
-    let Some(lock) = try_tick_lock(&l.state_dir, &wave.name)? else {
+    let Some(mut lock) = try_tick_lock(&l.state_dir, &wave.name)? else {
         report.skipped = true;
         return Ok(report);
     };
@@ -681,7 +683,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
         super::resume::deliver_alerts(l);
     }
     if w.row.cancelled_ms.is_none() && !w.state.finished() {
-        start_ready(l, &mut store, &lock, &mut w, &mut report)?;
+        start_ready(l, &mut store, &mut lock, &mut w, &mut report)?;
     }
     let ready_waiting = w.state.ready().count() as i64;
     let finished = w.state.finished().then(now_ms);
@@ -701,7 +703,7 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
 fn start_ready(
     l: &Loaded,
     store: &mut Store,
-    lock: &TickLock,
+    lock: &mut TickLock,
     w: &mut Loaded2,
     report: &mut TickReport,
 ) -> Result<()> {
@@ -717,7 +719,7 @@ fn start_ready(
         .map(|(traits, t)| l.config.model_for(&t.repo, traits))
         .collect();
     loop {
-        lock.renew(store);
+        lock.renew();
         let (locks, running, others) = store.read(|tx| {
             // A fatal hold stops starts in its chain as a lock does: the scheduler skips them.
             let mut locks = crate::store::active_locks(tx)?;

@@ -12,7 +12,7 @@ mod gc;
 mod init;
 mod locks;
 mod logs;
-mod nodes;
+pub(crate) mod nodes;
 mod serve;
 mod show;
 pub mod view;

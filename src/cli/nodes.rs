@@ -2,23 +2,28 @@
 
 use super::view::nodes::NodesView;
 use super::view::print_json;
-use super::{Ctx, Outcome};
+use super::{Ctx, Failure, Outcome};
 
 pub fn nodes(ctx: &Ctx, json: bool) -> Outcome {
-    let l = ctx.load()?;
-    let this = crate::node::name();
-    let view = match l.existing_store()? {
-        Some(mut store) => {
-            let (rows, now) =
-                store.read(|tx| Ok((crate::store::nodes::list(tx)?, tx.clock_ms()?)))?;
-            NodesView::of(this, &rows, now)
-        }
-        None => NodesView::of(this, &[], crate::store::now_ms()),
-    };
+    let view = nodes_view(&ctx.load()?)?;
     if json {
         print_json(&view);
     } else {
         print!("{}", view.human());
     }
     Ok(0)
+}
+
+/// The nodes sharing the store and their heartbeats, on the database's clock: what `orch
+/// nodes` prints and the board's `/api/nodes` answers. No store yet: no node.
+pub fn nodes_view(l: &crate::app::Loaded) -> Result<NodesView, Failure> {
+    let this = crate::node::name();
+    Ok(match l.existing_store()? {
+        Some(mut store) => {
+            let (rows, now) =
+                store.read(|tx| Ok((crate::store::nodes::list(tx)?, tx.clock_ms()?)))?;
+            NodesView::of(this, &rows, now)
+        }
+        None => NodesView::of(this, &[], crate::store::now_ms()),
+    })
 }

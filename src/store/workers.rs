@@ -437,13 +437,18 @@ pub fn claim_lease(
     })
 }
 
+/// A lease's expiry `for_ms` from now on the database's clock; `None`: given up (0).
+fn lease_until(tx: &Tx, for_ms: Option<i64>) -> super::sql::Result<i64> {
+    Ok(match for_ms {
+        Some(ms) => tx.clock_ms()? + ms,
+        None => 0,
+    })
+}
+
 /// Moves the lease of process `pid` of this node on the worker to `for_ms` from the database's
 /// clock (`None`: gives it up). False when that process no longer holds it.
 pub fn set_lease(tx: &Tx, id: &str, pid: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {
-    let until = match for_ms {
-        Some(ms) => tx.clock_ms()? + ms,
-        None => 0,
-    };
+    let until = lease_until(tx, for_ms)?;
     let n = tx
         .prepare_cached(
             "UPDATE workers SET lease_until_ms = ?3
@@ -456,10 +461,7 @@ pub fn set_lease(tx: &Tx, id: &str, pid: i64, for_ms: Option<i64>) -> super::sql
 /// Moves the lease taken with fencing token `fence` to `for_ms` from the database's clock
 /// (`None`: gives it up). False when the lease was taken again since (by anyone, anywhere).
 pub fn renew_lease(tx: &Tx, id: &str, fence: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {
-    let until = match for_ms {
-        Some(ms) => tx.clock_ms()? + ms,
-        None => 0,
-    };
+    let until = lease_until(tx, for_ms)?;
     let n = tx
         .prepare_cached("UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND fence = ?2")?
         .execute(params![id, fence, until])?;

@@ -255,19 +255,7 @@ fn a_node_killed_outright_is_failed_over_from_what_its_worker_pushed() {
 
 #[test]
 fn a_wave_ticked_on_three_nodes_at_once_starts_each_task_once_bottom_up() {
-    let repos: &[(&str, &[&str])] = &[
-        ("core", &[]),
-        ("util", &[]),
-        ("vm", &["core"]),
-        ("os", &["vm"]),
-        ("net", &["vm", "util"]),
-        ("app", &["net"]),
-        ("sdk", &[]),
-    ];
-    let mut spec = Spec::resumable(repos)
-        .worker("wave_worker.sh")
-        .max_parallel(3);
-    spec.ci = crate::support::Ci::Pass;
+    let spec = crate::wave::spec(crate::support::Ci::Pass);
     let Some(n) = Nodes::new("a_wave_ticked_on_three_nodes…", spec) else {
         return;
     };
@@ -393,19 +381,7 @@ fn spawns_and_holds_racing_across_nodes_never_grant_overlapping_chains() {
 /// nodes take its workers over, the wave finishes, and no task is started or DONE twice.
 #[test]
 fn a_node_killed_mid_wave_is_taken_over_and_the_wave_finishes_once() {
-    let repos: &[(&str, &[&str])] = &[
-        ("core", &[]),
-        ("util", &[]),
-        ("vm", &["core"]),
-        ("os", &["vm"]),
-        ("net", &["vm", "util"]),
-        ("app", &["net"]),
-        ("sdk", &[]),
-    ];
-    let mut spec = Spec::resumable(repos)
-        .worker("wave_worker.sh")
-        .max_parallel(3);
-    spec.ci = crate::support::Ci::Gated;
+    let spec = crate::wave::spec(crate::support::Ci::Gated);
     let Some(n) = Nodes::new("a_node_killed_mid_wave…", spec) else {
         return;
     };
@@ -488,19 +464,7 @@ fn a_node_killed_mid_wave_is_taken_over_and_the_wave_finishes_once() {
 /// with every task once and DONE once.
 #[test]
 fn the_database_gone_mid_wave_and_back_loses_nothing() {
-    let repos: &[(&str, &[&str])] = &[
-        ("core", &[]),
-        ("util", &[]),
-        ("vm", &["core"]),
-        ("os", &["vm"]),
-        ("net", &["vm", "util"]),
-        ("app", &["net"]),
-        ("sdk", &[]),
-    ];
-    let mut spec = Spec::resumable(repos)
-        .worker("wave_worker.sh")
-        .max_parallel(3);
-    spec.ci = crate::support::Ci::Gated;
+    let spec = crate::wave::spec(crate::support::Ci::Gated);
     let Some(n) = Nodes::new("the_database_gone_mid_wave…", spec) else {
         return;
     };

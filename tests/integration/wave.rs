@@ -11,6 +11,11 @@ use std::time::Duration;
 
 /// Six repositories: core ← vm ← {os, net}, util ← net ← app; sdk alone.
 fn org() -> Org {
+    Org::new(spec(Ci::Pass))
+}
+
+/// The waves' organisation ([`org`]'s), its CI as given: wave_worker.sh, 3 slots.
+pub(crate) fn spec(ci: Ci) -> Spec {
     let repos: &[(&str, &[&str])] = &[
         ("core", &[]),
         ("util", &[]),
@@ -23,8 +28,8 @@ fn org() -> Org {
     let mut spec = Spec::resumable(repos)
         .worker("wave_worker.sh")
         .max_parallel(3);
-    spec.ci = Ci::Pass;
-    Org::new(spec)
+    spec.ci = ci;
+    spec
 }
 
 pub(crate) fn wave_file(org: &Org, name: &str, vm_task: &str) -> PathBuf {

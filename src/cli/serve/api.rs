@@ -483,18 +483,9 @@ pub async fn waves(State(b): State<Shared>) -> Answer<super::waves::WavesAnswer>
     )))
 }
 
-/// `orch nodes --json`: the nodes sharing the store and their heartbeats, on the database's
-/// clock (built by the command's own `NodesView::of`).
+/// `orch nodes --json`'s view, built by the command's own function.
 pub fn nodes_of(board: &super::Board) -> Result<NodesView, Failure> {
-    let this = crate::node::name();
-    Ok(match board.l.existing_store()? {
-        Some(mut store) => {
-            let (rows, now) =
-                store.read(|tx| Ok((crate::store::nodes::list(tx)?, tx.clock_ms()?)))?;
-            NodesView::of(this, &rows, now)
-        }
-        None => NodesView::of(this, &[], crate::store::now_ms()),
-    })
+    crate::cli::nodes::nodes_view(&board.l)
 }
 
 pub async fn nodes(State(b): State<Shared>) -> Answer<NodesView> {

@@ -189,6 +189,7 @@ impl Doorbell {
 pub struct Waiter {
     _bell: Doorbell,
     rx: std::sync::mpsc::Receiver<Ring>,
+    tx: std::sync::mpsc::Sender<Ring>,
 }
 
 impl Waiter {
@@ -198,11 +199,38 @@ impl Waiter {
         let bell =
             Doorbell::install(state_dir, &format!("{WAITER}{}", crate::pidns::host_pid())).ok()?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let ringer = tx.clone();
         bell.listen(move |r| {
-            let _ = tx.send(r);
+            let _ = ringer.send(r);
         })
         .ok()?;
-        Some(Waiter { _bell: bell, rx })
+        Some(Waiter {
+            _bell: bell,
+            rx,
+            tx,
+        })
+    }
+
+    /// Also wakes on a chain lock released on any node: on a shared (PostgreSQL) store, a
+    /// thread LISTENs on `store`, a connection of its own, and rings `Progress` for each
+    /// release announced. The doorbell hears only this node's supervisors; the other nodes'
+    /// releases reach it this way. SQLite announces nothing (one node: the doorbell hears all).
+    pub fn hear_releases(&self, mut store: crate::store::Store) {
+        if store.backend() == "sqlite" {
+            return;
+        }
+        let tx = self.tx.clone();
+        let _ = std::thread::Builder::new()
+            .name("lock-releases".into())
+            .spawn(move || {
+                loop {
+                    if store.wait_lock_released(std::time::Duration::from_secs(30))
+                        && tx.send(Ring::Progress).is_err()
+                    {
+                        return; // the waiter is gone
+                    }
+                }
+            });
     }
 
     /// Waits until a ring or `timeout`.

@@ -83,7 +83,8 @@ fn ask_inner(
         Ok(Some(rid))
     })?;
     let rid = rid.ok_or_else(|| Error::Refused(format!("no worker {worker}")))?;
-    if let Some(state_dir) = store.path().parent() {
+    // This node's doorbell: a supervisor on another node finds the request by its polling.
+    if let Some(state_dir) = store.state_dir() {
         crate::wake::ring(state_dir, worker, crate::wake::Ring::Inbox);
     }
     let deadline = Instant::now() + limit;

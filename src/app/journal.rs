@@ -475,7 +475,23 @@ fn record_fact(
 
 /// Writes the holds file (`checkpoint::HOLDS_FILE`) from the database's holds, after a commit
 /// that took or released one (a view, like a checkpoint: best effort, logged when it fails).
+///
+/// Writers take turns (a lock file) and each reads the database inside its turn: two commands
+/// that each read and then wrote could otherwise leave the older reading last — a file naming a
+/// hold released since, which the damaged-database check then takes for lost contents.
 pub fn write_holds(store: &mut Store, state_dir: &Path) {
+    let turn = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(state_dir.join(HOLDS_TURN))
+        .and_then(|f| {
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive)?;
+            Ok(f)
+        });
+    if let Err(e) = &turn {
+        tracing::warn!(error = %e, "could not take turns writing {}", crate::checkpoint::HOLDS_FILE);
+    }
     let read = store.read(|tx| {
         Ok((
             crate::store::active_locks(tx)?,
@@ -490,7 +506,11 @@ pub fn write_holds(store: &mut Store, state_dir: &Path) {
         }
         Err(e) => tracing::error!(error = %e, "could not read the holds to checkpoint them"),
     }
+    drop(turn);
 }
+
+/// The lock file writers of the holds file take turns on.
+const HOLDS_TURN: &str = "holds.lock";
 
 /// Writes the checkpoint file of `id` from the database's view of it (a view: best effort,
 /// logged when it fails; the database stays the truth).

@@ -72,8 +72,11 @@ impl Loaded {
         if lost {
             let checkpoints = checkpoint_files(&self.state_dir);
             // Holds recorded beside a database that has none (an unreadable record counts):
-            // a database holding nothing but a release freeze lost it just the same.
+            // a database holding nothing but a release freeze lost it just the same. Not on a
+            // shared store: this node's file is its own view, which other nodes' unholds do
+            // not rewrite (its checkpoints still count: they name workers the database had).
             let holds = match crate::checkpoint::read_holds(&self.state_dir) {
+                _ if store.backend() != "sqlite" => 0,
                 Ok(h) => h.map_or(0, |h| h.holds.len() + h.fatal.len()),
                 Err(_) => 1,
             };

@@ -183,9 +183,10 @@ pub fn reassign(
                     .join("; ")
             )));
         }
-        Spawned::AtCapacity { running, max } => {
+        Spawned::AtCapacity(full) => {
             return Err(Error::No(format!(
-                "task of {old_id} not reassigned: {running} of worker.max_parallel {max} workers run"
+                "task of {old_id} not reassigned: {}",
+                full.describe()
             )));
         }
     };

@@ -48,11 +48,63 @@ pub enum Spawned {
     Ready(Box<WorkerRecord>),
     /// The chain is locked by others.
     Blocked(Vec<Blocker>),
-    /// `worker.max_parallel` workers already hold locks.
-    AtCapacity {
-        running: usize,
-        max: usize,
-    },
+    /// Every slot is taken: this node's (`worker.max_parallel`) or the organisation's
+    /// (`worker.max_parallel_total`).
+    AtCapacity(Capacity),
+}
+
+/// Slots all taken: `running` workers hold chain locks, `max` may.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Capacity {
+    pub running: usize,
+    pub max: usize,
+    /// The organisation's limit (every node together), not this node's.
+    pub organisation: bool,
+}
+
+impl Capacity {
+    /// The free slots' check in a lock transaction: this node's, then the organisation's.
+    pub fn check(
+        tx: &crate::store::sql::Tx,
+        worker: &crate::config::WorkerConfig,
+    ) -> crate::store::sql::Result<Option<Capacity>> {
+        let here = crate::store::nodes::lock_holders_on(tx, crate::node::name())?;
+        if here >= worker.max_parallel {
+            return Ok(Some(Capacity {
+                running: here,
+                max: worker.max_parallel,
+                organisation: false,
+            }));
+        }
+        if let Some(max) = worker.max_parallel_total {
+            let all = crate::store::nodes::lock_holders_all(tx)?;
+            if all >= max {
+                return Ok(Some(Capacity {
+                    running: all,
+                    max,
+                    organisation: true,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Why nothing starts, for a person.
+    pub fn describe(&self) -> String {
+        if self.organisation {
+            format!(
+                "worker.max_parallel_total reached: {} of {} workers running on all nodes",
+                self.running, self.max
+            )
+        } else {
+            format!(
+                "worker.max_parallel reached: {} of {} workers running on node {}",
+                self.running,
+                self.max,
+                crate::node::name()
+            )
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -408,9 +460,8 @@ pub fn prepare(
                 Some("orch"),
             )?;
         } else {
-            let running = crate::store::nodes::lock_holders_on(tx, crate::node::name())?;
-            if running >= max {
-                return Ok(Spawned::AtCapacity { running, max });
+            if let Some(full) = Capacity::check(tx, &config.worker)? {
+                return Ok(Spawned::AtCapacity(full));
             }
         }
         match try_lock_in(

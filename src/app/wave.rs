@@ -573,7 +573,14 @@ fn record(store: &mut Store, wave: &Wave) -> Result<(bool, Vec<String>)> {
                 _ => {}
             }
             let est = t.estimate.map(|d| d.as_millis() as i64);
-            wv::put_task(tx, &wave.name, &t.id, seq as i64, &def, est)?;
+            // A tick of an unchanged file writes no task: a 200-task wave ticked every
+            // minute would otherwise rewrite every row of it each time.
+            let same = existing.get(&t.id).is_some_and(|r| {
+                r.seq == seq as i64 && r.definition == def && r.estimate_ms == est
+            });
+            if !same {
+                wv::put_task(tx, &wave.name, &t.id, seq as i64, &def, est)?;
+            }
             if let Some(w) = worker
                 && existing.get(&t.id).is_none_or(|r| r.worker_id.is_none())
             {
@@ -720,7 +727,7 @@ fn start_ready(
         .collect();
     loop {
         lock.renew();
-        let (locks, running, others) = store.read(|tx| {
+        let (locks, running, all, others) = store.read(|tx| {
             // A fatal hold stops starts in its chain as a lock does: the scheduler skips them.
             let mut locks = crate::store::active_locks(tx)?;
             locks.extend(crate::store::fatal::as_locks(&crate::store::fatal::all(
@@ -729,6 +736,7 @@ fn start_ready(
             Ok((
                 locks,
                 crate::store::nodes::lock_holders_on(tx, crate::node::name())?,
+                crate::store::nodes::lock_holders_all(tx)?,
                 wv::others_waiting(tx, &name, now_ms() - FAIR_WINDOW_MS)?,
             ))
         })?;
@@ -738,7 +746,11 @@ fn start_ready(
             .iter()
             .filter(|s| **s == TaskState::Running)
             .count();
-        let free = free_slots(l.config.worker.max_parallel, running, mine, others);
+        let mut free = free_slots(l.config.worker.max_parallel, running, mine, others);
+        // And the organisation's slots, every node's workers counted.
+        if let Some(total) = l.config.worker.max_parallel_total {
+            free = free.min(free_slots(total, all, mine, others));
+        }
         let picks = decide(&w.dag, &w.state, &l.config.graph, &locks, free);
         if picks.is_empty() {
             return Ok(());

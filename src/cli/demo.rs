@@ -305,7 +305,7 @@ pub fn run(keep: bool, json: bool) -> Result<i32, String> {
                     let why: Vec<String> = b.iter().map(|x| x.describe(repo)).collect();
                     tracing::debug!("{repo} waits: {}", why.join("; "));
                 }
-                Spawned::AtCapacity { .. } => {}
+                Spawned::AtCapacity(_) => {}
             }
         }
         if done.len() == tasks.len() || Instant::now() >= deadline {

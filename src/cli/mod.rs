@@ -620,8 +620,16 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// repos.yaml, with the state directory pointed at its shared store when it names one:
+    /// every command that opens the store by its state directory (`orch hold` on a node's
+    /// first run, say) must find the database every node shares, never an empty SQLite file.
     pub fn config(&self) -> Result<Config, Failure> {
-        Ok(self.load_config()?)
+        let config = self.load_config()?;
+        if config.store.is_some() {
+            crate::store::location::settle(&self.state_dir(&config), config.store.as_ref())
+                .map_err(crate::store::StoreError::from)?;
+        }
+        Ok(config)
     }
 
     /// Reads repos.yaml, or says where it was looked for when no file was given or found.

@@ -18,12 +18,13 @@ pub fn nodes(ctx: &Ctx, json: bool) -> Outcome {
 /// nodes` prints and the board's `/api/nodes` answers. No store yet: no node.
 pub fn nodes_view(l: &crate::app::Loaded) -> Result<NodesView, Failure> {
     let this = crate::node::name();
+    let total = l.config.worker.max_parallel_total;
     Ok(match l.existing_store()? {
         Some(mut store) => {
             let (rows, now) =
                 store.read(|tx| Ok((crate::store::nodes::list(tx)?, tx.clock_ms()?)))?;
-            NodesView::of(this, &rows, now)
+            NodesView::of(this, &rows, now, total)
         }
-        None => NodesView::of(this, &[], crate::store::now_ms()),
+        None => NodesView::of(this, &[], crate::store::now_ms(), total),
     })
 }

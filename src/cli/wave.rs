@@ -214,6 +214,11 @@ fn run_until_done(l: &Loaded, file: &Path, interval: Duration, json_out: bool) -
     // Rung when a worker changes state or a lock goes: the next tick comes then, not a whole
     // interval later (the interval stays the fallback).
     let waiter = crate::wake::Waiter::install(&l.state_dir);
+    if let Some(w) = &waiter
+        && let Ok(store) = crate::store::Store::open(&l.state_dir)
+    {
+        w.hear_releases(store);
+    }
     loop {
         // Re-read each time, as cron would: an edited file joins (or is refused) at once.
         let w = wave::load(l, file)?;

@@ -85,12 +85,7 @@ pub fn spawn(ctx: &Ctx, mut args: SpawnArgs) -> Outcome {
                         .iter()
                         .map(|x| x.describe(&args.request.repo))
                         .collect::<Vec<_>>(),
-                    Spawned::AtCapacity { running, max } => {
-                        vec![format!(
-                            "worker.max_parallel reached: {running} of {max} workers running on node {}",
-                            crate::node::name()
-                        )]
-                    }
+                    Spawned::AtCapacity(full) => vec![full.describe()],
                     Spawned::Ready(_) => unreachable!(),
                 };
                 if !args.wait || deadline.is_some_and(|d| Instant::now() >= d) {

@@ -149,7 +149,11 @@ pub struct WorkerConfig {
     pub agent: Agent,
     /// The argv template (placeholders such as `{session_id}`: see `agent::PLACEHOLDERS`).
     pub command: Vec<String>,
+    /// This node's slots: workers it supervises at once.
     pub max_parallel: usize,
+    /// The organisation's: workers at once on every node together (nodes sharing a store);
+    /// `None`, no limit but each node's.
+    pub max_parallel_total: Option<usize>,
     pub env_passthrough: Vec<String>,
     pub max_respawns: u32,
     /// Time between SIGTERM and SIGKILL when a worker's process group is stopped.

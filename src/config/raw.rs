@@ -138,6 +138,8 @@ pub(super) struct RawWorker {
     #[serde(default)]
     pub(super) max_parallel: Option<Spanned<i64>>,
     #[serde(default)]
+    pub(super) max_parallel_total: Option<Spanned<i64>>,
+    #[serde(default)]
     pub(super) env_passthrough: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub(super) max_respawns: Option<Spanned<i64>>,
@@ -538,6 +540,7 @@ pub(super) const WORKER: &[&str] = &[
     "agent",
     "command",
     "max_parallel",
+    "max_parallel_total",
     "env_passthrough",
     "max_respawns",
     "stop_grace",

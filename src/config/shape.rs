@@ -74,6 +74,7 @@ pub(super) const WORKER: &[Field] = &[
     ("agent", Shape::Text, Optional),
     ("command", TEXTS, Optional),
     ("max_parallel", Shape::Int, Optional),
+    ("max_parallel_total", Shape::Int, Optional),
     ("env_passthrough", TEXTS, Optional),
     ("max_respawns", Shape::Int, Optional),
     ("stop_grace", Shape::Text, Optional),

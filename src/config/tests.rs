@@ -677,3 +677,24 @@ fn serve_token_env_is_a_variable_name_never_echoed() {
         crate::config::ServeConfig::default()
     );
 }
+
+#[test]
+fn the_organisations_limit_is_optional_and_must_be_positive() {
+    let c = load("repos:\n  a: {}\n").unwrap();
+    assert_eq!(c.worker.max_parallel_total, None);
+    let c = load("worker: { max_parallel: 2, max_parallel_total: 5 }\nrepos:\n  a: {}\n").unwrap();
+    assert_eq!(
+        (c.worker.max_parallel, c.worker.max_parallel_total),
+        (2, Some(5))
+    );
+    let err = load("worker: { max_parallel_total: 0 }\nrepos:\n  a: {}\n").unwrap_err();
+    assert_eq!(
+        listed(&err),
+        [(
+            1,
+            31,
+            "worker.max_parallel_total must be greater than zero, got 0".into()
+        )],
+        "{err}"
+    );
+}

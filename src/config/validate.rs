@@ -280,6 +280,7 @@ pub(super) fn validate(
         max_cost_usd: None,
         max_tokens: None,
         max_parallel: None,
+        max_parallel_total: None,
         env_passthrough: None,
         max_respawns: None,
         stop_grace: None,
@@ -353,6 +354,10 @@ pub(super) fn validate(
         agent,
         command,
         max_parallel: c.positive("worker.max_parallel", &w.max_parallel, 4) as usize,
+        max_parallel_total: w
+            .max_parallel_total
+            .as_ref()
+            .map(|_| c.positive("worker.max_parallel_total", &w.max_parallel_total, 1) as usize),
         env_passthrough: w
             .env_passthrough
             .map(|v| v.into_iter().map(|s| s.value).collect())

@@ -42,6 +42,23 @@ impl ForgeError {
     pub fn is_blocking(&self) -> bool {
         matches!(self, ForgeError::Blocking { .. })
     }
+
+    /// The worker event a supervisor records for a CI query that failed this way (after the
+    /// client's retries): what `/metrics` counts as forge request errors, by kind.
+    pub fn event_kind(&self) -> &'static str {
+        match self {
+            ForgeError::Transient { .. } => "forge_error_transient",
+            ForgeError::Blocking { .. } => "forge_error_blocking",
+            ForgeError::Malformed { .. } => "forge_error_malformed",
+        }
+    }
+
+    /// Every [`ForgeError::event_kind`], with the `kind` label `/metrics` gives it.
+    pub const EVENT_KINDS: [(&'static str, &'static str); 3] = [
+        ("forge_error_transient", "transient"),
+        ("forge_error_blocking", "blocking"),
+        ("forge_error_malformed", "malformed"),
+    ];
 }
 
 /// What [`Forge::push_run_states`] reports: (run id, aggregate status) per push run.

@@ -16,6 +16,11 @@ pub struct Figures {
     pub respawns: u64,
     /// Contract violations recorded in workers' histories.
     pub violations: u64,
+    /// Supervisors' CI queries that failed after the forge client's retries, by the event's
+    /// kind (`ForgeError::event_kind`).
+    pub forge_errors: Vec<(String, u64)>,
+    /// The nodes' heartbeats: name, age in ms on the database's clock, live workers.
+    pub nodes: Vec<(String, i64, i64)>,
     /// Alert deliveries by sink and state (`pending`, `delivered`, `given_up`).
     pub deliveries: Vec<(String, String, u64)>,
     /// Deliveries still pending, and when the oldest pending one's alert was raised.
@@ -84,6 +89,19 @@ pub fn figures(tx: &Tx) -> super::sql::Result<Figures> {
         )?,
         respawns: one("SELECT coalesce(sum(respawns), 0) FROM workers")? as u64,
         violations: one("SELECT count(*) FROM worker_events WHERE kind = 'violation'")? as u64,
+        forge_errors: pairs(
+            tx,
+            "SELECT kind, count(*) FROM worker_events
+             WHERE kind IN ('forge_error_transient', 'forge_error_blocking', 'forge_error_malformed')
+             GROUP BY kind ORDER BY kind",
+        )?,
+        nodes: {
+            let now = tx.clock_ms()?;
+            super::nodes::list(tx)?
+                .into_iter()
+                .map(|n| (n.name, now - n.heartbeat_ms, n.workers))
+                .collect()
+        },
         deliveries,
         outbox_pending: one("SELECT count(*) FROM alert_deliveries WHERE state = 'pending'")?
             as u64,

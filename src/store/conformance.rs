@@ -383,6 +383,11 @@ mod tests {
                 1,
                 "the other node's worker takes none of this node's slots"
             );
+            assert_eq!(
+                s.read(nodes::lock_holders_all).unwrap(),
+                2,
+                "the organisation's slots count every node's workers"
+            );
         });
     }
 

@@ -181,6 +181,9 @@ pub struct Store {
     fence: Option<(String, i64)>,
     /// A write was refused: the lease is someone else's now.
     fence_lost: bool,
+    /// The state directory it was opened for (`Store::open`): where this node's doorbells
+    /// ring. `None` for a database opened by its URL alone.
+    state_dir: Option<PathBuf>,
 }
 
 /// True when orch has kept state for `state_dir`: its SQLite file, or a pointer to a shared
@@ -194,10 +197,17 @@ impl Store {
     /// database its pointer names ([`location`]), or else `<state_dir>/orch.db`, created if
     /// needed.
     pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
-        if let Some(pointer) = location::pointer(state_dir)? {
-            return Store::open_postgres(&pointer);
-        }
-        Store::open_sqlite(state_dir)
+        let mut store = match location::pointer(state_dir)? {
+            Some(pointer) => Store::open_postgres(&pointer)?,
+            None => Store::open_sqlite(state_dir)?,
+        };
+        store.state_dir = Some(state_dir.to_path_buf());
+        Ok(store)
+    }
+
+    /// The state directory this store was opened for, if it was (see [`Store::open`]).
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.state_dir.as_deref()
     }
 
     /// The PostgreSQL database of a `store:` section, its secrets from this process's
@@ -232,6 +242,7 @@ impl Store {
             alert_window: crate::config::DEDUP_WINDOW,
             fence: None,
             fence_lost: false,
+            state_dir: None,
         })
     }
 
@@ -277,6 +288,7 @@ impl Store {
             alert_window: crate::config::DEDUP_WINDOW,
             fence: None,
             fence_lost: false,
+            state_dir: None,
         };
         store.configure()?;
         schema::migrate(&mut store)?;
@@ -306,6 +318,7 @@ impl Store {
             alert_window: crate::config::DEDUP_WINDOW,
             fence: None,
             fence_lost: false,
+            state_dir: None,
         };
         schema::migrate(&mut store)?;
         Ok(store)

@@ -64,6 +64,15 @@ pub fn list(tx: &Tx) -> super::sql::Result<Vec<NodeRow>> {
     .collect()
 }
 
+/// Workers holding a chain lock on any node: the organisation's slots taken
+/// (`worker.max_parallel_total`).
+pub fn lock_holders_all(tx: &Tx) -> super::sql::Result<usize> {
+    let n: i64 = tx
+        .prepare_cached("SELECT COUNT(*) FROM locks WHERE kind = 'worker'")?
+        .query_row([], |r| r.get(0))?;
+    Ok(n as usize)
+}
+
 /// Workers holding a chain lock whose lease is this node's: the slots it has taken (a worker
 /// of a node that never recorded one counts here: it was started before nodes existed, on the
 /// one host there was).

@@ -2,13 +2,9 @@
 //! branch pauses the downstream worker (its processes stopped, state `T`) and keeps new
 //! workers below it from starting; a green commit lets it go on to DONE.
 
-use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text, poll_until};
-
-/// The state letter of `pid` in `/proc/<pid>/stat`.
-fn state(pid: i32) -> Option<char> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text[text.rfind(')')? + 1..].trim_start().chars().next()
-}
+use crate::support::{
+    DEADLINE, Org, RepoSpec, Spec, held_still, output_text, poll_until, proc_state,
+};
 
 #[test]
 fn a_red_upstream_pauses_the_downstream_worker_until_it_is_green_again() {
@@ -35,8 +31,8 @@ fn a_red_upstream_pauses_the_downstream_worker_until_it_is_green_again() {
     poll_until(
         "the worker's processes to be stopped",
         DEADLINE,
-        || (state(pid)? == 'T').then_some(()),
-        || format!("state {:?}\n{}", state(pid), org.diag(&id)),
+        || held_still(pid).then_some(()),
+        || format!("state {:?}\n{}", proc_state(pid), org.diag(&id)),
     );
     let paused = org.alerts(&id);
     let paused = paused
@@ -66,7 +62,7 @@ fn a_red_upstream_pauses_the_downstream_worker_until_it_is_green_again() {
     poll_until(
         "the worker's processes to run again",
         DEADLINE,
-        || (state(pid)? != 'T').then_some(()),
+        || (!held_still(pid)).then_some(()),
         || org.diag(&id),
     );
     org.release(&id);

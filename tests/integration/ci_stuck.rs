@@ -381,6 +381,13 @@ fn more_than_three_forge_errors_in_a_row_show_as_a_deadlock_indicator() {
     );
     let logs = text_of(&org.run(&["logs", &id]));
     assert!(logs.contains("failed in a row"), "{logs}");
+    // Each failed query is in the worker's history, what `/metrics` counts
+    // (orch_forge_request_errors_total{kind="blocking"}).
+    assert!(
+        org.count_events(&id, "forge_error_blocking") >= 4,
+        "{:?}",
+        org.events(&id)
+    );
     fake.clear_faults();
     org.release(&id);
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);

@@ -2,14 +2,10 @@
 //! and a secret in a pushed diff halt a chain — every worker in it stopped as a cascade pauses
 //! one, nothing lost — and nothing in it starts or goes on until an operator clears the hold.
 
-use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text, poll_until};
+use crate::support::{
+    DEADLINE, Org, RepoSpec, Spec, held_still, output_text, poll_until, proc_state,
+};
 use serde_json::Value;
-
-/// The state letter of `pid` in `/proc/<pid>/stat`.
-fn state(pid: i32) -> Option<char> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text[text.rfind(')')? + 1..].trim_start().chars().next()
-}
 
 fn pid_of(org: &Org, id: &str) -> i32 {
     let pid_file = org.out.join(format!("pid-{id}"));
@@ -70,8 +66,8 @@ fn fatal_halts_a_chain_of_three_live_workers_and_none_goes_on_until_it_is_cleare
         poll_until(
             "the worker's processes to be stopped",
             DEADLINE,
-            || (state(*pid)? == 'T').then_some(()),
-            || format!("state {:?}\n{}", state(*pid), org.diag(id)),
+            || held_still(*pid).then_some(()),
+            || format!("state {:?}\n{}", proc_state(*pid), org.diag(id)),
         );
         assert_eq!(
             org.lock_of(id).as_deref(),
@@ -115,7 +111,11 @@ fn fatal_halts_a_chain_of_three_live_workers_and_none_goes_on_until_it_is_cleare
     assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     for (id, pid) in ids.iter().zip(&pids) {
         assert_eq!(org.worker(id).progress.milestone.to_string(), "PAUSED");
-        assert_eq!(state(*pid), Some('T'), "{id} still stopped");
+        assert!(
+            held_still(*pid),
+            "{id} still stopped: {:?}",
+            proc_state(*pid)
+        );
     }
     // `orch fatal core` shows the standing hold; so does `orch status` (a line, a column).
     let out = org.run(&["fatal", "core"]);
@@ -188,7 +188,7 @@ fn fatal_halts_a_chain_of_three_live_workers_and_none_goes_on_until_it_is_cleare
         poll_until(
             "the worker's processes to run again",
             DEADLINE,
-            || (state(*pid)? != 'T').then_some(()),
+            || (!held_still(*pid)).then_some(()),
             || org.diag(id),
         );
         org.release(id);

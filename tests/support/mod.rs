@@ -250,3 +250,28 @@ fn named_account(name: &'static str) -> Option<TestAccount> {
         uid: uid().expect("the account just created"),
     })
 }
+
+/// The state letter of `pid` in `/proc/<pid>/stat`.
+pub fn proc_state(pid: i32) -> Option<char> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Whether `pid` is held still by a pause: stopped (`T`), or in a frozen cgroup. A process
+/// frozen before it took its SIGSTOP (a loaded machine; the supervisor stops the tree, waits
+/// a moment, then freezes the cgroup) shows `D` until it is thawed: frozen is still paused.
+pub fn held_still(pid: i32) -> bool {
+    if proc_state(pid) == Some('T') {
+        return true;
+    }
+    let Ok(groups) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return false;
+    };
+    groups
+        .lines()
+        .filter_map(|l| l.strip_prefix("0::"))
+        .any(|path| {
+            std::fs::read_to_string(format!("/sys/fs/cgroup{path}/cgroup.events"))
+                .is_ok_and(|e| e.lines().any(|l| l == "frozen 1"))
+        })
+}

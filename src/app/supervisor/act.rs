@@ -77,7 +77,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             outcome: &text,
             refused: outcome.is_refusal(),
         });
-        match commit(
+        // A transition is committed before anything acts on it: a database out of reach is
+        // waited for (the entry tried again whole), never skipped — a supervisor that stopped
+        // its worker for a BLOCKED the database never heard of would leave resume the older
+        // state to act on.
+        match commit_lasting(
             &mut self.store,
             self.env.state_dir,
             &entry,
@@ -327,6 +331,46 @@ fn outcome_of(event: &Event, changed: bool, effects: &[Effect]) -> Outcome {
             Outcome::NoChange
         },
     )
+}
+
+/// How long a transition waits for a database out of reach before the supervisor gives up its
+/// worker (as when its lease is taken over): the entry is retried whole meanwhile. A worker
+/// left that long unrecorded is resume's to take over, from the state the database has.
+const UNREACHABLE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// [`commit`], waiting out a database out of reach (PostgreSQL restarted, the network cut):
+/// the same entry until it is written, refused by the fence (`NotOwner`: someone else holds
+/// the worker now), or `UNREACHABLE_PATIENCE` has passed — then `NotOwner` too, so the
+/// supervisor stops its worker rather than act on a transition nobody can see.
+fn commit_lasting(
+    store: &mut Store,
+    state_dir: &Path,
+    entry: &Entry,
+    failed: &mut Option<String>,
+) -> Option<Committed> {
+    let mut waited = false;
+    let result = crate::store::StoreError::outlast(UNREACHABLE_PATIENCE, || {
+        let r = journal::commit(store, state_dir, Writer::me(), entry);
+        if r.as_ref().is_err_and(|e| e.is_unreachable()) && !waited {
+            waited = true;
+            tracing::warn!(worker = %entry.worker, "the database is out of reach: the transition waits for it");
+        }
+        r
+    });
+    match result {
+        Ok(c) => Some(c),
+        Err(e) if e.is_unreachable() => {
+            tracing::error!(worker = %entry.worker, error = %e, "the database stayed out of reach: giving the worker up to whoever resumes it");
+            Some(Committed::NotOwner)
+        }
+        Err(e) => {
+            tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state");
+            if let Some(why) = super::storage::unwritable(&e) {
+                failed.get_or_insert(why);
+            }
+            None
+        }
+    }
 }
 
 /// Commits a supervisor's entry as the holder of the worker's lease; a failed write is logged

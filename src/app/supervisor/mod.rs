@@ -1123,6 +1123,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     self.apply(event, None, Vec::new());
                 }
                 tracing::warn!(worker = %self.w.id, error = %e, "CI poll failed");
+                // In the worker's history, and counted by `/metrics` (one per failed query,
+                // after the client's retries: the backoff bounds how many).
+                self.record(vec![Fact::Logged {
+                    kind: e.event_kind(),
+                    detail: format!("CI for {} could not be read: {e}", a.sha.short()),
+                }]);
             }
         }
         // Claims this answer is fresh for are judged now (on what is known, if the forge

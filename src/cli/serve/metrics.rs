@@ -28,6 +28,9 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("orch_ci_wait_seconds", "histogram"),
     ("orch_wave_tasks", "gauge"),
     ("orch_wave_last_success_timestamp_seconds", "gauge"),
+    ("orch_forge_request_errors_total", "counter"),
+    ("orch_node_heartbeat_age_seconds", "gauge"),
+    ("orch_node_workers", "gauge"),
 ];
 
 /// The upper bounds (seconds) of `orch_ci_wait_seconds`' buckets: from a quick job to a slow
@@ -310,6 +313,42 @@ pub fn render(
             );
         }
     }
+
+    o.family(
+        "orch_forge_request_errors_total",
+        "Supervisors' CI queries to the forge that failed after the client's retries, by kind (transient, blocking, malformed; history kept).",
+    );
+    for (event, kind) in crate::forge::ForgeError::EVENT_KINDS {
+        let n = f
+            .forge_errors
+            .iter()
+            .find(|(k, _)| k == event)
+            .map_or(0, |(_, n)| *n);
+        o.sample(
+            "orch_forge_request_errors_total",
+            &[("kind", kind)],
+            n as f64,
+        );
+    }
+
+    o.family(
+        "orch_node_heartbeat_age_seconds",
+        "Seconds since each node's last heartbeat (a lease renewal, a resume), on the database's clock.",
+    );
+    for (node, age_ms, _) in &f.nodes {
+        o.sample(
+            "orch_node_heartbeat_age_seconds",
+            &[("node", node)],
+            (*age_ms).max(0) as f64 / 1000.0,
+        );
+    }
+    o.family(
+        "orch_node_workers",
+        "Live workers whose lease each node holds.",
+    );
+    for (node, _, workers) in &f.nodes {
+        o.sample("orch_node_workers", &[("node", node)], *workers as f64);
+    }
     o.0
 }
 
@@ -329,6 +368,8 @@ mod tests {
             outbox_oldest_ms: Some(1_000),
             spend_usd: 0.25,
             ci_waits_ms: vec![20_000, 90_000, 10_000_000],
+            forge_errors: vec![("forge_error_transient".into(), 4)],
+            nodes: vec![("build-01".into(), 2_500, 3)],
             spend_by_model: vec![crate::store::board::ModelSpend {
                 model: Some("opus".into()),
                 cost_usd: 0.25,
@@ -379,6 +420,10 @@ mod tests {
             "orch_alert_deliveries_total{sink=\"hook \\\"a\\\"\",result=\"delivered\"} 3\n"
         ));
         assert!(text.contains("orch_outbox_oldest_pending_age_seconds 2.5\n"));
+        assert!(text.contains("orch_forge_request_errors_total{kind=\"transient\"} 4\n"));
+        assert!(text.contains("orch_forge_request_errors_total{kind=\"blocking\"} 0\n"));
+        assert!(text.contains("orch_node_heartbeat_age_seconds{node=\"build-01\"} 2.5\n"));
+        assert!(text.contains("orch_node_workers{node=\"build-01\"} 3\n"));
         assert!(text.contains("orch_spend_usd_total{agent=\"claude\",model=\"opus\"} 0.25\n"));
         assert!(text.contains(
             "orch_spend_tokens_total{agent=\"claude\",model=\"opus\",kind=\"output\"} 7\n"

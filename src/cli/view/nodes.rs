@@ -12,6 +12,11 @@ pub struct NodesView {
     pub this_node: String,
     /// Every node that ever beat, by name.
     pub nodes: Vec<NodeView>,
+    /// Live workers on every node together.
+    pub workers: i64,
+    /// `worker.max_parallel_total`: the organisation's slots, every node together (none: no
+    /// limit but each node's).
+    pub max_parallel_total: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -31,6 +36,9 @@ pub struct NodeView {
     pub heartbeat_at: String,
     /// Seconds since then, on the database's clock.
     pub heartbeat_age_s: u64,
+    /// It has live workers but has not beaten for longer than a lease: it is gone (or cut
+    /// off), and its workers are due for another node's `orch resume` to take over.
+    pub lapsed: bool,
 }
 
 impl View for NodesView {
@@ -38,9 +46,16 @@ impl View for NodesView {
 }
 
 impl NodesView {
-    pub fn of(this: &str, rows: &[crate::store::nodes::NodeRow], now_ms: i64) -> NodesView {
+    pub fn of(
+        this: &str,
+        rows: &[crate::store::nodes::NodeRow],
+        now_ms: i64,
+        max_parallel_total: Option<usize>,
+    ) -> NodesView {
         NodesView {
             this_node: this.to_string(),
+            workers: rows.iter().map(|n| n.workers).sum(),
+            max_parallel_total: max_parallel_total.map(|m| m as i64),
             nodes: rows
                 .iter()
                 .map(|n| NodeView {
@@ -51,6 +66,8 @@ impl NodesView {
                     first_seen_at: at(n.started_ms),
                     heartbeat_at: at(n.heartbeat_ms),
                     heartbeat_age_s: secs_between(n.heartbeat_ms, now_ms),
+                    lapsed: n.workers > 0
+                        && now_ms - n.heartbeat_ms > crate::app::supervisor::LEASE_MS,
                 })
                 .collect(),
         }
@@ -65,11 +82,13 @@ impl NodesView {
         }
         let mut t = Table::new(["NODE", "HEARTBEAT", "WORKERS", "SLOTS", "VERSION"]);
         for n in &self.nodes {
-            let name = if n.name == self.this_node {
-                format!("{} (this)", esc(&n.name))
-            } else {
-                esc(&n.name).into_owned()
-            };
+            let mut name = esc(&n.name).into_owned();
+            if n.name == self.this_node {
+                name.push_str(" (this)");
+            }
+            if n.lapsed {
+                name.push_str(" LAPSED");
+            }
             t.row([
                 name,
                 format!("{} ago", super::human_duration(n.heartbeat_age_s)),
@@ -79,6 +98,16 @@ impl NodesView {
             ]);
         }
         t.right(2).right(3);
-        t.render()
+        let mut out = t.render();
+        if let Some(max) = self.max_parallel_total {
+            out.push_str(&format!(
+                "organisation: {} of at most {max} workers (worker.max_parallel_total)\n",
+                self.workers
+            ));
+        }
+        if self.nodes.iter().any(|n| n.lapsed) {
+            out.push_str("LAPSED: live workers, no heartbeat for longer than a lease: `orch resume` on another node takes them over\n");
+        }
+        out
     }
 }

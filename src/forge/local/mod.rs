@@ -146,10 +146,16 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LocalForgeErr
 impl From<LocalForgeError> for ForgeError {
     fn from(e: LocalForgeError) -> ForgeError {
         match e {
-            LocalForgeError::Store(StoreError::Locked { .. }) => ForgeError::Transient {
-                message: e.to_string(),
-                attempts: 1,
-            },
+            // A busy database, or one out of reach (PostgreSQL restarting): waited out as a
+            // forge that does not answer for a while is, never an operator's problem.
+            LocalForgeError::Store(ref s)
+                if matches!(s, StoreError::Locked { .. }) || s.is_unreachable() =>
+            {
+                ForgeError::Transient {
+                    message: e.to_string(),
+                    attempts: 1,
+                }
+            }
             LocalForgeError::NoRemote { .. } => ForgeError::Blocking {
                 kind: BlockingKind::NotFound,
                 message: e.to_string(),

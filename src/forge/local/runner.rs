@@ -54,7 +54,10 @@ pub(super) fn run(
     let mut store = lasting(|| Store::open(state_dir))?;
     let me = crate::pidns::host_pid() as i64;
     let my_start = proc_stat(me as i32).map(|s| s.start_ticks as i64);
-    reap_dead_runners(&mut store, &layout)?;
+    // Waited out like every write of a runner: its pid is recorded on its run already (by
+    // the hook that started it), so a runner that gave up here would be reaped as dead and
+    // its jobs failed — a database restart turned into red CI.
+    lasting(|| reap_dead_runners(&mut store, &layout))?;
     let claim = lasting(|| {
         store.write(|tx| {
             let Some(run) = db::load_run(tx, run_id)? else {
@@ -455,13 +458,15 @@ fn next_job(store: &mut Store, run_id: i64) -> Result<Option<JobRow>, LocalForge
                 }
                 if jobs.iter().any(|j| !j.status.is_done()) {
                     // Only possible with cyclic needs, which config validation refuses.
-                    store.write(|tx| {
-                        db::finish_unfinished_jobs(
-                            tx,
-                            run_id,
-                            JobStatus::Skipped,
-                            "needs can never be met",
-                        )
+                    lasting(|| {
+                        store.write(|tx| {
+                            db::finish_unfinished_jobs(
+                                tx,
+                                run_id,
+                                JobStatus::Skipped,
+                                "needs can never be met",
+                            )
+                        })
                     })?;
                 }
                 return Ok(None);

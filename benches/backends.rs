@@ -18,7 +18,9 @@
 //!    state directory its `store.json` pointer.
 //! 4. `wave`: the store work of a 200-task wave's ticks on 3 nodes at once — 3 threads, each
 //!    with a connection of its own and a node name of its own (`n1`…`n3`, what `ORCH_NODE`
-//!    sets), each ticking until every task is started: a tick records the wave
+//!    sets), each ticking until every task is started: a tick first claims the wave's one tick
+//!    across nodes (`wave_ticks`, as `try_tick_lock`; a tick that finds it claimed elsewhere
+//!    ends at once, and the next comes 2 ms later), then records the wave
 //!    (`app::wave::tick`'s `record`), reads its tasks and their workers, then, as
 //!    `start_ready`, reads the locks, fatal holds and its node's slots, asks
 //!    `wave::schedule::decide`, and for each pick runs spawn's lock transaction (fatal holds
@@ -785,12 +787,57 @@ struct NodeStats {
     transactions: usize,
     /// Each tick's first write: the wave and its tasks recorded.
     records: Vec<Duration>,
+    /// Ticks that found the wave's tick claimed by another node (they start nothing).
+    skipped: usize,
 }
 
 /// One tick's store work, as `app::wave::tick` does it (see the file's head). True when
 /// every task of the wave has a worker.
 #[allow(clippy::too_many_arguments)]
 fn tick(
+    store: &mut Store,
+    node: &str,
+    graph: &RepoGraph,
+    tasks: &[TaskDef],
+    dag: &Dag,
+    contract: &Contract,
+    state_dir: &Path,
+    stats: &mut NodeStats,
+) -> bool {
+    // try_tick_lock(): the wave's one tick across nodes, claimed in the store.
+    let pid = std::process::id() as i64;
+    let claimed = store
+        .write(|tx| wv::claim_tick(tx, WAVE, node, pid, 120_000))
+        .unwrap();
+    stats.transactions += 1;
+    if !claimed {
+        stats.skipped += 1;
+        // Another node's tick runs: this one ends (cron starts the next a minute later;
+        // here, a moment later).
+        std::thread::sleep(Duration::from_millis(2));
+        return store
+            .read(|tx| {
+                Ok(wv::wave_tasks(tx, WAVE)?
+                    .iter()
+                    .all(|r| r.worker_id.is_some()))
+            })
+            .unwrap()
+            && !store
+                .read(|tx| wv::wave_tasks(tx, WAVE))
+                .unwrap()
+                .is_empty();
+    }
+    let finished = tick_claimed(store, node, graph, tasks, dag, contract, state_dir, stats);
+    store
+        .write(|tx| wv::release_tick(tx, WAVE, node, pid))
+        .unwrap();
+    stats.transactions += 1;
+    finished
+}
+
+/// A tick's work once it holds the wave's claim.
+#[allow(clippy::too_many_arguments)]
+fn tick_claimed(
     store: &mut Store,
     node: &str,
     graph: &RepoGraph,
@@ -813,7 +860,11 @@ fn tick(
                     Some(_) => None,
                     None => wv::worker_for_task_id(tx, &task_key(&t.id))?,
                 };
-                wv::put_task(tx, WAVE, &t.id, seq as i64, &t.definition(), None)?;
+                // An unchanged task is not written again (app::wave::record).
+                let def = t.definition();
+                if row.is_none_or(|r| r.seq != seq as i64 || r.definition != def) {
+                    wv::put_task(tx, WAVE, &t.id, seq as i64, &def, None)?;
+                }
                 if let Some((w, at)) = found {
                     wv::set_task_worker(tx, WAVE, &t.id, &w, at)?;
                 }
@@ -1033,10 +1084,11 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
                     .enumerate()
                     .map(|(k, r)| {
                         format!(
-                            "n{}: {} started, {} ticks, {} lost races, {} tx",
+                            "n{}: {} started, {} ticks ({} skipped: claimed elsewhere), {} lost races, {} tx",
                             k + 1,
                             r.started,
                             r.ticks.len(),
+                            r.skipped,
                             r.lost,
                             r.transactions
                         )

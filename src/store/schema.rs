@@ -357,6 +357,8 @@ const MIGRATIONS: &[&str] = &[
     // each node's heartbeat, slots and version (`orch nodes`). The events' kinds are
     // counted by the board's `/metrics` (violations). `wave_ticks`: the one tick of a wave
     // running now, whichever node runs it (a claim with an expiry, renewed while it runs).
+    // `local_runs.runner_host`: the host a local-forge runner's pid was recorded on (a shared
+    // forge directory): only that host may judge it dead.
     r#"
     ALTER TABLE workers ADD COLUMN node TEXT;
     ALTER TABLE workers ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
@@ -374,6 +376,7 @@ const MIGRATIONS: &[&str] = &[
         pid      INTEGER NOT NULL,
         until_ms INTEGER NOT NULL
     );
+    ALTER TABLE local_runs ADD COLUMN runner_host TEXT;
     "#,
 ];
 
@@ -642,6 +645,7 @@ const PG_MIGRATIONS: &[(i64, &str)] = &[
         pid      BIGINT NOT NULL,
         until_ms BIGINT NOT NULL
     );
+    ALTER TABLE local_runs ADD COLUMN runner_host TEXT;
     "#,
     ),
 ];

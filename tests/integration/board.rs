@@ -2136,3 +2136,96 @@ fn the_nodes_view_says_when_no_node_has_beaten_yet() {
     assert_eq!(browser.console_errors(), Vec::<String>::new());
     browser.screenshot("nodes-none");
 }
+
+/// Two nodes on the nodes view: this one, and node `gone`, whose worker lives but whose last
+/// heartbeat is a minute old (its supervisor stopped): marked lapsed, due for takeover, with
+/// the organisation's total beside them — what `orch nodes --json` says.
+#[test]
+fn the_nodes_view_marks_a_lapsed_node_among_several() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("lib")),
+    );
+    let here = org.spawn_detached("core", "idle here");
+    let out = org
+        .cmd(&[
+            "spawn",
+            "--repo",
+            "lib",
+            "--task",
+            "idle elsewhere",
+            "--json",
+        ])
+        .env("ORCH_NODE", "gone")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let far: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let far = far["worker_id"].as_str().unwrap().to_string();
+    let sup = poll_until(
+        "the other node's supervisor",
+        crate::support::DEADLINE,
+        || org.worker(&far).supervisor_pid,
+        || org.diag(&far),
+    ) as i32;
+    let signal = |sig| {
+        // SAFETY: a signal to the supervisor this test started (through orch).
+        unsafe { libc::kill(sup, sig) };
+    };
+    // Its supervisor stopped outside a write (a renewal takes milliseconds), its node's last
+    // heartbeat a minute back.
+    poll_until(
+        "node gone's heartbeat moved back",
+        crate::support::DEADLINE,
+        || {
+            signal(libc::SIGSTOP);
+            let moved = org.store().write(|tx| {
+                tx.execute(
+                    "UPDATE nodes SET heartbeat_ms = heartbeat_ms - 60000 WHERE name = 'gone'",
+                    [],
+                )
+            });
+            if moved.is_err() {
+                signal(libc::SIGCONT);
+            }
+            moved.ok().filter(|n| *n == 1)
+        },
+        || org.diag(&far),
+    );
+    let s = serve(&org, "127.0.0.1:0");
+    let nodes = get_json(&s, "/api/nodes");
+    assert_valid("nodes", &nodes);
+    assert_eq!(nodes["workers"], 2, "{nodes}");
+    let this = nodes["this_node"].as_str().unwrap().to_string();
+    let lapsed: Vec<(String, bool)> = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap().to_string(), n["lapsed"] == true))
+        .collect();
+    let mut want = vec![("gone".to_string(), true), (this.clone(), false)];
+    want.sort();
+    assert_eq!(lapsed, want, "{nodes}");
+    browser.go(&format!("http://{}/?view=nodes", s.addr));
+    browser.wait_for(
+        "the nodes view with node gone lapsed",
+        "const r = [...document.querySelectorAll('#nodes tr[data-node]')]; return r.map(x => [x.dataset.node, x.classList.contains('lapsed'), x.cells[0].textContent.includes('lapsed: due for takeover')]).sort()",
+        &json!(want.iter().map(|(n, l)| json!([n, l, l])).collect::<Vec<_>>()),
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        browser.js("return document.querySelector('div.wrap + p.meta').textContent.startsWith('2 live worker(s) on all nodes')"),
+        json!(true)
+    );
+    assert_eq!(browser.js("return window.__errors"), json!([]));
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    browser.screenshot("nodes-lapsed");
+    signal(libc::SIGCONT);
+    for id in [&here, &far] {
+        let _ = org.run(&["cancel", id, "--reason", "test over"]);
+    }
+}

@@ -134,3 +134,155 @@ fn a_password_in_the_store_url_is_refused_and_never_shown() {
     );
     assert!(!org.state.join("orch.db").exists());
 }
+
+/// A PostgreSQL cluster of one test's own (initdb in a temporary directory, a free loopback
+/// port), for a test that stops and starts its server: restarting the shared cluster of
+/// `.ci/postgres` would take every other test's database away. Stopped and removed on drop.
+pub(crate) struct OwnCluster {
+    dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+    user: String,
+    pub port: u16,
+}
+
+impl OwnCluster {
+    /// `None` (said) when `.ci/postgres` was not sourced; a failure when it was required.
+    pub(crate) fn start(test: &str) -> Option<OwnCluster> {
+        let (Ok(bin), Ok(user)) = (
+            std::env::var("ORCH_TEST_PG_BIN"),
+            std::env::var("ORCH_TEST_PG_USER"),
+        ) else {
+            assert!(
+                std::env::var("ORCH_TEST_PG_REQUIRED").as_deref() != Ok("1"),
+                "{test}: ORCH_TEST_PG_REQUIRED=1 but ORCH_TEST_PG_BIN is not set"
+            );
+            eprintln!("{test}: skipped: ORCH_TEST_PG_BIN not set (source .ci/postgres)");
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("orch-own-pg.")
+            .tempdir()
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = OwnCluster {
+            dir,
+            bin: bin.into(),
+            user,
+            port,
+        };
+        let _ = std::process::Command::new("chown")
+            .arg(&c.user)
+            .arg(c.dir.path())
+            .status();
+        let data = c.dir.path().join("data");
+        c.as_pg(
+            "initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "orch",
+                "-A",
+                "trust",
+                "--no-sync",
+            ],
+        );
+        c.start_server();
+        let mut admin = postgres::Client::connect(
+            &format!("postgres://orch@127.0.0.1:{port}/postgres"),
+            postgres::NoTls,
+        )
+        .expect("the test's own cluster answers");
+        admin.batch_execute("CREATE DATABASE orch_own").unwrap();
+        Some(c)
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("postgres://orch@127.0.0.1:{}/orch_own", self.port)
+    }
+
+    fn as_pg(&self, program: &str, args: &[&str]) {
+        let exe = self.bin.join(program);
+        let me = String::from_utf8(
+            std::process::Command::new("id")
+                .arg("-un")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let out = if me.trim() == self.user {
+            std::process::Command::new(&exe).args(args).output()
+        } else {
+            std::process::Command::new("runuser")
+                .args(["-u", &self.user, "--"])
+                .arg(&exe)
+                .args(args)
+                .output()
+        }
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts the server (again, after [`OwnCluster::crash`]) on the same port.
+    pub(crate) fn start_server(&self) {
+        let data = self.dir.path().join("data");
+        let log = self.dir.path().join("server.log");
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        self.as_pg(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &opts,
+                "start",
+            ],
+        );
+    }
+
+    /// Stops the server as a crash would (`-m immediate`: no checkpoint, every session cut;
+    /// it recovers from its WAL when started again).
+    pub(crate) fn crash(&self) {
+        let data = self.dir.path().join("data");
+        self.as_pg(
+            "pg_ctl",
+            &["-D", data.to_str().unwrap(), "-m", "immediate", "stop"],
+        );
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let data = self.dir.path().join("data");
+        let exe = self.bin.join("pg_ctl");
+        let args = ["-D", data.to_str().unwrap(), "-m", "immediate", "stop"];
+        let _ = if std::env::var("USER").as_deref() == Ok(self.user.as_str()) {
+            std::process::Command::new(&exe).args(args).output()
+        } else {
+            std::process::Command::new("runuser")
+                .args(["-u", &self.user, "--"])
+                .arg(&exe)
+                .args(args)
+                .output()
+        };
+    }
+}

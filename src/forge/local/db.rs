@@ -20,6 +20,9 @@ pub struct RunRow {
     pub status: JobStatus,
     pub runner_pid: Option<i64>,
     pub runner_start: Option<i64>,
+    /// The host the runner's pid was recorded on (`node::hostname`): a pid means something
+    /// only there. `None`: recorded before hosts were.
+    pub runner_host: Option<String>,
     pub note: Option<String>,
     pub created_ms: i64,
     /// Set once every job is done (the run's status may read `failure` earlier).
@@ -42,7 +45,7 @@ pub struct JobRow {
     pub started_ms: Option<i64>,
 }
 
-const RUN_COLS: &str = "id, repo, number, ref, sha, event, status, runner_pid, runner_start, note, created_ms, finished_ms";
+const RUN_COLS: &str = "id, repo, number, ref, sha, event, status, runner_pid, runner_start, note, created_ms, finished_ms, runner_host";
 const JOB_COLS: &str =
     "id, run_id, seq, name, command, needs, timeout_ms, status, pid, exit_code, note, started_ms";
 
@@ -60,6 +63,7 @@ fn run_row(r: &crate::store::sql::Row) -> crate::store::sql::Result<RunRow> {
         note: r.get(9)?,
         created_ms: r.get(10)?,
         finished_ms: r.get(11)?,
+        runner_host: r.get(12)?,
     })
 }
 
@@ -169,9 +173,9 @@ pub fn create_run(
 /// recorded by someone else is kept.
 pub fn set_runner_if_none(tx: &Tx, run_id: i64, pid: i64) -> crate::store::sql::Result<()> {
     tx.prepare_cached(
-        "UPDATE local_runs SET runner_pid = ?2 WHERE id = ?1 AND runner_pid IS NULL",
+        "UPDATE local_runs SET runner_pid = ?2, runner_host = ?3 WHERE id = ?1 AND runner_pid IS NULL",
     )?
-    .execute(crate::params![run_id, pid])?;
+    .execute(crate::params![run_id, pid, crate::node::hostname()])?;
     Ok(())
 }
 
@@ -190,8 +194,10 @@ pub fn claim_runner(
     pid: i64,
     start: Option<i64>,
 ) -> crate::store::sql::Result<()> {
-    tx.prepare_cached("UPDATE local_runs SET runner_pid = ?2, runner_start = ?3 WHERE id = ?1")?
-        .execute(crate::params![run_id, pid, start])?;
+    tx.prepare_cached(
+        "UPDATE local_runs SET runner_pid = ?2, runner_start = ?3, runner_host = ?4 WHERE id = ?1",
+    )?
+    .execute(crate::params![run_id, pid, start, crate::node::hostname()])?;
     Ok(())
 }
 

@@ -436,7 +436,7 @@ impl LocalForge {
             // The runner led its own session (setsid): its group, then what is left of each
             // job group in that session (never a pgid reused by someone else).
             if let Some(pid) = run.runner_pid
-                && runner_alive(pid, run.runner_start)
+                && runner_lives(run) == Some(true)
                 && let Ok(sid) = i32::try_from(pid)
             {
                 for pgid in jobs.into_iter().filter_map(|p| i32::try_from(p).ok()) {
@@ -666,7 +666,7 @@ fn reap_runs(store: &mut Store, layout: &Layout, runs: &[db::RunRow]) -> Result<
     let mut reaped = 0;
     for run in runs {
         let note = match run.runner_pid {
-            Some(pid) if !runner_alive(pid, run.runner_start) => {
+            Some(pid) if runner_lives(run) == Some(false) => {
                 format!("runner died (pid {pid})")
             }
             // Never started: LocalForge::runs starts it (see start_unstarted_runs).
@@ -703,4 +703,70 @@ fn reap_runs(store: &mut Store, layout: &Layout, runs: &[db::RunRow]) -> Result<
 
 fn runner_alive(pid: i64, start: Option<i64>) -> bool {
     i32::try_from(pid).is_ok_and(|pid| crate::process::process_alive(pid, start.map(|s| s as u64)))
+}
+
+/// Whether `run`'s recorded runner lives: `None` when it has none, or when its pid was recorded
+/// on another host (a forge directory several hosts share): only that host can tell, and a
+/// runner judged dead from here would have its jobs failed — red CI for a run still running.
+pub(super) fn runner_lives(run: &db::RunRow) -> Option<bool> {
+    let pid = run.runner_pid?;
+    if run
+        .runner_host
+        .as_deref()
+        .is_some_and(|h| h != crate::node::hostname())
+    {
+        return None;
+    }
+    Some(runner_alive(pid, run.runner_start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runner recorded on another host (a forge directory several hosts share) is never
+    /// judged dead here, though its pid names no process on this one; this host's dead
+    /// runner is reaped, its jobs failed.
+    #[test]
+    fn only_the_runners_own_host_reaps_it() {
+        crate::store::conformance::each_backend("only_the_runners_own_host_reaps_it", |store| {
+            let dir = tempfile::tempdir().unwrap();
+            let layout = Layout::new(dir.path());
+            let jobs = vec![crate::config::JobSpec {
+                name: "check".into(),
+                run: "true".into(),
+                needs: Vec::new(),
+                timeout: None,
+            }];
+            let (elsewhere, _) = store
+                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+                .unwrap();
+            let (here, _) = store
+                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "def", &jobs))
+                .unwrap();
+            // A pid no process has (above the kernel's limit).
+            let gone = 1 << 30;
+            store
+                .write(|tx| {
+                    db::claim_runner(tx, elsewhere, gone, None)?;
+                    tx.execute(
+                        "UPDATE local_runs SET runner_host = 'another-host' WHERE id = ?1",
+                        crate::params![elsewhere],
+                    )?;
+                    db::claim_runner(tx, here, gone, None)
+                })
+                .unwrap();
+            assert_eq!(reap_dead_runners(store, &layout).unwrap(), 1);
+            let mut status = |id| {
+                store
+                    .read(|tx| db::load_jobs(tx, id))
+                    .unwrap()
+                    .into_iter()
+                    .map(|j| j.status)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(status(here), vec![crate::ci::JobStatus::Failure]);
+            assert_eq!(status(elsewhere), vec![crate::ci::JobStatus::Waiting]);
+        });
+    }
 }

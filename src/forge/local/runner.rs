@@ -38,7 +38,7 @@ fn say(msg: std::fmt::Arguments) {
 }
 
 enum Claim {
-    Mine(RunRow),
+    Mine(Box<RunRow>),
     Missing,
     Done,
     Other(i64),
@@ -66,18 +66,19 @@ pub(super) fn run(
             if run.finished_ms.is_some() {
                 return Ok(Claim::Done);
             }
+            // Alive, or another host's (only that host can tell): not this runner's.
             if let Some(pid) = run.runner_pid
                 && pid != me
-                && super::runner_alive(pid, run.runner_start)
+                && super::runner_lives(&run) != Some(false)
             {
                 return Ok(Claim::Other(pid));
             }
             db::claim_runner(tx, run_id, me, my_start)?;
-            Ok(Claim::Mine(run))
+            Ok(Claim::Mine(Box::new(run)))
         })
     })?;
     let run = match claim {
-        Claim::Mine(run) => run,
+        Claim::Mine(run) => *run,
         Claim::Missing => {
             return Err(LocalForgeError::Usage(format!(
                 "no local-forge run {run_id}"

@@ -19,7 +19,9 @@ pub struct Figures {
     /// Supervisors' CI queries that failed after the forge client's retries, by the event's
     /// kind (`ForgeError::event_kind`).
     pub forge_errors: Vec<(String, u64)>,
-    /// The nodes' heartbeats: name, age in ms on the database's clock, live workers.
+    /// The nodes' heartbeats: name, when it last beat (ms, moved onto this host's clock from the
+    /// database's), live workers. A time, not an age: `/metrics` serves a read again while the
+    /// store has not changed, and a dead node changes nothing — its age must still grow.
     pub nodes: Vec<(String, i64, i64)>,
     /// Alert deliveries by sink and state (`pending`, `delivered`, `given_up`).
     pub deliveries: Vec<(String, String, u64)>,
@@ -96,10 +98,10 @@ pub fn figures(tx: &Tx) -> super::sql::Result<Figures> {
              GROUP BY kind ORDER BY kind",
         )?,
         nodes: {
-            let now = tx.clock_ms()?;
+            let skew = tx.clock_ms()? - super::now_ms();
             super::nodes::list(tx)?
                 .into_iter()
-                .map(|n| (n.name, now - n.heartbeat_ms, n.workers))
+                .map(|n| (n.name, n.heartbeat_ms - skew, n.workers))
                 .collect()
         },
         deliveries,

@@ -335,6 +335,23 @@ fn the_api_and_the_metrics_say_what_status_says() {
     );
     assert_eq!(sample(&samples, "orch_respawns_total"), 0.0);
     assert_eq!(sample(&samples, "orch_ci_wait_seconds_count"), 0.0);
+    let this = nodes["this_node"].as_str().unwrap();
+    assert_eq!(
+        sample(&samples, &format!("orch_node_workers{{node=\"{this}\"}}")),
+        1.0
+    );
+    let age = sample(
+        &samples,
+        &format!("orch_node_heartbeat_age_seconds{{node=\"{this}\"}}"),
+    );
+    assert!((0.0..60.0).contains(&age), "{age}");
+    assert_eq!(
+        sample(
+            &samples,
+            "orch_forge_request_errors_total{kind=\"transient\"}"
+        ),
+        0.0
+    );
     // Every family and its type is the list docs/metrics.md gives, in its order.
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();

@@ -335,11 +335,11 @@ pub fn render(
         "orch_node_heartbeat_age_seconds",
         "Seconds since each node's last heartbeat (a lease renewal, a resume), on the database's clock.",
     );
-    for (node, age_ms, _) in &f.nodes {
+    for (node, beat_ms, _) in &f.nodes {
         o.sample(
             "orch_node_heartbeat_age_seconds",
             &[("node", node)],
-            (*age_ms).max(0) as f64 / 1000.0,
+            (now_ms - beat_ms).max(0) as f64 / 1000.0,
         );
     }
     o.family(
@@ -369,7 +369,7 @@ mod tests {
             spend_usd: 0.25,
             ci_waits_ms: vec![20_000, 90_000, 10_000_000],
             forge_errors: vec![("forge_error_transient".into(), 4)],
-            nodes: vec![("build-01".into(), 2_500, 3)],
+            nodes: vec![("build-01".into(), 1_000, 3)],
             spend_by_model: vec![crate::store::board::ModelSpend {
                 model: Some("opus".into()),
                 cost_usd: 0.25,

@@ -205,26 +205,27 @@ impl OwnCluster {
         format!("postgres://orch@127.0.0.1:{}/orch_own", self.port)
     }
 
-    fn as_pg(&self, program: &str, args: &[&str]) {
+    /// `program` of the server's binaries, run as the cluster's account (initdb refuses root).
+    fn pg_command(&self, program: &str, args: &[&str]) -> std::process::Command {
         let exe = self.bin.join(program);
-        let me = String::from_utf8(
-            std::process::Command::new("id")
-                .arg("-un")
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap();
-        let out = if me.trim() == self.user {
-            std::process::Command::new(&exe).args(args).output()
+        let me = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let mut cmd = if me == self.user {
+            std::process::Command::new(&exe)
         } else {
-            std::process::Command::new("runuser")
-                .args(["-u", &self.user, "--"])
-                .arg(&exe)
-                .args(args)
-                .output()
-        }
-        .unwrap();
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", &self.user, "--"]).arg(&exe);
+            c
+        };
+        cmd.args(args);
+        cmd
+    }
+
+    fn as_pg(&self, program: &str, args: &[&str]) {
+        let out = self.pg_command(program, args).output().unwrap();
         assert!(
             out.status.success(),
             "{program} {args:?}: {}{}",
@@ -273,16 +274,11 @@ impl OwnCluster {
 impl Drop for OwnCluster {
     fn drop(&mut self) {
         let data = self.dir.path().join("data");
-        let exe = self.bin.join("pg_ctl");
-        let args = ["-D", data.to_str().unwrap(), "-m", "immediate", "stop"];
-        let _ = if std::env::var("USER").as_deref() == Ok(self.user.as_str()) {
-            std::process::Command::new(&exe).args(args).output()
-        } else {
-            std::process::Command::new("runuser")
-                .args(["-u", &self.user, "--"])
-                .arg(&exe)
-                .args(args)
-                .output()
-        };
+        let _ = self
+            .pg_command(
+                "pg_ctl",
+                &["-D", data.to_str().unwrap(), "-m", "immediate", "stop"],
+            )
+            .output();
     }
 }

@@ -956,7 +956,7 @@ fn tick_claimed(
                         LockAttempt::Acquired(_) => {
                             ws::insert_worker(tx, &rec)?;
                             ws::set_lease(tx, &id, 1, Some(15_000))?;
-                            orch::store::nodes::beat(tx, node, MAX_PARALLEL)?;
+                            orch::store::nodes::beat(tx, node, "bench", MAX_PARALLEL)?;
                             ws::add_event(
                                 tx,
                                 &id,

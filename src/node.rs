@@ -32,6 +32,23 @@ pub fn name() -> &'static str {
     })
 }
 
+/// Where this process's pids mean something: the host's name, its kernel's boot and its PID
+/// namespace (`<hostname>/<boot id>/<pid namespace>`). Two processes of one node always share
+/// it; two hosts (or two containers, each with PIDs of its own) under one node name do not —
+/// and would judge each other's leases by pids that name nothing there.
+pub fn place() -> &'static str {
+    static PLACE: OnceLock<String> = OnceLock::new();
+    PLACE.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into());
+        let pidns = std::fs::read_link("/proc/self/ns/pid")
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "?".into());
+        format!("{}/{boot}/{pidns}", hostname())
+    })
+}
+
 /// The host's name (the kernel's), or "localhost" when it cannot be read.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -384,7 +384,16 @@ fn prune(
             tracing::warn!(worker = %w.id, error = %e, "could not remove its session directory");
         }
     }
-    let deleted = store.write(delete)?;
+    let deleted = store.write(|tx| {
+        let r = delete(tx)?;
+        if !going.is_empty() {
+            // On a shared store the other nodes keep the checkpoint files of the workers
+            // pruned here: said, so that none of them takes an emptied history for a
+            // database that lost its contents.
+            crate::store::set_meta(tx, crate::store::PRUNED_META, now)?;
+        }
+        Ok(r)
+    })?;
     let (d, changed) = deleted;
     out.pruned.retain(|p| !changed.contains(&p.worker_id));
     out.alerts = d.alerts;

@@ -65,9 +65,13 @@ impl Loaded {
     pub fn store(&self) -> Result<Store> {
         let mut store =
             Store::open(&self.state_dir)?.with_alert_window(self.config.alerts.dedup_window);
+        // A shared store's history may have been pruned on another node, which cannot remove
+        // this node's checkpoint files of the workers it pruned: not a lost database.
+        let shared = store.backend() != "sqlite";
         let lost = store.read(|tx| {
             Ok(!crate::store::workers::any_worker(tx)?
-                && crate::store::meta(tx, crate::store::REBUILT_META)?.is_none())
+                && crate::store::meta(tx, crate::store::REBUILT_META)?.is_none()
+                && !(shared && crate::store::meta(tx, crate::store::PRUNED_META)?.is_some()))
         })?;
         if lost {
             let checkpoints = checkpoint_files(&self.state_dir);

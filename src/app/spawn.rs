@@ -119,6 +119,9 @@ pub enum SpawnError {
     /// The worker's program is not installed (`program_missing`).
     #[error("not spawned: {0}")]
     ProgramMissing(String),
+    /// Another host beats under this node's name (`store::nodes::clash`).
+    #[error("not spawned: {0}")]
+    NodeName(String),
     /// The agent's API reported a rate limit with a reset time still ahead.
     #[error("not spawned: {0} (no new worker of this agent starts before the reset)")]
     AgentLimited(String),
@@ -431,6 +434,13 @@ pub fn prepare(
     // that transaction and its supervisor's start the spawner holds the worker's lease, and
     // nothing slow belongs there (200 spawns at once showed it).
     let upstream = handoff_context(store, config, &repo.name, &id);
+    // This node's name must be this host's alone: under a name two hosts share, each would
+    // judge the other's leases by pids that name nothing on it.
+    if let Some(clash) = store
+        .read(|tx| crate::store::nodes::clash(tx, crate::node::name(), crate::node::place()))?
+    {
+        return Err(SpawnError::NodeName(clash.to_string()));
+    }
     let outcome = store.write(|tx| {
         // A FATAL over the chain stops every start in it, a hand-over too, until an operator
         // clears it (`orch fatal --clear`).
@@ -445,10 +455,16 @@ pub fn prepare(
         }
         if let Some(holder) = &req.take_over {
             // Blocked by anything but the holder handing over: nothing is released.
-            let others: Vec<_> = crate::store::active_locks(tx)?
+            let (handing, others): (Vec<_>, Vec<_>) = crate::store::active_locks(tx)?
                 .into_iter()
-                .filter(|l| &l.holder != holder)
-                .collect();
+                .partition(|l| &l.holder == holder);
+            // A hold handed to a worker makes one more worker (a worker's lock handed to its
+            // replacement does not): it takes a slot like any start.
+            if handing.iter().any(|l| l.kind == HolderKind::Hold)
+                && let Some(full) = Capacity::check(tx, &config.worker)?
+            {
+                return Ok(Spawned::AtCapacity(full));
+            }
             let blocking = crate::lock::blockers(&config.graph, &repo.name, &others);
             if !blocking.is_empty() {
                 return Ok(Spawned::Blocked(blocking));
@@ -483,7 +499,8 @@ pub fn prepare(
                     crate::pidns::host_pid() as i64,
                     Some(super::supervisor::LEASE_MS),
                 )?;
-                crate::store::nodes::beat(tx, crate::node::name(), max)?;
+                // (A name taken by another host was refused before this transaction.)
+                crate::store::nodes::beat(tx, crate::node::name(), crate::node::place(), max)?;
                 ws::add_event(
                     tx,
                     &id,

@@ -106,7 +106,7 @@ pub fn hold_view(
         ));
     }
     let holder = format!("hold:{by}");
-    let mut store = Store::open(state_dir)?;
+    let mut store = Store::open_settled(state_dir, config.store.as_ref())?;
     let attempt = store.try_lock(
         &config.graph,
         repo,
@@ -155,7 +155,7 @@ pub fn unhold_view(
     repo: &str,
     by: &str,
 ) -> Result<UnholdView, Failure> {
-    let mut store = Store::open(state_dir)?;
+    let mut store = Store::open_settled(state_dir, config.store.as_ref())?;
     match store.unhold(repo, Some(by))? {
         Ok(lock) => {
             crate::app::journal::write_holds(&mut store, state_dir);

@@ -620,16 +620,8 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// repos.yaml, with the state directory pointed at its shared store when it names one:
-    /// every command that opens the store by its state directory (`orch hold` on a node's
-    /// first run, say) must find the database every node shares, never an empty SQLite file.
     pub fn config(&self) -> Result<Config, Failure> {
-        let config = self.load_config()?;
-        if config.store.is_some() {
-            crate::store::location::settle(&self.state_dir(&config), config.store.as_ref())
-                .map_err(crate::store::StoreError::from)?;
-        }
-        Ok(config)
+        Ok(self.load_config()?)
     }
 
     /// Reads repos.yaml, or says where it was looked for when no file was given or found.

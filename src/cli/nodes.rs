@@ -21,10 +21,15 @@ pub fn nodes_view(l: &crate::app::Loaded) -> Result<NodesView, Failure> {
     let total = l.config.worker.max_parallel_total;
     Ok(match l.existing_store()? {
         Some(mut store) => {
-            let (rows, now) =
-                store.read(|tx| Ok((crate::store::nodes::list(tx)?, tx.clock_ms()?)))?;
-            NodesView::of(this, &rows, now, total)
+            let (rows, now, running) = store.read(|tx| {
+                Ok((
+                    crate::store::nodes::list(tx)?,
+                    tx.clock_ms()?,
+                    crate::store::nodes::lock_holders_all(tx)?,
+                ))
+            })?;
+            NodesView::of(this, &rows, now, running, total)
         }
-        None => NodesView::of(this, &[], crate::store::now_ms(), total),
+        None => NodesView::of(this, &[], crate::store::now_ms(), 0, total),
     })
 }

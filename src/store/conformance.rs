@@ -355,9 +355,9 @@ mod tests {
         each_backend("nodes_beat_and_count_their_own_workers", |s| {
             let here = crate::node::name();
             s.write(|tx| {
-                nodes::beat(tx, here, 4)?;
-                nodes::beat(tx, "elsewhere", 2)?;
-                nodes::beat(tx, here, 4)?;
+                nodes::beat(tx, here, "host-1", 4)?;
+                nodes::beat(tx, "elsewhere", "host-2", 2)?;
+                nodes::beat(tx, here, "host-1", 4)?;
                 ws::insert_worker(tx, &worker("w1", "core", Milestone::Working, 10))?;
                 ws::insert_worker(tx, &worker("w2", "vm", Milestone::Working, 10))?;
                 ws::claim_lease(tx, "w1", 42, None, 15_000)?;
@@ -387,6 +387,42 @@ mod tests {
                 s.read(nodes::lock_holders_all).unwrap(),
                 2,
                 "the organisation's slots count every node's workers"
+            );
+            // A second host under this node's name is refused while the first beats, and
+            // writes nothing; the name moves once the first has been quiet long enough.
+            let clash = s
+                .write(|tx| nodes::beat(tx, here, "host-9", 4))
+                .unwrap()
+                .expect("a clash");
+            assert_eq!(
+                (clash.place.as_str(), clash.name.as_str()),
+                ("host-1", here)
+            );
+            assert!(
+                clash.to_string().contains("in use by another host"),
+                "{clash}"
+            );
+            assert_eq!(
+                s.read(|tx| nodes::clash(tx, here, "host-1")).unwrap(),
+                None,
+                "its own place is no clash"
+            );
+            s.write(|tx| {
+                tx.execute(
+                    "UPDATE nodes SET heartbeat_ms = heartbeat_ms - ?1 WHERE name = ?2",
+                    crate::params![nodes::NAME_HELD_MS + 1, here],
+                )
+            })
+            .unwrap();
+            assert_eq!(
+                s.write(|tx| nodes::beat(tx, here, "host-9", 4)).unwrap(),
+                None
+            );
+            assert!(
+                s.read(|tx| nodes::clash(tx, here, "host-1"))
+                    .unwrap()
+                    .is_some(),
+                "the name is host-9's now"
             );
         });
     }

@@ -129,16 +129,17 @@ impl StoreError {
     }
 
     /// Runs `op` until it succeeds, fails otherwise than by an unreachable database
-    /// ([`StoreError::is_unreachable`]), or `patience` has passed since the first failure.
+    /// ([`StoreError::is_unreachable`]), or `patience` has passed since the first attempt (one
+    /// that hung before it failed counts too; a session's attempts are bounded by its
+    /// timeouts, see `pg::PgConn`).
     pub fn outlast<T>(
         patience: Duration,
         mut op: impl FnMut() -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut since: Option<std::time::Instant> = None;
+        let first = std::time::Instant::now();
         loop {
             match op() {
                 Err(e) if e.is_unreachable() => {
-                    let first = *since.get_or_insert_with(std::time::Instant::now);
                     if first.elapsed() >= patience {
                         return Err(e);
                     }
@@ -153,6 +154,9 @@ impl StoreError {
 
 /// The `store_meta` key set when `orch resume --from-checkpoints` rebuilt the database.
 pub const REBUILT_META: &str = "rebuilt_from_checkpoints_ms";
+
+/// The `store_meta` key set when `orch gc` last pruned workers from the history.
+pub const PRUNED_META: &str = "history_pruned_ms";
 
 /// A value of `store_meta` (small watermarks), if set.
 pub fn meta(tx: &Tx, key: &str) -> sql::Result<Option<i64>> {
@@ -203,6 +207,18 @@ impl Store {
         };
         store.state_dir = Some(state_dir.to_path_buf());
         Ok(store)
+    }
+
+    /// [`Store::open`] after pointing `state_dir` at `store` (repos.yaml's `store:` section):
+    /// what a command that writes must use when it may be the first to run on this node — an
+    /// `orch hold` there would otherwise take its hold in an empty SQLite file no other node
+    /// reads.
+    pub fn open_settled(
+        state_dir: &Path,
+        store: Option<&location::StoreConfig>,
+    ) -> Result<Store, StoreError> {
+        location::settle(state_dir, store)?;
+        Store::open(state_dir)
     }
 
     /// The state directory this store was opened for, if it was (see [`Store::open`]).

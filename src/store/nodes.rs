@@ -20,38 +20,102 @@ pub struct NodeRow {
     pub heartbeat_ms: i64,
     /// Live workers whose lease this node holds (or last held).
     pub workers: i64,
+    /// Of those, the ones whose lease ran out without being given up: their supervisor is
+    /// gone (the node died, or is cut off) and another node's resume may take them over. A
+    /// worker whose supervisor ended it properly (BLOCKED, waiting for an operator) gave its
+    /// lease up and is not counted.
+    pub lapsed: i64,
 }
 
-/// Records that node `name` is alive now (on the database's clock), with its slots and this
-/// process's version; at most once per [`BEAT_EVERY_MS`] per node.
-pub fn beat(tx: &Tx, name: &str, slots: usize) -> super::sql::Result<()> {
+/// How long a node's heartbeat keeps its name to its place: another place beating under the
+/// name within this time is a second host under one name (a node that moved — a restored VM,
+/// a new container — may take the name once its old place has been quiet this long).
+pub const NAME_HELD_MS: i64 = 60_000;
+
+/// Another place beat under this node's name lately: where, and how long ago (ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NameClash {
+    pub name: String,
+    pub place: String,
+    pub age_ms: i64,
+}
+
+impl std::fmt::Display for NameClash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "node name {:?} is in use by another host: {} beat under it {} s ago, and this process runs at {}. Each host needs a node name of its own (node.name in repos.yaml, or ORCH_NODE): under one name, each would judge the other's leases by process ids that mean nothing on its own host",
+            self.name,
+            crate::text::escape(&self.place),
+            self.age_ms / 1000,
+            crate::node::place()
+        )
+    }
+}
+
+/// Whether another place than `place` beat under node `name` within [`NAME_HELD_MS`].
+pub fn clash(tx: &Tx, name: &str, place: &str) -> super::sql::Result<Option<NameClash>> {
+    use super::sql::OptionalExtension;
+    let now = tx.clock_ms()?;
+    let row: Option<(Option<String>, i64)> = tx
+        .prepare_cached("SELECT place, heartbeat_ms FROM nodes WHERE name = ?1")?
+        .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(match row {
+        Some((Some(other), at)) if other != place && now - at < NAME_HELD_MS => Some(NameClash {
+            name: name.to_string(),
+            place: other,
+            age_ms: now - at,
+        }),
+        _ => None,
+    })
+}
+
+/// Records that node `name` is alive now (on the database's clock) at `place`
+/// (`node::place`), with its slots and this process's version; at most once per
+/// [`BEAT_EVERY_MS`] per node. Writes nothing when another place holds the name
+/// ([`clash`]): that is returned, for the caller to refuse or to say.
+pub fn beat(
+    tx: &Tx,
+    name: &str,
+    place: &str,
+    slots: usize,
+) -> super::sql::Result<Option<NameClash>> {
+    if let Some(c) = clash(tx, name, place)? {
+        return Ok(Some(c));
+    }
     let now = tx.clock_ms()?;
     tx.prepare_cached(
-        "INSERT INTO nodes (name, version, slots, started_ms, heartbeat_ms)
-         VALUES (?1, ?2, ?3, ?4, ?4)
+        "INSERT INTO nodes (name, version, slots, started_ms, heartbeat_ms, place)
+         VALUES (?1, ?2, ?3, ?4, ?4, ?6)
          ON CONFLICT (name) DO UPDATE SET version = excluded.version, slots = excluded.slots,
-           heartbeat_ms = excluded.heartbeat_ms
+           heartbeat_ms = excluded.heartbeat_ms, place = excluded.place
          WHERE nodes.heartbeat_ms <= excluded.heartbeat_ms - ?5
-            OR nodes.version <> excluded.version OR nodes.slots <> excluded.slots",
+            OR nodes.version <> excluded.version OR nodes.slots <> excluded.slots
+            OR nodes.place IS NULL OR nodes.place <> excluded.place",
     )?
     .execute(params![
         name,
         env!("CARGO_PKG_VERSION"),
         slots as i64,
         now,
-        BEAT_EVERY_MS
+        BEAT_EVERY_MS,
+        place
     ])?;
-    Ok(())
+    Ok(None)
 }
 
 /// Every node that ever beat, by name, with its live workers.
 pub fn list(tx: &Tx) -> super::sql::Result<Vec<NodeRow>> {
+    let now = tx.clock_ms()?;
     let mut stmt = tx.prepare_cached(
         "SELECT n.name, n.version, n.slots, n.started_ms, n.heartbeat_ms,
-           (SELECT COUNT(*) FROM workers w WHERE w.node = n.name AND w.ended_ms IS NULL)
+           (SELECT COUNT(*) FROM workers w WHERE w.node = n.name AND w.ended_ms IS NULL),
+           (SELECT COUNT(*) FROM workers w WHERE w.node = n.name AND w.ended_ms IS NULL
+              AND w.lease_until_ms > 0 AND w.lease_until_ms < ?1)
          FROM nodes n ORDER BY n.name",
     )?;
-    stmt.query_map([], |r| {
+    stmt.query_map([now], |r| {
         Ok(NodeRow {
             name: r.get(0)?,
             version: r.get(1)?,
@@ -59,6 +123,7 @@ pub fn list(tx: &Tx) -> super::sql::Result<Vec<NodeRow>> {
             started_ms: r.get(3)?,
             heartbeat_ms: r.get(4)?,
             workers: r.get(5)?,
+            lapsed: r.get(6)?,
         })
     })?
     .collect()

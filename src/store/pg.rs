@@ -63,6 +63,21 @@ impl PgConn {
 
     /// A new session with orch's settings.
     fn session(config: &postgres::Config, schema: Option<&str>) -> Result<postgres::Client> {
+        // A server cut off by a network that drops packets (rather than refusing them) must
+        // not hold a statement for the kernel's TCP timeout (about 15 min): orch waits out an
+        // unreachable database by retrying, and that needs each attempt to fail in bounded
+        // time. What the URL sets itself (connect_timeout, tcp_user_timeout) stays.
+        let mut config = config.clone();
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(std::time::Duration::from_secs(30));
+        }
+        config
+            .keepalives_idle(std::time::Duration::from_secs(15))
+            .keepalives_interval(std::time::Duration::from_secs(5))
+            .keepalives_retries(3);
         let mut client = config.connect(postgres::NoTls)?;
         // A process stopped (SIGSTOP, a frozen host) inside a transaction would keep the write
         // lock from every node; the server ends its session instead, which frees the lock and

@@ -357,6 +357,8 @@ const MIGRATIONS: &[&str] = &[
     // each node's heartbeat, slots and version (`orch nodes`). The events' kinds are
     // counted by the board's `/metrics` (violations). `wave_ticks`: the one tick of a wave
     // running now, whichever node runs it (a claim with an expiry, renewed while it runs).
+    // `nodes.place`: where the node's pids mean something (`node::place`), so that two hosts
+    // beating under one name are told apart and refused.
     // `local_runs.runner_host`: the host a local-forge runner's pid was recorded on (a shared
     // forge directory): only that host may judge it dead.
     r#"
@@ -367,7 +369,8 @@ const MIGRATIONS: &[&str] = &[
         version      TEXT NOT NULL,
         slots        INTEGER NOT NULL,
         started_ms   INTEGER NOT NULL,
-        heartbeat_ms INTEGER NOT NULL
+        heartbeat_ms INTEGER NOT NULL,
+        place        TEXT
     );
     CREATE INDEX worker_events_kind ON worker_events (kind);
     CREATE TABLE wave_ticks (
@@ -636,7 +639,8 @@ const PG_MIGRATIONS: &[(i64, &str)] = &[
         version      TEXT NOT NULL,
         slots        BIGINT NOT NULL,
         started_ms   BIGINT NOT NULL,
-        heartbeat_ms BIGINT NOT NULL
+        heartbeat_ms BIGINT NOT NULL,
+        place        TEXT
     );
     CREATE INDEX worker_events_kind ON worker_events (kind);
     CREATE TABLE wave_ticks (

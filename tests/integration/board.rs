@@ -2154,9 +2154,9 @@ fn the_nodes_view_says_when_no_node_has_beaten_yet() {
     browser.screenshot("nodes-none");
 }
 
-/// Two nodes on the nodes view: this one, and node `gone`, whose worker lives but whose last
-/// heartbeat is a minute old (its supervisor stopped): marked lapsed, due for takeover, with
-/// the organisation's total beside them — what `orch nodes --json` says.
+/// Two nodes on the nodes view: this one, and node `gone`, whose worker's lease ran out a
+/// minute ago (its supervisor stopped): marked lapsed, due for takeover, with the
+/// organisation's total beside them — what `orch nodes --json` says.
 #[test]
 fn the_nodes_view_marks_a_lapsed_node_among_several() {
     let Some(browser) = Browser::start() else {
@@ -2193,30 +2193,33 @@ fn the_nodes_view_marks_a_lapsed_node_among_several() {
         // SAFETY: a signal to the supervisor this test started (through orch).
         unsafe { libc::kill(sup, sig) };
     };
-    // Its supervisor stopped outside a write (a renewal takes milliseconds), its node's last
-    // heartbeat a minute back.
+    // Its supervisor stopped outside a write (a renewal takes milliseconds); its lease and its
+    // node's last heartbeat a minute back, as a minute after the node died.
     poll_until(
-        "node gone's heartbeat moved back",
+        "node gone's lease and heartbeat moved back",
         crate::support::DEADLINE,
         || {
             signal(libc::SIGSTOP);
             let moved = org.store().write(|tx| {
-                tx.execute(
+                Ok(tx.execute(
                     "UPDATE nodes SET heartbeat_ms = heartbeat_ms - 60000 WHERE name = 'gone'",
                     [],
-                )
+                )? + tx.execute(
+                    "UPDATE workers SET lease_until_ms = lease_until_ms - 60000 WHERE id = ?1",
+                    [&far],
+                )?)
             });
             if moved.is_err() {
                 signal(libc::SIGCONT);
             }
-            moved.ok().filter(|n| *n == 1)
+            moved.ok().filter(|n| *n == 2)
         },
         || org.diag(&far),
     );
     let s = serve(&org, "127.0.0.1:0");
     let nodes = get_json(&s, "/api/nodes");
     assert_valid("nodes", &nodes);
-    assert_eq!(nodes["workers"], 2, "{nodes}");
+    assert_eq!(nodes["running"], 2, "{nodes}");
     let this = nodes["this_node"].as_str().unwrap().to_string();
     let lapsed: Vec<(String, bool)> = nodes["nodes"]
         .as_array()
@@ -2235,7 +2238,7 @@ fn the_nodes_view_marks_a_lapsed_node_among_several() {
         Duration::from_secs(20),
     );
     assert_eq!(
-        browser.js("return document.querySelector('div.wrap + p.meta').textContent.startsWith('2 live worker(s) on all nodes')"),
+        browser.js("return document.querySelector('div.wrap + p.meta').textContent.startsWith('2 worker(s) running on all nodes')"),
         json!(true)
     );
     assert_eq!(browser.js("return window.__errors"), json!([]));

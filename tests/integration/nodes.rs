@@ -461,11 +461,11 @@ fn the_organisations_limit_counts_every_nodes_workers() {
         "{refused}"
     );
     let nodes = n.json("c", &["nodes", "--json"], 0);
-    assert_eq!(nodes["workers"], 2, "{nodes}");
+    assert_eq!(nodes["running"], 2, "{nodes}");
     assert_eq!(nodes["max_parallel_total"], 2, "{nodes}");
     let table = output_text(&n.run("c", &["nodes"]));
     assert!(
-        table.contains("organisation: 2 of at most 2 workers"),
+        table.contains("organisation: 2 of at most 2 workers running"),
         "{table}"
     );
     // A slot freed on node b is free for node c.
@@ -474,6 +474,50 @@ fn the_organisations_limit_counts_every_nodes_workers() {
     for (node, id) in [("a", &core), ("c", &sdk)] {
         n.run(node, &["cancel", id, "--reason", "test over"]);
     }
+}
+
+/// Two hosts under one node name: while the other host's heartbeat is fresh, `orch spawn` and
+/// `orch resume` on this one refuse (exit 2) naming both places, and start nothing; once the
+/// other has been quiet for a minute the name moves here.
+#[test]
+fn a_node_name_another_host_beats_under_is_refused() {
+    let spec = Spec::local("idle.sh").repo(RepoSpec::new("core"));
+    let Some(n) = Nodes::new("a_node_name_another_host_beats_under…", spec) else {
+        return;
+    };
+    // (Node a's resume points its state directory at the database the test reads.)
+    for node in ["a", "b"] {
+        n.json(node, &["resume", "--json"], 0);
+    }
+    let mut store = n.org.store();
+    let elsewhere = "far-host/00000000-0000-0000-0000-000000000000/pid:[1]";
+    let moved = store
+        .write(|tx| tx.execute("UPDATE nodes SET place = ?1 WHERE name = 'b'", [elsewhere]))
+        .unwrap();
+    assert_eq!(moved, 1, "node b beat");
+    for args in [
+        &["spawn", "--repo", "core", "--task", "t"][..],
+        &["resume"][..],
+    ] {
+        let out = n.run("b", args);
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "orch {args:?}: {text}");
+        assert!(
+            text.contains("node name \"b\" is in use by another host: far-host/"),
+            "{text}"
+        );
+    }
+    assert!(n.org.workers().is_empty(), "nothing started");
+    store
+        .write(|tx| {
+            tx.execute(
+                "UPDATE nodes SET heartbeat_ms = heartbeat_ms - 61000 WHERE name = 'b'",
+                [],
+            )
+        })
+        .unwrap();
+    let id = n.spawn("b", "core");
+    n.run("b", &["cancel", &id, "--reason", "test over"]);
 }
 
 /// A node killed outright in the middle of a wave (every supervisor of node a, its workers

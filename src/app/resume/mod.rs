@@ -82,13 +82,19 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
 fn beat(l: &Loaded, store: &mut Store) -> Result<()> {
     let slots = l.config.worker.max_parallel;
     let beat = |store: &mut Store| {
-        store.write(|tx| crate::store::nodes::beat(tx, crate::node::name(), slots))
+        store.write(|tx| {
+            crate::store::nodes::beat(tx, crate::node::name(), crate::node::place(), slots)
+        })
     };
-    match beat(store) {
-        Err(crate::store::StoreError::Locked { .. }) if end_stopped_writer(store) => {
-            Ok(beat(store)?)
-        }
-        r => Ok(r?),
+    let clash = match beat(store) {
+        Err(crate::store::StoreError::Locked { .. }) if end_stopped_writer(store) => beat(store)?,
+        r => r?,
+    };
+    // Two hosts under one name would take each other's workers for orphans (a pid there
+    // names nothing here): nothing is resumed until each host has a name of its own.
+    match clash {
+        Some(c) => Err(super::Error::Refused(c.to_string())),
+        None => Ok(()),
     }
 }
 

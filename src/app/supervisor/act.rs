@@ -81,11 +81,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // waited for (the entry tried again whole), never skipped — a supervisor that stopped
         // its worker for a BLOCKED the database never heard of would leave resume the older
         // state to act on.
+        // While it waits the worker's group is held still (unless a pause or a DONE judgement
+        // holds it already): no permission rule, timeout or cancel can act meanwhile, and an
+        // agent left running unsupervised would go on spending.
+        let hold = (!self.frozen && before.milestone != crate::milestone::Milestone::Paused)
+            .then_some(self.worker.as_ref())
+            .flatten();
         match commit_lasting(
             &mut self.store,
             self.env.state_dir,
             &entry,
             &mut self.storage_failure,
+            hold,
         ) {
             Some(Committed::NotOwner) => {
                 // Another supervisor owns the worker now (this one's lease expired): its state
@@ -347,16 +354,28 @@ fn commit_lasting(
     state_dir: &Path,
     entry: &Entry,
     failed: &mut Option<String>,
+    hold: Option<&super::worker::WorkerProcess>,
 ) -> Option<Committed> {
     let mut waited = false;
     let result = crate::store::StoreError::outlast(UNREACHABLE_PATIENCE, || {
+        if waited && let Some(c) = landed(store, entry) {
+            // The commit before made it, only its acknowledgement was lost: written again,
+            // its own state would look like a forgery (and its events would be twice).
+            return Ok(c);
+        }
         let r = journal::commit(store, state_dir, Writer::me(), entry);
         if r.as_ref().is_err_and(|e| e.is_unreachable()) && !waited {
             waited = true;
-            tracing::warn!(worker = %entry.worker, "the database is out of reach: the transition waits for it");
+            tracing::warn!(worker = %entry.worker, "the database is out of reach: the transition waits for it, the worker held still");
+            if let Some(w) = hold {
+                w.pause();
+            }
         }
         r
     });
+    if waited && let Some(w) = hold {
+        w.unpause();
+    }
     match result {
         Ok(c) => Some(c),
         Err(e) if e.is_unreachable() => {
@@ -371,6 +390,22 @@ fn commit_lasting(
             None
         }
     }
+}
+
+/// Whether `entry`'s state is the stored one already: a commit whose acknowledgement was lost
+/// (the session cut after the server made it durable). Only a step that changes the state can
+/// tell (`None` otherwise, and on any error: then the entry is tried again).
+fn landed(store: &mut Store, entry: &Entry) -> Option<Committed> {
+    let (after, expect) = (entry.after?, entry.expect?);
+    if after == expect {
+        return None;
+    }
+    let stored = store
+        .read(|tx| crate::store::workers::stored_state(tx, entry.worker))
+        .ok()?;
+    journal::changed_behind(stored.as_ref(), after)
+        .is_none()
+        .then_some(Committed::Written)
 }
 
 /// Commits a supervisor's entry as the holder of the worker's lease; a failed write is logged

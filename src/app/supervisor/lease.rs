@@ -95,8 +95,13 @@ impl LeaseKeeper {
             if let Some(hold) = hold_renewal() {
                 std::thread::sleep(hold);
             }
-            if held {
-                crate::store::nodes::beat(tx, crate::node::name(), slots)?;
+            // A clash is not this supervisor's to settle: spawns and resumes on this node
+            // refuse it.
+            if held
+                && let Some(clash) =
+                    crate::store::nodes::beat(tx, crate::node::name(), crate::node::place(), slots)?
+            {
+                tracing::error!(worker = %self.worker, "{clash}");
             }
             Ok(held)
         });

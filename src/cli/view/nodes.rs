@@ -12,8 +12,9 @@ pub struct NodesView {
     pub this_node: String,
     /// Every node that ever beat, by name.
     pub nodes: Vec<NodeView>,
-    /// Live workers on every node together.
-    pub workers: i64,
+    /// Workers holding a chain lock, every node's together: what `worker.max_parallel_total`
+    /// counts.
+    pub running: i64,
     /// `worker.max_parallel_total`: the organisation's slots, every node together (none: no
     /// limit but each node's).
     pub max_parallel_total: Option<i64>,
@@ -36,8 +37,8 @@ pub struct NodeView {
     pub heartbeat_at: String,
     /// Seconds since then, on the database's clock.
     pub heartbeat_age_s: u64,
-    /// It has live workers but has not beaten for longer than a lease: it is gone (or cut
-    /// off), and its workers are due for another node's `orch resume` to take over.
+    /// Some of its workers' leases ran out without being given up: their supervisors are gone
+    /// (the node died, or is cut off), and another node's `orch resume` may take them over.
     pub lapsed: bool,
 }
 
@@ -50,11 +51,12 @@ impl NodesView {
         this: &str,
         rows: &[crate::store::nodes::NodeRow],
         now_ms: i64,
+        running: usize,
         max_parallel_total: Option<usize>,
     ) -> NodesView {
         NodesView {
             this_node: this.to_string(),
-            workers: rows.iter().map(|n| n.workers).sum(),
+            running: running as i64,
             max_parallel_total: max_parallel_total.map(|m| m as i64),
             nodes: rows
                 .iter()
@@ -66,8 +68,7 @@ impl NodesView {
                     first_seen_at: at(n.started_ms),
                     heartbeat_at: at(n.heartbeat_ms),
                     heartbeat_age_s: secs_between(n.heartbeat_ms, now_ms),
-                    lapsed: n.workers > 0
-                        && now_ms - n.heartbeat_ms > crate::app::supervisor::LEASE_MS,
+                    lapsed: n.lapsed > 0,
                 })
                 .collect(),
         }
@@ -101,12 +102,12 @@ impl NodesView {
         let mut out = t.render();
         if let Some(max) = self.max_parallel_total {
             out.push_str(&format!(
-                "organisation: {} of at most {max} workers (worker.max_parallel_total)\n",
-                self.workers
+                "organisation: {} of at most {max} workers running (worker.max_parallel_total)\n",
+                self.running
             ));
         }
         if self.nodes.iter().any(|n| n.lapsed) {
-            out.push_str("LAPSED: live workers, no heartbeat for longer than a lease: `orch resume` on another node takes them over\n");
+            out.push_str("LAPSED: workers whose leases ran out (their supervisors are gone): `orch resume` on another node takes them over\n");
         }
         out
     }

@@ -67,8 +67,13 @@ pub(super) fn run(
                 return Ok(Claim::Done);
             }
             // Alive, or another host's (only that host can tell): not this runner's.
+            let mine = run.runner_pid == Some(me)
+                && run
+                    .runner_host
+                    .as_deref()
+                    .is_none_or(|h| h == crate::node::hostname());
             if let Some(pid) = run.runner_pid
-                && pid != me
+                && !mine
                 && super::runner_lives(&run) != Some(false)
             {
                 return Ok(Claim::Other(pid));

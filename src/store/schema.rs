@@ -667,7 +667,15 @@ pub fn version(tx: &Tx) -> sql::Result<i64> {
     if !exists {
         return Ok(0);
     }
-    tx.query_row("SELECT version FROM orch_schema", [], |r| r.get(0))
+    // The catalog is read as it is now, the table in the transaction's snapshot: a table
+    // another process's migration committed after the snapshot began is there, its row not
+    // yet (many commands started at once on a fresh database). Read as 0: the migration's
+    // write transaction, under the write lock, reads it again and finds the row.
+    use sql::OptionalExtension;
+    Ok(tx
+        .query_row("SELECT version FROM orch_schema", [], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
 }
 
 /// Brings the schema from `version` to [`LATEST`] in `tx`.

@@ -83,21 +83,26 @@ pub fn settle_dir(state_dir: &Path, shared: Option<&Path>) -> Result<(), String>
             to.display(),
             shared.display()
         )),
-        None if here.exists() => Err(format!(
-            "{} holds this node's own local forge, but forge.path names {}: move what it holds there and remove it, or leave forge.path out",
-            here.display(),
-            shared.display()
-        )),
+        // No link: make it. What is there instead is judged only after the attempt, from
+        // what the attempt found — a look before it could see nothing, then another process's
+        // new link (commands started at once on a node's first run).
         None => {
             crate::store::ensure_private_dir(state_dir).map_err(|e| e.to_string())?;
             match std::os::unix::fs::symlink(&shared, &here) {
                 Ok(()) => Ok(()),
                 // Another process of this node made it meanwhile: the same link is fine.
                 Err(_)
-                    if std::fs::canonicalize(&here).ok().as_deref() == Some(shared.as_path()) =>
+                    if std::fs::read_link(&here).is_ok()
+                        && std::fs::canonicalize(&here).ok().as_deref()
+                            == Some(shared.as_path()) =>
                 {
                     Ok(())
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(format!(
+                    "{} holds this node's own local forge, but forge.path names {}: move what it holds there and remove it, or leave forge.path out",
+                    here.display(),
+                    shared.display()
+                )),
                 Err(e) => Err(format!(
                     "cannot link {} to {}: {e}",
                     here.display(),
@@ -723,6 +728,30 @@ pub(super) fn runner_lives(run: &db::RunRow) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node's first commands started at once all link its forge to the shared one: every
+    /// one of them finds the link made by whichever came first, none calls it a forge of the
+    /// node's own.
+    #[test]
+    fn commands_at_once_all_settle_on_the_shared_forge() {
+        for _ in 0..20 {
+            let root = tempfile::tempdir().unwrap();
+            let (state, shared) = (root.path().join("state"), root.path().join("shared"));
+            let barrier = std::sync::Barrier::new(8);
+            std::thread::scope(|s| {
+                for _ in 0..8 {
+                    s.spawn(|| {
+                        barrier.wait();
+                        settle_dir(&state, Some(&shared)).unwrap();
+                    });
+                }
+            });
+            assert_eq!(
+                std::fs::canonicalize(state.join("forge")).unwrap(),
+                std::fs::canonicalize(&shared).unwrap()
+            );
+        }
+    }
 
     /// A runner recorded on another host (a forge directory several hosts share) is never
     /// judged dead here, though its pid names no process on this one; this host's dead

@@ -18,6 +18,8 @@ pub struct NodeRow {
     pub slots: i64,
     pub started_ms: i64,
     pub heartbeat_ms: i64,
+    /// Where it last beat from (`node::place`: host, boot, PID namespace).
+    pub place: Option<String>,
     /// Live workers whose lease this node holds (or last held).
     pub workers: i64,
     /// Of those, the ones whose lease ran out without being given up: their supervisor is
@@ -109,7 +111,7 @@ pub fn beat(
 pub fn list(tx: &Tx) -> super::sql::Result<Vec<NodeRow>> {
     let now = tx.clock_ms()?;
     let mut stmt = tx.prepare_cached(
-        "SELECT n.name, n.version, n.slots, n.started_ms, n.heartbeat_ms,
+        "SELECT n.name, n.version, n.slots, n.started_ms, n.heartbeat_ms, n.place,
            (SELECT COUNT(*) FROM workers w WHERE w.node = n.name AND w.ended_ms IS NULL),
            (SELECT COUNT(*) FROM workers w WHERE w.node = n.name AND w.ended_ms IS NULL
               AND w.lease_until_ms > 0 AND w.lease_until_ms < ?1)
@@ -122,8 +124,9 @@ pub fn list(tx: &Tx) -> super::sql::Result<Vec<NodeRow>> {
             slots: r.get(2)?,
             started_ms: r.get(3)?,
             heartbeat_ms: r.get(4)?,
-            workers: r.get(5)?,
-            lapsed: r.get(6)?,
+            place: r.get(5)?,
+            workers: r.get(6)?,
+            lapsed: r.get(7)?,
         })
     })?
     .collect()

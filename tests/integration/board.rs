@@ -1188,10 +1188,11 @@ fn the_page_shows_the_card_in_its_group_and_follows_changes_live() {
     // The nodes: this host, beaten by the spawn, marked as the board's own.
     browser.go(&format!("http://{}/?view=nodes", s.addr));
     let node = org.json(&["nodes", "--json"])["this_node"].clone();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     browser.wait_for(
         "the nodes view with this node",
-        "const r = [...document.querySelectorAll('#nodes tr[data-node]')]; return r.map(x => [x.dataset.node, x.className, x.cells[0].textContent, x.cells[1].textContent.endsWith(' ago'), x.cells[2].textContent, x.cells[3].textContent])",
-        &json!([[node, "this", format!("{} (this node)", node.as_str().unwrap()), true, "1", "8"]]),
+        "const r = [...document.querySelectorAll('#nodes tr[data-node]')]; return r.map(x => [x.dataset.node, x.className, x.cells[0].textContent, x.cells[1].textContent, x.cells[2].textContent.endsWith(' ago'), x.cells[3].textContent, x.cells[4].textContent])",
+        &json!([[node, "this", format!("{} (this node)", node.as_str().unwrap()), host.trim(), true, "1", "8"]]),
         Duration::from_secs(20),
     );
     assert_eq!(

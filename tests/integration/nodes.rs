@@ -130,6 +130,11 @@ fn nodes_share_chain_locks_and_a_stopped_supervisor_is_fenced_after_its_takeover
     assert_eq!(by_name("a")["workers"], 1, "{nodes}");
     assert_eq!(by_name("b")["workers"], 0, "{nodes}");
     assert_eq!(by_name("c")["workers"], 1, "{nodes}");
+    // Three nodes on one host: each says which.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for name in ["a", "b", "c"] {
+        assert_eq!(by_name(name)["host"], host.trim(), "{nodes}");
+    }
     let status = n.json("b", &["status", "--json"], 0);
     let node_of = |id: &str| {
         status["workers"]

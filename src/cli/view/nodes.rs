@@ -24,6 +24,9 @@ pub struct NodesView {
 #[schemars(deny_unknown_fields)]
 pub struct NodeView {
     pub name: String,
+    /// The host it last beat from (the first part of where its pids mean something: host,
+    /// boot, PID namespace); null before it recorded one.
+    pub host: Option<String>,
     /// The version of orch it ran at its last heartbeat.
     pub version: String,
     /// Its `worker.max_parallel`.
@@ -62,6 +65,11 @@ impl NodesView {
                 .iter()
                 .map(|n| NodeView {
                     name: n.name.clone(),
+                    host: n
+                        .place
+                        .as_deref()
+                        .and_then(|p| p.split('/').next())
+                        .map(str::to_string),
                     version: n.version.clone(),
                     slots: n.slots,
                     workers: n.workers,
@@ -81,7 +89,7 @@ impl NodesView {
                 esc(&self.this_node)
             );
         }
-        let mut t = Table::new(["NODE", "HEARTBEAT", "WORKERS", "SLOTS", "VERSION"]);
+        let mut t = Table::new(["NODE", "HOST", "HEARTBEAT", "WORKERS", "SLOTS", "VERSION"]);
         for n in &self.nodes {
             let mut name = esc(&n.name).into_owned();
             if n.name == self.this_node {
@@ -92,13 +100,14 @@ impl NodesView {
             }
             t.row([
                 name,
+                esc(n.host.as_deref().unwrap_or("-")).into_owned(),
                 format!("{} ago", super::human_duration(n.heartbeat_age_s)),
                 n.workers.to_string(),
                 n.slots.to_string(),
                 esc(&n.version).into_owned(),
             ]);
         }
-        t.right(2).right(3);
+        t.right(3).right(4);
         let mut out = t.render();
         if let Some(max) = self.max_parallel_total {
             out.push_str(&format!(

@@ -791,19 +791,19 @@ struct NodeStats {
     skipped: usize,
 }
 
+/// The wave every node ticks, and what its workers' rows are made from.
+#[derive(Clone, Copy)]
+struct BenchWave<'a> {
+    graph: &'a RepoGraph,
+    tasks: &'a [TaskDef],
+    dag: &'a Dag,
+    contract: &'a Contract,
+    state_dir: &'a Path,
+}
+
 /// One tick's store work, as `app::wave::tick` does it (see the file's head). True when
 /// every task of the wave has a worker.
-#[allow(clippy::too_many_arguments)]
-fn tick(
-    store: &mut Store,
-    node: &str,
-    graph: &RepoGraph,
-    tasks: &[TaskDef],
-    dag: &Dag,
-    contract: &Contract,
-    state_dir: &Path,
-    stats: &mut NodeStats,
-) -> bool {
+fn tick(store: &mut Store, node: &str, wave: BenchWave, stats: &mut NodeStats) -> bool {
     // try_tick_lock(): the wave's one tick across nodes, claimed in the store.
     let pid = std::process::id() as i64;
     let claimed = store
@@ -815,19 +815,10 @@ fn tick(
         // Another node's tick runs: this one ends (cron starts the next a minute later;
         // here, a moment later).
         std::thread::sleep(Duration::from_millis(2));
-        return store
-            .read(|tx| {
-                Ok(wv::wave_tasks(tx, WAVE)?
-                    .iter()
-                    .all(|r| r.worker_id.is_some()))
-            })
-            .unwrap()
-            && !store
-                .read(|tx| wv::wave_tasks(tx, WAVE))
-                .unwrap()
-                .is_empty();
+        let rows = store.read(|tx| wv::wave_tasks(tx, WAVE)).unwrap();
+        return !rows.is_empty() && rows.iter().all(|r| r.worker_id.is_some());
     }
-    let finished = tick_claimed(store, node, graph, tasks, dag, contract, state_dir, stats);
+    let finished = tick_claimed(store, node, wave, stats);
     store
         .write(|tx| wv::release_tick(tx, WAVE, node, pid))
         .unwrap();
@@ -836,17 +827,14 @@ fn tick(
 }
 
 /// A tick's work once it holds the wave's claim.
-#[allow(clippy::too_many_arguments)]
-fn tick_claimed(
-    store: &mut Store,
-    node: &str,
-    graph: &RepoGraph,
-    tasks: &[TaskDef],
-    dag: &Dag,
-    contract: &Contract,
-    state_dir: &Path,
-    stats: &mut NodeStats,
-) -> bool {
+fn tick_claimed(store: &mut Store, node: &str, wave: BenchWave, stats: &mut NodeStats) -> bool {
+    let BenchWave {
+        graph,
+        tasks,
+        dag,
+        contract,
+        state_dir,
+    } = wave;
     // record(): the wave and its tasks; a worker that carries a task's key is linked.
     let t0 = Instant::now();
     store
@@ -1019,7 +1007,13 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
                     let handles: Vec<_> = (1..=nodes)
                         .map(|k| {
                             let (place, barrier) = (&place, barrier.clone());
-                            let (tasks, graph, dag, contract) = (&tasks, &graph, &dag, &contract);
+                            let wave = BenchWave {
+                                graph: &graph,
+                                tasks: &tasks,
+                                dag: &dag,
+                                contract: &contract,
+                                state_dir: &place.dir,
+                            };
                             s.spawn(move || {
                                 let node = format!("n{k}");
                                 let mut store = place.open();
@@ -1027,10 +1021,7 @@ fn bench_wave(kinds: &[Kind], pg: Option<&Pg>, n: usize, runs: usize, table: &mu
                                 barrier.wait();
                                 loop {
                                     let t = Instant::now();
-                                    let finished = tick(
-                                        &mut store, &node, graph, tasks, dag, contract, &place.dir,
-                                        &mut stats,
-                                    );
+                                    let finished = tick(&mut store, &node, wave, &mut stats);
                                     stats.ticks.push(t.elapsed());
                                     if finished {
                                         return stats;

@@ -93,6 +93,44 @@ impl Nodes {
     }
 }
 
+/// The one worker of each task of wave `wave` (`orch wave status --json`'s `v`), each DONE:
+/// a task started twice, or a worker not DONE, fails the test. `(task key, its worker)`.
+fn each_task_done_by_one_worker(
+    workers: &[orch::store::workers::WorkerRecord],
+    wave: &str,
+    v: &Value,
+) -> Vec<(String, orch::store::workers::WorkerRecord)> {
+    v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let key = format!("{wave}:{}", t["id"].as_str().unwrap());
+            let of_task: Vec<_> = workers
+                .iter()
+                .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
+                .collect();
+            assert_eq!(of_task.len(), 1, "{key} started once: {of_task:?}");
+            assert_eq!(
+                of_task[0].milestone(),
+                orch::milestone::Milestone::Done,
+                "{key}"
+            );
+            let w = of_task[0].clone();
+            (key, w)
+        })
+        .collect()
+}
+
+/// How many times worker `id` moved to DONE.
+fn done_transitions(n: &Nodes, id: &str) -> usize {
+    n.org
+        .transitions(id)
+        .iter()
+        .filter(|(_, to)| to == "DONE")
+        .count()
+}
+
 fn stop(pid: i32, sig: i32) {
     // SAFETY: a signal to a process this test started (through orch).
     unsafe { libc::kill(pid, sig) };
@@ -316,15 +354,7 @@ fn a_wave_ticked_on_three_nodes_at_once_starts_each_task_once_bottom_up() {
     // Every task once, DONE, bottom-up, and never two workers on one chain.
     crate::wave::check_order_and_locks(&n.org, &file, &v);
     let workers = n.org.workers();
-    for t in v["tasks"].as_array().unwrap() {
-        let key = format!("w3:{}", t["id"].as_str().unwrap());
-        let of_task: Vec<_> = workers
-            .iter()
-            .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
-            .collect();
-        assert_eq!(of_task.len(), 1, "{key}: {of_task:?}");
-        assert_eq!(of_task[0].milestone(), orch::milestone::Milestone::Done);
-    }
+    each_task_done_by_one_worker(&workers, "w3", &v);
     let nodes: std::collections::BTreeSet<_> =
         workers.iter().filter_map(|w| w.node.clone()).collect();
     eprintln!("the wave's workers ran on nodes {nodes:?}");
@@ -579,22 +609,8 @@ fn a_node_killed_mid_wave_is_taken_over_and_the_wave_finishes_once() {
         );
     };
     crate::wave::check_order_and_locks(&n.org, &file, &v);
-    let workers = n.org.workers();
-    for t in v["tasks"].as_array().unwrap() {
-        let key = format!("wk:{}", t["id"].as_str().unwrap());
-        let of_task: Vec<_> = workers
-            .iter()
-            .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
-            .collect();
-        assert_eq!(of_task.len(), 1, "{key} started twice: {of_task:?}");
-        let w = of_task[0];
-        assert_eq!(w.milestone(), orch::milestone::Milestone::Done, "{key}");
-        let done = n
-            .org
-            .transitions(&w.id)
-            .iter()
-            .filter(|(_, to)| to == "DONE")
-            .count();
+    for (key, w) in each_task_done_by_one_worker(&n.org.workers(), "wk", &v) {
+        let done = done_transitions(n, &w.id);
         assert_eq!(done, 1, "{key}: DONE {done} times\n{}", n.org.diag(&w.id));
     }
     for id in &on_a {
@@ -678,26 +694,8 @@ fn the_database_restarted_mid_wave_loses_nothing() {
         );
     };
     crate::wave::check_order_and_locks(&n.org, &file, &v);
-    let workers = n.org.workers();
-    for t in v["tasks"].as_array().unwrap() {
-        let key = format!("wd:{}", t["id"].as_str().unwrap());
-        let of_task: Vec<_> = workers
-            .iter()
-            .filter(|w| w.task_id.as_deref() == Some(key.as_str()))
-            .collect();
-        assert_eq!(of_task.len(), 1, "{key}: {of_task:?}");
-        assert_eq!(
-            of_task[0].milestone(),
-            orch::milestone::Milestone::Done,
-            "{key}"
-        );
-        let done = n
-            .org
-            .transitions(&of_task[0].id)
-            .iter()
-            .filter(|(_, to)| to == "DONE")
-            .count();
-        assert_eq!(done, 1, "{key}");
+    for (key, w) in each_task_done_by_one_worker(&n.org.workers(), "wd", &v) {
+        assert_eq!(done_transitions(n, &w.id), 1, "{key}");
     }
     // Which of the workers at work when it went needed a replacement: said, not asserted. A
     // supervisor waits the outage out (its transitions are committed before they are acted

@@ -383,10 +383,7 @@ fn commit_lasting(
             Some(Committed::NotOwner)
         }
         Err(e) => {
-            tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state");
-            if let Some(why) = super::storage::unwritable(&e) {
-                failed.get_or_insert(why);
-            }
+            not_persisted(entry, &e, failed);
             None
         }
     }
@@ -419,11 +416,14 @@ fn commit(
     failed: &mut Option<String>,
 ) -> Option<Committed> {
     journal::commit(store, state_dir, Writer::me(), entry)
-        .inspect_err(|e| {
-            tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state");
-            if let Some(why) = super::storage::unwritable(e) {
-                failed.get_or_insert(why);
-            }
-        })
+        .inspect_err(|e| not_persisted(entry, e, failed))
         .ok()
+}
+
+/// A failed commit logged; `failed` says why when the state cannot be written at all.
+fn not_persisted(entry: &Entry, e: &crate::store::StoreError, failed: &mut Option<String>) {
+    tracing::error!(worker = %entry.worker, error = %e, "could not persist worker state");
+    if let Some(why) = super::storage::unwritable(e) {
+        failed.get_or_insert(why);
+    }
 }

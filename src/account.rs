@@ -202,16 +202,18 @@ pub unsafe fn become_ids(uid: u32, gid: u32) -> io::Result<()> {
 }
 
 /// Hands `path` and everything below it (symbolic links themselves, never their targets) to
-/// `uid`/`gid`.
+/// `uid`/`gid`: what is below a directory before the directory itself, so that a process
+/// killed half-way leaves `path` still orch's — the sign a resumer hands it over again by
+/// (a tree whose top was the account's already while its inside was not looked handed over,
+/// and its worker could not commit in it).
 pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
     let meta = std::fs::symlink_metadata(path)?;
     if meta.is_dir() {
         for entry in std::fs::read_dir(path)? {
             chown_tree(&entry?.path(), uid, gid)?;
         }
     }
-    Ok(())
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
 }
 
 /// Sets `path`'s mode (a missing path is no error: nothing to protect yet).

@@ -782,6 +782,35 @@ fn hand_over(
     session: &Path,
     account: Option<&crate::account::Account>,
 ) -> Result<(), String> {
+    let io = |what: &Path| {
+        let what = what.display().to_string();
+        move |e: std::io::Error| format!("{what}: {e}")
+    };
+    // Marked under way first and unmarked last: a process killed in between (a spawner, a
+    // resumer) leaves the mark, and the resumer hands the workspace over again — whatever
+    // part of it (the clone's inside, the home, the modes) was not done yet.
+    std::fs::create_dir_all(session).map_err(io(session))?;
+    let mark = session.join(HANDING_OVER);
+    std::fs::write(&mark, b"").map_err(io(&mark))?;
+    hand_over_workspace(state_dir, w, session, account)?;
+    std::fs::remove_file(&mark).map_err(io(&mark))
+}
+
+/// In a worker's session directory while its workspace is being handed over (`hand_over`).
+const HANDING_OVER: &str = "handing-over";
+
+/// Whether the hand-over of the workspace of the worker whose session directory is `session`
+/// was begun and never finished (its process killed half-way).
+pub fn hand_over_unfinished(session: &Path) -> bool {
+    session.join(HANDING_OVER).exists()
+}
+
+fn hand_over_workspace(
+    state_dir: &Path,
+    w: &WorkerRecord,
+    session: &Path,
+    account: Option<&crate::account::Account>,
+) -> Result<(), String> {
     let wt = Path::new(&w.worktree);
     let home = crate::account::worker_home(wt);
     let io = |what: &Path| {

@@ -211,6 +211,86 @@ fn a_worker_of_its_own_account_whose_clone_is_gone_is_taken_over_after_its_super
     assert!(wt.join(".git").is_dir(), "a clone of its own again");
 }
 
+/// A spawner or resumer killed inside the hand-over of a worker's clone (found by the chaos
+/// test): the clone's top already the account's, much of its inside still orch's — its
+/// worker could neither write a file nor run git in it, and reported BLOCKED for good. The
+/// hand-over's mark tells the resumer to hand it over again, before the next life starts.
+#[test]
+fn a_hand_over_cut_half_way_is_done_again_by_resume() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let org = Org::new(Spec::resumable(&[("core", &[])]).user(&account.name));
+    let id = org.spawn("core", "push-hang add the feature", "t-half");
+    org.wait_mark(&id, 1, "pushed");
+    let wt = std::path::PathBuf::from(org.worker(&id).worktree);
+    org.kill_supervisor(&id);
+    poll_until(
+        "the worker's processes gone with its guard",
+        DEADLINE,
+        || processes_under(&wt).is_empty().then_some(()),
+        || format!("{:?}", processes_under(&wt)),
+    );
+    // What a hand-over killed after its first entries leaves: the clone's top and some of its
+    // git directory the account's, the rest (objects, refs, index, a tracked file, the
+    // worker's home) orch's, and the mark in the session directory.
+    let home = wt.parent().unwrap().join("home");
+    for orchs in [
+        wt.join(".git/objects"),
+        wt.join(".git/refs"),
+        wt.join(".git/HEAD"),
+        wt.join(".git/index"),
+        wt.join("status.txt"),
+        home.clone(),
+    ] {
+        chown_tree_to_root(&orchs);
+    }
+    std::fs::write(org.state.join(&id).join("handing-over"), b"").unwrap();
+    assert_eq!(std::fs::metadata(&wt).unwrap().uid(), account.uid);
+
+    org.open_gate("core");
+    let answer = org.resume();
+    assert!(
+        answer.to_string().contains(&id),
+        "resume took it over: {answer}"
+    );
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
+    assert_eq!(w.respawns, 1, "{}", org.diag(&id));
+    // Handed over whole this time, and the mark gone with it.
+    let mut orchs = Vec::new();
+    owned_by_other(&wt, account.uid, &mut orchs);
+    owned_by_other(&home, account.uid, &mut orchs);
+    assert!(orchs.is_empty(), "still not the account's: {orchs:?}");
+    assert!(!org.state.join(&id).join("handing-over").exists());
+}
+
+fn chown_tree_to_root(path: &std::path::Path) {
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    if meta.is_dir() {
+        for e in std::fs::read_dir(path).unwrap() {
+            chown_tree_to_root(&e.unwrap().path());
+        }
+    }
+    std::os::unix::fs::lchown(path, Some(0), Some(0)).unwrap();
+}
+
+/// Every path under `path` (itself included) not owned by `uid`.
+fn owned_by_other(path: &std::path::Path, uid: u32, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.uid() != uid {
+        out.push(path.to_path_buf());
+    }
+    if meta.is_dir() {
+        for e in std::fs::read_dir(path).unwrap().flatten() {
+            owned_by_other(&e.path(), uid, out);
+        }
+    }
+}
+
 #[test]
 fn workers_of_a_pool_of_accounts_cannot_touch_each_others_clones() {
     let (Some(a), Some(b)) = (worker_account(), second_worker_account()) else {

@@ -358,9 +358,11 @@ fn chaos(user: Option<String>, default_kills: u64) {
         }
         assert!(
             Instant::now() < deadline,
-            "chaos: not every task DONE after {limit:?} (seed {seed}, {} kill points)\n{}",
+            "chaos: not every task DONE after {limit:?} (seed {seed}, {} kill points)\n{}\n{}",
             tally.total(),
-            org.dump()
+            org.dump(),
+            // Last, where a shortened log keeps it: which tasks are not complete, and why.
+            unfinished(&org, &tasks, &workers, &inflight)
         );
         // Spawn every task that has no worker yet (by task id: never twice).
         for (id, repo, task) in &tasks {
@@ -687,4 +689,60 @@ fn chaos(user: Option<String>, default_kills: u64) {
         "only {} kill points",
         tally.total()
     );
+}
+
+/// The tasks that are not complete, each with its worker's state (milestone, landing, end
+/// reason, whether anyone supervises it) or, without one, its spawn's last output: what a
+/// deadline's failure needs first, said after the long dump.
+fn unfinished(
+    org: &Org,
+    tasks: &[(String, &str, &str)],
+    workers: &[orch::store::workers::WorkerRecord],
+    inflight: &[InFlight],
+) -> String {
+    let mut s = String::from("chaos: tasks not complete:\n");
+    for (id, repo, _) in tasks {
+        let mine: Vec<_> = workers
+            .iter()
+            .filter(|w| w.task_id.as_deref() == Some(id.as_str()))
+            .collect();
+        if mine.iter().any(|w| w.progress.change_complete()) {
+            continue;
+        }
+        if mine.is_empty() {
+            let spawning = inflight.iter().any(|f| &f.task_id == id);
+            let last_log = std::fs::read_dir(org.ctl.join("spawns"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .ends_with(&format!("-{id}.log"))
+                })
+                .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "  {id} ({repo}): no worker (a spawn in flight: {spawning}); its last spawn said: {}\n",
+                last_log.trim()
+            ));
+        }
+        for w in mine {
+            s.push_str(&format!(
+                "  {id} ({repo}): {} {} landing {:?} end {:?} supervised {} sup {:?} since {} ms\n",
+                w.id,
+                w.milestone(),
+                w.progress
+                    .landing
+                    .as_ref()
+                    .map(|l| (l.state, l.attempts, l.detail.clone())),
+                w.progress.end_reason,
+                supervisor_alive(w),
+                w.supervisor_pid,
+                orch::store::now_ms() - w.progress.since_ms,
+            ));
+        }
+    }
+    s
 }

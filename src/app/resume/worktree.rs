@@ -16,9 +16,13 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
     };
     // A spawner killed between making a worker's own clone and handing it over leaves a
     // usable clone that is still orch's: its worker (another account) could not commit in it.
-    if l.config.worker.accounts()
+    // One killed inside the hand-over left its mark: part of the clone (or its home) is orch's.
+    let session = crate::app::supervisor::session_dir(&l.state_dir, &w.id);
+    if l.config.worker.separate()
         && worktree_usable(wt)
-        && crate::account::owner_of(wt) == Some(rustix::process::geteuid().as_raw())
+        && (crate::app::spawn::hand_over_unfinished(&session)
+            || (l.config.worker.accounts()
+                && crate::account::owner_of(wt) == Some(rustix::process::geteuid().as_raw())))
     {
         // Its prompts first: the hand-over copies its CI guide.
         ensure_prompts(l, w);

@@ -48,13 +48,15 @@ pub fn upstreams<'a>(config: &'a Config, repo: &str) -> Vec<&'a Repo> {
 }
 
 /// The base-branch CI of `repo`: the shared row if it is fresh, else polled now by this
-/// process (if it wins the claim; otherwise the row as it is, possibly stale or absent).
+/// process (if it wins the claim; otherwise the row as it is, possibly stale or absent). A
+/// poll the forge failed is told to `failed` (once per poll, however many watch the row).
 pub fn status<F: Forge>(
     store: &mut Store,
     follower: &CiFollower<F>,
     rt: &tokio::runtime::Runtime,
     repo: &Repo,
     max_age_ms: i64,
+    failed: &mut dyn FnMut(&crate::forge::ForgeError),
 ) -> Option<UpstreamRow> {
     let now = now_ms();
     let row = store.read(|tx| su::get(tx, &repo.name)).ok().flatten();
@@ -92,6 +94,7 @@ pub fn status<F: Forge>(
         }
         Err(e) => {
             tracing::debug!(repo = %repo.name, error = %e, "cannot read upstream CI");
+            failed(&e);
             let _ = store.write(|tx| su::release_claim(tx, &repo.name));
             row
         }
@@ -155,7 +158,8 @@ pub fn red_upstream<F: Forge>(
     let mut rows: Vec<UpstreamRow> = Vec::new();
     for u in ups {
         match store.as_deref_mut() {
-            Some(store) => rows.extend(status(store, follower, &rt, u, max_age)),
+            // Asked for a person or a spawn: no worker's history to count a failure in.
+            Some(store) => rows.extend(status(store, follower, &rt, u, max_age, &mut |_| {})),
             None => match rt.block_on(poll(follower, u)) {
                 Ok(row) => rows.push(row),
                 Err(e) => {

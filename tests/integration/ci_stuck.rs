@@ -393,6 +393,55 @@ fn more_than_three_forge_errors_in_a_row_show_as_a_deadlock_indicator() {
     let _ = org.run(&["cancel", &id, "--reason", "test over"]);
 }
 
+/// The cascade's polls of an upstream's base branch count as forge request errors too: each
+/// one the forge fails is in the history of the worker whose supervisor polled, named by the
+/// upstream it was for (the watch's back-off is `cascade::tests`').
+#[test]
+fn a_failed_poll_of_an_upstreams_base_branch_is_in_the_workers_history() {
+    let rt = runtime();
+    let fake = rt.block_on(FakeForgejo::start("16.0.0+gitea-1.22.0"));
+    fake.require_token(Some(TOKEN));
+    let mut spec = Spec::local("push_and_wait.sh")
+        .repo(RepoSpec::new("lib"))
+        .repo(RepoSpec::new(REPO).deps(&["lib"]));
+    spec.forge = ForgeSpec::Forgejo {
+        url: fake.uri(),
+        owner: OWNER.into(),
+        token_env: "E2E_FORGEJO_TOKEN".into(),
+        token: TOKEN.into(),
+    };
+    let org = Org::new(spec);
+    fake.serve_git("lib", &org.origin_path("lib"));
+    fake.serve_git(REPO, &org.origin_path(REPO));
+    // Only the upstream's branch is refused (401: blocking, no retries to wait out).
+    fake.fail_always(
+        &format!("/repos/{OWNER}/lib/branches/"),
+        crate::support::fake_forgejo::Fault::Status(401),
+    );
+    let id = org.spawn_detached(REPO, "push and wait");
+    let failures = |org: &Org| {
+        org.events(&id)
+            .into_iter()
+            .filter(|e| e.kind == "forge_error_blocking")
+            .collect::<Vec<_>>()
+    };
+    let seen = poll_until(
+        "two failed polls of lib's base branch in the worker's history",
+        DEADLINE,
+        || {
+            let f = failures(&org);
+            (f.len() >= 2).then_some(f)
+        },
+        || format!("{:#?}\n{}", org.events(&id), org.diag(&id)),
+    );
+    assert!(
+        seen.iter()
+            .all(|e| e.detail.contains("base branch CI of lib (main)")),
+        "{seen:#?}"
+    );
+    let _ = org.run(&["cancel", &id, "--reason", "test over"]);
+}
+
 /// Kills what is left of the local forge's runners of `org` (a stopped runner never ends).
 fn kill_runners(org: &Org) {
     let state = org.state.display().to_string();

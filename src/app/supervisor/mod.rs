@@ -393,8 +393,21 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             while let Some(answer) = self.ci.answer() {
                 self.handle(Input::Ci(answer));
             }
-            if let Some(upstream) = self.cascade.as_ref().and_then(|c| c.latest()) {
-                self.handle(Input::Upstream(upstream));
+            if let Some(heard) = self.cascade.as_ref().map(|c| c.heard()) {
+                if !heard.forge_errors.is_empty() {
+                    // In the worker's history, as its own CI queries' failures are: what
+                    // `/metrics` counts as forge request errors.
+                    self.record(
+                        heard
+                            .forge_errors
+                            .into_iter()
+                            .map(|(kind, detail)| Fact::Logged { kind, detail })
+                            .collect(),
+                    );
+                }
+                if let Some(upstream) = heard.upstream {
+                    self.handle(Input::Upstream(upstream));
+                }
             }
             if rang.ci.iter().any(|repo| self.waits_for_ci_of(repo)) {
                 // A CI job finished where this worker waits: what it waits for may be decided.

@@ -661,16 +661,24 @@ pub fn version(tx: &Tx) -> sql::Result<i64> {
     if tx.backend() == "sqlite" {
         return tx.query_row("PRAGMA user_version", [], |r| r.get(0));
     }
-    let exists: bool = tx.query_row("SELECT to_regclass('orch_schema') IS NOT NULL", [], |r| {
-        r.get(0)
-    })?;
+    // Asked of pg_class in the statement's snapshot, never of `to_regclass`: that reads the
+    // session's catalog cache, which is brought up to date only when a relation lock is
+    // taken — a writer that waited on the write lock while another process migrated would
+    // still see no table, and migrate again ("relation orch_schema already exists"). Reading
+    // pg_class also locks it, which brings the cache up to date for the next statement.
+    let exists: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+           JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+          WHERE c.relname = 'orch_schema' AND n.nspname = ANY (current_schemas(false)))",
+        [],
+        |r| r.get(0),
+    )?;
     if !exists {
         return Ok(0);
     }
-    // The catalog is read as it is now, the table in the transaction's snapshot: a table
-    // another process's migration committed after the snapshot began is there, its row not
-    // yet (many commands started at once on a fresh database). Read as 0: the migration's
-    // write transaction, under the write lock, reads it again and finds the row.
+    // A reader's snapshot (REPEATABLE READ) holds the table and its row together; a row
+    // missing all the same is read as 0 — the migration's write transaction, under the write
+    // lock, reads it again.
     use sql::OptionalExtension;
     Ok(tx
         .query_row("SELECT version FROM orch_schema", [], |r| r.get(0))

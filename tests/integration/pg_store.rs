@@ -42,6 +42,40 @@ pub(crate) fn fresh_database(test: &str) -> Option<String> {
     Some(format!("postgres://{user}@{host}:{port}/{name}"))
 }
 
+/// Many stores opened at once on a fresh database (a node's first commands, several nodes
+/// started together) all find it migrated once. Found in CI: a writer that had waited for
+/// the migration's lock still saw the catalog as it was before the migration committed
+/// (`to_regclass` reads the backend's catalog cache, refreshed only when a relation lock is
+/// taken) and migrated again: "relation orch_schema already exists".
+#[test]
+fn stores_opened_at_once_on_a_fresh_database_migrate_it_once() {
+    let rounds = std::env::var("ORCH_TEST_PG_MIGRATE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    for _ in 0..rounds {
+        let Some(url) = fresh_database("stores_opened_at_once…") else {
+            return;
+        };
+        let barrier = std::sync::Barrier::new(16);
+        let errors: Vec<String> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..16)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        orch::store::Store::open_url(&url)
+                            .and_then(|mut st| st.locks().map(|_| ()))
+                            .err()
+                            .map(|e| e.to_string())
+                    })
+                })
+                .collect();
+            hs.into_iter().filter_map(|h| h.join().unwrap()).collect()
+        });
+        assert!(errors.is_empty(), "{errors:#?}");
+    }
+}
+
 #[test]
 fn a_worker_on_a_postgresql_store_is_done_and_nothing_is_in_sqlite() {
     let Some(url) = fresh_database("a_worker_on_a_postgresql_store…") else {

@@ -202,10 +202,9 @@ pub unsafe fn become_ids(uid: u32, gid: u32) -> io::Result<()> {
 }
 
 /// Hands `path` and everything below it (symbolic links themselves, never their targets) to
-/// `uid`/`gid`: what is below a directory before the directory itself, so that a process
-/// killed half-way leaves `path` still orch's — the sign a resumer hands it over again by
-/// (a tree whose top was the account's already while its inside was not looked handed over,
-/// and its worker could not commit in it).
+/// `uid`/`gid`: what is below a directory before the directory itself, so that a directory
+/// of the account's is one handed over whole (a process killed half-way leaves the directory
+/// it was in orch's; `app::spawn::hand_over` marks the whole hand-over for the resumer).
 pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
     let meta = std::fs::symlink_metadata(path)?;
     if meta.is_dir() {

@@ -47,24 +47,37 @@ pub fn upstreams<'a>(config: &'a Config, repo: &str) -> Vec<&'a Repo> {
         .collect()
 }
 
+/// Whether [`status`] asked the forge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// The row was fresh: another process's poll was answered.
+    Fresh,
+    /// Another process holds the claim on the next poll (asking, or backing off a failure).
+    Claimed,
+    Answered,
+    Failed,
+}
+
 /// The base-branch CI of `repo`: the shared row if it is fresh, else polled now by this
 /// process (if it wins the claim; otherwise the row as it is, possibly stale or absent). A
-/// poll the forge failed is told to `failed` (once per poll, however many watch the row).
+/// poll the forge failed is told to `failed` (once per poll, however many watch the row),
+/// which says how long to keep the claim (nobody asks the failing forge again meanwhile;
+/// zero lets it go at once).
 pub fn status<F: Forge>(
     store: &mut Store,
     follower: &CiFollower<F>,
     rt: &tokio::runtime::Runtime,
     repo: &Repo,
     max_age_ms: i64,
-    failed: &mut dyn FnMut(&crate::forge::ForgeError),
-) -> Option<UpstreamRow> {
+    failed: &mut dyn FnMut(&crate::forge::ForgeError) -> std::time::Duration,
+) -> (Option<UpstreamRow>, Asked) {
     let now = now_ms();
     let row = store.read(|tx| su::get(tx, &repo.name)).ok().flatten();
     if row
         .as_ref()
         .is_some_and(|r| r.checked_ms >= now - max_age_ms)
     {
-        return row;
+        return (row, Asked::Fresh);
     }
     let me = crate::pidns::host_pid() as i64;
     let claimed = store
@@ -81,7 +94,7 @@ pub fn status<F: Forge>(
         })
         .unwrap_or(false);
     if !claimed {
-        return row;
+        return (row, Asked::Claimed);
     }
     // Only the forge's answer is awaited: the store is used outside the runtime (PostgreSQL's
     // client blocks on a runtime of its own, which cannot run inside another).
@@ -90,15 +103,26 @@ pub fn status<F: Forge>(
             if let Err(e) = store.write(|tx| su::put(tx, &new)) {
                 tracing::warn!(repo = %repo.name, error = %e, "cannot record upstream CI");
             }
-            Some(new)
+            (Some(new), Asked::Answered)
         }
         Err(e) => {
             tracing::debug!(repo = %repo.name, error = %e, "cannot read upstream CI");
-            failed(&e);
-            let _ = store.write(|tx| su::release_claim(tx, &repo.name));
-            row
+            let hold = failed(&e).as_millis() as i64;
+            let _ = store.write(|tx| {
+                if hold > 0 {
+                    su::hold_claim(tx, &repo.name, me, now_ms() + hold)
+                } else {
+                    su::release_claim(tx, &repo.name)
+                }
+            });
+            (row, Asked::Failed)
         }
     }
+}
+
+/// The base-branch CI of `repo` as last recorded, asking nobody.
+pub fn recorded(store: &mut Store, repo: &Repo) -> Option<UpstreamRow> {
+    store.read(|tx| su::get(tx, &repo.name)).ok().flatten()
 }
 
 /// The base-branch CI of `repo` asked of the forge now: its head, and CI for that commit.
@@ -159,7 +183,12 @@ pub fn red_upstream<F: Forge>(
     for u in ups {
         match store.as_deref_mut() {
             // Asked for a person or a spawn: no worker's history to count a failure in.
-            Some(store) => rows.extend(status(store, follower, &rt, u, max_age, &mut |_| {})),
+            Some(store) => rows.extend(
+                status(store, follower, &rt, u, max_age, &mut |_| {
+                    std::time::Duration::ZERO
+                })
+                .0,
+            ),
             None => match rt.block_on(poll(follower, u)) {
                 Ok(row) => rows.push(row),
                 Err(e) => {

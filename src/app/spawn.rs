@@ -674,7 +674,8 @@ fn workspace_account(
     }
 }
 
-/// Hands worker `w`'s workspace over to its account again (a spawner killed before it did).
+/// Hands worker `w`'s workspace over to its account again (a spawner killed before it did, or
+/// a spawner or resumer killed inside it).
 pub fn hand_over_again(config: &Config, state_dir: &Path, w: &WorkerRecord) -> Result<(), String> {
     let workspace = crate::account::workspace_dir(state_dir, &w.id);
     let account = workspace_account(config, &workspace)?;
@@ -793,7 +794,11 @@ fn hand_over(
     let mark = session.join(HANDING_OVER);
     std::fs::write(&mark, b"").map_err(io(&mark))?;
     hand_over_workspace(state_dir, w, session, account)?;
-    std::fs::remove_file(&mark).map_err(io(&mark))
+    match std::fs::remove_file(&mark) {
+        // Another resumer's hand-over of the same workspace ended first: done all the same.
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&mark)(e)),
+        _ => Ok(()),
+    }
 }
 
 /// In a worker's session directory while its workspace is being handed over (`hand_over`).

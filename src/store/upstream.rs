@@ -81,6 +81,16 @@ pub fn put(tx: &Tx, row: &UpstreamRow) -> super::sql::Result<()> {
 }
 
 /// Lets a claim go without a result (the forge failed): the next watcher tries.
+/// Keeps `pid`'s claim on the next poll of `repo` until `until_ms` (a poll the forge failed:
+/// nobody asks it again before then).
+pub fn hold_claim(tx: &Tx, repo: &str, pid: i64, until_ms: i64) -> super::sql::Result<()> {
+    tx.execute(
+        "UPDATE upstream_ci SET poll_until_ms = ?3 WHERE repo = ?1 AND poller_pid = ?2",
+        params![repo, pid, until_ms],
+    )?;
+    Ok(())
+}
+
 pub fn release_claim(tx: &Tx, repo: &str) -> super::sql::Result<()> {
     tx.execute(
         "UPDATE upstream_ci SET poller_pid = NULL, poll_until_ms = 0 WHERE repo = ?1",

@@ -272,7 +272,9 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
                 Milestone::Working | Milestone::FixingCi | Milestone::Paused
             )
         {
-            worktree::ensure_worktree(l, w);
+            // What goes wrong is logged here and decided by `reconcile`, which holds a
+            // replacement back when its worktree is still unusable.
+            let _ = worktree::ensure_worktree(l, w);
         }
     }
     let mut found = worktree::unreported_pushes(&mut store, &claimed);
@@ -369,7 +371,11 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     })?;
     let mut w = claimed?;
     super::orphans::kill_tree(&l.state_dir, &w, true);
-    worktree::ensure_worktree(l, &w);
+    if let Err(why) = worktree::ensure_worktree(l, &w) {
+        // Given back at once: the operator mends what is named, then respawns again.
+        store.write(|tx| ws::set_lease(tx, id, me, Some(0)))?;
+        return Err(super::Error::Refused(format!("{id} not respawned: {why}")));
+    }
     worktree::clear_stale_git_locks(l, &w);
     let event = Event::Respawn {
         by: by.to_string(),
@@ -637,12 +643,18 @@ fn reconcile(
         why: &why,
     };
     let d = decide(&l.contract, &case, now_ms());
+    // A replacement works where its predecessor did: made again if it is gone (a worker that
+    // had pushed was not looked at before), and never started where it could not work.
+    let unusable = || {
+        super::spawn::program_missing(&l.config).or_else(|| worktree::ensure_worktree(l, &w).err())
+    };
     if d.action == Action::Respawned
-        && let Some(missing) = super::spawn::program_missing(&l.config)
+        && let Some(missing) = unusable()
     {
-        // A replacement that cannot start would only burn a respawn (exit 127) and end the
-        // task FAILED: nothing is decided, its lock and work stay, and the claim is given
-        // back at once so that the resume after the install takes it.
+        // A replacement that cannot start (or cannot work) would only burn a respawn (exit
+        // 127, or a task BLOCKED in a clone it cannot write) and end the task FAILED: nothing
+        // is decided, its lock and work stay, and the claim is given back at once so that the
+        // resume after the mend takes it.
         let me = crate::pidns::host_pid() as i64;
         store.write(|tx| ws::set_lease(tx, &w.id, me, Some(0)))?;
         return Ok(Reconciled {
@@ -652,15 +664,12 @@ fn reconcile(
             after: before,
             action: Action::Unchanged,
             detail: format!(
-                "not respawned: {missing}; its lock and work are kept: run `orch resume` again once it is installed"
+                "not respawned: {missing}; its lock and work are kept: run `orch resume` again once that is mended"
             ),
             held_back: true,
         });
     }
     let note = (d.action == Action::Respawned).then(|| {
-        // A replacement works where its predecessor did: made again if it is gone (a worker
-        // that had pushed was not looked at above).
-        worktree::ensure_worktree(l, &w);
         worktree::clear_stale_git_locks(l, &w);
         let wt = std::path::Path::new(&w.worktree);
         let commits = crate::gitops::commits_since(wt, &w.base_sha).unwrap_or_default();

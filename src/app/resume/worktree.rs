@@ -8,11 +8,13 @@ use crate::store::now_ms;
 use crate::store::workers::WorkerRecord;
 use std::path::{Path, PathBuf};
 
-/// Recreates the worktree and prompts when the spawner died before making them.
-pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
+/// Recreates the worktree and prompts when the spawner died before making them (or hands a
+/// worker of another account its clone again); `Err` (why) when the worker could not work in
+/// it: a replacement started there would only fail its task.
+pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) -> Result<(), String> {
     let wt = Path::new(&w.worktree);
     let Some(repo) = l.config.repo(&w.repo) else {
-        return;
+        return Err(format!("repository {} is not in repos.yaml", w.repo));
     };
     // A spawner killed between making a worker's own clone and handing it over leaves a
     // usable clone that is still orch's: its worker (another account) could not commit in it.
@@ -28,6 +30,9 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
         ensure_prompts(l, w);
         if let Err(e) = crate::app::spawn::hand_over_again(&l.config, &l.state_dir, w) {
             tracing::error!(worker = %w.id, error = %e, "cannot hand its clone over to its account");
+            return Err(format!(
+                "its clone cannot be handed over to its account: {e}"
+            ));
         }
     }
     if !worktree_usable(wt) {
@@ -37,7 +42,11 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
         let found = crate::config::resolve_on_disk(wt);
         if found != expected && found != own_clone {
             tracing::error!(worker = %w.id, "its worktree {} is not {}: left alone", wt.display(), expected.display());
-            return;
+            return Err(format!(
+                "its worktree {} is unusable and not where orch makes worktrees ({}): left alone",
+                wt.display(),
+                expected.display()
+            ));
         }
         if wt.exists() {
             // A spawner killed inside `git worktree add` leaves a half-made worktree (a `.git`
@@ -60,8 +69,9 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
             ensure_prompts(l, w);
             if let Err(e) = crate::app::spawn::remake_own_clone(&l.config, &l.state_dir, w) {
                 tracing::error!(worker = %w.id, error = %e, "cannot make its clone again");
+                return Err(format!("its clone cannot be made again: {e}"));
             }
-            return;
+            return Ok(());
         }
         let _ = gitops::git(&repo.path, &["worktree", "prune"]);
         let local = w.local_branch();
@@ -91,15 +101,25 @@ pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) {
             result.and_then(|_| gitops::set_upstream_to(&repo.path, &local, &w.remote, &w.branch))
         {
             tracing::error!(worker = %w.id, error = %e, "cannot recreate the worktree");
+            return Err(format!("its worktree cannot be made again: {e}"));
         }
     }
     ensure_prompts(l, w);
+    Ok(())
 }
 
-/// Renders the prompts again when the spawner died before writing them.
+/// Renders the prompts again when the spawner died before writing them all (the prompt, the
+/// CI guide, the handoff: a hand-over copies the last two into the workspace).
 fn ensure_prompts(l: &Loaded, w: &WorkerRecord) {
     let session = crate::app::supervisor::session_dir(&l.state_dir, &w.id);
-    if !session.join("prompt.md").exists() {
+    let made = [
+        "prompt.md",
+        "ci-guide.md",
+        crate::app::supervisor::HANDOFF_FILE,
+    ]
+    .iter()
+    .all(|f| session.join(f).exists());
+    if !made {
         if let Err(e) = std::fs::create_dir_all(&session) {
             tracing::error!(worker = %w.id, error = %e, "cannot make its session directory");
         }

@@ -15,8 +15,11 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-/// The longest the watch waits between polls while the forge fails them.
+/// The longest the watch waits between polls of an upstream while the forge fails them.
 const MAX_PAUSE: Duration = Duration::from_secs(60);
+/// The same while the forge refuses them (`ForgeError::Blocking`): each failure is one more
+/// event in the worker's history, and only an operator mends it.
+const MAX_PAUSE_BLOCKING: Duration = Duration::from_secs(600);
 
 pub struct CascadeLink {
     rx: Receiver<News>,
@@ -72,27 +75,45 @@ impl CascadeLink {
                 };
                 let max_age = interval.as_millis() as i64;
                 let mut last: Option<Option<String>> = None;
-                let mut pause = next_pause(interval, interval, false);
+                // Each upstream's own back-off: one failing forge path does not slow the
+                // others' polls.
+                let mut pause = vec![next_pause(interval, interval, None); ups.len()];
+                let mut next = vec![std::time::Instant::now(); ups.len()];
                 loop {
                     let mut rows = Vec::new();
-                    let mut any_failed = false;
-                    for u in &ups {
+                    for (i, u) in ups.iter().enumerate() {
+                        if std::time::Instant::now() < next[i] {
+                            rows.extend(crate::app::cascade::recorded(&mut store, u));
+                            continue;
+                        }
                         let mut failed = |e: &crate::forge::ForgeError| {
-                            any_failed = true;
                             let detail = format!(
                                 "the base branch CI of {} ({}) could not be read: {e}",
                                 u.name, u.branch
                             );
                             let _ = tx.send(News::ForgeError(e.event_kind(), detail));
+                            pause[i] = next_pause(pause[i], interval, Some(e));
+                            // Held as long: no supervisor asks the failing forge meanwhile.
+                            pause[i]
                         };
-                        rows.extend(crate::app::cascade::status(
+                        let (row, asked) = crate::app::cascade::status(
                             &mut store,
                             &follower,
                             &rt,
                             u,
                             max_age,
                             &mut failed,
-                        ));
+                        );
+                        rows.extend(row);
+                        // The forge answered (this process or another): every interval again.
+                        if matches!(
+                            asked,
+                            crate::app::cascade::Asked::Answered
+                                | crate::app::cascade::Asked::Fresh
+                        ) {
+                            pause[i] = next_pause(pause[i], interval, None);
+                        }
+                        next[i] = std::time::Instant::now() + pause[i];
                     }
                     let now = crate::app::cascade::red_reason(&rows);
                     if last.as_ref() != Some(&now) {
@@ -102,10 +123,7 @@ impl CascadeLink {
                         bell.ring();
                         last = Some(now);
                     }
-                    // A forge that fails is asked less often (and fills the worker's history
-                    // with fewer failures), up to MAX_PAUSE; once it answers, every interval.
-                    pause = next_pause(pause, interval, any_failed);
-                    std::thread::sleep(pause);
+                    std::thread::sleep(next_pause(interval, interval, None));
                 }
             })
             .ok()?;
@@ -125,41 +143,70 @@ impl CascadeLink {
     }
 }
 
-/// The watch's wait before its next round: the poll interval (at least 100 ms) after a round
-/// the forge answered, twice the last wait after one it failed, up to [`MAX_PAUSE`] (or the
-/// interval, if that is longer).
-fn next_pause(last: Duration, interval: Duration, failed: bool) -> Duration {
+/// How long the watch waits before it asks about an upstream again: the poll interval (at
+/// least 100 ms) after the forge answered, twice the last wait after it failed (`failed`), up
+/// to a minute ([`MAX_PAUSE`]) — ten for an error that waiting does not mend (401, 403, 404:
+/// an operator's to fix) — or the interval, if that is longer.
+fn next_pause(
+    last: Duration,
+    interval: Duration,
+    failed: Option<&crate::forge::ForgeError>,
+) -> Duration {
     let normal = interval.max(Duration::from_millis(100));
-    if failed {
-        (last.max(normal) * 2).min(MAX_PAUSE.max(normal))
-    } else {
-        normal
+    match failed {
+        None => normal,
+        Some(e) => {
+            let cap = match e {
+                crate::forge::ForgeError::Blocking { .. } => MAX_PAUSE_BLOCKING,
+                _ => MAX_PAUSE,
+            };
+            (last.max(normal) * 2).min(cap.max(normal))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forge::{BlockingKind, ForgeError};
 
     #[test]
     fn a_failing_forge_is_asked_less_and_less_often_then_every_interval_again() {
+        let down = ForgeError::Transient {
+            message: "connection refused".into(),
+            attempts: 3,
+        };
         let interval = Duration::from_millis(200);
-        let mut pause = next_pause(interval, interval, false);
+        let mut pause = next_pause(interval, interval, None);
         assert_eq!(pause, interval);
         let mut waits = Vec::new();
         for _ in 0..12 {
-            pause = next_pause(pause, interval, true);
+            pause = next_pause(pause, interval, Some(&down));
             waits.push(pause.as_millis());
         }
         assert_eq!(&waits[..4], &[400, 800, 1600, 3200]);
         assert_eq!(*waits.last().unwrap(), MAX_PAUSE.as_millis());
-        assert_eq!(next_pause(pause, interval, false), interval);
+        assert_eq!(next_pause(pause, interval, None), interval);
         // An interval longer than the cap is never shortened; a tiny one has a floor.
         let hour = Duration::from_secs(3600);
-        assert_eq!(next_pause(hour, hour, true), hour);
+        assert_eq!(next_pause(hour, hour, Some(&down)), hour);
         assert_eq!(
-            next_pause(Duration::ZERO, Duration::ZERO, false),
+            next_pause(Duration::ZERO, Duration::ZERO, None),
             Duration::from_millis(100)
         );
+    }
+
+    #[test]
+    fn a_refusing_forge_is_asked_at_most_every_ten_minutes() {
+        let refused = ForgeError::Blocking {
+            kind: BlockingKind::BadToken,
+            message: "401".into(),
+        };
+        let interval = Duration::from_secs(10);
+        let mut pause = interval;
+        for _ in 0..20 {
+            pause = next_pause(pause, interval, Some(&refused));
+        }
+        assert_eq!(pause, MAX_PAUSE_BLOCKING);
     }
 }

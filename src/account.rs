@@ -205,14 +205,106 @@ pub unsafe fn become_ids(uid: u32, gid: u32) -> io::Result<()> {
 /// `uid`/`gid`: what is below a directory before the directory itself, so that a directory
 /// of the account's is one handed over whole (a process killed half-way leaves the directory
 /// it was in orch's; `app::spawn::hand_over` marks the whole hand-over for the resumer).
+///
+/// The tree may hold what a process of the account put there (a worker's earlier life, or
+/// another worker of the same account, at work while this runs): it is walked by file
+/// descriptors, each entry opened without following it and changed through that descriptor,
+/// so that no entry swapped for a symbolic link meanwhile leads orch (root) out of the tree;
+/// and a regular file with another name somewhere (a hard link the account made to a file it
+/// does not own) is left as it is. `path`'s own parents must be orch's.
 pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
-    let meta = std::fs::symlink_metadata(path)?;
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            chown_tree(&entry?.path(), uid, gid)?;
+    use rustix::fs::{Mode, OFlags};
+    let top = rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    chown_opened(top, uid, gid)
+}
+
+/// [`chown_tree`] of the entry `fd` (an `O_PATH` descriptor of it, not followed).
+fn chown_opened(fd: std::os::fd::OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use rustix::io::Errno;
+    let st = rustix::fs::fstat(&fd)?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => {
+            let dir = rustix::fs::openat(
+                &fd,
+                ".",
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            for entry in rustix::fs::Dir::new(dir)? {
+                let entry = entry?;
+                let name = entry.file_name();
+                if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                    continue;
+                }
+                let child = match rustix::fs::openat(
+                    &fd,
+                    name,
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ) {
+                    Ok(child) => child,
+                    Err(Errno::NOENT) => continue, // removed meanwhile
+                    Err(e) => return Err(e.into()),
+                };
+                chown_opened(child, uid, gid)?;
+            }
+        }
+        FileType::RegularFile if st.st_nlink > 1 => {
+            tracing::warn!(
+                "a file with {} names in a tree handed over to uid {uid} is left as it is",
+                st.st_nlink
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
+    rustix::fs::chownat(
+        &fd,
+        "",
+        Some(rustix::fs::Uid::from_raw(uid)),
+        Some(rustix::fs::Gid::from_raw(gid)),
+        AtFlags::EMPTY_PATH,
+    )?;
+    Ok(())
+}
+
+/// Writes `content` as `dir/name` (mode 0600), in a directory a process of a worker's account
+/// may write in at the same time: whatever is at that name (a symbolic link to a file of
+/// orch's, say) is removed, never written through, and the file is made new.
+pub fn write_new_in(dir: &Path, name: &str, content: &[u8]) -> io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use rustix::io::Errno;
+    use std::io::Write;
+    let d = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for _ in 0..3 {
+        match rustix::fs::unlinkat(&d, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match rustix::fs::openat(
+            &d,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => return std::fs::File::from(fd).write_all(content),
+            Err(Errno::EXIST) => continue, // made again meanwhile
+            Err(e) => return Err(e.into()),
         }
     }
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+    Err(io::Error::other(format!(
+        "{}: made again by someone else each time it was removed",
+        dir.join(name).display()
+    )))
 }
 
 /// Sets `path`'s mode (a missing path is no error: nothing to protect yet).
@@ -327,6 +419,65 @@ fn tighten(dir: &Path, open: &[&str]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// What a process of the account can leave in a tree orch (root) hands over: a symbolic
+    /// link to a file of orch's, a hard link to one, a link to a directory of orch's. Only the
+    /// tree's own entries change owner; what they point at stays orch's.
+    #[test]
+    fn a_tree_handed_over_leads_nowhere_outside_it() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: handing a tree over needs root");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "orch's").unwrap();
+        let tree = root.path().join("tree");
+        std::fs::create_dir_all(tree.join("a/b")).unwrap();
+        std::fs::write(tree.join("a/b/file"), "the worker's").unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), tree.join("a/to-file")).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/to-dir")).unwrap();
+        std::fs::hard_link(outside.join("secret"), tree.join("a/hard")).unwrap();
+        let (uid, gid) = (3_999_991, 3_999_991);
+        chown_tree(&tree, uid, gid).unwrap();
+        for mine in ["", "a", "a/b", "a/b/file", "a/to-file", "a/to-dir"] {
+            let m = std::fs::symlink_metadata(tree.join(mine)).unwrap();
+            assert_eq!((m.uid(), m.gid()), (uid, gid), "{mine}");
+        }
+        for orchs in [outside.clone(), outside.join("secret")] {
+            let m = std::fs::symlink_metadata(&orchs).unwrap();
+            assert_eq!(m.uid(), 0, "{}", orchs.display());
+        }
+    }
+
+    /// A file orch writes where the account may write too is made new: a symbolic link the
+    /// account put at its name is replaced, never written through.
+    #[test]
+    fn a_file_written_into_a_workspace_replaces_a_link_at_its_name() {
+        let root = tempfile::tempdir().unwrap();
+        let target = root.path().join("orchs.txt");
+        std::fs::write(&target, "orch's").unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::os::unix::fs::symlink(&target, ws.join("ci-guide.md")).unwrap();
+        write_new_in(&ws, "ci-guide.md", b"the guide").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "orch's");
+        let m = std::fs::symlink_metadata(ws.join("ci-guide.md")).unwrap();
+        assert!(m.is_file());
+        assert_eq!(m.mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(ws.join("ci-guide.md")).unwrap(),
+            "the guide"
+        );
+        // Written again over its own earlier self.
+        write_new_in(&ws, "ci-guide.md", b"again").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.join("ci-guide.md")).unwrap(),
+            "again"
+        );
+    }
 
     #[test]
     fn each_worker_gets_the_least_used_account_of_the_pool() {

@@ -244,9 +244,11 @@ pub struct WorkerRemote<'a> {
 /// (tracking `upstream` on it), and the clone's commit identity copied. Nothing points back at
 /// `clone`. Made by orch; the caller hands it over to the account.
 ///
-/// Made beside `dir` and renamed into place whole: a process killed half-way (a spawner, a
-/// resumer) leaves no clone at `dir` — which a resumer makes again — never one that looks
-/// usable without its remote or identity (its worker could then push nowhere).
+/// Made beside `dir`'s parent (the worker's workspace, which may be the account's already:
+/// its parent is orch's alone, so nothing of the account's is in the way while orch writes)
+/// and renamed into place whole: a process killed half-way (a spawner, a resumer) leaves no
+/// clone at `dir` — which a resumer makes again — never one that looks usable without its
+/// remote or identity (its worker could then push nowhere).
 pub fn clone_for_worker(
     clone: &Path,
     dir: &Path,
@@ -261,10 +263,13 @@ pub fn clone_for_worker(
     };
     let parent = dir.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
-    let making = dir.with_file_name(format!(
-        "{}.making",
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("clone")
-    ));
+    let name = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("clone")
+            .to_string()
+    };
+    let making = parent.with_file_name(format!(".{}.{}.making", name(parent), name(dir)));
     // What a process killed while making it left: orch's own, never handed over.
     if making.exists() {
         std::fs::remove_dir_all(&making).map_err(|e| io(&making, e))?;

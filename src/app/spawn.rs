@@ -822,12 +822,28 @@ fn hand_over_workspace(
         let what = what.display().to_string();
         move |e: std::io::Error| format!("{what}: {e}")
     };
-    std::fs::create_dir_all(&home).map_err(io(&home))?;
-    let guide = crate::account::worker_ci_guide(wt);
-    std::fs::copy(session.join("ci-guide.md"), &guide).map_err(io(&guide))?;
-    let handoff = crate::account::worker_handoff(wt);
-    std::fs::copy(session.join(super::supervisor::HANDOFF_FILE), &handoff).map_err(io(&handoff))?;
     let workspace = wt.parent().unwrap_or(wt);
+    // The workspace may be the account's already (handed over again, and with one account for
+    // several workers another worker may be at work in it): nothing in it is followed or
+    // written through — the home is made only where nothing is, the two files made new.
+    match std::fs::create_dir(&home) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(io(&home)(e)),
+        _ => {}
+    }
+    for (from, to) in [
+        (
+            session.join("ci-guide.md"),
+            crate::account::worker_ci_guide(wt),
+        ),
+        (
+            session.join(super::supervisor::HANDOFF_FILE),
+            crate::account::worker_handoff(wt),
+        ),
+    ] {
+        let content = std::fs::read(&from).map_err(io(&from))?;
+        let name = to.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        crate::account::write_new_in(workspace, name, &content).map_err(io(&to))?;
+    }
     let Some(account) = account else {
         return crate::account::set_mode(workspace, 0o700).map_err(io(workspace));
     };

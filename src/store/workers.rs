@@ -458,6 +458,20 @@ pub fn set_lease(tx: &Tx, id: &str, pid: i64, for_ms: Option<i64>) -> super::sql
     Ok(n == 1)
 }
 
+/// [`set_lease`] for a claim still in force: one given back meanwhile (its lease ended) is
+/// left given back. False when that process no longer holds it, or gave it back.
+pub fn keep_claim(tx: &Tx, id: &str, pid: i64, for_ms: i64) -> super::sql::Result<bool> {
+    let now = tx.clock_ms()?;
+    let n = tx
+        .prepare_cached(
+            "UPDATE workers SET lease_until_ms = ?3
+             WHERE id = ?1 AND supervisor_pid = ?2 AND (node IS NULL OR node = ?4)
+               AND lease_until_ms > ?5",
+        )?
+        .execute(params![id, pid, now + for_ms, crate::node::name(), now])?;
+    Ok(n == 1)
+}
+
 /// Moves the lease taken with fencing token `fence` to `for_ms` from the database's clock
 /// (`None`: gives it up). False when the lease was taken again since (by anyone, anywhere).
 pub fn renew_lease(tx: &Tx, id: &str, fence: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {

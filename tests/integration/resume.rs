@@ -7,7 +7,8 @@
 //! decides when CI finishes.
 
 use crate::support::{
-    ORCH, Org, Spec, dead_pid, job_status, output_text, reaping_late, resumed_entry,
+    DEADLINE, ORCH, Org, Spec, dead_pid, git, job_status, output_text, poll_until, reaping_late,
+    resumed_entry,
 };
 /// Is the worker's supervisor alive (lease valid, same process)?
 fn supervisor_alive(w: &orch::store::workers::WorkerRecord) -> bool {
@@ -262,6 +263,102 @@ fn nothing_pushed_orphan_is_shown_unsupervised_then_replaced_and_finishes() {
     assert_eq!(w.respawns, 1);
     assert_eq!(org.lives(&id), 2);
     assert_no_leftovers(&org);
+}
+
+/// A spawner killed inside `git worktree add -b` leaves the new branch's lock file in the
+/// clone: the resumer clears it before it makes the worktree (found by the chaos test, once a
+/// worktree that cannot be made holds its replacement back).
+#[test]
+fn a_branch_lock_a_killed_spawner_left_is_cleared_before_the_worktree_is_made() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "hang add the feature", "t-branch-lock");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    // As a spawner killed inside `git worktree add -b` leaves it: no worktree, no branch, the
+    // branch's lock file.
+    let w = org.worker(&id);
+    let clone = org.clone_path("core");
+    git(&clone, &["worktree", "remove", "--force", &w.worktree]);
+    git(&clone, &["branch", "-D", &w.local_branch()]);
+    let lock = clone
+        .join(".git/refs/heads")
+        .join(format!("{}.lock", w.local_branch()));
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    std::fs::write(&lock, "").unwrap();
+
+    org.open_all_gates();
+    let answer = org.resume();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["action"], "respawned", "{r}");
+    assert!(!lock.exists());
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+}
+
+/// A resume pass longer than a lease (many worktrees made, clones handed over) keeps its
+/// claims: another resumer meanwhile finds the worker taken, not orphaned, and claims nothing;
+/// the first pass then replaces it, once.
+#[test]
+fn a_resume_pass_longer_than_a_lease_keeps_its_claims() {
+    let org = org(&[("core", &[])]);
+    let id = org.spawn("core", "hang add the feature", "t-long-pass");
+    org.wait_mark(&id, 1, "hanging");
+    org.kill_supervisor(&id);
+    org.open_all_gates();
+    let stall = orch::app::supervisor::LEASE_MS + 8_000;
+    let mut slow = org
+        .cmd(&["resume", "--json"])
+        .env("ORCH_TEST_RESUME_STALL_MS", stall.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let slow_pid = i64::from(slow.id());
+    let claimed_at = poll_until(
+        "the slow resume's claim",
+        DEADLINE,
+        || {
+            let w = org.worker(&id);
+            (w.supervisor_pid == Some(slow_pid)).then(orch::store::now_ms)
+        },
+        || org.diag(&id),
+    );
+    // Past the lease the claim was taken with (plus slack), the pass still standing still.
+    poll_until(
+        "a lease's time to pass",
+        DEADLINE,
+        || {
+            (orch::store::now_ms() > claimed_at + orch::app::supervisor::LEASE_MS + 2_000)
+                .then_some(())
+        },
+        String::new,
+    );
+    assert!(
+        slow.try_wait().unwrap().is_none(),
+        "the pass still stands still"
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.supervisor_pid, Some(slow_pid));
+    assert!(supervisor_alive(&w), "the claim was kept: {:?}", w.lease());
+    let other = org.resume();
+    assert!(
+        resumed_entry(&other, &id).is_none(),
+        "a second resumer took a worker that is claimed: {other}"
+    );
+    let out = slow.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = resumed_entry(&answer, &id).unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(r["action"], "respawned", "{r}");
+    org.wait_done(&id);
+    assert_verified_done(&org, &id);
+    assert_eq!(org.worker(&id).respawns, 1);
+    let claims = org
+        .events(&id)
+        .iter()
+        .filter(|e| e.kind == "resume_claimed")
+        .count();
+    assert_eq!(claims, 1, "{:#?}", org.events(&id));
 }
 
 /// An orphan whose program is no longer installed is not replaced: `resume` says so (a "no",

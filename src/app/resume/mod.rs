@@ -257,6 +257,12 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     if claimed.is_empty() {
         return Ok(Vec::new());
     }
+    // Kept for the whole pass: making worktrees and handing clones over for many workers
+    // takes longer than a lease.
+    let _kept = ClaimsKept::start(&l.state_dir, claimed.iter().map(|w| w.id.clone()).collect());
+    if let Some(stall) = test_stall() {
+        std::thread::sleep(stall);
+    }
     // A dead supervisor's worker dies with it (parent-death signal); make sure — its cgroup,
     // its group, what left the group — so that a replacement never runs beside its
     // predecessor, and it is gone before anything of its worktree is touched (see
@@ -273,7 +279,9 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
             )
         {
             // What goes wrong is logged here and decided by `reconcile`, which holds a
-            // replacement back when its worktree is still unusable.
+            // replacement back when its worktree is still unusable. A spawner killed inside
+            // `git worktree add` left its branch's lock file: cleared first.
+            worktree::clear_stale_git_locks(l, w);
             let _ = worktree::ensure_worktree(l, w);
         }
     }
@@ -371,12 +379,12 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     })?;
     let mut w = claimed?;
     super::orphans::kill_tree(&l.state_dir, &w, true);
+    worktree::clear_stale_git_locks(l, &w);
     if let Err(why) = worktree::ensure_worktree(l, &w) {
         // Given back at once: the operator mends what is named, then respawns again.
         store.write(|tx| ws::set_lease(tx, id, me, Some(0)))?;
         return Err(super::Error::Refused(format!("{id} not respawned: {why}")));
     }
-    worktree::clear_stale_git_locks(l, &w);
     let event = Event::Respawn {
         by: by.to_string(),
         note: note.to_string(),
@@ -467,6 +475,77 @@ fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, live: &[WorkerRecord
 /// How many orphans one claim transaction takes (short enough not to hold the write lock
 /// against supervisors for long).
 const CLAIM_BATCH: usize = 100;
+
+/// Tests only (a fault to put a resumer in): how long a pass stands still right after its
+/// claims, as one making many worktrees would. orch's own variable: workers never see it
+/// (their environment is built from scratch).
+pub const STALL_ENV: &str = "ORCH_TEST_RESUME_STALL_MS";
+
+fn test_stall() -> Option<Duration> {
+    std::env::var(STALL_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+}
+
+/// This process's claims on workers, renewed on a thread of its own (one transaction every
+/// `RENEW_EVERY_MS` for all of them) until dropped: a claim that lapsed in the middle of a long
+/// pass would make its worker look orphaned to the next resumer, which would claim it too. A
+/// claim handed over to the worker's new supervisor, or given back, is no longer renewed.
+struct ClaimsKept {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClaimsKept {
+    fn start(state_dir: &std::path::Path, mut ids: Vec<String>) -> ClaimsKept {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let state_dir = state_dir.to_path_buf();
+        let me = crate::pidns::host_pid() as i64;
+        let every = Duration::from_millis(super::supervisor::RENEW_EVERY_MS as u64);
+        let thread = std::thread::Builder::new()
+            .name("claims-kept".into())
+            .spawn(move || {
+                let Ok(mut store) = Store::open(&state_dir) else {
+                    return;
+                };
+                while !ids.is_empty() {
+                    match stopped.recv_timeout(every) {
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
+                    let kept = store.write(|tx| {
+                        let mut kept = Vec::with_capacity(ids.len());
+                        for id in &ids {
+                            kept.push(ws::keep_claim(tx, id, me, LEASE_MS)?);
+                        }
+                        Ok(kept)
+                    });
+                    match kept {
+                        Ok(kept) => {
+                            let mut kept = kept.into_iter();
+                            ids.retain(|_| kept.next().unwrap_or(false));
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot renew resume's claims"),
+                    }
+                }
+            })
+            .ok();
+        ClaimsKept {
+            stop: Some(stop),
+            thread,
+        }
+    }
+}
+
+impl Drop for ClaimsKept {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
 
 /// How long a resumer keeps its claims while a supervisor it started, still running, has not
 /// taken over yet (a machine so loaded that this passes is one to hear about).
@@ -646,7 +725,10 @@ fn reconcile(
     // A replacement works where its predecessor did: made again if it is gone (a worker that
     // had pushed was not looked at before), and never started where it could not work.
     let unusable = || {
-        super::spawn::program_missing(&l.config).or_else(|| worktree::ensure_worktree(l, &w).err())
+        super::spawn::program_missing(&l.config).or_else(|| {
+            worktree::clear_stale_git_locks(l, &w);
+            worktree::ensure_worktree(l, &w).err()
+        })
     };
     if d.action == Action::Respawned
         && let Some(missing) = unusable()
@@ -670,7 +752,6 @@ fn reconcile(
         });
     }
     let note = (d.action == Action::Respawned).then(|| {
-        worktree::clear_stale_git_locks(l, &w);
         let wt = std::path::Path::new(&w.worktree);
         let commits = crate::gitops::commits_since(wt, &w.base_sha).unwrap_or_default();
         let files = crate::gitops::files_modified(wt, &w.base_sha).unwrap_or_default();

@@ -219,22 +219,37 @@ pub fn chown_tree(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
         OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    chown_opened(top, uid, gid)
+    chown_opened(top, uid, gid, 0)
 }
 
-/// [`chown_tree`] of the entry `fd` (an `O_PATH` descriptor of it, not followed).
-fn chown_opened(fd: std::os::fd::OwnedFd, uid: u32, gid: u32) -> io::Result<()> {
+/// How deep [`chown_tree`] goes (two descriptors a level): a tree deeper than a clone ever is
+/// was made to exhaust orch's descriptors or stack, and its hand-over fails, naming it.
+const CHOWN_DEPTH: usize = 128;
+
+/// [`chown_tree`] of the entry `fd` (an `O_PATH` descriptor of it, not followed), `depth`
+/// levels below the top.
+fn chown_opened(fd: std::os::fd::OwnedFd, uid: u32, gid: u32, depth: usize) -> io::Result<()> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     use rustix::io::Errno;
     let st = rustix::fs::fstat(&fd)?;
+    let theirs = st.st_uid == uid && st.st_gid == gid;
     match FileType::from_raw_mode(st.st_mode) {
         FileType::Directory => {
-            let dir = rustix::fs::openat(
+            if depth >= CHOWN_DEPTH {
+                return Err(io::Error::other(format!(
+                    "a tree deeper than {CHOWN_DEPTH} directories is not handed over"
+                )));
+            }
+            let dir = match rustix::fs::openat(
                 &fd,
                 ".",
                 OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
                 Mode::empty(),
-            )?;
+            ) {
+                Ok(d) => d,
+                Err(Errno::NOENT) => return Ok(()), // removed meanwhile
+                Err(e) => return Err(e.into()),
+            };
             for entry in rustix::fs::Dir::new(dir)? {
                 let entry = entry?;
                 let name = entry.file_name();
@@ -251,17 +266,24 @@ fn chown_opened(fd: std::os::fd::OwnedFd, uid: u32, gid: u32) -> io::Result<()> 
                     Err(Errno::NOENT) => continue, // removed meanwhile
                     Err(e) => return Err(e.into()),
                 };
-                chown_opened(child, uid, gid)?;
+                chown_opened(child, uid, gid, depth + 1)?;
             }
         }
-        FileType::RegularFile if st.st_nlink > 1 => {
+        // The account's already (its own hard links among them): nothing to do.
+        _ if theirs => return Ok(()),
+        // Another name of it may be outside the tree (a hard link the account made to a file,
+        // a device or a link it does not own): never handed over.
+        _ if st.st_nlink > 1 => {
             tracing::warn!(
-                "a file with {} names in a tree handed over to uid {uid} is left as it is",
+                "an entry with {} names in a tree handed over to uid {uid} is left as it is",
                 st.st_nlink
             );
             return Ok(());
         }
         _ => {}
+    }
+    if theirs {
+        return Ok(());
     }
     rustix::fs::chownat(
         &fd,
@@ -271,6 +293,41 @@ fn chown_opened(fd: std::os::fd::OwnedFd, uid: u32, gid: u32) -> io::Result<()> 
         AtFlags::EMPTY_PATH,
     )?;
     Ok(())
+}
+
+/// Removes `base/rel` (a path of plain names) where a process of a worker's account may have
+/// put links on the way: each directory is opened without following it, the last name removed
+/// through its directory's descriptor (a link is removed itself, never what it points at).
+/// False when something on the way is missing or not a directory. `base`'s parents must be
+/// orch's.
+pub fn remove_inside(base: &Path, rel: &str) -> io::Result<bool> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use rustix::io::Errno;
+    let dir_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = match rustix::fs::open(base, dir_flags, Mode::empty()) {
+        Ok(d) => d,
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let names: Vec<&str> = rel.split('/').filter(|n| !n.is_empty()).collect();
+    let Some((last, on_the_way)) = names.split_last() else {
+        return Ok(false);
+    };
+    for name in on_the_way {
+        if *name == ".." || *name == "." {
+            return Ok(false);
+        }
+        dir = match rustix::fs::openat(&dir, *name, dir_flags, Mode::empty()) {
+            Ok(d) => d,
+            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+    }
+    match rustix::fs::unlinkat(&dir, *last, AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT | Errno::ISDIR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Writes `content` as `dir/name` (mode 0600), in a directory a process of a worker's account
@@ -450,6 +507,37 @@ mod tests {
             let m = std::fs::symlink_metadata(&orchs).unwrap();
             assert_eq!(m.uid(), 0, "{}", orchs.display());
         }
+    }
+
+    /// A lock removed inside a tree the account controls: a directory on the way swapped for
+    /// a link leads nowhere (nothing removed there), a link at the last name is removed itself.
+    #[test]
+    fn a_file_removed_inside_a_workspace_follows_no_link() {
+        let root = tempfile::tempdir().unwrap();
+        let orchs = root.path().join("orchs");
+        std::fs::create_dir_all(orchs.join("refs")).unwrap();
+        std::fs::write(orchs.join("refs/x.lock"), "").unwrap();
+        std::fs::write(orchs.join("index.lock"), "").unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir_all(ws.join("worktree/.git")).unwrap();
+        std::os::unix::fs::symlink(orchs.join("refs"), ws.join("worktree/.git/refs")).unwrap();
+        std::os::unix::fs::symlink(
+            orchs.join("index.lock"),
+            ws.join("worktree/.git/index.lock"),
+        )
+        .unwrap();
+        assert!(!remove_inside(&ws, "worktree/.git/refs/x.lock").unwrap());
+        assert!(orchs.join("refs/x.lock").exists());
+        assert!(remove_inside(&ws, "worktree/.git/index.lock").unwrap());
+        assert!(
+            orchs.join("index.lock").exists(),
+            "the link removed, not its target"
+        );
+        assert!(!ws.join("worktree/.git/index.lock").exists());
+        std::fs::write(ws.join("worktree/.git/HEAD.lock"), "").unwrap();
+        assert!(remove_inside(&ws, "worktree/.git/HEAD.lock").unwrap());
+        assert!(!remove_inside(&ws, "worktree/.git/HEAD.lock").unwrap());
+        assert!(!remove_inside(&ws, "worktree/../../orchs/index.lock").unwrap());
     }
 
     /// A file orch writes where the account may write too is made new: a symbolic link the

@@ -274,6 +274,15 @@ pub fn clone_for_worker(
     if making.exists() {
         std::fs::remove_dir_all(&making).map_err(|e| io(&making, e))?;
     }
+    // Made 0700 first (git clones into an empty directory): beside other workers'
+    // workspaces, nobody reads it while it is made.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&making)
+            .map_err(|e| io(&making, e))?;
+    }
     configure_clone_for_worker(clone, &making, branch, remote, base, upstream)?;
     std::fs::rename(&making, dir).map_err(|e| io(dir, e))
 }
@@ -370,9 +379,11 @@ fn remove_stale_locks_under(dir: &Path) {
     };
     for e in entries.flatten() {
         let path = e.path();
-        if path.is_dir() {
+        // A link is never followed (to a directory or to a lock): only what is in `dir`.
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_dir() {
             remove_stale_locks_under(&path);
-        } else if path.extension().is_some_and(|x| x == "lock") {
+        } else if kind.is_file() && path.extension().is_some_and(|x| x == "lock") {
             remove_if_stale(&path);
         }
     }
@@ -1206,6 +1217,16 @@ mod tests {
             Some("/srv/forge/core.git")
         );
         assert_eq!(head(&dir).unwrap(), base);
-        assert!(!dir.with_file_name("worktree.making").exists());
+        // Made in the workspace's parent, orch's, and nothing of it left there.
+        let making = root.path().join(".workspace.worktree.making");
+        assert!(!making.exists());
+        assert_eq!(
+            std::fs::read_dir(root.path())
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".making"))
+                .count(),
+            0
+        );
     }
 }

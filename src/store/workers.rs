@@ -458,17 +458,18 @@ pub fn set_lease(tx: &Tx, id: &str, pid: i64, for_ms: Option<i64>) -> super::sql
     Ok(n == 1)
 }
 
-/// [`set_lease`] for a claim still in force: one given back meanwhile (its lease ended) is
-/// left given back. False when that process no longer holds it, or gave it back.
+/// [`set_lease`] for a claim not given back: one given back meanwhile (`set_lease(.., None)`:
+/// its lease 0) is left so, whatever the clock says. False when that process no longer holds
+/// it, or gave it back.
 pub fn keep_claim(tx: &Tx, id: &str, pid: i64, for_ms: i64) -> super::sql::Result<bool> {
-    let now = tx.clock_ms()?;
+    let until = lease_until(tx, Some(for_ms))?;
     let n = tx
         .prepare_cached(
             "UPDATE workers SET lease_until_ms = ?3
              WHERE id = ?1 AND supervisor_pid = ?2 AND (node IS NULL OR node = ?4)
-               AND lease_until_ms > ?5",
+               AND lease_until_ms <> 0",
         )?
-        .execute(params![id, pid, now + for_ms, crate::node::name(), now])?;
+        .execute(params![id, pid, until, crate::node::name()])?;
     Ok(n == 1)
 }
 

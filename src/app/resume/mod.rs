@@ -285,7 +285,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
             let _ = worktree::ensure_worktree(l, w);
         }
     }
-    let mut found = worktree::unreported_pushes(&mut store, &claimed);
+    let mut found = worktree::unreported_pushes(l, &mut store, &claimed);
     // CI is asked on a thread while the answers already in are reconciled here: the pass
     // takes about as long as the slower of the two, not their sum.
     let jobs = ci_jobs(l, &claimed, &found);
@@ -378,11 +378,13 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
         Ok(Ok(w))
     })?;
     let mut w = claimed?;
+    // Kept until the new supervisor has it: the clone may be made again and handed over.
+    let _kept = ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     super::orphans::kill_tree(&l.state_dir, &w, true);
     worktree::clear_stale_git_locks(l, &w);
     if let Err(why) = worktree::ensure_worktree(l, &w) {
         // Given back at once: the operator mends what is named, then respawns again.
-        store.write(|tx| ws::set_lease(tx, id, me, Some(0)))?;
+        store.write(|tx| ws::set_lease(tx, id, me, None))?;
         return Err(super::Error::Refused(format!("{id} not respawned: {why}")));
     }
     let event = Event::Respawn {
@@ -491,7 +493,8 @@ fn test_stall() -> Option<Duration> {
 /// This process's claims on workers, renewed on a thread of its own (one transaction every
 /// `RENEW_EVERY_MS` for all of them) until dropped: a claim that lapsed in the middle of a long
 /// pass would make its worker look orphaned to the next resumer, which would claim it too. A
-/// claim handed over to the worker's new supervisor, or given back, is no longer renewed.
+/// claim handed over to the worker's new supervisor, or given back (its lease set to 0), is no
+/// longer renewed; one that lapsed while this process was stalled is, unless taken meanwhile.
 struct ClaimsKept {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -506,8 +509,12 @@ impl ClaimsKept {
         let thread = std::thread::Builder::new()
             .name("claims-kept".into())
             .spawn(move || {
-                let Ok(mut store) = Store::open(&state_dir) else {
-                    return;
+                let mut store = match Store::open(&state_dir) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot keep resume's claims: they last one lease");
+                        return;
+                    }
                 };
                 while !ids.is_empty() {
                     match stopped.recv_timeout(every) {
@@ -577,6 +584,8 @@ pub(crate) fn await_handover(
             let exited = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
             if exited && !taken {
                 tracing::warn!(worker = %id, "its new supervisor exited before taking over");
+                // Given back (the pass's keeper renews it no more): the next resume takes it.
+                let _ = store.write(|tx| ws::set_lease(tx, id, me, None));
             }
             !(taken || exited)
         });
@@ -738,7 +747,7 @@ fn reconcile(
         // is decided, its lock and work stay, and the claim is given back at once so that the
         // resume after the mend takes it.
         let me = crate::pidns::host_pid() as i64;
-        store.write(|tx| ws::set_lease(tx, &w.id, me, Some(0)))?;
+        store.write(|tx| ws::set_lease(tx, &w.id, me, None))?;
         return Ok(Reconciled {
             worker_id: w.id.clone(),
             repo: w.repo.clone(),

@@ -155,11 +155,23 @@ pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
     let wt = Path::new(&w.worktree);
     let mut stale = Vec::new();
     let branch_lock = format!("refs/heads/{}.lock", w.local_branch());
-    if let Some(gitdir) = worktree_git_dir(wt) {
+    if wt == super::trust::expected_own_clone(&l.state_dir, &w.id) {
+        // A clone of its own is the account's (its branch is in it too): walked from its
+        // workspace by descriptors, no link on the way followed — root removes nothing else.
+        let workspace = crate::account::workspace_dir(&l.state_dir, &w.id);
+        let clone = wt
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("worktree");
+        for lock in ["index.lock", "HEAD.lock", branch_lock.as_str()] {
+            let rel = format!("{clone}/.git/{lock}");
+            if crate::account::remove_inside(&workspace, &rel).unwrap_or(false) {
+                tracing::warn!(worker = %w.id, "removed a stale git lock its previous worker left: {}", wt.join(".git").join(lock).display());
+            }
+        }
+    } else if let Some(gitdir) = worktree_git_dir(wt) {
         stale.push(gitdir.join("index.lock"));
         stale.push(gitdir.join("HEAD.lock"));
-        // A clone of its own keeps its branch there too.
-        stale.push(gitdir.join(&branch_lock));
     }
     if let Some(repo) = l.config.repo(&w.repo) {
         let common = repo.path.join(".git");
@@ -170,6 +182,8 @@ pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
         };
         stale.push(common.join(&branch_lock));
         if l.config.forge.kind == crate::config::ForgeKind::Local {
+            // The forge's, this worker's branch alone: a receive-pack its dead supervisor
+            // relayed for it lost its pack's sender with the worker, and ends.
             stale.push(
                 crate::forge::local::LocalForge::new(&l.state_dir, &l.config)
                     .remote_path(&w.repo)
@@ -188,12 +202,32 @@ pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
 /// past the tracked SHA — also in PUSHED_TO_CI, where it replaces the tracked SHA (DONE is about
 /// the branch head). Only new work counts (`gitops::why_not_new_work`; `others`: what the
 /// other workers of the repository pushed). (SHA, its commit time.)
-pub fn unreported_push(w: &WorkerRecord, others: &[(String, String)]) -> Option<(Sha, i64)> {
+pub fn unreported_push(
+    l: &Loaded,
+    w: &WorkerRecord,
+    others: &[(String, String)],
+) -> Option<(Sha, i64)> {
     if !may_have_pushed(w) {
         return None;
     }
-    gitops::fetch(Path::new(&w.worktree), &w.remote).ok()?;
-    unreported_push_fetched(w, others)
+    let dir = fetch_dir(l, w);
+    gitops::fetch(&dir, &w.remote).ok()?;
+    unreported_push_fetched(w, &dir, others)
+}
+
+/// Where orch fetches a worker's remote and reads what it pushed: its worktree (a linked
+/// worktree of orch's clone, whose refs it shares) — or, for a worker of another account,
+/// orch's own clone of the repository, which has the same remote: orch never runs git inside
+/// a clone the account controls (its configuration, hooks and links would be followed by
+/// root: a `FETCH_HEAD` linked to `/etc/shadow` would be written through).
+fn fetch_dir(l: &Loaded, w: &WorkerRecord) -> PathBuf {
+    let wt = PathBuf::from(&w.worktree);
+    if wt == super::trust::expected_own_clone(&l.state_dir, &w.id)
+        && let Some(repo) = l.config.repo(&w.repo)
+    {
+        return repo.path.clone();
+    }
+    wt
 }
 
 fn may_have_pushed(w: &WorkerRecord) -> bool {
@@ -213,6 +247,7 @@ const FETCH_CONCURRENCY: usize = 8;
 /// fetches into one clone would fight over its ref locks), up to `FETCH_CONCURRENCY`
 /// repositories at once, then each branch looked at locally. Worker id → (SHA, commit time).
 pub fn unreported_pushes(
+    l: &Loaded,
     store: &mut crate::store::Store,
     claimed: &[WorkerRecord],
 ) -> std::collections::HashMap<String, (Sha, i64)> {
@@ -222,12 +257,16 @@ pub fn unreported_pushes(
         .iter()
         .filter(|w| may_have_pushed(w) && Path::new(&w.worktree).is_dir())
         .collect();
-    // One worktree per (repository, remote) to fetch through.
+    // One worktree (or clone) per (repository, remote) to fetch through.
+    let dirs: std::collections::HashMap<&str, PathBuf> = candidates
+        .iter()
+        .map(|w| (w.id.as_str(), fetch_dir(l, w)))
+        .collect();
     let mut fetches: std::collections::BTreeMap<(&str, &str), &Path> = Default::default();
     for w in &candidates {
         fetches
             .entry((w.repo.as_str(), w.remote.as_str()))
-            .or_insert(Path::new(&w.worktree));
+            .or_insert(dirs[w.id.as_str()].as_path());
     }
     let fetches: Vec<((&str, &str), &Path)> = fetches.into_iter().collect();
     let fetched: std::collections::HashSet<(&str, &str)> = std::thread::scope(|scope| {
@@ -251,13 +290,11 @@ pub fn unreported_pushes(
             .unwrap_or_default();
         // A fetch that failed through another worktree is tried through the worker's own.
         let key = (w.repo.as_str(), w.remote.as_str());
+        let dir = dirs[w.id.as_str()].as_path();
         let push = if fetched.contains(&key) {
-            unreported_push_fetched(w, &others)
-        } else if fetches
-            .iter()
-            .any(|(k, wt)| *k == key && *wt != Path::new(&w.worktree))
-        {
-            unreported_push(w, &others)
+            unreported_push_fetched(w, dir, &others)
+        } else if fetches.iter().any(|(k, wt)| *k == key && *wt != dir) {
+            unreported_push(l, w, &others)
         } else {
             None
         };
@@ -268,9 +305,12 @@ pub fn unreported_pushes(
     found
 }
 
-/// [`unreported_push`] once the worktree's remote was fetched.
-fn unreported_push_fetched(w: &WorkerRecord, others: &[(String, String)]) -> Option<(Sha, i64)> {
-    let wt = Path::new(&w.worktree);
+/// [`unreported_push`] once the remote was fetched into `wt` (see [`fetch_dir`]).
+fn unreported_push_fetched(
+    w: &WorkerRecord,
+    wt: &Path,
+    others: &[(String, String)],
+) -> Option<(Sha, i64)> {
     let head = gitops::resolve(wt, &format!("refs/remotes/{}/{}", w.remote, w.branch)).ok()?;
     if head == w.base_sha || w.progress.tracked_sha.as_ref().is_some_and(|t| *t == head) {
         return None;

@@ -336,7 +336,15 @@ tasks:
             .find(|t| t["id"] == task)
             .and_then(|t| t["worker"].as_str().map(str::to_string))
     };
-    let first = worker_of("long").expect("the long task started");
+    // The long task's first worker: the first on alpha (on a loaded machine it may have
+    // timed out, and its task gone to another, before the tick that started it returned).
+    let first = org
+        .workers()
+        .into_iter()
+        .filter(|w| w.repo == "alpha")
+        .min_by_key(|w| w.created_ms)
+        .expect("the long task started")
+        .id;
     let short = worker_of("short").expect("the short task started");
     // Nobody ticks meanwhile: the timed-out worker's supervisor reassigns its task itself.
     let second = poll_until(

@@ -428,19 +428,26 @@ fn any_run() -> impl Strategy<Value = RunPlan> {
 /// Skips a job that no runner took as the server would: without a task only when another
 /// job of the run failed, was cancelled or skipped (its `needs`; from v16 also a false
 /// `if:`), else by its `if:` ([`FakeForgejo::runner_skip`]: a `skipped` task before v16).
-fn skip(fake: &FakeForgejo, run: i64, job: &str, jobs: &[(&str, &str)]) {
-    let need_failed = jobs.iter().any(|(other, _)| {
-        *other != job
-            && matches!(
-                fake.job_status(run, other).as_str(),
-                "failure" | "cancelled" | "skipped"
-            )
-    });
-    if need_failed {
-        fake.set_job(run, job, "skipped");
-    } else {
+/// Returns the needs it gave a job the server skipped (those that did not succeed).
+fn skip<'a>(fake: &FakeForgejo, run: i64, job: &str, jobs: &[(&'a str, &str)]) -> Vec<&'a str> {
+    let needs: Vec<&str> = jobs
+        .iter()
+        .filter(|(other, _)| {
+            *other != job
+                && matches!(
+                    fake.job_status(run, other).as_str(),
+                    "failure" | "cancelled" | "skipped"
+                )
+        })
+        .map(|(other, _)| *other)
+        .collect();
+    if needs.is_empty() {
         fake.runner_skip(run, job);
+    } else {
+        fake.set_needs(run, job, &needs);
+        fake.set_job(run, job, "skipped");
     }
+    needs
 }
 
 /// Builds the scenario on the fake by its rules: a finished job changes only through a
@@ -459,9 +466,11 @@ fn build(fake: &FakeForgejo, plans: &[RunPlan]) {
             .map(|(n, s)| (*n, if *s == "skipped" { "waiting" } else { *s }))
             .collect();
         let run = fake.add_workflow_run(REPO, SHA, p.trigger, p.workflow, &start);
+        // job -> the jobs it needs (only those the server skipped it for are known).
+        let mut needs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
         for (n, s) in &p.jobs {
             if *s == "skipped" {
-                skip(fake, run, n, &p.jobs);
+                needs.insert(n, skip(fake, run, n, &p.jobs));
             }
         }
         for (i, op) in &p.ops {
@@ -475,13 +484,26 @@ fn build(fake: &FakeForgejo, plans: &[RunPlan]) {
             );
             match op {
                 Op::Set("skipped") if matches!(now.as_str(), "waiting" | "blocked") => {
-                    skip(fake, run, job, &p.jobs)
+                    needs.insert(job, skip(fake, run, job, &p.jobs));
                 }
                 Op::Set(s) if !done => fake.set_job(run, job, s),
                 Op::RunnerSkip if matches!(now.as_str(), "waiting" | "blocked") => {
                     fake.runner_skip(run, job)
                 }
-                Op::Rerun if done => fake.rerun_job(run, job),
+                Op::Rerun if done => {
+                    // As Forgejo reruns a job: with every finished job that needs it (a job
+                    // the server skipped because this one failed runs again too).
+                    fake.rerun_job(run, job);
+                    for (other, _) in &p.jobs {
+                        let finished = matches!(
+                            fake.job_status(run, other).as_str(),
+                            "success" | "failure" | "cancelled" | "skipped"
+                        );
+                        if finished && needs.get(other).is_some_and(|n| n.contains(job)) {
+                            fake.rerun_job(run, other);
+                        }
+                    }
+                }
                 Op::CancelRun => fake.cancel_run(run),
                 _ => {}
             }

@@ -269,11 +269,10 @@ fn chown_opened(fd: std::os::fd::OwnedFd, uid: u32, gid: u32, depth: usize) -> i
                 chown_opened(child, uid, gid, depth + 1)?;
             }
         }
-        // The account's already (its own hard links among them): nothing to do.
-        _ if theirs => return Ok(()),
         // Another name of it may be outside the tree (a hard link the account made to a file,
-        // a device or a link it does not own): never handed over.
-        _ if st.st_nlink > 1 => {
+        // a device or a link it does not own): never handed over. (The account's already,
+        // its own hard links among them: nothing to do, below.)
+        _ if st.st_nlink > 1 && !theirs => {
             tracing::warn!(
                 "an entry with {} names in a tree handed over to uid {uid} is left as it is",
                 st.st_nlink

@@ -291,6 +291,8 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
         Ok(Ok(w))
     })?;
     let w = claimed?;
+    // Kept until its new supervisor (if it gets one) has it.
+    let _kept = super::resume::ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     let event = Event::Approve {
         sha: sha.clone(),
         by: by.to_string(),

@@ -180,31 +180,12 @@ fn a_worker_of_its_own_account_whose_clone_is_gone_is_taken_over_after_its_super
     let Some(account) = worker_account() else {
         return;
     };
-    let org = Org::new(Spec::resumable(&[("core", &[])]).user(&account.name));
-    let id = org.spawn("core", "push-hang add the feature", "t-account");
-    org.wait_mark(&id, 1, "pushed");
-    let wt = std::path::PathBuf::from(org.worker(&id).worktree);
+    let (org, id, wt) = orphaned_after_its_push(&account, "t-account");
     assert_eq!(std::fs::metadata(&wt).unwrap().uid(), account.uid);
-    org.kill_supervisor(&id);
     // Its clone lost while nobody supervised it (a disk cleaned, a node replaced).
-    poll_until(
-        "the worker's processes gone with its guard",
-        DEADLINE,
-        || processes_under(&wt).is_empty().then_some(()),
-        || format!("{:?}", processes_under(&wt)),
-    );
     std::fs::remove_dir_all(&wt).unwrap();
 
-    org.open_gate("core");
-    let answer = org.resume();
-    assert!(
-        answer.to_string().contains(&id),
-        "resume took it over: {answer}"
-    );
-    org.wait_done(&id);
-    let w = org.worker(&id);
-    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
-    assert_eq!(w.respawns, 1, "{}", org.diag(&id));
+    resumed_to_done_once(&org, &id);
     // Made again from what it had pushed, and handed to the account again.
     let meta = std::fs::metadata(&wt).unwrap();
     assert_eq!(meta.uid(), account.uid);
@@ -220,17 +201,7 @@ fn a_hand_over_cut_half_way_is_done_again_by_resume() {
     let Some(account) = worker_account() else {
         return;
     };
-    let org = Org::new(Spec::resumable(&[("core", &[])]).user(&account.name));
-    let id = org.spawn("core", "push-hang add the feature", "t-half");
-    org.wait_mark(&id, 1, "pushed");
-    let wt = std::path::PathBuf::from(org.worker(&id).worktree);
-    org.kill_supervisor(&id);
-    poll_until(
-        "the worker's processes gone with its guard",
-        DEADLINE,
-        || processes_under(&wt).is_empty().then_some(()),
-        || format!("{:?}", processes_under(&wt)),
-    );
+    let (org, id, wt) = orphaned_after_its_push(&account, "t-half");
     // What a hand-over killed after its first entries leaves: the clone's top and some of its
     // git directory the account's, the rest (objects, refs, index, a tracked file, the
     // worker's home) orch's, and the mark in the session directory.
@@ -248,22 +219,48 @@ fn a_hand_over_cut_half_way_is_done_again_by_resume() {
     std::fs::write(org.state.join(&id).join("handing-over"), b"").unwrap();
     assert_eq!(std::fs::metadata(&wt).unwrap().uid(), account.uid);
 
-    org.open_gate("core");
-    let answer = org.resume();
-    assert!(
-        answer.to_string().contains(&id),
-        "resume took it over: {answer}"
-    );
-    org.wait_done(&id);
-    let w = org.worker(&id);
-    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(&id));
-    assert_eq!(w.respawns, 1, "{}", org.diag(&id));
+    resumed_to_done_once(&org, &id);
     // Handed over whole this time, and the mark gone with it.
     let mut orchs = Vec::new();
     owned_by_other(&wt, account.uid, &mut orchs);
     owned_by_other(&home, account.uid, &mut orchs);
     assert!(orchs.is_empty(), "still not the account's: {orchs:?}");
     assert!(!org.state.join(&id).join("handing-over").exists());
+}
+
+/// A worker of `account` on `core` that pushed, whose supervisor was then killed and whose
+/// processes are gone (its CI gate still closed): the organisation, its id and its clone.
+fn orphaned_after_its_push(
+    account: &crate::support::TestAccount,
+    task_id: &str,
+) -> (Org, String, std::path::PathBuf) {
+    let org = Org::new(Spec::resumable(&[("core", &[])]).user(&account.name));
+    let id = org.spawn("core", "push-hang add the feature", task_id);
+    org.wait_mark(&id, 1, "pushed");
+    let wt = std::path::PathBuf::from(org.worker(&id).worktree);
+    org.kill_supervisor(&id);
+    poll_until(
+        "the worker's processes gone with its guard",
+        DEADLINE,
+        || processes_under(&wt).is_empty().then_some(()),
+        || format!("{:?}", processes_under(&wt)),
+    );
+    (org, id, wt)
+}
+
+/// CI opened, then one `orch resume`: it takes worker `id` over, and its one replacement
+/// ends DONE.
+fn resumed_to_done_once(org: &Org, id: &str) {
+    org.open_gate("core");
+    let answer = org.resume();
+    assert!(
+        answer.to_string().contains(id),
+        "resume took it over: {answer}"
+    );
+    org.wait_done(id);
+    let w = org.worker(id);
+    assert_eq!(w.progress.milestone, Milestone::Done, "{}", org.diag(id));
+    assert_eq!(w.respawns, 1, "{}", org.diag(id));
 }
 
 fn chown_tree_to_root(path: &std::path::Path) {

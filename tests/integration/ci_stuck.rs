@@ -138,23 +138,14 @@ impl Drop for NoRunner {
 /// Forgejo's API does not have — follows CI for it, and escalates when it waits too.
 #[test]
 fn forgejo_ci_with_no_runner_is_restarted_once_by_an_empty_commit_then_escalated() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let fake = rt.block_on(FakeForgejo::start("16.0.0+gitea-1.22.0"));
     fake.require_token(Some(TOKEN));
     let mut spec = Spec::local("push_and_wait.sh")
         .repo(RepoSpec::new(REPO))
         .timeout("PUSHED_TO_CI", "2s", "1s");
     spec.progress_window = Some("1s".into());
-    spec.forge = ForgeSpec::Forgejo {
-        url: fake.uri(),
-        owner: OWNER.into(),
-        token_env: "E2E_FORGEJO_TOKEN".into(),
-        token: TOKEN.into(),
-    };
+    spec.forge = on_fake(&fake);
     let org = Org::new(spec);
     let _ci = NoRunner::start(fake.clone(), org.origin_path(REPO));
     let id = org.spawn_detached(REPO, "push and wait");
@@ -216,15 +207,20 @@ fn forgejo_org(rt: &tokio::runtime::Runtime) -> (FakeForgejo, Org) {
         .repo(RepoSpec::new(REPO))
         .timeout("PUSHED_TO_CI", "10m", "1s")
         .contract_key("check_interval", "1s");
-    spec.forge = ForgeSpec::Forgejo {
+    spec.forge = on_fake(&fake);
+    let org = Org::new(spec);
+    fake.serve_git(REPO, &org.origin_path(REPO));
+    (fake, org)
+}
+
+/// The organisation's forge: `fake`, with the test's token.
+fn on_fake(fake: &FakeForgejo) -> ForgeSpec {
+    ForgeSpec::Forgejo {
         url: fake.uri(),
         owner: OWNER.into(),
         token_env: "E2E_FORGEJO_TOKEN".into(),
         token: TOKEN.into(),
-    };
-    let org = Org::new(spec);
-    fake.serve_git(REPO, &org.origin_path(REPO));
-    (fake, org)
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -404,12 +400,7 @@ fn a_failed_poll_of_an_upstreams_base_branch_is_in_the_workers_history() {
     let mut spec = Spec::local("push_and_wait.sh")
         .repo(RepoSpec::new("lib"))
         .repo(RepoSpec::new(REPO).deps(&["lib"]));
-    spec.forge = ForgeSpec::Forgejo {
-        url: fake.uri(),
-        owner: OWNER.into(),
-        token_env: "E2E_FORGEJO_TOKEN".into(),
-        token: TOKEN.into(),
-    };
+    spec.forge = on_fake(&fake);
     let org = Org::new(spec);
     fake.serve_git("lib", &org.origin_path("lib"));
     fake.serve_git(REPO, &org.origin_path(REPO));

@@ -279,9 +279,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
             )
         {
             // What goes wrong is logged here and decided by `reconcile`, which holds a
-            // replacement back when its worktree is still unusable. A spawner killed inside
-            // `git worktree add` left its branch's lock file: cleared first.
-            worktree::clear_stale_git_locks(l, w);
+            // replacement back when its worktree is still unusable.
             let _ = worktree::ensure_worktree(l, w);
         }
     }
@@ -381,7 +379,6 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     // Kept until the new supervisor has it: the clone may be made again and handed over.
     let _kept = ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     super::orphans::kill_tree(&l.state_dir, &w, true);
-    worktree::clear_stale_git_locks(l, &w);
     if let Err(why) = worktree::ensure_worktree(l, &w) {
         // Given back at once: the operator mends what is named, then respawns again.
         store.write(|tx| ws::set_lease(tx, id, me, None))?;
@@ -495,13 +492,13 @@ fn test_stall() -> Option<Duration> {
 /// pass would make its worker look orphaned to the next resumer, which would claim it too. A
 /// claim handed over to the worker's new supervisor, or given back (its lease set to 0), is no
 /// longer renewed; one that lapsed while this process was stalled is, unless taken meanwhile.
-struct ClaimsKept {
+pub(crate) struct ClaimsKept {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ClaimsKept {
-    fn start(state_dir: &std::path::Path, mut ids: Vec<String>) -> ClaimsKept {
+    pub(crate) fn start(state_dir: &std::path::Path, mut ids: Vec<String>) -> ClaimsKept {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let state_dir = state_dir.to_path_buf();
         let me = crate::pidns::host_pid() as i64;
@@ -569,16 +566,10 @@ pub(crate) fn await_handover(
     me: i64,
 ) {
     let deadline = Instant::now() + HANDOVER_WAIT;
-    let mut renewed = Instant::now();
+    // The claims stay ours while we wait (an expired lease would make the workers look
+    // orphaned to other resumers however alive this process is): every caller holds a
+    // [`ClaimsKept`] for them until this returns.
     while !started.is_empty() {
-        // The claims stay ours while we wait: an expired lease would make the workers look
-        // orphaned to other resumers however alive this process is.
-        if renewed.elapsed() >= Duration::from_secs(3) {
-            renewed = Instant::now();
-            for (id, _) in &started {
-                let _ = store.write(|tx| ws::set_lease(tx, id, me, Some(LEASE_MS)));
-            }
-        }
         started.retain_mut(|(id, child)| {
             let taken = !matches!(store.worker(id), Ok(Some(w)) if w.lease().is_some_and(|l| l.held_by(me)));
             let exited = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
@@ -734,10 +725,7 @@ fn reconcile(
     // A replacement works where its predecessor did: made again if it is gone (a worker that
     // had pushed was not looked at before), and never started where it could not work.
     let unusable = || {
-        super::spawn::program_missing(&l.config).or_else(|| {
-            worktree::clear_stale_git_locks(l, &w);
-            worktree::ensure_worktree(l, &w).err()
-        })
+        super::spawn::program_missing(&l.config).or_else(|| worktree::ensure_worktree(l, &w).err())
     };
     if d.action == Action::Respawned
         && let Some(missing) = unusable()

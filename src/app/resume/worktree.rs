@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// worker of another account its clone again); `Err` (why) when the worker could not work in
 /// it: a replacement started there would only fail its task.
 pub fn ensure_worktree(l: &Loaded, w: &WorkerRecord) -> Result<(), String> {
+    // A spawner killed inside `git worktree add -b` left its branch's lock file: cleared
+    // first (every caller has killed what was left of the worker).
+    clear_stale_git_locks(l, w);
     let wt = Path::new(&w.worktree);
     let Some(repo) = l.config.repo(&w.repo) else {
         return Err(format!("repository {} is not in repos.yaml", w.repo));
@@ -151,11 +154,11 @@ fn worktree_usable(wt: &Path) -> bool {
 /// Removes the lock files a worker killed inside a git command leaves behind, so that its
 /// replacement can commit and push. Safe: the previous worker's group is dead, and its
 /// worktree, branch and remote branch belong to this worker alone.
-pub fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
+fn clear_stale_git_locks(l: &Loaded, w: &WorkerRecord) {
     let wt = Path::new(&w.worktree);
     let mut stale = Vec::new();
     let branch_lock = format!("refs/heads/{}.lock", w.local_branch());
-    if wt == super::trust::expected_own_clone(&l.state_dir, &w.id) {
+    if own_clone(l, w) {
         // A clone of its own is the account's (its branch is in it too): walked from its
         // workspace by descriptors, no link on the way followed — root removes nothing else.
         let workspace = crate::account::workspace_dir(&l.state_dir, &w.id);
@@ -221,13 +224,18 @@ pub fn unreported_push(
 /// a clone the account controls (its configuration, hooks and links would be followed by
 /// root: a `FETCH_HEAD` linked to `/etc/shadow` would be written through).
 fn fetch_dir(l: &Loaded, w: &WorkerRecord) -> PathBuf {
-    let wt = PathBuf::from(&w.worktree);
-    if wt == super::trust::expected_own_clone(&l.state_dir, &w.id)
+    if own_clone(l, w)
         && let Some(repo) = l.config.repo(&w.repo)
     {
         return repo.path.clone();
     }
-    wt
+    PathBuf::from(&w.worktree)
+}
+
+/// Whether `w` works in a clone of its own (a worker of another account, or sandboxed):
+/// one orch must not run git in or follow links through.
+fn own_clone(l: &Loaded, w: &WorkerRecord) -> bool {
+    Path::new(&w.worktree) == super::trust::expected_own_clone(&l.state_dir, &w.id)
 }
 
 fn may_have_pushed(w: &WorkerRecord) -> bool {

@@ -68,16 +68,30 @@ pub fn damage(f: &FileFacts) -> Option<String> {
 }
 
 /// The facts of the database file at `db` (`None`: no file there).
+///
+/// Read through a descriptor this process keeps open for good ([`kept_file`]), never one opened
+/// and closed here: closing any descriptor of a file drops every POSIX lock the process holds
+/// on it, its SQLite connections' included.
 pub fn facts(db: &Path) -> std::io::Result<Option<FileFacts>> {
-    use std::io::Read;
-    let mut file = match std::fs::File::open(db) {
+    use std::os::unix::fs::FileExt;
+    let file = match kept_file(db) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     let len = file.metadata()?.len();
-    let mut header = Vec::with_capacity(HEADER);
-    (&mut file).take(HEADER as u64).read_to_end(&mut header)?;
+    let mut header = vec![0u8; HEADER];
+    let mut read = 0;
+    // pread: the kept descriptor's offset is never moved (another thread may read it too).
+    while read < HEADER {
+        match file.read_at(&mut header[read..], read as u64) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    header.truncate(read);
     let side = |suffix: &str| {
         let mut p = db.as_os_str().to_owned();
         p.push(suffix);
@@ -89,6 +103,47 @@ pub fn facts(db: &Path) -> std::io::Result<Option<FileFacts>> {
         wal_len: side("-wal").map(|m| m.len()),
         shm: side("-shm").is_some(),
     }))
+}
+
+/// A read-only descriptor of the file now at `path`, opened once per file (device and inode)
+/// and then kept open until the process exits.
+///
+/// POSIX locks belong to a process and a file, not to a descriptor: `close` of *any*
+/// descriptor of the database file drops every lock this process holds on it — those of its
+/// SQLite connections too (SQLite's documented pitfall, "How To Corrupt An SQLite Database
+/// File", 2.2). An outside reader (the `sqlite3` shell, a backup) then finds no other user,
+/// takes the database as its own, and on closing checkpoints and deletes the WAL and its
+/// index under the live connections: their writes go to deleted files and are lost. So a
+/// process that may hold a connection never closes a descriptor of the database it opened
+/// itself. (SQLite's own unix VFS keeps such descriptors the same way.) One descriptor per
+/// file ever seen: a handful in a process's life (a rebuild replaces the file once).
+fn kept_file(path: &Path) -> std::io::Result<std::sync::Arc<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::{Arc, Mutex};
+    type Kept = Vec<((u64, u64), Arc<std::fs::File>)>;
+    static KEPT: Mutex<Kept> = Mutex::new(Vec::new());
+    let meta = std::fs::metadata(path)?;
+    let key = (meta.dev(), meta.ino());
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, f)) = kept.iter().find(|(k, _)| *k == key) {
+        return Ok(f.clone());
+    }
+    // O_NOFOLLOW: the state directory is orch's own; a link put there is not followed.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // The file opened may be a newer one than the one looked at: keep it under its own key.
+    let m = file.metadata()?;
+    let key = (m.dev(), m.ino());
+    if let Some((_, f)) = kept.iter().find(|(k, _)| *k == key) {
+        // Already kept: this second descriptor must not be closed either.
+        std::mem::forget(file);
+        return Ok(f.clone());
+    }
+    let file = Arc::new(file);
+    kept.push((key, file.clone()));
+    Ok(file)
 }
 
 /// One line of `/proc/locks` that matters here: a POSIX lock's holder, kind and inode.

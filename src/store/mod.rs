@@ -726,6 +726,9 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)
     {
+        // Closing this descriptor drops no lock of a connection: the file is new (no
+        // connection of this process can have it open). An existing file is never opened here
+        // (see `health::facts`: closing a descriptor of it would drop their locks).
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let meta = std::fs::metadata(path)?;

@@ -46,6 +46,7 @@ mod models;
 mod nodes;
 mod operator_day;
 mod output_escape;
+mod outside_reader;
 mod pg_store;
 mod process_group;
 mod protected_paths;

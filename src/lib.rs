@@ -14,6 +14,7 @@ pub mod contain;
 pub mod contract;
 pub mod diag;
 pub mod duration;
+pub mod fault;
 pub mod forge;
 pub mod gitops;
 pub mod graph;

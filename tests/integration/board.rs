@@ -765,14 +765,14 @@ fn sign_in_from(
 /// Wrong tokens are counted per client address: the sixth sign-in within the window is
 /// refused (429, Retry-After), a right token too, while another client signs in; once the
 /// window has passed the client signs in again. The attempted tokens are never logged.
-/// (`ORCH_SERVE_LOGIN_WINDOW` shortens the minute.)
+/// (`ORCH_TEST_LOGIN_WINDOW` shortens the minute.)
 #[test]
 fn wrong_tokens_are_rate_limited_per_client_and_the_limit_passes() {
     let (mut org, _id) = org_with_a_worker();
     let token = "board-token-right-one-31337";
     with_token(&mut org, token);
     // Seconds, not a minute; enough for the attempts below on a busy machine.
-    org.set_env("ORCH_SERVE_LOGIN_WINDOW", "5s");
+    org.set_env("ORCH_TEST_LOGIN_WINDOW", "5s");
     let s = serve(&org, "0.0.0.0:0");
     let (me, other) = ("127.0.0.1", "127.0.0.2");
     let started = Instant::now();

@@ -260,7 +260,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     // Kept for the whole pass: making worktrees and handing clones over for many workers
     // takes longer than a lease.
     let _kept = ClaimsKept::start(&l.state_dir, claimed.iter().map(|w| w.id.clone()).collect());
-    if let Some(stall) = test_stall() {
+    if let Some(stall) = crate::fault::resume_stall() {
         std::thread::sleep(stall);
     }
     // A dead supervisor's worker dies with it (parent-death signal); make sure — its cgroup,
@@ -474,18 +474,6 @@ fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, live: &[WorkerRecord
 /// How many orphans one claim transaction takes (short enough not to hold the write lock
 /// against supervisors for long).
 const CLAIM_BATCH: usize = 100;
-
-/// Tests only (a fault to put a resumer in): how long a pass stands still right after its
-/// claims, as one making many worktrees would. orch's own variable: workers never see it
-/// (their environment is built from scratch).
-pub const STALL_ENV: &str = "ORCH_TEST_RESUME_STALL_MS";
-
-fn test_stall() -> Option<Duration> {
-    std::env::var(STALL_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-}
 
 /// This process's claims on workers, renewed on a thread of its own (one transaction every
 /// `RENEW_EVERY_MS` for all of them) until dropped: a claim that lapsed in the middle of a long

@@ -14,21 +14,6 @@ pub const LEASE_MS: i64 = 15_000;
 /// How often a holder renews.
 pub const RENEW_EVERY_MS: i64 = 5_000;
 
-/// Tests only (a fault to put a supervisor in): how long each lease renewal holds its write
-/// transaction open, so that a test can stop the supervisor inside one. orch's own variable:
-/// workers never see it (their environment is built from scratch).
-pub const HOLD_RENEWAL_ENV: &str = "ORCH_TEST_HOLD_RENEWAL_MS";
-
-fn hold_renewal() -> Option<std::time::Duration> {
-    static HOLD: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
-    *HOLD.get_or_init(|| {
-        std::env::var(HOLD_RENEWAL_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(std::time::Duration::from_millis)
-    })
-}
-
 /// This process's pid, as leases record it.
 pub fn me() -> i64 {
     crate::pidns::host_pid() as i64
@@ -92,7 +77,7 @@ impl LeaseKeeper {
         self.last_renew_ms = now_ms();
         let renewed = store.write(|tx| {
             let held = ws::renew_lease(tx, &self.worker, self.fence, Some(LEASE_MS))?;
-            if let Some(hold) = hold_renewal() {
+            if let Some(hold) = crate::fault::hold_renewal() {
                 std::thread::sleep(hold);
             }
             // A clash is not this supervisor's to settle: spawns and resumes on this node

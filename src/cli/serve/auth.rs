@@ -169,10 +169,6 @@ pub fn cookie_flags(guarded: bool, headers: &axum::http::HeaderMap) -> &'static 
 /// sign-ins for a while (429 with `Retry-After`).
 pub const LOGIN_FAILURES: usize = 5;
 
-/// The window of [`LOGIN_FAILURES`], one minute unless this variable holds another duration
-/// (`ORCH_SERVE_LOGIN_WINDOW=5s`: the tests' shorter minute).
-pub const LOGIN_WINDOW_ENV: &str = "ORCH_SERVE_LOGIN_WINDOW";
-
 const LOGIN_WINDOW_MS: i64 = 60_000;
 
 /// At most this many clients' failures are remembered (the oldest forgotten first).
@@ -198,13 +194,12 @@ impl Throttle {
         }
     }
 
-    /// The window [`LOGIN_WINDOW_ENV`] sets, else one minute.
+    /// The window of [`LOGIN_FAILURES`]: one minute (a test build may shorten it:
+    /// `fault::login_window`).
     pub fn from_env() -> Result<Throttle, String> {
-        match std::env::var(LOGIN_WINDOW_ENV) {
-            Ok(v) if !v.trim().is_empty() => crate::duration::parse(&v)
-                .map(Throttle::new)
-                .map_err(|e| format!("{LOGIN_WINDOW_ENV}: {e}")),
-            _ => Ok(Throttle::new(std::time::Duration::from_millis(
+        match crate::fault::login_window() {
+            Some(window) => window.map(Throttle::new),
+            None => Ok(Throttle::new(std::time::Duration::from_millis(
                 LOGIN_WINDOW_MS as u64,
             ))),
         }

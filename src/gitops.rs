@@ -148,6 +148,29 @@ pub fn service_command(service: &str, remote: &Path) -> Command {
     cmd
 }
 
+/// What the configuration files of the repository at `dir` set that orch's git must not
+/// follow, as pins (see [`crate::clone_config`]); none where `dir` is no repository. git lists
+/// the files itself (`--includes`: what git would read is what is judged); listing runs no
+/// configured program.
+fn clone_pins(dir: &Path) -> Result<Vec<crate::clone_config::Pin>, String> {
+    let mut cmd = scrubbed_git();
+    cmd.env("LC_ALL", "C").arg("-C").arg(dir);
+    for (k, v) in GIT_FIXED_CONFIG {
+        cmd.arg("-c").arg(format!("{k}={v}"));
+    }
+    let out = cmd
+        .args(["config", "--list", "--show-scope", "--includes", "-z"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("git config --list: {e}"))?;
+    // Not a repository, no configuration at all, or files git cannot read: the command itself
+    // then meets the same and says so.
+    if !out.status.success() {
+        return Ok(Vec::new());
+    }
+    crate::clone_config::pins(&out.stdout)
+}
+
 /// `git` with orch's environment scrubbed to [`GIT_ENV_KEPT`].
 fn scrubbed_git() -> Command {
     let mut cmd = Command::new("git");
@@ -160,16 +183,26 @@ fn scrubbed_git() -> Command {
     cmd
 }
 
-/// Runs the git CLI in `dir` (see [`git_command`]: nothing a worker configured runs).
+/// Runs the git CLI in `dir` (see [`git_command`] and [`crate::clone_config`]: nothing a
+/// worker configured runs).
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let out = git_command(dir)
-        .args(args)
-        .output()
-        .map_err(|e| GitError::Cli {
-            args: args.join(" "),
-            dir: dir.display().to_string(),
-            stderr: e.to_string(),
-        })?;
+    let mut cmd = git_command(dir);
+    let pins = clone_pins(dir).map_err(|why| GitError::Repo {
+        path: dir.display().to_string(),
+        message: format!("orch runs no git here: {why}"),
+    })?;
+    // Through the environment, not `-c`: a key's subsection may hold `=`. Values given on
+    // `-c` (GIT_FIXED_CONFIG) are read after these and win.
+    cmd.env("GIT_CONFIG_COUNT", pins.len().to_string());
+    for (i, (key, value)) in pins.iter().enumerate() {
+        cmd.env(format!("GIT_CONFIG_KEY_{i}"), key)
+            .env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
+    let out = cmd.args(args).output().map_err(|e| GitError::Cli {
+        args: args.join(" "),
+        dir: dir.display().to_string(),
+        stderr: e.to_string(),
+    })?;
     if !out.status.success() {
         return Err(GitError::Cli {
             args: args.join(" "),

@@ -9,6 +9,7 @@ pub mod branch_protection;
 pub mod checkpoint;
 pub mod ci;
 pub mod cli;
+pub mod clone_config;
 pub mod config;
 pub mod contain;
 pub mod contract;

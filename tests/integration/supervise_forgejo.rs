@@ -327,9 +327,11 @@ fn the_token_is_in_no_environment_a_worker_can_read() {
     }
 }
 
-/// A worker writes commands into the clone's configuration (hooks, fsmonitor, upload-pack);
-/// orch's own git runs — the next spawn's fetch, the supervisor's, a resume's — run none of
-/// them, and so none sees orch's environment.
+/// A worker writes commands into the clone's configuration (hooks, fsmonitor, upload-pack,
+/// filter, diff and merge drivers, and an included file's editor, ssh and gpg programs);
+/// orch's own git runs — the next spawn's fetch, the supervisor's, a resume's, the operator's
+/// `orch gc` removing the finished worktrees — run none of them, and so none sees orch's
+/// environment.
 #[test]
 fn git_runs_nothing_a_worker_configured() {
     let (_rt, fake, org) = setup("poison_config.sh");
@@ -340,6 +342,8 @@ fn git_runs_nothing_a_worker_configured() {
         assert_eq!(org.worker(&id).progress.milestone, Milestone::Done);
     }
     org.resume();
+    let gc = org.run(&["gc"]);
+    assert!(gc.status.success(), "{}", crate::support::output_text(&gc));
     // The spies are in place (the worker's own git ran them, as the worker)…
     let cfg = git(
         &org.clone_path(REPO),

@@ -452,22 +452,62 @@ fn kill_runners(org: &Org) {
     }
 }
 
-/// The local forge: a job still running past its own limit (its runner stuck: the job
-/// stops it) is restarted at the first PUSHED_TO_CI timeout, without the extension running
+/// Stops (SIGSTOP) every runner whose job wrote its pid under `marks` as `runner.<pid>`, until
+/// `done`: a runner stuck with its job running. (A job cannot stop its runner itself where it
+/// runs in a PID namespace of its own: its runner is not there.)
+fn stop_runners_of_jobs(
+    marks: std::path::PathBuf,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut stopped = std::collections::BTreeSet::new();
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            for e in std::fs::read_dir(&marks).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("runner.").and_then(|p| p.parse().ok())
+                    && stopped.insert(pid)
+                {
+                    // SAFETY: kill(2) of one process by its pid.
+                    unsafe {
+                        libc::kill(pid, libc::SIGSTOP);
+                    }
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    })
+}
+
+/// The local forge: a job still running past its own limit (its runner stuck) is restarted at the first PUSHED_TO_CI timeout, without the extension running
 /// CI gets — once — and the worker is FAILED when the new run's runner is stuck too.
 #[test]
 fn local_job_past_its_own_limit_is_restarted_once_then_escalated() {
+    let marks = tempfile::tempdir().unwrap();
     let mut spec = Spec::local("push_and_wait.sh")
         .repo(
             RepoSpec::new(REPO)
-                .job(crate::support::job("test", "kill -STOP $PPID; sleep 60").timeout(Some("1s")))
+                .job(
+                    crate::support::job(
+                        "test",
+                        &format!(
+                            "{} touch {}/runner.$r; sleep 60",
+                            crate::support::RUNNER_PID_SH,
+                            marks.path().display()
+                        ),
+                    )
+                    .timeout(Some("1s")),
+                )
                 .job(crate::support::job("radicle-push", "true").needs(&["test"])),
         )
         .timeout("PUSHED_TO_CI", "10s", "9s");
     spec.progress_window = Some("1s".into());
     let org = Org::new(spec);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopper = stop_runners_of_jobs(marks.path().to_path_buf(), done.clone());
     let id = org.spawn_detached(REPO, "push and wait");
     let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    stopper.join().unwrap();
     let shown_restart = alerts_of(&org, &id, "ci_restarted");
     kill_runners(&org);
     assert_eq!(

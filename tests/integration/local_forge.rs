@@ -1,7 +1,10 @@
 //! The local forge end to end: real git, real bare remotes, the real `orch` binary in the
 //! post-receive hook and as the detached runner. Everything stays in temp directories.
 
-use crate::support::{ORCH, commit_file, git, init_repo, output_text, poll_until, push_head};
+use crate::support::{
+    JOB_PID_SH, ORCH, RUNNER_PID_SH, commit_file, git, init_repo, output_text, poll_until,
+    push_head,
+};
 use orch::ci::{CiRun, JobStatus};
 use orch::config::Config;
 use orch::forge::Forge;
@@ -293,7 +296,9 @@ fn hanging_job_is_killed_at_its_timeout_with_its_whole_group() {
     let marks = tempfile::tempdir().unwrap();
     let m = |n: &str| sh_quote(&marks.path().join(n));
     let hang = format!(
-        "echo $$ > {pgid}; sleep 600 & echo $! > {grandchild}; echo hanging; sleep 600",
+        "{JOB_PID_SH} echo $g > {pgid}; \
+         sh -c 'read -r c _ </proc/self/stat; echo $c > \"$1\"; exec sleep 600' sh {grandchild} & \
+         while [ ! -s {grandchild} ]; do sleep 0.05; done; echo hanging; sleep 600",
         pgid = m("pgid"),
         grandchild = m("grandchild"),
     );
@@ -377,7 +382,7 @@ fn runner_death_fails_the_run_and_its_jobs_die_with_it() {
     let marks = tempfile::tempdir().unwrap();
     let m = |n: &str| sh_quote(&marks.path().join(n));
     let sleeper = format!(
-        "echo $$ > {pgid}.tmp && mv {pgid}.tmp {pgid}; echo $PPID > {runner}.tmp && mv {runner}.tmp {runner}; sleep 600",
+        "{JOB_PID_SH} {RUNNER_PID_SH} echo $g > {pgid}.tmp && mv {pgid}.tmp {pgid}; echo $r > {runner}.tmp && mv {runner}.tmp {runner}; sleep 600",
         pgid = m("pgid"),
         runner = m("runner"),
     );

@@ -22,6 +22,7 @@ mod chaos;
 mod check_bad_input;
 mod checkpoint_trust;
 mod ci_cli;
+mod ci_containment;
 mod ci_stuck;
 mod config_trust;
 mod containment;

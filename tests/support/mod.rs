@@ -16,6 +16,18 @@ pub mod scripted_sse;
 pub use org::*;
 use std::path::{Path, PathBuf};
 
+/// Shell for a CI job of the local forge: sets `$r` to its runner's pid (`orch __local-forge
+/// run`) as the host sees it. A job runs under orch's guard, in a PID namespace of its own where
+/// the machine gives one: `$PPID` is its guard or its init, and `$$` a pid of its namespace. The
+/// host's `/proc` (a job has no `/proc` of its own) names the ancestors by their host pids.
+pub const RUNNER_PID_SH: &str = "read -r _ _ _ r _ </proc/self/stat; \
+    while [ \"$r\" -gt 1 ] && [ \"$(tr '\\0' '\\n' </proc/$r/cmdline | sed -n 2p)\" != __local-forge ]; \
+    do read -r _ _ _ r _ </proc/$r/stat; done;";
+
+/// Shell for a CI job: sets `$p` to the job shell's own host pid and `$g` to its process group
+/// as the host sees them (see [`RUNNER_PID_SH`]).
+pub const JOB_PID_SH: &str = "read -r p _ _ _ g _ </proc/self/stat;";
+
 /// The text of the shipped contract.
 pub const CONTRACT_TEXT: &str = include_str!("../../contracts/worker-completion.yaml");
 

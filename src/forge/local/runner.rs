@@ -512,7 +512,17 @@ fn run_job(
     // for every other orch process for as long as it stays stopped.
     let (gate, held) =
         StartGate::new().map_err(io_err(format!("cannot start job {}", job.name)))?;
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, confined, held) {
+    // A cgroup of its own (where this machine gives one): a daemon the job starts (`setsid`,
+    // a double fork) stays in it, and it is emptied when the job ends, however it ends.
+    let cgroup =
+        crate::contain::Cgroup::for_worker(&layout.state_dir, &format!("ci-{}-{}", run.id, job.id));
+    let contained = Contained {
+        account: confined.account,
+        sandbox: confined.sandbox,
+        cgroup: cgroup.as_ref(),
+    };
+    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, &contained, held)
+    {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -551,7 +561,7 @@ fn run_job(
     let waited = child
         .wait_timeout(timeout)
         .map_err(io_err(format!("cannot wait for job {}", job.name)))?;
-    let (status, code, note) = match waited {
+    let outcome = match waited {
         Some(exit) => {
             // Sweep whatever the job left running in its group.
             let _ = child.terminate(JOB_KILL_GRACE);
@@ -576,6 +586,12 @@ fn run_job(
             (JobStatus::Failure, None, Some(note))
         }
     };
+    // The guard emptied its tree; the cgroup is the bound for what left it (a guard killed
+    // with its group on a timeout has no say).
+    if let Some(cg) = &cgroup {
+        cg.kill_and_remove(JOB_KILL_GRACE);
+    }
+    let (status, code, note) = outcome;
     finish(store, status, code, note.as_deref())?;
     Ok(status)
 }
@@ -588,16 +604,28 @@ struct Confinement<'a> {
     sandbox: Option<&'a crate::sandbox::Plan>,
 }
 
+/// A job's [`Confinement`] and the cgroup it runs in (none where the machine gives none).
+#[derive(Clone, Copy)]
+struct Contained<'a> {
+    account: Option<&'a crate::account::Account>,
+    sandbox: Option<&'a crate::sandbox::Plan>,
+    cgroup: Option<&'a crate::contain::Cgroup>,
+}
+
 fn job_command(
     log_path: &Path,
     run: &RunRow,
     work: &Path,
     job: &JobRow,
     preface: Option<&str>,
-    confined: &Confinement,
+    contained: &Contained,
     gate: std::os::fd::OwnedFd,
 ) -> std::io::Result<(Command, Duration)> {
-    let Confinement { account, sandbox } = *confined;
+    let Contained {
+        account,
+        sandbox,
+        cgroup,
+    } = *contained;
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -606,24 +634,28 @@ fn job_command(
         // Written through the job's own descriptor, before its output: the job writes on.
         writeln!(log, "{line}")?;
     }
-    let mut cmd = match sandbox {
-        // Under orch's guard, whose init makes the sandbox (and, for an account, switches
-        // to it after).
-        Some(plan) => {
-            let mut c = Command::new(std::env::current_exe()?);
-            c.arg(crate::guard::GUARD_COMMAND)
-                .arg("--parent")
-                .arg(std::process::id().to_string())
-                .arg("--pidns")
-                .args(plan.args());
-            if let Some(a) = account {
-                c.arg(crate::account::USER_ARG).arg(a.arg());
-            }
-            c.args(["--", "sh"]);
-            c
-        }
-        None => Command::new("sh"),
-    };
+    // Every job under orch's guard, as a worker is: a subreaper that ends the job's whole tree
+    // when the job exits (or its runner dies), in the job's cgroup, and — where the machine
+    // gives PID namespaces — as the child of an init whose death the kernel makes the death of
+    // everything the job started, wherever it moved. The init makes the sandbox
+    // (`worker.sandbox`: required there) and switches to the worker's account.
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg(crate::guard::GUARD_COMMAND)
+        .arg("--parent")
+        .arg(std::process::id().to_string());
+    if let Some(cg) = cgroup {
+        cmd.arg("--cgroup").arg(cg.dir());
+    }
+    if sandbox.is_some() || crate::pidns::usable().is_some() {
+        cmd.arg("--pidns");
+    }
+    if let Some(plan) = sandbox {
+        cmd.args(plan.args());
+    }
+    if let Some(a) = account {
+        cmd.arg(crate::account::USER_ARG).arg(a.arg());
+    }
+    cmd.args(["--", "sh"]);
     cmd.arg("-c")
         .arg(format!("{GATE_PREFIX}{}", job.command))
         .current_dir(work)
@@ -637,11 +669,6 @@ fn job_command(
         .env("ORCH_CI_REF", &run.git_ref)
         .env("ORCH_CI_JOB", &job.name);
     if let Some(a) = account {
-        use std::os::unix::process::CommandExt;
-        if sandbox.is_none() {
-            // std drops the supplementary groups too when it switches from root.
-            cmd.uid(a.uid).gid(a.gid);
-        }
         cmd.env("HOME", work)
             .env("USER", &a.name)
             .env("LOGNAME", &a.name);

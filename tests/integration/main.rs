@@ -49,6 +49,7 @@ mod output_escape;
 mod pg_store;
 mod process_group;
 mod protected_paths;
+mod rebuild;
 mod respawn;
 mod resume;
 mod sandbox;

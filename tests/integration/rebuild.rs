@@ -67,6 +67,50 @@ const STANDING: &[&str] = &[
     "halted",
 ];
 
+/// Waits until nothing runs any more and every checkpoint says what the database says.
+fn settle(org: &Org) {
+    org.wait_until(
+        "every supervisor to end with its checkpoint written",
+        Duration::from_secs(60),
+        || {
+            org.workers().iter().all(|w| {
+                !w.supervised(orch::store::now_ms())
+                    && orch::checkpoint::read(&orch::checkpoint::path_for(&org.state, w)).is_ok_and(
+                        |cp| {
+                            serde_json::from_str::<Value>(&cp.progress_json).ok()
+                                == serde_json::to_value(&w.progress).ok()
+                        },
+                    )
+            })
+        },
+    );
+    org.wait_ci_idle();
+    org.wait_until(
+        "no process of the run left",
+        Duration::from_secs(20),
+        || org.leftovers().is_empty(),
+    );
+}
+
+/// `orch status --json`'s workers, the fields of [`STANDING`], equal to `before`'s.
+fn assert_standing(org: &Org, before: &std::collections::BTreeMap<String, Value>, when: &str) {
+    let after = status(org);
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "{when}"
+    );
+    for (id, b) in before {
+        for field in STANDING {
+            assert_eq!(
+                after[id][field], b[field],
+                "{when}: {id}'s {field}: {:#} was {:#}",
+                after[id], b
+            );
+        }
+    }
+}
+
 fn remove_db(state: &Path) {
     for f in ["orch.db", "orch.db-wal", "orch.db-shm"] {
         let _ = std::fs::remove_file(state.join(f));
@@ -119,28 +163,7 @@ fn a_database_rebuilt_from_checkpoints_keeps_landings_waves_and_attempts() {
         .into_iter()
         .find(|w| w.task_id.as_deref() == Some(&format!("{WAVE}:core-1#2")))
         .expect("attempt 2 ran");
-    // Nothing runs any more, and every checkpoint says what the database says.
-    org.wait_until(
-        "every supervisor to end with its checkpoint written",
-        Duration::from_secs(60),
-        || {
-            org.workers().iter().all(|w| {
-                !w.supervised(orch::store::now_ms())
-                    && orch::checkpoint::read(&orch::checkpoint::path_for(&org.state, w)).is_ok_and(
-                        |cp| {
-                            serde_json::from_str::<Value>(&cp.progress_json).ok()
-                                == serde_json::to_value(&w.progress).ok()
-                        },
-                    )
-            })
-        },
-    );
-    org.wait_ci_idle();
-    org.wait_until(
-        "no process of the run left",
-        Duration::from_secs(20),
-        || org.leftovers().is_empty(),
-    );
+    settle(&org);
     let before_wave = wave_status(&org);
     let before = status(&org);
     assert_eq!(before.len(), 3, "{before:#?}");
@@ -173,21 +196,7 @@ fn a_database_rebuilt_from_checkpoints_keeps_landings_waves_and_attempts() {
     );
 
     let check_views = |when: &str| {
-        let after = status(&org);
-        assert_eq!(
-            after.keys().collect::<Vec<_>>(),
-            before.keys().collect::<Vec<_>>(),
-            "{when}"
-        );
-        for (id, b) in &before {
-            for field in STANDING {
-                assert_eq!(
-                    after[id][field], b[field],
-                    "{when}: {id}'s {field}: {:#} was {:#}",
-                    after[id], b
-                );
-            }
-        }
+        assert_standing(&org, &before, when);
         let raised = alerts(&org);
         assert!(
             raised.is_empty(),
@@ -275,4 +284,64 @@ fn a_database_rebuilt_from_checkpoints_keeps_landings_waves_and_attempts() {
         "{answer:#}"
     );
     unknown("no wave checkpoint");
+}
+
+/// A change squashed onto a base that moved meanwhile lands as a new commit, without the DONE
+/// commit in its history: git still proves it landed (the landed commit on the base carries
+/// the DONE commit's very change onto the head it was built on). A checkpoint that claims
+/// another commit of the base as its landing is not believed: CI must prove it again.
+#[test]
+fn a_change_squashed_onto_a_moved_base_is_still_landed_after_a_rebuild() {
+    let org = crate::landing::org(Some("{method: squash}"));
+    let id = org.spawn("core", "core feature [base]", "t-squash");
+    org.wait_until("its change to land", Duration::from_secs(90), || {
+        org.worker(&id)
+            .progress
+            .landing
+            .is_some_and(|l| l.state == orch::milestone::LandState::Landed)
+    });
+    settle(&org);
+    let w = org.worker(&id);
+    let landing = w.progress.landing.clone().unwrap();
+    let (done, landed) = (landing.done_sha.unwrap(), landing.landed.unwrap());
+    assert_ne!(done, landed, "squashed onto a moved base: {:?}", w.progress);
+    let before = status(&org);
+
+    remove_db(&org.state);
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    for list in ["refused", "problems", "unproven_done"] {
+        assert_eq!(
+            answer["rebuilt"][list].as_array().map(Vec::len),
+            Some(0),
+            "{list}: {answer:#}"
+        );
+    }
+    assert_eq!(
+        answer["resumed"].as_array().map(Vec::len),
+        Some(0),
+        "{answer:#}"
+    );
+    assert_standing(&org, &before, "after the rebuild");
+    assert!(alerts(&org).is_empty(), "{:#?}", alerts(&org));
+    assert!(org.store().locks().unwrap().is_empty());
+
+    // The same checkpoint claiming the base head it was built on as its landing.
+    let w = org.worker(&id);
+    let path = orch::checkpoint::path_for(&org.state, &w);
+    let mut cp = orch::checkpoint::read(&path).unwrap();
+    let mut progress: Value = serde_json::from_str(&cp.progress_json).unwrap();
+    progress["landing"]["landed"] = progress["landing"]["onto"].clone();
+    assert!(progress["landing"]["landed"].is_string(), "{progress:#}");
+    cp.progress_json = progress.to_string();
+    orch::checkpoint::write(&org.state, &w, &cp).unwrap();
+    remove_db(&org.state);
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    let unproven = answer["rebuilt"]["unproven_done"].as_array().unwrap();
+    assert_eq!(unproven.len(), 1, "{answer:#}");
+    assert!(
+        unproven[0].as_str().unwrap().starts_with(&format!("{id}:"))
+            && unproven[0].as_str().unwrap().contains("nor does it carry"),
+        "{answer:#}"
+    );
+    assert_ne!(org.worker(&id).milestone(), Milestone::Done);
 }

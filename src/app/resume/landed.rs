@@ -10,8 +10,9 @@
 //! the commit the base was moved to, and that commit (and a revert's, for `reverted`) is in
 //! the base branch's history now. A worker cannot put a commit there itself (its pushes go to
 //! its own branch); what is there was landed by orch after CI, or merged by a person — landed
-//! either way. A change integrated by rebase or squash leaves no such history (its landed
-//! commit is a new one): it is proven by CI as before.
+//! either way. A change integrated by rebase or squash onto a moved base leaves no such
+//! history (its landed commit is a new one): that commit must then have the base head it was
+//! built on in its history and carry the very change of the DONE commit (the same patch id).
 
 use crate::app::Loaded;
 use crate::milestone::LandState;
@@ -60,7 +61,7 @@ pub fn on_base(l: &Loaded, workers: &[WorkerRecord]) -> HashMap<String, Result<S
                     Ok(false) => Err(what.to_string()),
                     Err(e) => Err(format!("{what} cannot be told ({e})")),
                 };
-            ancestor(
+            let within = ancestor(
                 done.as_str(),
                 landed.as_str(),
                 &format!(
@@ -68,7 +69,28 @@ pub fn on_base(l: &Loaded, workers: &[WorkerRecord]) -> HashMap<String, Result<S
                     done.short(),
                     landed.short()
                 ),
-            )?;
+            );
+            if let Err(why) = within {
+                // Rebased or squashed onto a moved base: a new commit, which must carry the
+                // very change of the DONE commit onto the base head it was built on.
+                let onto = landing.onto.as_ref().ok_or(why.clone())?;
+                ancestor(onto.as_str(), landed.as_str(), &why)?;
+                match crate::gitops::lands_change(
+                    &repo.path,
+                    done.as_str(),
+                    onto.as_str(),
+                    landed.as_str(),
+                ) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Err(format!(
+                            "{why}, nor does it carry the DONE commit's change onto {}",
+                            onto.short()
+                        ));
+                    }
+                    Err(e) => return Err(format!("{why} ({e})")),
+                }
+            }
             ancestor(
                 landed.as_str(),
                 &head,

@@ -238,30 +238,19 @@ fn a_database_rebuilt_from_checkpoints_keeps_landings_waves_and_attempts() {
     check_views("after the next tick");
 
     // A wave checkpoint is evidence too: one that gives a task a worker orch did not start for
-    // it is not believed — named, and the command says no — and its wave is not rebuilt.
+    // it, or another go its attempt never stopped for (a retry nobody asked for), is not
+    // believed — named, and the command says no — and its wave is not rebuilt.
     let wave_cp = org
         .state
         .join("waves")
         .join(format!("{WAVE}.checkpoint.yaml"));
-    let recorded = std::fs::read_to_string(&wave_cp).unwrap();
+    let recorded = orch::checkpoint::waves::read(&wave_cp).unwrap();
     let vm = before_wave["tasks"][1]["worker"].as_str().unwrap();
-    assert!(recorded.contains(&second.id), "{recorded}");
-    std::fs::write(&wave_cp, recorded.replace(&second.id, vm)).unwrap();
-    remove_db(&org.state);
-    let out = org.run(&["resume", "--from-checkpoints", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let refused = answer["rebuilt"]["refused"].as_array().unwrap();
-    assert_eq!(refused.len(), 1, "{answer:#}");
-    assert_eq!(refused[0]["file"], wave_cp.display().to_string());
-    assert!(
-        refused[0]["why"]
-            .as_str()
-            .unwrap()
-            .contains("not the worker orch started for it"),
-        "{answer:#}"
+    assert_eq!(
+        recorded.tasks[0].worker.as_deref(),
+        Some(second.id.as_str())
     );
-    assert_eq!(answer["rebuilt"]["workers"], 3, "{answer:#}");
+    assert_eq!(recorded.tasks[0].attempt, 2);
     let unknown = |what: &str| {
         let out = org.run(&["wave", "status", WAVE]);
         assert!(
@@ -270,7 +259,34 @@ fn a_database_rebuilt_from_checkpoints_keeps_landings_waves_and_attempts() {
             output_text(&out)
         );
     };
-    unknown("a refused wave checkpoint");
+    let mut someone_elses = recorded.clone();
+    someone_elses.tasks[0].worker = Some(vm.to_string());
+    let mut unasked_retry = recorded.clone();
+    unasked_retry.tasks[1].attempt = 2;
+    unasked_retry.tasks[1].worker = None;
+    for (forged, why) in [
+        (someone_elses, "not the worker orch started for it"),
+        (
+            unasked_retry,
+            "a task gets another go only once its attempt stopped",
+        ),
+    ] {
+        let text = orch::yaml::to_yaml_string(&forged).unwrap();
+        orch::checkpoint::write_atomic(&wave_cp, text.as_bytes()).unwrap();
+        remove_db(&org.state);
+        let out = org.run(&["resume", "--from-checkpoints", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{why}: {}", output_text(&out));
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let refused = answer["rebuilt"]["refused"].as_array().unwrap();
+        assert_eq!(refused.len(), 1, "{why}: {answer:#}");
+        assert_eq!(refused[0]["file"], wave_cp.display().to_string());
+        assert!(
+            refused[0]["why"].as_str().unwrap().contains(why),
+            "{why}: {answer:#}"
+        );
+        assert_eq!(answer["rebuilt"]["workers"], 3, "{answer:#}");
+        unknown(why);
+    }
 
     // A state directory from before wave checkpoints: the rebuild does what it did then
     // (the workers, no wave), without failing.

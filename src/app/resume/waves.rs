@@ -141,11 +141,18 @@ fn check(
             }
         }
         if t.attempt > 1 {
+            // The previous attempt's workers (a replacement carries its predecessor's key): one
+            // of them stopped, or nothing gave the task another go. None left (pruned): nothing
+            // to tell.
             let before = attempt_key(&cp.name, &t.id, t.attempt - 1);
-            if let Some(w) = workers
+            let mut previous: Vec<&WorkerRecord> = workers
                 .values()
-                .find(|w| w.task_id.as_deref() == Some(before.as_str()))
-                && !retriable(w)
+                .filter(|w| w.task_id.as_deref() == Some(before.as_str()))
+                .copied()
+                .collect();
+            previous.sort_by(|a, b| (b.created_ms, &b.id).cmp(&(a.created_ms, &a.id)));
+            if let Some(w) = previous.first()
+                && !previous.iter().any(|w| retriable(w))
             {
                 return Err(format!(
                     "task {} is at attempt {} but attempt {}'s worker {} is {}: a task gets another go only once its attempt stopped",

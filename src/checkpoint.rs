@@ -3,6 +3,8 @@
 //! torn file). They carry the seed contract's required and tracking fields, and are what
 //! `orch resume --from-checkpoints` rebuilds the database from.
 
+pub mod waves;
+
 use crate::gitops;
 use crate::store::fmt_ms;
 use crate::store::workers::{PushRecord, WorkerRecord};

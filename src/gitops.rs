@@ -1030,6 +1030,35 @@ pub fn is_ancestor(repo_path: &Path, ancestor: &str, descendant: &str) -> Result
         .map_err(|e| err(repo_path, e))
 }
 
+/// Whether `landed` carries the change of `done` onto `onto`: the same non-empty patch (`git
+/// patch-id --stable`'s hash: line numbers and whitespace aside) from `onto` to `landed` as from
+/// where `done` left `onto`'s history (their merge base) to `done`. How a change integrated by
+/// rebase or squash — a new commit, without `done` in its history — is known for the one landed.
+pub fn lands_change(
+    repo_path: &Path,
+    done: &str,
+    onto: &str,
+    landed: &str,
+) -> Result<bool, GitError> {
+    let repo = open(repo_path)?;
+    let e = |e: git2::Error| err(repo_path, e);
+    let oid = |s: &str| Oid::from_str(s).map_err(e);
+    let (done, onto, landed) = (oid(done)?, oid(onto)?, oid(landed)?);
+    let tree = |o: Oid| repo.find_commit(o).and_then(|c| c.tree()).map_err(e);
+    let patch = |from: Oid, to: Oid| -> Result<Option<Oid>, GitError> {
+        let diff = repo
+            .diff_tree_to_tree(Some(&tree(from)?), Some(&tree(to)?), None)
+            .map_err(e)?;
+        if diff.deltas().len() == 0 {
+            return Ok(None);
+        }
+        diff.patchid(None).map(Some).map_err(e)
+    };
+    let base = repo.merge_base(done, onto).map_err(e)?;
+    let theirs = patch(onto, landed)?;
+    Ok(theirs.is_some() && theirs == patch(base, done)?)
+}
+
 /// How an integration of a change with a moved base is built (`land.method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Integrate {

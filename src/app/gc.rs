@@ -375,6 +375,10 @@ fn prune(
         out.deliveries = d.deliveries;
         return Ok(out);
     }
+    for wave in &waves_pruned {
+        // A rebuild would give back a pruned wave whose workers it no longer has.
+        let _ = std::fs::remove_file(crate::checkpoint::waves::path_for(&loaded.state_dir, wave));
+    }
     for w in &going {
         let _ = std::fs::remove_file(crate::checkpoint::path_for(&loaded.state_dir, w));
         let session = super::supervisor::session_dir(&loaded.state_dir, &w.id);

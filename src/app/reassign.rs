@@ -197,6 +197,7 @@ pub fn reassign(
         ws::add_event(tx, &old.id, "reassigned", old.milestone(), &detail)
     })?;
     journal::write_checkpoint(store, &l.state_dir, &old.id);
+    crate::checkpoint::waves::save_of_worker(store, &l.state_dir, &rec.id);
     super::start_detached(l, &rec.id)?;
     super::wait_taken_over(store, &rec.id);
     Ok(*rec)

@@ -703,6 +703,8 @@ pub fn tick(l: &Loaded, wave: &Wave) -> Result<TickReport> {
             now_ms(),
         )
     })?;
+    // What a rebuild from checkpoints gives back: the wave as this tick left it.
+    crate::checkpoint::waves::save(&mut store, &l.state_dir, &wave.name);
     report.view = Some(view(l, &w));
     Ok(report)
 }
@@ -796,6 +798,7 @@ fn start_ready(
                     store.write(|tx| {
                         wv::set_task_worker(tx, &name, &t.id, &rec.id, rec.created_ms)
                     })?;
+                    crate::checkpoint::waves::save(store, &l.state_dir, &name);
                     start_detached(l, &rec.id)?;
                     super::wait_taken_over(store, &rec.id);
                     w.state.start(i);
@@ -821,6 +824,7 @@ fn start_ready(
                         }
                         Ok(())
                     })?;
+                    crate::checkpoint::waves::save(store, &l.state_dir, &name);
                     w.state.finish(&w.dag, i, false);
                     report.failed_to_start.push((t.id.clone(), e.to_string()));
                 }
@@ -906,12 +910,30 @@ pub struct RetryReport {
     pub attempt: i64,
 }
 
+/// Whether a task's worker `rec` stopped so that its task may get another go (`orch wave
+/// retry`): FAILED, BLOCKED, BLOCKED_PERMISSION or CANCELLED, or DONE with a change that did not
+/// land.
+pub fn retriable(rec: &WorkerRecord) -> bool {
+    use crate::milestone::LandState;
+    let landing = rec.progress.landing.as_ref().map(|l| l.state);
+    match rec.milestone() {
+        Milestone::Failed
+        | Milestone::Blocked
+        | Milestone::BlockedPermission
+        | Milestone::Cancelled => true,
+        Milestone::Done => matches!(
+            landing,
+            Some(LandState::Conflict | LandState::Refused | LandState::Reverted)
+        ),
+        _ => false,
+    }
+}
+
 /// Gives a stopped task of a wave another go: a FAILED, BLOCKED, BLOCKED_PERMISSION or
 /// CANCELLED worker, or a DONE one whose change did not land (conflict, refused). Its chain lock
 /// is released (audited) and the next tick starts attempt n+1 as a new worker; the old one stays
 /// in the history. Refused while anything still supervises the worker, and in a cancelled wave.
 pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport> {
-    use crate::milestone::LandState;
     // Not beside a tick of the same wave (it could be starting this very task).
     let deadline = Instant::now() + Duration::from_secs(30);
     let _lock = loop {
@@ -943,19 +965,7 @@ pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport
         )));
     };
     let m = rec.milestone();
-    let landing = rec.progress.landing.as_ref().map(|l| l.state);
-    let stopped = matches!(
-        m,
-        Milestone::Failed
-            | Milestone::Blocked
-            | Milestone::BlockedPermission
-            | Milestone::Cancelled
-    ) || (m == Milestone::Done
-        && matches!(
-            landing,
-            Some(LandState::Conflict | LandState::Refused | LandState::Reverted)
-        ));
-    if !stopped {
+    if !retriable(&rec) {
         return Err(Error::No(format!(
             "task {task} of wave {name} is {}: only a FAILED, BLOCKED or CANCELLED task, or one whose change did not land, gets another go",
             task_label(l, &rec)
@@ -978,6 +988,8 @@ pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport
         Ok((released.is_some(), attempt))
     })?;
     super::journal::write_checkpoint(&mut store, &l.state_dir, &rec.id);
+    // A rebuild that forgot the new attempt would pin the task to the stopped one again.
+    crate::checkpoint::waves::save(&mut store, &l.state_dir, name);
     Ok(RetryReport {
         wave: name.to_string(),
         task: task.to_string(),
@@ -994,6 +1006,7 @@ pub fn cancel(l: &Loaded, name: &str, by: String) -> Result<CancelReport> {
         return Err(Error::Refused(format!("no wave named {name} was ever run")));
     };
     let newly = store.write(|tx| wv::cancel_wave(tx, name, &by, now_ms()))?;
+    crate::checkpoint::waves::save(&mut store, &l.state_dir, name);
     let mut workers = Vec::new();
     for rec in w.workers.iter().flatten() {
         if rec.milestone().is_terminal() {

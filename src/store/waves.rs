@@ -117,6 +117,49 @@ pub fn put_task(
     Ok(())
 }
 
+/// Puts a wave back as a checkpoint recorded it, with its tasks (`orch resume
+/// --from-checkpoints`, on a database that has no wave of that name: false, nothing written,
+/// when it has one).
+pub fn restore_wave(tx: &Tx, wave: &WaveRow, tasks: &[WaveTaskRow]) -> super::sql::Result<bool> {
+    let inserted = tx.execute(
+        &format!(
+            "INSERT INTO waves ({WAVE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING"
+        ),
+        params![
+            wave.name,
+            wave.file,
+            wave.created_ms,
+            wave.updated_ms,
+            wave.finished_ms,
+            wave.cancelled_ms,
+            wave.cancelled_by,
+            wave.ready_waiting
+        ],
+    )?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    for t in tasks {
+        tx.execute(
+            &format!(
+                "INSERT INTO wave_tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ),
+            params![
+                wave.name,
+                t.id,
+                t.seq,
+                t.definition,
+                t.estimate_ms,
+                t.worker_id,
+                t.started_ms,
+                t.alerted_ms,
+                t.attempt
+            ],
+        )?;
+    }
+    Ok(true)
+}
+
 /// Drops a task that left the file, unless it was started (then it stays part of the wave).
 pub fn drop_unstarted_task(tx: &Tx, wave: &str, id: &str) -> super::sql::Result<bool> {
     Ok(tx.execute(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// core ← vm ← net; each one's `test` needs its dependency's change on the base branch.
-fn org(land: Option<&str>) -> Org {
+pub(crate) fn org(land: Option<&str>) -> Org {
     org_with(land, None)
 }
 

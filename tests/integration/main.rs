@@ -51,6 +51,7 @@ mod outside_reader;
 mod pg_store;
 mod process_group;
 mod protected_paths;
+mod rebuild;
 mod respawn;
 mod resume;
 mod sandbox;

@@ -818,9 +818,11 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     assert_eq!(locks_before.len(), 4, "{locks_before:?}");
 
     // 1. The rebuild alone (library, on a copy of the checkpoint files) gives back exactly
-    //    what the database held — except the DONE, which CI no longer proves (the local
-    //    forge's run history was in the lost database): checkpoints are evidence, not truth,
-    //    so it comes back PUSHED_TO_CI with its chain locked, for supervision to verify.
+    //    what the database held. CI no longer proves the DONE (the local forge's run history
+    //    was in the lost database) but git does: its change landed, and its commit is on the
+    //    base branch (checkpoints are evidence, not truth: `checkpoint_trust::` has a DONE
+    //    that nothing proves come back PUSHED_TO_CI). Its push's green verdict, a claim of
+    //    the file, is not recorded again.
     //    Worktrees must lie where orch makes them, under the state directory: the copies
     //    say where they would be in the copy (a state directory that moved).
     let copy = tempfile::tempdir().unwrap();
@@ -846,15 +848,14 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     let r = orch::app::resume::rebuild_from_checkpoints(&loaded).unwrap();
     assert_eq!(
         (r.workers, r.locks),
-        (5, 5),
+        (5, 4),
         "{:?} {:?}",
         r.problems,
         r.refused
     );
     assert!(r.problems.is_empty(), "{:?}", r.problems);
     assert!(r.refused.is_empty(), "{:?}", r.refused);
-    assert_eq!(r.unproven_done.len(), 1, "{:?}", r.unproven_done);
-    assert!(r.unproven_done[0].starts_with(&format!("{done}:")));
+    assert!(r.unproven_done.is_empty(), "{:?}", r.unproven_done);
     let mut copy_store = orch::store::Store::open(&copy_dir).unwrap();
     let mut copy_locks: Vec<(String, String)> = copy_store
         .locks()
@@ -864,20 +865,10 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
         .collect();
     copy_locks.sort();
     let mut expected_locks = locks_before.clone();
-    expected_locks.push(("done".to_string(), done.clone()));
     expected_locks.sort();
     assert_eq!(copy_locks, expected_locks);
     for w in copy_store.workers().unwrap() {
-        let mut b = before[&w.id].clone();
-        if w.id == done {
-            // Unproven: PUSHED_TO_CI; its green (a claim of the file) replaced by what CI
-            // says now, which is not green.
-            b.milestone = "PUSHED_TO_CI".into();
-            b.verdict = None;
-            for p in &mut b.pushes {
-                p.1 = None;
-            }
-        }
+        let b = before[&w.id].clone();
         let mut b_pushes = b.pushes.clone();
         assert_eq!(w.milestone().as_str(), b.milestone, "{}", w.id);
         assert_eq!(
@@ -914,8 +905,8 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     let answer = org.resume_with(&["--from-checkpoints"]);
     let rebuilt = &answer["rebuilt"];
     assert_eq!(rebuilt["workers"], 5, "{answer}");
-    assert_eq!(rebuilt["locks"], 5, "{answer}");
-    assert_eq!(rebuilt["unproven_done"].as_array().unwrap().len(), 1);
+    assert_eq!(rebuilt["locks"], 4, "{answer}");
+    assert_eq!(rebuilt["unproven_done"].as_array().unwrap().len(), 0);
     assert_eq!(rebuilt["refused"].as_array().unwrap().len(), 0, "{answer}");
     assert_eq!(rebuilt["moved_aside"], Value::Null);
     assert_eq!(rebuilt["problems"].as_array().unwrap().len(), 0, "{answer}");
@@ -929,11 +920,19 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
         let a = &after[id];
         assert_eq!(org.count_events(id, "rebuilt"), 1, "{id}");
         match resumed_entry(&answer, id) {
+            // Landed: as it was, but for its push's green verdict (the file's claim).
+            None if *id == done => assert_eq!(
+                WorkerView {
+                    pushes: a.pushes.iter().map(|p| (p.0.clone(), None)).collect(),
+                    ..a.clone()
+                },
+                WorkerView {
+                    pushes: b.pushes.iter().map(|p| (p.0.clone(), None)).collect(),
+                    ..b.clone()
+                },
+                "{id} was not resumed and must be as it was"
+            ),
             None => assert_eq!(a, b, "{id} was not resumed and must be as it was"),
-            Some(r) if *id == done => {
-                assert_eq!(r["before"], "PUSHED_TO_CI", "{id}: {r}");
-                assert_eq!(r["action"], "following", "{id}: {r}");
-            }
             Some(r) => {
                 assert_eq!(r["before"], b.milestone.as_str(), "{id}: {r}");
                 let respawned = (r["action"] == "respawned") as i64;
@@ -953,9 +952,10 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
             }
         }
     }
-    // Orphans only: not the BLOCKED worker (the unproven DONE is one now).
-    assert_eq!(resumed.len(), 4, "{answer}");
+    // Orphans only: not the BLOCKED worker, nor the landed DONE.
+    assert_eq!(resumed.len(), 3, "{answer}");
     assert!(resumed_entry(&answer, &blocked).is_none());
+    assert!(resumed_entry(&answer, &done).is_none());
     assert_eq!(
         resumed_entry(&answer, &working).unwrap()["action"],
         "respawned"
@@ -985,8 +985,13 @@ fn a_lost_database_is_rebuilt_from_checkpoints_as_it_was() {
     org.wait_done(&working);
     org.wait_done(&fixing);
     org.wait_done(&pushed);
-    org.wait_done(&done);
-    assert_verified_done(&org, &done);
+    let d = org.worker(&done);
+    assert_eq!(d.milestone(), Milestone::Done);
+    assert_eq!(
+        d.progress.landing.map(|l| l.state),
+        Some(orch::milestone::LandState::Landed)
+    );
+    assert_eq!(org.lock_of(&done), None);
     assert_verified_done(&org, &working);
     assert_verified_done(&org, &fixing);
     assert_verified_done(&org, &pushed);

@@ -11,8 +11,10 @@
 //! believe of a checkpoint; live supervisors of the state directory).
 
 pub mod decide;
+mod landed;
 mod rebuild;
 mod trust;
+mod waves;
 mod worktree;
 
 pub use decide::Action;
@@ -608,14 +610,19 @@ fn ci_jobs(
     jobs
 }
 
-/// [`poll_all`] for every worker at once, the answers collected.
-fn poll_collected(
-    l: &Loaded,
-    workers: &[WorkerRecord],
-    found: &HashMap<String, (Sha, i64)>,
-) -> HashMap<String, Polled> {
+/// CI for the tracked commit of each of `workers`, DONE ones included: a rebuild's proof of a
+/// DONE (resume's own polls leave DONE out, [`ci_jobs`]).
+fn poll_tracked(l: &Loaded, workers: &[WorkerRecord]) -> HashMap<String, Polled> {
+    let jobs = workers
+        .iter()
+        .filter_map(|w| {
+            let sha = w.progress.tracked_sha.clone()?;
+            let repo = l.config.repo(&w.repo)?.clone();
+            Some((w.id.clone(), repo, sha, w.progress.pushed_ms))
+        })
+        .collect();
     let (tx, rx) = std::sync::mpsc::channel();
-    poll_all(l, ci_jobs(l, workers, found), tx);
+    poll_all(l, jobs, tx);
     rx.into_iter().collect()
 }
 

@@ -19,7 +19,7 @@ use crate::milestone::{Milestone, Progress};
 use crate::store::workers::{self as ws, VerdictRow, WorkerRecord};
 use crate::store::{ActiveLocks, LockAttempt, Store, StoreError, now_ms};
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The holder of the chains held in place of refused checkpoints.
@@ -40,6 +40,8 @@ pub struct Rebuilt {
     pub refused: Vec<RefusedCheckpoint>,
     /// Operator holds taken again from the holds file, each as a sentence.
     pub holds: Vec<String>,
+    /// Waves put back from their checkpoints (`<state>/waves/`), each as a sentence.
+    pub waves: Vec<String>,
     /// Operator holds that could not be taken again (or a holds file that could not be read),
     /// each as a sentence: an operator must look (each is a critical `hold_lost` alert too).
     pub lost_holds: Vec<String>,
@@ -187,13 +189,29 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         }
     }
 
-    // A DONE stays DONE only on CI's word, asked again now.
+    // The waves, checked against the workers trusted as their checkpoints recorded them (a
+    // retried task's stopped attempt included, before any DONE is proven again below).
+    let super::waves::Recorded {
+        waves: recorded_waves,
+        problems: wave_problems,
+        refused: wave_refused,
+    } = {
+        let recs: Vec<&WorkerRecord> = trusted.iter().map(|(_, r)| r).collect();
+        super::waves::read(l, &recs)
+    };
+    refused.extend(wave_refused);
+
+    // A DONE stays DONE on git's word that its change is on the base branch (`landed.rs`),
+    // else only on CI's word, asked again now.
     let done: Vec<WorkerRecord> = trusted
         .iter()
         .filter(|(_, r)| r.milestone() == Milestone::Done)
         .map(|(_, r)| r.clone())
         .collect();
-    let mut proofs = super::poll_collected(l, &done, &HashMap::new());
+    let on_base = super::landed::on_base(l, &done);
+    let is_on_base = |id: &str| matches!(on_base.get(id), Some(Ok(_)));
+    let unlanded: Vec<WorkerRecord> = done.into_iter().filter(|w| !is_on_base(&w.id)).collect();
+    let mut proofs = super::poll_tracked(l, &unlanded);
     let mut unproven_done = Vec::new();
     let mut plan: Vec<(Checkpoint, WorkerRecord, Lock, Option<super::Polled>)> = Vec::new();
     for (cp, mut rec) in trusted {
@@ -204,6 +222,11 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         if rec.milestone() != Milestone::Done {
             let lock = if cp.lock_held { Lock::Held } else { Lock::None };
             plan.push((cp, rec, lock, None));
+            continue;
+        }
+        if is_on_base(&rec.id) {
+            // Landed: the recorded landing stands, and its lock went when it landed.
+            plan.push((cp, rec, Lock::None, None));
             continue;
         }
         let proof = proofs.remove(&rec.id);
@@ -220,6 +243,10 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
                 format!("CI for {} cannot be read ({e})", sha.short())
             }
             (Some(sha), None) => format!("CI for {} was not asked", sha.short()),
+        };
+        let seen = match on_base.get(&rec.id) {
+            Some(Err(why)) => format!("{seen}, and its landing is not believed: {why}"),
+            _ => seen,
         };
         demote(l, &mut rec.progress);
         unproven_done.push(format!(
@@ -239,9 +266,9 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
     // One transaction for the whole rebuild: the active locks are read once (`ActiveLocks`),
     // not once per worker, and a rebuild that fails half-way leaves no half-filled database
     // behind (which --from-checkpoints would then refuse to rebuild).
-    let (problems, workers, locks, holds, lost) = store.write(|tx| {
+    let (problems, workers, locks, holds, lost, waves) = store.write(|tx| {
         let mut held = ActiveLocks::read(tx)?;
-        let mut problems = Vec::new();
+        let mut problems = wave_problems.clone();
         let mut workers = 0;
         let mut locks = 0;
         // Holds first: an operator's freeze only stops work, and is what a rebuild must not
@@ -279,13 +306,15 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
                 Inserted::No(p) => problems.push(p),
             }
         }
+        // After the workers: a wave's tasks name them.
+        let waves = super::waves::restore(tx, &recorded_waves, &mut problems)?;
         for r in &mut refused {
             hold_for(l, &mut held, r)?;
         }
         // Deliberately rebuilt: a database with no workers beside checkpoints it refused is
         // what the operator chose, not one that lost its contents (see `Loaded::store`).
         crate::store::set_meta(tx, crate::store::REBUILT_META, crate::store::now_ms())?;
-        Ok((problems, workers, locks, holds, lost))
+        Ok((problems, workers, locks, holds, lost, waves))
     })?;
     lost_holds.extend(lost);
     crate::app::journal::write_holds(&mut store, &l.state_dir);
@@ -298,6 +327,7 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         unproven_done,
         refused,
         holds,
+        waves,
         lost_holds,
     })
 }

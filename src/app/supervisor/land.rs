@@ -373,6 +373,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let _ = self
                     .store
                     .write(|tx| crate::store::waves::relink_task_worker(tx, &old, &id, now_ms()));
+                crate::checkpoint::waves::save_of_worker(&mut self.store, self.env.state_dir, &id);
                 format!(
                     "replacement worker {id} redoes the change on the base (the chain lock handed over)"
                 )

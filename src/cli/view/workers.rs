@@ -1012,6 +1012,8 @@ pub struct RebuiltView {
     pub refused: Vec<RefusedView>,
     /// Operator holds taken again from `holds.yaml`.
     pub holds: Vec<String>,
+    /// Waves put back from their checkpoints (`<state>/waves/<name>.checkpoint.yaml`).
+    pub waves: Vec<String>,
     /// Operator holds that could not be taken again (or an unreadable `holds.yaml`): an
     /// operator must look; the command exits 1.
     pub lost_holds: Vec<String>,
@@ -1037,6 +1039,7 @@ impl From<&crate::app::resume::Rebuilt> for RebuiltView {
                 })
                 .collect(),
             holds: r.holds.clone(),
+            waves: r.waves.clone(),
             lost_holds: r.lost_holds.clone(),
         }
     }
@@ -1066,6 +1069,9 @@ impl RebuiltView {
         }
         for h in &self.holds {
             out.push_str(&format!("  held again: {}\n", esc(h)));
+        }
+        for w in &self.waves {
+            out.push_str(&format!("  {}\n", esc(w)));
         }
         for h in &self.lost_holds {
             out.push_str(&format!("  LOST HOLD {}\n", esc(h)));

@@ -414,6 +414,15 @@ impl Server {
                 "this supervisor answers no CI questions: ask `orch ci status` directly".into(),
             );
         };
+        // Its own commits only: another worker's CI log is that worker's (`ci_scope`).
+        let (CiQuestion::Status { repo, sha, .. } | CiQuestion::Logs { repo, sha, .. }) = question;
+        super::ci_scope::own_commit(
+            &self.state_dir,
+            &self.id,
+            self.relay.as_ref().map(|r| r.remote.as_path()),
+            repo,
+            sha,
+        )?;
         let mut cmd = std::process::Command::new(&ci.exe);
         cmd.arg("--config")
             .arg(&ci.config)

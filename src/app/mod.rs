@@ -6,6 +6,7 @@
 pub mod branch_protection;
 pub mod cascade;
 pub mod channel;
+pub mod ci_scope;
 pub mod deliver;
 pub mod drift;
 pub mod error;

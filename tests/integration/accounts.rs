@@ -24,7 +24,16 @@ fn code(org: &Org, name: &str) -> i32 {
 
 /// An organisation whose workers run as `account`, its test directories opened to it.
 fn org_as(account: &str, script: &str, repo: RepoSpec) -> Org {
-    let mut spec = Spec::local(script).repo(repo).user(account);
+    org_of(account, script, vec![repo])
+}
+
+/// [`org_as`] with several repositories.
+fn org_of(account: &str, script: &str, repos: Vec<RepoSpec>) -> Org {
+    let mut spec = Spec::local(script);
+    for repo in repos {
+        spec = spec.repo(repo);
+    }
+    let mut spec = spec.user(account);
     spec.worker_section = Some(format!(
         "  command: [sh, {:?}]\n  env_passthrough: [PATH, E2E_OUT]\n  stop_grace: 1s\n",
         worker_script(script).display().to_string()
@@ -333,4 +342,42 @@ fn workers_of_a_pool_of_accounts_cannot_touch_each_others_clones() {
     }
     let wt = std::path::PathBuf::from(org.worker(&victim).worktree);
     assert!(!wt.join("pwned.txt").exists());
+}
+
+/// A worker of an account of its own asks its supervisor for another worker's CI log (beta's
+/// pushed commit: its code's output), naming beta's repository and then its own: both refused,
+/// while its own commit's log is answered.
+#[test]
+fn a_worker_is_answered_about_its_own_commits_ci_only() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let org = org_of(
+        &account.name,
+        "ci_snoop.sh",
+        vec![
+            RepoSpec::new("alpha").standard_ci("echo log-of-$ORCH_CI_REPO"),
+            RepoSpec::new("beta").standard_ci("echo log-of-$ORCH_CI_REPO"),
+        ],
+    );
+    let (out, beta) = org.spawn_foreground("beta", "beta's work");
+    assert!(out.status.success(), "{}", org.diag(&beta));
+    assert!(
+        read(&org, "own-logs.out").contains("log-of-beta"),
+        "{}",
+        org.diag(&beta)
+    );
+    let (out, alpha) = org.spawn_foreground("alpha", "alpha's work");
+    assert!(out.status.success(), "{}", org.diag(&alpha));
+    assert!(
+        read(&org, "own-logs.out").contains("log-of-alpha"),
+        "{}",
+        org.diag(&alpha)
+    );
+    for snoop in ["snoop-other-repo", "snoop-as-own-repo"] {
+        let said = read(&org, &format!("{snoop}.out"));
+        assert_ne!(code(&org, snoop), 0, "{snoop} was answered: {said}");
+        assert!(!said.contains("log-of-beta"), "{snoop}: {said}");
+        assert!(said.contains("not answered"), "{snoop}: {said}");
+    }
 }

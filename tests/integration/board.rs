@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 pub struct Served {
     child: Child,
     /// `127.0.0.1:<port>`.
-    addr: String,
+    pub addr: String,
 }
 
 impl Served {
@@ -79,7 +79,12 @@ fn assert_valid(name: &str, value: &Value) {
 }
 
 /// One HTTP request over loopback: (status, body).
-fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&Value>) -> (u16, String) {
+pub fn http(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> (u16, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -508,15 +513,20 @@ fn the_worker_log_reads_as_orch_logs_and_follows_with_its_cursor() {
 }
 
 /// The events of `/api/events` as they come: (event name, data), read over a raw socket.
-struct Events(BufReader<TcpStream>);
+pub struct Events(BufReader<TcpStream>);
 
 impl Events {
-    fn open(s: &Served) -> Events {
+    pub fn open(s: &Served) -> Events {
+        Events::open_with(s, "")
+    }
+
+    /// The stream opened with `extra` header lines (each ending in `\r\n`).
+    pub fn open_with(s: &Served, extra: &str) -> Events {
         let mut t = TcpStream::connect(&s.addr).unwrap();
         t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         write!(
             t,
-            "GET /api/events HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+            "GET /api/events HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n{extra}\r\n",
             s.addr
         )
         .unwrap();
@@ -524,7 +534,7 @@ impl Events {
     }
 
     /// The next `board` event's data (skipping keep-alive comments and chunk framing).
-    fn next_board(&mut self) -> Value {
+    pub fn next_board(&mut self) -> Value {
         let mut is_board = false;
         loop {
             let mut line = String::new();
@@ -1677,7 +1687,7 @@ fn a_cancel_from_the_board_needs_both_tokens_and_is_audited() {
 }
 
 /// The board's token set in repos.yaml (`serve.token_env`) and exported for `org`'s commands.
-fn with_token(org: &mut Org, token: &str) {
+pub fn with_token(org: &mut Org, token: &str) {
     let mut text = std::fs::read_to_string(&org.config_path).unwrap();
     text.push_str("\nserve:\n  token_env: ORCH_BOARD_TOKEN\n");
     std::fs::write(&org.config_path, text).unwrap();

@@ -15,6 +15,7 @@ mod agents_aider;
 mod agents_codex;
 mod alerts;
 mod board;
+mod board_trust;
 mod boundary;
 mod branch_protection;
 mod cascade;

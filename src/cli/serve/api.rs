@@ -81,6 +81,19 @@ pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Resp
             None => {}
         }
     }
+    if !board.guarded
+        && !super::auth::loopback_host(
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok()),
+        )
+    {
+        return (
+            StatusCode::MISDIRECTED_REQUEST,
+            "this board answers requests for localhost or a loopback address only\n",
+        )
+            .into_response();
+    }
     if board.guarded && !matches!(req.uri().path(), "/login" | "/logout") {
         let ok = board.token.as_ref().is_some_and(|t| {
             super::auth::authorised(t, &board.sessions, req.headers(), crate::store::now_ms())
@@ -97,7 +110,8 @@ pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Resp
                 .into_response();
         }
     }
-    let mut resp = next.run(req).await;
+    let resp = next.run(req).await;
+    let mut resp = scrubbed(&board, resp).await;
     let h = resp.headers_mut();
     h.insert(
         "x-content-type-options",
@@ -105,6 +119,41 @@ pub async fn gate(State(board): State<Shared>, req: Request, next: Next) -> Resp
     );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     resp
+}
+
+/// `resp` with every secret the board holds redacted from its body (a task's text, an alert, a
+/// log line may carry one): every view, whatever built it. The event stream is scrubbed as its
+/// events are built (`events::board_data`); it is passed on as it is.
+async fn scrubbed(board: &Shared, resp: Response) -> Response {
+    let streamed = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    if streamed {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot read the answer\n",
+        )
+            .into_response();
+    };
+    let body = match std::str::from_utf8(&bytes) {
+        Ok(text) => {
+            let clean = board.scrub(text);
+            if clean.len() == text.len() && clean == text {
+                bytes
+            } else {
+                parts.headers.remove(header::CONTENT_LENGTH);
+                clean.into_bytes().into()
+            }
+        }
+        Err(_) => bytes,
+    };
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// The address a request came from (the connection's peer: a proxy in front counts as one

@@ -18,14 +18,47 @@ pub fn read_token(var: Option<&str>) -> Result<Option<Secret>, String> {
 }
 
 /// A listen address beyond loopback is refused without a token: the board shows every
-/// worker's task and what it spent.
-pub fn check_listen(addr: &SocketAddr, token: Option<&Secret>) -> Result<(), String> {
-    if addr.ip().is_loopback() || token.is_some() {
+/// worker's task and what it spent. So is any address when workers run on this host
+/// isolated from orch (`worker.users`, `worker.sandbox`): they reach loopback too, and the
+/// board would show them what their isolation hides (other workers' tasks and logs).
+pub fn check_listen(
+    addr: &SocketAddr,
+    token: Option<&Secret>,
+    isolated_workers: bool,
+) -> Result<(), String> {
+    if token.is_some() {
+        return Ok(());
+    }
+    if isolated_workers {
+        return Err(format!(
+            "worker.users or worker.sandbox is set: workers on this host reach {addr} too, and the board would show them every other worker's task and log. Set serve.token_env in repos.yaml to the name of a variable holding a bearer token"
+        ));
+    }
+    if addr.ip().is_loopback() {
         return Ok(());
     }
     Err(format!(
         "--listen {addr} is not a loopback address: the board would be open to the network. Set serve.token_env in repos.yaml to the name of a variable holding a bearer token (or listen on 127.0.0.1)"
     ))
+}
+
+/// Whether `host` (a request's `Host` header) names this loopback board: `localhost` or a
+/// loopback address, any port. A page of another site whose name was rebound to 127.0.0.1
+/// (DNS rebinding) sends its own name and is refused.
+pub fn loopback_host(host: Option<&str>) -> bool {
+    let Some(host) = host else {
+        return false;
+    };
+    // `[::1]:7878`, `127.0.0.1:7878`, `localhost`, `localhost.:7878`.
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The bearer token a request presents: `Authorization: Bearer <t>`.
@@ -296,16 +329,44 @@ mod tests {
         let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let lo6: SocketAddr = "[::1]:0".parse().unwrap();
         let any: SocketAddr = "0.0.0.0:7878".parse().unwrap();
-        assert!(check_listen(&lo, None).is_ok());
-        assert!(check_listen(&lo6, None).is_ok());
-        let e = check_listen(&any, None).unwrap_err();
+        assert!(check_listen(&lo, None, false).is_ok());
+        assert!(check_listen(&lo6, None, false).is_ok());
+        let e = check_listen(&any, None, false).unwrap_err();
         assert!(e.contains("serve.token_env"), "{e}");
         let t = Secret::new("s3cret-token".into());
-        assert!(check_listen(&any, Some(&t)).is_ok());
+        assert!(check_listen(&any, Some(&t), false).is_ok());
+        // Isolated workers on the host reach loopback too.
+        let e = check_listen(&lo, None, true).unwrap_err();
+        assert!(e.contains("worker.users or worker.sandbox"), "{e}");
+        assert!(check_listen(&lo, Some(&t), true).is_ok());
         assert!(matches(&t, Some("s3cret-token")));
         assert!(!matches(&t, Some("s3cret-tokeN")));
         assert!(!matches(&t, Some("s3cret")));
         assert!(!matches(&t, None));
+    }
+
+    #[test]
+    fn a_loopback_board_answers_loopback_host_names_only() {
+        for ok in [
+            "localhost",
+            "localhost:7878",
+            "LOCALHOST.:1",
+            "127.0.0.1:7878",
+            "127.1.2.3",
+            "[::1]:7878",
+        ] {
+            assert!(loopback_host(Some(ok)), "{ok}");
+        }
+        for bad in [
+            "evil.example:7878",
+            "localhost.evil.example",
+            "10.0.0.1:7878",
+            "[::2]:1",
+            "",
+        ] {
+            assert!(!loopback_host(Some(bad)), "{bad}");
+        }
+        assert!(!loopback_host(None));
     }
 
     #[test]

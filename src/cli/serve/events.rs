@@ -66,7 +66,8 @@ fn board_data(b: &super::Board) -> String {
         Ok((status, board)) => serde_json::json!({ "status": status, "board": board }),
         Err(f) => serde_json::json!({ "error": f.message }),
     };
-    data.to_string()
+    // A task's text or an alert may carry the board's or the forge's token.
+    b.scrub(&data.to_string())
 }
 
 /// A `board` event's data as built after change `version` at `at`.

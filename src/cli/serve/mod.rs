@@ -25,7 +25,9 @@ pub struct Board {
     /// Set when `serve.token_env` names one: needed beyond loopback (for everything but the
     /// health checks) and for actions.
     pub token: Option<Secret>,
-    /// Listening beyond loopback: every request shows the token (or a signed-in session).
+    /// Listening beyond loopback, or workers isolated from orch on this host: every request
+    /// shows the token (or a signed-in session). Unguarded (loopback, nobody but orch's user
+    /// to reach it), requests must name a loopback host.
     pub guarded: bool,
     /// The page's sign-ins (`/login`): the cookie holds a session id, never the token.
     pub sessions: auth::Sessions,
@@ -67,7 +69,8 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
     })?;
     let token =
         auth::read_token(l.config.serve.token_env.as_deref()).map_err(Failure::bad_input)?;
-    auth::check_listen(&addr, token.as_ref()).map_err(Failure::bad_input)?;
+    let isolated_workers = l.config.worker.separate();
+    auth::check_listen(&addr, token.as_ref(), isolated_workers).map_err(Failure::bad_input)?;
     let throttle = auth::Throttle::from_env().map_err(Failure::bad_input)?;
     // A forge token that cannot be read is no secret this process holds.
     let secrets: Vec<Secret> = token
@@ -91,7 +94,7 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
         // read it.
         let csrf = auth::random_hex(16).map_err(Failure::unavailable)?;
         let board = Arc::new(Board {
-            guarded: !addr.ip().is_loopback(),
+            guarded: !addr.ip().is_loopback() || isolated_workers,
             l,
             token,
             sessions: auth::Sessions::default(),

@@ -648,3 +648,5 @@ pub use step::{BLOCKED_STOP, HELD_STOP, step};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_crash;

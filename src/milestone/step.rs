@@ -383,29 +383,34 @@ fn apply(
                 fx.push(Effect::Checkpoint);
                 return (p, fx);
             }
-            let following_ci = p.milestone == Milestone::PushedToCi
-                && !p.verdict.is_some_and(VerdictKind::is_terminal);
             // An agent's run already classified (`AgentEnded`) keeps its reason and alert.
             let classified = p
                 .end_reason
                 .as_deref()
                 .is_some_and(|r| r.starts_with("agent (transient)"));
-            if !following_ci
-                && !classified
-                && matches!(
-                    p.milestone,
-                    Milestone::Working | Milestone::FixingCi | Milestone::PushedToCi
-                )
-            {
+            // Any other end at work is a crash, after a push too: the worker gave no word (a
+            // DONE claim, or the end of its turn), and a green push is not DONE without it, so
+            // CI decides nothing more for this life. Said at once, in every milestone alike;
+            // the supervisor then leaves the worker to `orch resume` — a replacement, as the
+            // contract's `on_worker_crash` — its lock kept for it.
+            if !classified && p.milestone.at_work() {
                 let how = code
                     .map(|c| format!("exit code {c}"))
                     .unwrap_or_else(|| "a signal".into());
+                let pushed = match (&p.tracked_sha, p.milestone) {
+                    (Some(sha), Milestone::PushedToCi) => format!(
+                        " after pushing {} (CI {}: DONE needs its word too)",
+                        sha.short(),
+                        p.verdict.map_or("not yet known", VerdictKind::as_str)
+                    ),
+                    _ => String::new(),
+                };
                 p.end_reason = Some(format!("worker exited ({how}) in {}", p.milestone));
                 fx.push(alert(
                     Severity::Warning,
                     "worker_exited",
                     format!(
-                        "worker {worker} exited ({how}) in {} without finishing; lock kept",
+                        "worker {worker} exited ({how}) in {}{pushed} without finishing; lock kept for its replacement — `orch resume` gives its task to one (within worker.max_respawns)",
                         p.milestone
                     ),
                 ));

@@ -25,6 +25,7 @@ mod ci_cli;
 mod ci_stuck;
 mod config_trust;
 mod containment;
+mod crash_after_push;
 mod demo;
 mod escalation;
 mod escapers;

@@ -221,17 +221,22 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// A red commit that sent the worker to FIXING_CI: its short SHA and the jobs that failed
-/// (empty until CI's verdict is known: the worker's FIXING_CI claim may come first).
+/// (empty until CI's verdict is known: the worker's FIXING_CI claim may come first) — or a
+/// fix attempt that ran out of time (`timed_out`, at the commit tracked then).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixRed {
     pub sha: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 impl std::fmt::Display for FixRed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.jobs.is_empty() {
+        if self.timed_out {
+            write!(f, "timed out (at {})", self.sha)
+        } else if self.jobs.is_empty() {
             write!(f, "{} (red: jobs not yet known)", self.sha)
         } else {
             write!(f, "{} red: {}", self.sha, self.jobs.join(", "))
@@ -650,3 +655,5 @@ pub use step::{BLOCKED_STOP, HELD_STOP, step};
 mod tests;
 #[cfg(test)]
 mod tests_crash;
+#[cfg(test)]
+mod tests_fix_timeout;

@@ -6,6 +6,8 @@ use crate::ci::verdict::VerdictKind;
 use crate::config::LandPolicy;
 use crate::contract::{Contract, OnTimeout};
 
+mod fix_timeout;
+
 fn violation(kind: &str, detail: String) -> Effect {
     Effect::Violation {
         kind: kind.to_string(),
@@ -312,6 +314,7 @@ fn apply(
                 && *kind == VerdictKind::Red
                 && let Some(last) = p.fix_reds.last_mut()
                 && last.jobs.is_empty()
+                && !last.timed_out
                 && last.sha == sha.short()
             {
                 last.jobs = failed_jobs.clone();
@@ -978,6 +981,7 @@ fn count_fix_attempt(
             .map_or("-", |s| s.short())
             .to_string(),
         jobs: p.failed_jobs.clone(),
+        timed_out: false,
     });
     let max = contract.fixing_ci_max_attempts;
     // The timeline (`orch logs`) says which attempt this is, as `status` does.
@@ -1093,8 +1097,11 @@ fn at_timeout(contract: &Contract, p: &Progress) -> String {
         return "nothing (no timeout for this milestone)".into();
     };
     let window = crate::duration::format(contract.progress_window);
-    let end = if spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout {
+    let reassign = spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout;
+    let end = if reassign {
         "stops its processes (FAILED) and reassigns its task to a new worker, the lock handed over"
+    } else if fix_timeout::counts_attempts(spec, p, reassign) {
+        "counts this fix attempt as failed and the next one begins (FAILED, the lock kept for an operator, once the attempts are exhausted)"
     } else {
         "stops its processes and marks it FAILED, keeping the lock for an operator"
     };
@@ -1344,6 +1351,10 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
     }
     let milestone = p.milestone;
     let reassign = spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout;
+    if fix_timeout::counts_attempts(spec, p, reassign) {
+        fix_timeout::attempt_timed_out(contract, p, worker, spec, now, fx);
+        return;
+    }
     fail(
         contract,
         p,

@@ -202,6 +202,12 @@ pub struct Progress {
     /// How many workers before this one the task was reassigned from (`app::reassign`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reassignments: u32,
+    /// How many times an operator gave the worker another go (`orch respawn` of a BLOCKED,
+    /// BLOCKED_PERMISSION or PAUSED worker): each starts a replacement, counted in
+    /// `ORCH_REPLACEMENT` with the crash replacements (`WorkerRecord::respawns`) but not
+    /// bounded by `worker.max_respawns` (that budget is for crashes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub respawned: u32,
     /// The worker's own summary of its change: what it said with its DONE claim
     /// (`worker_returns.summary`), as printed (untrusted text, bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -354,6 +360,7 @@ impl Progress {
             secrets: Vec::new(),
             reassign_on_timeout: false,
             reassignments: 0,
+            respawned: 0,
             summary: None,
             decisions: Vec::new(),
         };

@@ -535,6 +535,7 @@ fn apply(
                     p.permission_denials = 0;
                     p.turn_ended = false;
                     p.held = None;
+                    p.respawned += 1;
                 }
             }
         }

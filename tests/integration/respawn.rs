@@ -127,3 +127,34 @@ fn a_failed_worker_is_reassigned_with_its_checkpoint_in_the_new_prompt() {
         output_text(&again)
     );
 }
+
+/// A life an operator's respawn starts is a replacement, and its environment says which
+/// (`ORCH_REPLACEMENT`: 0 for the task's first worker, n for its n-th replacement) — before,
+/// a respawned BLOCKED worker was told 0, as if it were the first. The crash budget
+/// (`worker.max_respawns`, `respawns`) is not spent by an operator's respawn.
+#[test]
+fn a_respawned_blocked_worker_is_numbered_as_a_replacement() {
+    let org = Org::new(Spec::resumable(&[("core", &[])]));
+    org.open_gate("core");
+    let id = org.spawn("core", "blocked on a credential", "t-blocked");
+    org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&id);
+    let out = org.run(&["respawn", &id, "--note", "the credential is in place"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    org.wait_done(&id);
+    // Where each life stood (ORCH_MILESTONE, ORCH_REPLACEMENT), as it wrote it down.
+    let stands = |life: u32| {
+        std::fs::read_to_string(org.ctl.join("prompts").join(format!("{id}.{life}.stands")))
+            .unwrap_or_else(|e| panic!("life {life} of {id}: {e}\n{}", org.diag(&id)))
+    };
+    assert_eq!(stands(1).trim(), "WORKING 0");
+    assert_eq!(stands(2).trim(), "WORKING 1", "{}", org.diag(&id));
+    let told = org.prompt(&id, 2);
+    assert!(
+        told.contains("RESUMING as replacement worker 1 of"),
+        "{told}"
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 0, "no crash replacement was spent");
+    assert_eq!(w.progress.respawned, 1);
+}

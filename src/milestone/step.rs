@@ -1075,6 +1075,24 @@ fn fail(
     now: i64,
     fx: &mut Vec<Effect>,
 ) {
+    let next = format!(
+        "orch stops its processes and keeps the lock until an operator acts (orch release {worker} --force --reason …)"
+    );
+    fail_then(contract, p, worker, why, kind, &next, now, fx);
+}
+
+/// FAILED, its alert saying what orch does `next` (the lock kept, or handed over).
+#[allow(clippy::too_many_arguments)]
+fn fail_then(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    why: &str,
+    kind: &str,
+    next: &str,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
     let from = p.milestone;
     if transition(contract, p, Milestone::Failed, why, now, fx) {
         p.end_reason = Some(why.to_string());
@@ -1085,9 +1103,7 @@ fn fail(
         fx.push(alert(
             Severity::Critical,
             kind,
-            format!(
-                "worker {worker} FAILED in {from}: {why}; orch stops its processes and keeps the lock until an operator acts (orch release {worker} --force --reason …)"
-            ),
+            format!("worker {worker} FAILED in {from}: {why}; {next}"),
         ));
     }
 }
@@ -1356,15 +1372,16 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
         fix_timeout::attempt_timed_out(contract, p, worker, spec, now, fx);
         return;
     }
-    fail(
-        contract,
-        p,
-        worker,
-        &format!("timeout in {milestone}"),
-        "timeout",
-        now,
-        fx,
-    );
+    let why = format!("timeout in {milestone}");
+    if reassign {
+        // The task is not left for an operator: the critical alert says where it goes.
+        let next = format!(
+            "orch stops its processes and hands its task and chain lock to a new worker told its checkpoint (within worker.max_respawns; past it, or when the chain cannot be handed over, the lock waits for an operator: `orch respawn {worker}`)"
+        );
+        fail_then(contract, p, worker, &why, "timeout", &next, now, fx);
+    } else {
+        fail(contract, p, worker, &why, "timeout", now, fx);
+    }
     p.end_reason = Some("timeout".into());
     if reassign && p.milestone == Milestone::Failed {
         // After the stop (effects are carried out in order): the lock is handed over only

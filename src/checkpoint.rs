@@ -154,7 +154,13 @@ pub fn build(w: &WorkerRecord, pushes: &[PushRecord], lock_held: bool) -> Checkp
         component_id: w.component.clone(),
         current_milestone: pr.milestone.as_str().to_string(),
         timestamp: fmt_ms(w.updated_ms),
-        context_summary: summary(w, &commits),
+        context_summary: summary(
+            w,
+            &commits,
+            pushes
+                .iter()
+                .rfind(|r| w.progress.tracked_sha.as_ref() == Some(&r.sha)),
+        ),
         commits,
         ci_runs,
         files_modified,
@@ -207,8 +213,11 @@ pub fn is_test_file(path: &str) -> bool {
         || stem.ends_with("Tests")
 }
 
-/// One paragraph a replacement worker (or a human) can act on.
-pub fn summary(w: &WorkerRecord, commits: &[String]) -> String {
+/// One paragraph a replacement worker (or a human) can act on. `tracked`: the push record of
+/// the tracked commit, which has CI's latest word on it — every answer is recorded there,
+/// those that come after the worker ended too (its progress no longer moves, and would say
+/// "CI pending" beside a record that says red).
+pub fn summary(w: &WorkerRecord, commits: &[String], tracked: Option<&PushRecord>) -> String {
     let p = &w.progress;
     let mut s = format!(
         "{} on {}: {} commit(s) since base",
@@ -218,14 +227,18 @@ pub fn summary(w: &WorkerRecord, commits: &[String]) -> String {
     );
     if let Some(sha) = &p.tracked_sha {
         s.push_str(&format!("; last pushed {}", sha.short()));
-        match p.verdict {
+        let (verdict, failed, detail) = match tracked.filter(|r| r.verdict.is_some()) {
+            Some(r) => (r.verdict, &r.failed_jobs, r.detail.as_ref()),
+            None => (p.verdict, &p.failed_jobs, p.verdict_detail.as_ref()),
+        };
+        match verdict {
             Some(v) => s.push_str(&format!(", CI {v}")),
             None => s.push_str(", CI not yet known"),
         }
-        if !p.failed_jobs.is_empty() {
-            s.push_str(&format!(" (failing: {})", p.failed_jobs.join(", ")));
+        if !failed.is_empty() {
+            s.push_str(&format!(" (failing: {})", failed.join(", ")));
         }
-        if let Some(d) = &p.verdict_detail {
+        if let Some(d) = detail {
             s.push_str(&format!("; {d}"));
         }
     } else {

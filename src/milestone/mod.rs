@@ -202,6 +202,12 @@ pub struct Progress {
     /// How many workers before this one the task was reassigned from (`app::reassign`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reassignments: u32,
+    /// How many times an operator gave the worker another go (`orch respawn` of a BLOCKED,
+    /// BLOCKED_PERMISSION or PAUSED worker): each starts a replacement, counted in
+    /// `ORCH_REPLACEMENT` with the crash replacements (`WorkerRecord::respawns`) but not
+    /// bounded by `worker.max_respawns` (that budget is for crashes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub respawned: u32,
     /// The worker's own summary of its change: what it said with its DONE claim
     /// (`worker_returns.summary`), as printed (untrusted text, bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,17 +227,22 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// A red commit that sent the worker to FIXING_CI: its short SHA and the jobs that failed
-/// (empty until CI's verdict is known: the worker's FIXING_CI claim may come first).
+/// (empty until CI's verdict is known: the worker's FIXING_CI claim may come first) — or a
+/// fix attempt that ran out of time (`timed_out`, at the commit tracked then).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FixRed {
     pub sha: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 impl std::fmt::Display for FixRed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.jobs.is_empty() {
+        if self.timed_out {
+            write!(f, "timed out (at {})", self.sha)
+        } else if self.jobs.is_empty() {
             write!(f, "{} (red: jobs not yet known)", self.sha)
         } else {
             write!(f, "{} red: {}", self.sha, self.jobs.join(", "))
@@ -349,6 +360,7 @@ impl Progress {
             secrets: Vec::new(),
             reassign_on_timeout: false,
             reassignments: 0,
+            respawned: 0,
             summary: None,
             decisions: Vec::new(),
         };
@@ -648,3 +660,7 @@ pub use step::{BLOCKED_STOP, HELD_STOP, step};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_crash;
+#[cfg(test)]
+mod tests_fix_timeout;

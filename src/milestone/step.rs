@@ -6,6 +6,8 @@ use crate::ci::verdict::VerdictKind;
 use crate::config::LandPolicy;
 use crate::contract::{Contract, OnTimeout};
 
+mod fix_timeout;
+
 fn violation(kind: &str, detail: String) -> Effect {
     Effect::Violation {
         kind: kind.to_string(),
@@ -312,6 +314,7 @@ fn apply(
                 && *kind == VerdictKind::Red
                 && let Some(last) = p.fix_reds.last_mut()
                 && last.jobs.is_empty()
+                && !last.timed_out
                 && last.sha == sha.short()
             {
                 last.jobs = failed_jobs.clone();
@@ -383,29 +386,34 @@ fn apply(
                 fx.push(Effect::Checkpoint);
                 return (p, fx);
             }
-            let following_ci = p.milestone == Milestone::PushedToCi
-                && !p.verdict.is_some_and(VerdictKind::is_terminal);
             // An agent's run already classified (`AgentEnded`) keeps its reason and alert.
             let classified = p
                 .end_reason
                 .as_deref()
                 .is_some_and(|r| r.starts_with("agent (transient)"));
-            if !following_ci
-                && !classified
-                && matches!(
-                    p.milestone,
-                    Milestone::Working | Milestone::FixingCi | Milestone::PushedToCi
-                )
-            {
+            // Any other end at work is a crash, after a push too: the worker gave no word (a
+            // DONE claim, or the end of its turn), and a green push is not DONE without it, so
+            // CI decides nothing more for this life. Said at once, in every milestone alike;
+            // the supervisor then leaves the worker to `orch resume` — a replacement, as the
+            // contract's `on_worker_crash` — its lock kept for it.
+            if !classified && p.milestone.at_work() {
                 let how = code
                     .map(|c| format!("exit code {c}"))
                     .unwrap_or_else(|| "a signal".into());
+                let pushed = match (&p.tracked_sha, p.milestone) {
+                    (Some(sha), Milestone::PushedToCi) => format!(
+                        " after pushing {} (CI {}: DONE needs its word too)",
+                        sha.short(),
+                        p.verdict.map_or("not yet known", VerdictKind::as_str)
+                    ),
+                    _ => String::new(),
+                };
                 p.end_reason = Some(format!("worker exited ({how}) in {}", p.milestone));
                 fx.push(alert(
                     Severity::Warning,
                     "worker_exited",
                     format!(
-                        "worker {worker} exited ({how}) in {} without finishing; lock kept",
+                        "worker {worker} exited ({how}) in {}{pushed} without finishing; lock kept for its replacement — `orch resume` gives its task to one (within worker.max_respawns)",
                         p.milestone
                     ),
                 ));
@@ -527,6 +535,7 @@ fn apply(
                     p.permission_denials = 0;
                     p.turn_ended = false;
                     p.held = None;
+                    p.respawned += 1;
                 }
             }
         }
@@ -973,6 +982,7 @@ fn count_fix_attempt(
             .map_or("-", |s| s.short())
             .to_string(),
         jobs: p.failed_jobs.clone(),
+        timed_out: false,
     });
     let max = contract.fixing_ci_max_attempts;
     // The timeline (`orch logs`) says which attempt this is, as `status` does.
@@ -1065,6 +1075,24 @@ fn fail(
     now: i64,
     fx: &mut Vec<Effect>,
 ) {
+    let next = format!(
+        "orch stops its processes and keeps the lock until an operator acts (orch release {worker} --force --reason …)"
+    );
+    fail_then(contract, p, worker, why, kind, &next, now, fx);
+}
+
+/// FAILED, its alert saying what orch does `next` (the lock kept, or handed over).
+#[allow(clippy::too_many_arguments)]
+fn fail_then(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    why: &str,
+    kind: &str,
+    next: &str,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
     let from = p.milestone;
     if transition(contract, p, Milestone::Failed, why, now, fx) {
         p.end_reason = Some(why.to_string());
@@ -1075,9 +1103,7 @@ fn fail(
         fx.push(alert(
             Severity::Critical,
             kind,
-            format!(
-                "worker {worker} FAILED in {from}: {why}; orch stops its processes and keeps the lock until an operator acts (orch release {worker} --force --reason …)"
-            ),
+            format!("worker {worker} FAILED in {from}: {why}; {next}"),
         ));
     }
 }
@@ -1088,8 +1114,11 @@ fn at_timeout(contract: &Contract, p: &Progress) -> String {
         return "nothing (no timeout for this milestone)".into();
     };
     let window = crate::duration::format(contract.progress_window);
-    let end = if spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout {
+    let reassign = spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout;
+    let end = if reassign {
         "stops its processes (FAILED) and reassigns its task to a new worker, the lock handed over"
+    } else if fix_timeout::counts_attempts(spec, p, reassign) {
+        "counts this fix attempt as failed and the next one begins (FAILED, the lock kept for an operator, once the attempts are exhausted)"
     } else {
         "stops its processes and marks it FAILED, keeping the lock for an operator"
     };
@@ -1339,15 +1368,20 @@ fn tick(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut 
     }
     let milestone = p.milestone;
     let reassign = spec.on_timeout == OnTimeout::Reassign || p.reassign_on_timeout;
-    fail(
-        contract,
-        p,
-        worker,
-        &format!("timeout in {milestone}"),
-        "timeout",
-        now,
-        fx,
-    );
+    if fix_timeout::counts_attempts(spec, p, reassign) {
+        fix_timeout::attempt_timed_out(contract, p, worker, spec, now, fx);
+        return;
+    }
+    let why = format!("timeout in {milestone}");
+    if reassign {
+        // The task is not left for an operator: the critical alert says where it goes.
+        let next = format!(
+            "orch stops its processes and hands its task and chain lock to a new worker told its checkpoint (within worker.max_respawns; past it, or when the chain cannot be handed over, the lock waits for an operator: `orch respawn {worker}`)"
+        );
+        fail_then(contract, p, worker, &why, "timeout", &next, now, fx);
+    } else {
+        fail(contract, p, worker, &why, "timeout", now, fx);
+    }
     p.end_reason = Some("timeout".into());
     if reassign && p.milestone == Milestone::Failed {
         // After the stop (effects are carried out in order): the lock is handed over only

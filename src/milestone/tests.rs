@@ -700,13 +700,15 @@ fn a_timeout_reassigns_on_the_critical_path_or_when_the_contract_says_so() {
         // The stop comes first: the lock is handed over only once the worker is gone.
         reassign.is_some() && stop < reassign
     };
-    // The contract's defaults escalate: FAILED, the lock kept, no reassignment.
+    // The contract's defaults escalate: FAILED, the lock kept, no reassignment — FIXING_CI's
+    // after its attempts (`escalate_after_max_attempts`: a timed-out one is counted).
     let c = contract();
-    for m in [Working, FixingCi] {
-        let (p, fx) = step(&c, "w", &at(m), &Event::Tick, T0 + 20 * MIN);
-        assert_eq!(p.milestone, Failed, "{m}");
-        assert!(!fx.contains(&Effect::Reassign), "{m}");
-    }
+    let (p, fx) = step(&c, "w", &at(Working), &Event::Tick, T0 + 20 * MIN);
+    assert_eq!(p.milestone, Failed);
+    assert!(!fx.contains(&Effect::Reassign));
+    let (p, fx) = step(&c, "w", &at(FixingCi), &Event::Tick, T0 + 20 * MIN);
+    assert_eq!((p.milestone, p.fix_attempts), (FixingCi, 1));
+    assert!(!fx.contains(&Effect::Reassign));
     // A wave task on its critical path.
     let mut s = at(Working);
     s.reassign_on_timeout = true;

@@ -52,6 +52,76 @@ fn the_third_failed_fix_attempt_raises_one_warning_naming_the_attempts_and_jobs(
     );
 }
 
+/// FIXING_CI's `on_timeout: escalate_after_max_attempts` (timeout per fix attempt,
+/// `max_attempts: 5`): a fix attempt that runs out of time is one failed attempt — the worker
+/// goes on, the next attempt on a fresh clock — and the worker is FAILED (`attempts_exhausted`,
+/// lock kept) only after the fifth. Before, the first timed-out attempt made it FAILED, as a
+/// plain `escalate` does.
+#[test]
+fn a_timed_out_fix_attempt_counts_as_one_of_the_five() {
+    let mut spec = Spec::local("fix_stalls.sh")
+        .repo(RepoSpec::new("alpha").standard_ci("test -f fixed"))
+        .timeout("FIXING_CI", "3s", "2s");
+    spec.progress_window = Some("1s".into());
+    let org = Org::new(spec);
+    let id = org.spawn_detached("alpha", "a fix that never comes");
+    // The first attempt times out (≥ 3 s after FIXING_CI); the worker is still fixing.
+    let w = poll_until(
+        "the first timed-out fix attempt to be counted",
+        DEADLINE,
+        || {
+            let w = org.worker(&id);
+            assert_ne!(
+                w.progress.milestone,
+                Milestone::Failed,
+                "FAILED at a timed-out fix attempt: {:?}\n{}",
+                w.progress.end_reason,
+                org.diag(&id)
+            );
+            (w.progress.fix_attempts >= 2).then_some(w)
+        },
+        || org.diag(&id),
+    );
+    assert_eq!(
+        w.progress.milestone,
+        Milestone::FixingCi,
+        "{}",
+        org.diag(&id)
+    );
+    assert!(w.worker_running, "the worker goes on: {}", org.diag(&id));
+    let timed_out: Vec<_> = org
+        .alerts(&id)
+        .into_iter()
+        .filter(|a| a["kind"] == "fix_attempt_timed_out")
+        .collect();
+    assert!(
+        timed_out.first().is_some_and(|a| a["message"]
+            .as_str()
+            .unwrap()
+            .contains("fix attempt 1/5 timed out")),
+        "{timed_out:?}"
+    );
+    // Four more run out: FAILED after the fifth failed attempt, the lock kept.
+    let w = org.wait_milestone(&id, "FAILED", DEADLINE);
+    assert_eq!(w.progress.fix_attempts, 6, "{}", org.diag(&id));
+    assert!(
+        w.progress
+            .end_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("FIXING_CI attempts exhausted (5)")),
+        "{:?}",
+        w.progress.end_reason
+    );
+    assert!(
+        org.alerts(&id)
+            .iter()
+            .any(|a| a["kind"] == "attempts_exhausted"),
+        "{}",
+        org.diag(&id)
+    );
+    assert_eq!(org.locks_of(&id), vec!["alpha".to_string()]);
+}
+
 /// The worker's processes: everything carrying its id in its environment.
 fn worker_processes(id: &str) -> Vec<i32> {
     with_env(&format!("ORCH_WORKER_ID={id}"))

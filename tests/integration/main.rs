@@ -27,6 +27,7 @@ mod ci_containment;
 mod ci_stuck;
 mod config_trust;
 mod containment;
+mod crash_after_push;
 mod demo;
 mod escalation;
 mod escapers;

@@ -1,7 +1,8 @@
 //! `orch respawn`: an operator gives a worker that waits for one another go.
 
-use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text};
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, output_text, poll_until};
 use orch::milestone::Milestone;
+use serde_json::Value;
 
 #[test]
 fn a_blocked_permission_worker_respawned_with_a_note_finishes() {
@@ -125,5 +126,152 @@ fn a_failed_worker_is_reassigned_with_its_checkpoint_in_the_new_prompt() {
         String::from_utf8_lossy(&again.stderr).contains(&format!("reassigned to worker {new}")),
         "{}",
         output_text(&again)
+    );
+}
+
+/// A life an operator's respawn starts is a replacement, and its environment says which
+/// (`ORCH_REPLACEMENT`: 0 for the task's first worker, n for its n-th replacement) — before,
+/// a respawned BLOCKED worker was told 0, as if it were the first. The crash budget
+/// (`worker.max_respawns`, `respawns`) is not spent by an operator's respawn.
+#[test]
+fn a_respawned_blocked_worker_is_numbered_as_a_replacement() {
+    let org = Org::new(Spec::resumable(&[("core", &[])]));
+    org.open_gate("core");
+    let id = org.spawn("core", "blocked on a credential", "t-blocked");
+    org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&id);
+    let out = org.run(&["respawn", &id, "--note", "the credential is in place"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    org.wait_done(&id);
+    // Where each life stood (ORCH_MILESTONE, ORCH_REPLACEMENT), as it wrote it down.
+    let stands = |life: u32| {
+        std::fs::read_to_string(org.ctl.join("prompts").join(format!("{id}.{life}.stands")))
+            .unwrap_or_else(|e| panic!("life {life} of {id}: {e}\n{}", org.diag(&id)))
+    };
+    assert_eq!(stands(1).trim(), "WORKING 0");
+    assert_eq!(stands(2).trim(), "WORKING 1", "{}", org.diag(&id));
+    let told = org.prompt(&id, 2);
+    assert!(
+        told.contains("RESUMING as replacement worker 1 of"),
+        "{told}"
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.respawns, 0, "no crash replacement was spent");
+    assert_eq!(w.progress.respawned, 1);
+}
+
+/// The scripted repository's CI: `test` waits for `gate` to exist, then wants feature.txt.
+fn gated_ci(gate: &std::path::Path) -> RepoSpec {
+    RepoSpec::new("alpha").standard_ci(&format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; test -f feature.txt",
+        gate.display()
+    ))
+}
+
+/// A FIXING_CI timeout (3 s) that does `on_timeout`, after a worker that pushed, said
+/// FIXING_CI at once and went quiet (`reassign_worker.sh`, `[stall-fixing]`).
+fn stalled_fixing(repo: RepoSpec, on_timeout: &str) -> Org {
+    let mut spec = Spec::local("reassign_worker.sh").repo(repo).contract_key(
+        "FIXING_CI",
+        &format!("{{ timeout: 3s, warning_at: 2s, on_timeout: {on_timeout} }}"),
+    );
+    spec.progress_window = Some("1s".into());
+    Org::new(spec)
+}
+
+/// A timeout that reassigns (`on_timeout: reassign`, as a wave's critical path does) says so
+/// in its critical alert: the task and chain lock go to a new worker — before, the alert said
+/// orch "keeps the lock until an operator acts" beside the `timeout_reassign` one.
+#[test]
+fn a_timeout_that_reassigns_says_where_the_task_and_lock_went() {
+    let org = stalled_fixing(
+        RepoSpec::new("alpha").standard_ci("test -f feature.txt"),
+        "reassign",
+    );
+    let first = org.spawn_detached("alpha", "the feature [stall-fixing]");
+    let second = poll_until(
+        "the stalled worker's task to be reassigned",
+        DEADLINE,
+        || {
+            org.workers()
+                .into_iter()
+                .find(|w| w.id != first)
+                .map(|w| w.id)
+        },
+        || org.diag(&first),
+    );
+    org.wait_done(&second);
+    let failed: Vec<Value> = org
+        .alerts(&first)
+        .into_iter()
+        .filter(|a| a["kind"] == "timeout")
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}\n{}", org.diag(&first));
+    let message = failed[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("hands its task and chain lock to a new worker")
+            && !message.contains("keeps the lock until an operator acts"),
+        "{message}"
+    );
+}
+
+/// A FAILED worker's task reassigned by an operator after CI decided its last push (red, as
+/// `orch ci status` recorded it): the new worker's REASSIGNED summary says red, as the line
+/// after it does — before, it said "CI running", the verdict the FAILED worker had when it
+/// stopped, on the line above "last CI: … red".
+#[test]
+fn a_reassigned_workers_summary_says_what_ci_said_after_it_ended() {
+    let gate = tempfile::tempdir().unwrap();
+    let open = gate.path().join("open");
+    let org = stalled_fixing(gated_ci(&open), "escalate");
+    let first = org.spawn_detached("alpha", "the feature [stall-fixing]");
+    org.wait_milestone(&first, "FAILED", DEADLINE);
+    org.wait_supervisor_gone(&first);
+    assert_ne!(
+        org.worker(&first).progress.verdict.map(|v| v.as_str()),
+        Some("red"),
+        "CI decided before the worker stopped: {}",
+        org.diag(&first)
+    );
+    // CI decides its push after it stopped (red: no feature.txt), and someone asks.
+    let stalled = std::fs::read_to_string(org.out.join(format!("stalled-{first}"))).unwrap();
+    std::fs::write(&open, "").unwrap();
+    let asked = org.run(&[
+        "ci",
+        "status",
+        "--repo",
+        "alpha",
+        "--sha",
+        stalled.trim(),
+        "--wait",
+        "--timeout",
+        "60s",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&asked.stdout).contains("red"),
+        "{}",
+        output_text(&asked)
+    );
+    let out = org.run(&["respawn", &first, "--by", "ops", "--json"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let second = v["new_worker"].as_str().expect("a new worker").to_string();
+    org.wait_done(&second);
+    let prompt = std::fs::read_to_string(org.out.join(format!("prompt-{second}.txt"))).unwrap();
+    let line = |head: &str| {
+        prompt
+            .lines()
+            .find(|l| l.starts_with(head))
+            .unwrap_or_else(|| panic!("no {head:?} in:\n{prompt}"))
+            .to_string()
+    };
+    assert!(
+        line("- last CI: ").ends_with("red (failed: test)"),
+        "{prompt}"
+    );
+    let summary = line("- summary: ");
+    assert!(
+        summary.contains("CI red (failing: test)"),
+        "the summary contradicts the last CI: {prompt}"
     );
 }

@@ -14,6 +14,10 @@
 #   fix-hang       push a change CI rejects, wait for the red verdict, report FIXING_CI,
 #                  mark `fixing`, wait
 #   blocked        report BLOCKED and exit 0
+#   push-crash     push a good change, report PUSHED_TO_CI, mark `pushed`, exit 1 (a crash
+#                  before CI decided: no DONE, no end of turn)
+#   green-crash    push a good change, report PUSHED_TO_CI on its output, wait until CI is
+#                  green, mark `green`, exit 1 (a crash after a green push)
 #   lock-hang      commit locally, then leave the lock files of a git killed mid-commit and
 #                  mid-push (index.lock, HEAD.lock, the branch's ref lock in the clone and in
 #                  the remote), mark `hanging`, wait
@@ -83,6 +87,19 @@ case "$mode" in
     orch report BLOCKED --note "needs a human" >/dev/null
     mark blocked
     exit 0 ;;
+  push-crash)
+    change good
+    push
+    orch report PUSHED_TO_CI --sha "$sha" >/dev/null
+    mark pushed
+    exit 1 ;;
+  green-crash)
+    change good
+    push
+    echo "PUSHED_TO_CI: $ORCH_REPO commit $sha"
+    orch ci status --repo "$ORCH_REPO" --sha "$sha" --wait --timeout 120s >/dev/null 2>&1
+    mark green
+    exit 1 ;;
 esac
 
 change good

@@ -395,10 +395,11 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     let wt = std::path::Path::new(&w.worktree);
     let commits = crate::gitops::commits_since(wt, &w.base_sha).unwrap_or_default();
     let files = crate::gitops::files_modified(wt, &w.base_sha).unwrap_or_default();
+    // The replacement it starts is numbered as `ORCH_REPLACEMENT` numbers it.
     let mut told = resume_note(
         &after,
         &why,
-        w.respawns,
+        w.respawns + i64::from(after.respawned),
         l.config.worker.max_respawns,
         &commits,
         &files,

@@ -524,10 +524,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         }
     }
 
-    /// Nothing left to do once the worker is gone, unless CI for a pushed SHA is undecided.
-    /// `no_run` (no push run within `ci.start_timeout`) needs a new push, which only a worker
-    /// can make: stop, so that `orch resume` gives it to a replacement (a push whose
-    /// post-receive hook died with its worker never gets a run on the local forge).
+    /// Nothing left to do once the worker is gone, unless CI decides what comes next: a push
+    /// after which the worker ended its turn, a DONE claim to judge, a landing. `no_run` (no
+    /// push run within `ci.start_timeout`) needs a new push, which only a worker can make:
+    /// stop, so that `orch resume` gives it to a replacement (a push whose post-receive hook
+    /// died with its worker never gets a run on the local forge).
     fn done_supervising(&self) -> bool {
         let p = &self.w.progress;
         if p.milestone.is_terminal() {
@@ -548,9 +549,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     || (v.is_terminal() && v != crate::ci::verdict::VerdictKind::Green)
             });
         }
-        p.milestone != Milestone::PushedToCi
-            || p.verdict
-                .is_some_and(|v| v.is_terminal() || v == crate::ci::verdict::VerdictKind::NoRun)
+        // The worker ended without its word (a crash, after a push too: CI, green or not,
+        // makes nothing DONE without it). Said at once (`worker_exited`); what comes next is
+        // `orch resume`'s — a replacement — rather than this supervisor following CI in
+        // silence with the chain locked by a dead worker.
+        true
     }
 
     fn start_worker(&mut self) -> Result<(), SuperviseError> {

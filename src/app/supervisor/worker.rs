@@ -218,9 +218,13 @@ impl WorkerProcess {
             .env("ORCH_BIN", env.orch_exe)
             .env("ORCH_SESSION_ID", &launch.session_id)
             // Where it stands: a replacement of a worker that pushed continues in FIXING_CI or
-            // PUSHED_TO_CI, and must not report WORKING again (a violation).
+            // PUSHED_TO_CI, and must not report WORKING again (a violation). Which replacement
+            // it is counts an operator's respawns as well as the crash replacements.
             .env("ORCH_MILESTONE", w.progress.milestone.to_string())
-            .env("ORCH_REPLACEMENT", w.respawns.to_string());
+            .env(
+                "ORCH_REPLACEMENT",
+                (w.respawns + i64::from(w.progress.respawned)).to_string(),
+            );
         if let Some(ch) = channel {
             cmd.env(SOCKET_ENV, ch.name());
         }

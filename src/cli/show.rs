@@ -65,7 +65,10 @@ fn sandbox_findings(config: &Config, view: &mut CheckView) {
     }
 }
 
-/// Runs `true` under orch's guard in a sandbox that hides a directory and keeps one inside it.
+/// Runs a shell under orch's guard in a sandbox laid out as a worker's: a read-only directory
+/// (the organisation's), a hidden one inside it (the state directory) and a directory kept
+/// inside that (the workspace). It succeeds when the read-only directory refuses a new file
+/// and the kept one takes it.
 fn try_sandbox() -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("orch's binary: {e}"))?;
     let dir = std::env::temp_dir().join(format!(
@@ -73,20 +76,25 @@ fn try_sandbox() -> Result<(), String> {
         std::process::id(),
         crate::store::now_ms()
     ));
-    let keep = dir.join("keep");
+    let keep = dir.join("state/keep");
     std::fs::create_dir_all(&keep).map_err(|e| format!("{}: {e}", keep.display()))?;
     let plan = crate::sandbox::Plan {
-        hide: vec![dir.clone()],
+        hide: vec![dir.join("state")],
         keep: vec![keep.clone()],
+        read_only: vec![dir.clone()],
+        pin: Vec::new(),
     }
     .resolved(None);
+    let probe = "if (true >\"$1/written\") 2>/dev/null; then echo \"$1 stayed writable\" >&2; exit 1; fi; true >\"$2/written\"";
     let out = std::process::Command::new(exe)
         .arg(crate::guard::GUARD_COMMAND)
         .arg("--parent")
         .arg(std::process::id().to_string())
         .arg("--pidns")
         .args(plan.args())
-        .args(["--", "true"])
+        .args(["--", "sh", "-c", probe, "sh"])
+        .arg(&plan.read_only[0])
+        .arg(&plan.keep[0])
         .current_dir(&keep)
         .stdin(std::process::Stdio::null())
         .output();

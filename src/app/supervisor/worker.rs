@@ -509,7 +509,8 @@ fn sandbox_plan(
     workspace: &std::path::Path,
     argv: &[String],
 ) -> Result<crate::sandbox::Plan, String> {
-    let plan = crate::sandbox::for_config(env.config, env.state_dir, workspace);
+    let contract = (!env.contract.is_built_in()).then_some(env.contract_path);
+    let plan = crate::sandbox::for_config(env.config, env.state_dir, workspace, contract);
     let mut needed = vec![
         ("orch's binary", env.orch_exe.to_path_buf()),
         ("the configuration", env.config_path.to_path_buf()),

@@ -6,6 +6,7 @@ use super::{Ctx, Failure, GraphFormat, Outcome, plural};
 use crate::config::{Config, ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
+use std::path::Path;
 
 impl Problem {
     fn at(file: &std::path::Path, message: impl Into<String>) -> Self {
@@ -43,8 +44,12 @@ impl From<&Diagnostic> for Problem {
 /// may run as someone else than the orch that spawns).
 /// `worker.sandbox`: whether this machine makes one (tried for real: a command under orch's
 /// guard in a sandbox over a directory of its own), and what would make it hollow.
-fn sandbox_findings(config: &Config, view: &mut CheckView) {
+fn sandbox_findings(config: &Config, contract: Option<&Path>, view: &mut CheckView) {
     let file = &config.file;
+    // What a sandboxed worker could point elsewhere: refused by `spawn` too.
+    for why in crate::sandbox::fixed::redirectable(config, contract) {
+        view.problems.push(Problem::at(file, why));
+    }
     if crate::pidns::usable().is_none() {
         view.problems.push(Problem::at(
             file,
@@ -247,7 +252,11 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
             account_findings(ctx, config, name, &mut view);
         }
         if config.worker.sandbox {
-            sandbox_findings(config, &mut view);
+            let contract_file = contract
+                .as_ref()
+                .filter(|c| !c.is_built_in())
+                .map(|c| c.file.as_path());
+            sandbox_findings(config, contract_file, &mut view);
         }
         if config.worker.users.len() > 1 && config.worker.users.len() < config.worker.max_parallel {
             view.warnings.push(format!(

@@ -15,6 +15,9 @@
 //! - each directory of orch's PATH (a program dropped there would shadow what the operator and
 //!   the sinks run).
 //!
+//! A symlink on the way to one of them, in a directory orch's user may write, is refused
+//! instead ([`redirectable`]): a mount fixes what it points at, not where it points.
+//!
 //! Only what orch's user could change needs it (a root-owned `/usr/bin` does not). And since
 //! a path is only as fixed as the directories leading to it — `mv ~/org ~/old; mkdir ~/org`
 //! would put a repos.yaml of the worker's where the operator's was — each directory on the
@@ -22,6 +25,35 @@
 //! worker's namespace, which rename(2) and rmdir(2) refuse (EBUSY).
 
 use std::path::{Path, PathBuf};
+
+/// The files of `config`'s organisation orch reads as configuration or runs, as they are
+/// named (symlinks unresolved), each with what it is: repos.yaml, the contract (`contract`:
+/// its file, when it is not the built-in one), each alert command's program when named by a
+/// path, and the files its argv names.
+pub fn named(config: &crate::config::Config, contract: Option<&Path>) -> Vec<(String, PathBuf)> {
+    let root = config.root();
+    let mut out = vec![("repos.yaml".to_string(), config.file.clone())];
+    out.extend(contract.map(|c| ("the contract".to_string(), c.to_path_buf())));
+    for sink in &config.alerts.sinks {
+        let crate::config::SinkKind::Command { argv } = &sink.kind else {
+            continue;
+        };
+        let Some((program, args)) = argv.split_first() else {
+            continue;
+        };
+        let what = format!("alert sink {}", sink.label);
+        if program.contains('/') {
+            out.push((format!("{what}'s program"), root.join(program)));
+        }
+        out.extend(
+            args.iter()
+                .map(PathBuf::from)
+                .filter(|a| a.is_absolute() && a.is_file())
+                .map(|a| (format!("a file {what} names"), a)),
+        );
+    }
+    out
+}
 
 /// What orch reads as configuration or runs as its code, for `config`'s organisation:
 /// resolved as the file system resolves them, those that exist. `contract`: the contract's
@@ -31,9 +63,8 @@ pub fn inputs(
     contract: Option<&Path>,
     path: &[PathBuf],
 ) -> Vec<PathBuf> {
-    let root = config.root().to_path_buf();
-    let mut out = vec![root.clone()];
-    out.extend(contract.map(Path::to_path_buf));
+    let mut out = vec![config.root().to_path_buf()];
+    out.extend(named(config, contract).into_iter().map(|(_, p)| p));
     out.extend(std::env::current_exe().ok());
     let on_path = |program: &str| {
         path.iter()
@@ -42,27 +73,54 @@ pub fn inputs(
             .find(|p| p.is_file())
     };
     for sink in &config.alerts.sinks {
-        let crate::config::SinkKind::Command { argv } = &sink.kind else {
-            continue;
-        };
-        let Some((program, args)) = argv.split_first() else {
-            continue;
-        };
-        if program.contains('/') {
-            out.push(root.join(program));
-        } else {
+        if let crate::config::SinkKind::Command { argv } = &sink.kind
+            && let Some(program) = argv.first().filter(|p| !p.contains('/'))
+        {
             out.extend(on_path(program));
         }
-        out.extend(
-            args.iter()
-                .map(PathBuf::from)
-                .filter(|a| a.is_absolute() && a.is_file()),
-        );
     }
     out.extend(path.iter().filter(|d| d.is_absolute()).cloned());
     out.into_iter()
         .map(|p| crate::config::resolve_on_disk(&p))
         .filter(|p| p.exists())
+        .collect()
+}
+
+/// The symlink on the way to `path` (as named) that orch's user could replace — one in a
+/// directory it may write — if any. The read-only mounts fix what the symlink points at, not
+/// the symlink: a sandboxed worker could point it at a file of its own.
+pub fn replaceable_symlink(path: &Path, could_write: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    let path = std::path::absolute(path).ok()?;
+    let mut at = PathBuf::new();
+    for c in path.components() {
+        at.push(c);
+        let Some(parent) = at.parent() else {
+            continue;
+        };
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink())
+            && could_write(parent)
+        {
+            return Some(at);
+        }
+    }
+    None
+}
+
+/// Why a sandboxed worker could still redirect what orch reads as its configuration or runs
+/// (a replaceable symlink on the way to one of [`named`]), one message per file: naming the
+/// file, the symlink and what to do. Empty when it cannot.
+pub fn redirectable(config: &crate::config::Config, contract: Option<&Path>) -> Vec<String> {
+    named(config, contract)
+        .into_iter()
+        .filter_map(|(what, path)| {
+            let link = replaceable_symlink(&path, could_write)?;
+            Some(format!(
+                "worker.sandbox: {what} {} is reached through the symlink {}, in a directory orch's user may write: a sandboxed worker runs as orch's user and could point it at a file of its own, which orch would read or run outside the sandbox; name the real path ({}) instead, or keep the symlink where orch's user cannot write",
+                path.display(),
+                link.display(),
+                crate::config::resolve_on_disk(&path).display()
+            ))
+        })
         .collect()
 }
 
@@ -149,6 +207,26 @@ mod tests {
         // /home/op's parent is root's: it cannot be renamed; /home/op/bin can (and with it
         // the script); /tmp/alerts too (in /tmp, everyone's).
         assert_eq!(pin, [p("/tmp/alerts"), p("/home/op/bin")]);
+    }
+
+    #[test]
+    fn a_symlink_orchs_user_could_replace_is_found_on_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let real = base.join("orgs/acme");
+        std::fs::create_dir_all(&real).unwrap();
+        std::fs::write(real.join("repos.yaml"), "repos: {}\n").unwrap();
+        std::os::unix::fs::symlink(&real, base.join("current")).unwrap();
+        let via = base.join("current/repos.yaml");
+        assert_eq!(
+            replaceable_symlink(&via, |_| true),
+            Some(base.join("current"))
+        );
+        assert_eq!(replaceable_symlink(&via, |_| false), None);
+        assert_eq!(
+            replaceable_symlink(&real.join("repos.yaml"), |_| true),
+            None
+        );
     }
 
     #[test]

@@ -279,6 +279,7 @@ fn a_sandboxed_worker_cannot_add_an_alert_command_to_repos_yaml() {
     // the sinks repos.yaml names.
     let resume = org.run(&["resume"]);
     assert!(resume.status.success(), "{}", output_text(&resume));
+    assert_no_sink_ran(&org);
     for attempt in [
         "write-config",
         "replace-config",
@@ -310,7 +311,6 @@ fn a_sandboxed_worker_cannot_add_an_alert_command_to_repos_yaml() {
         "the contract changed"
     );
     assert!(!org.root.join("contracts").exists());
-    assert_no_sink_ran(&org);
     let show = org.run(&["sessions", "show", &id]);
     assert!(
         output_text(&show).contains("BLOCKED"),
@@ -397,4 +397,50 @@ fn a_sandboxed_worker_cannot_change_an_alert_commands_script() {
     assert_eq!(std::fs::read_to_string(&script).unwrap(), text);
     assert!(!dir.with_extension("moved").exists());
     assert_no_sink_ran(&org);
+}
+
+/// repos.yaml named through a symlink in a directory orch's user may write: the read-only
+/// mounts fix what the symlink points at, not where it points, so a sandboxed worker could
+/// point it at an organisation of its own. `orch check` says so, naming the file, the symlink
+/// and the fix, and no worker is started with it.
+#[test]
+fn repos_yaml_through_a_symlink_a_sandboxed_worker_could_replace_is_refused() {
+    let Some((org, _, _out)) = sandboxed_org("config_escape.sh", None) else {
+        return;
+    };
+    let link = org.out.join("current");
+    std::os::unix::fs::symlink(&org.root, &link).unwrap();
+    let via = link.join("repos.yaml");
+    let check = org
+        .cmd(&["check"])
+        .env("ORCH_CONFIG", &via)
+        .output()
+        .unwrap();
+    let text = output_text(&check);
+    assert_eq!(check.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!(
+            "repos.yaml {} is reached through the symlink {}",
+            via.display(),
+            link.display()
+        )) && text.contains(&format!(
+            "name the real path ({})",
+            org.config_path.display()
+        )),
+        "{text}"
+    );
+    let spawn = org
+        .cmd(&["spawn", "--repo", "alpha", "--task", "t", "--foreground"])
+        .env("ORCH_CONFIG", &via)
+        .output()
+        .unwrap();
+    let text = output_text(&spawn);
+    assert!(!spawn.status.success(), "{text}");
+    assert!(text.contains("reached through the symlink"), "{text}");
+    // Refused before anything was taken: no worker record, no lock.
+    assert!(!text.contains("WORKING"), "{text}");
+    assert!(!org.out.join("attempts-done").exists(), "the worker ran");
+    // Named by its real path, the same organisation is fine.
+    let check = org.run(&["check"]);
+    assert!(check.status.success(), "{}", output_text(&check));
 }

@@ -503,7 +503,8 @@ impl WorkerProcess {
 /// The PATH `cmd` would give the worker so far (the passed-through one), if any.
 /// What worker `argv` must not see in its sandbox (`worker.sandbox`), refused when something
 /// it needs would be hidden (orch's binary, the worker command, the configuration or the
-/// contract orch's commands read inside it).
+/// contract orch's commands read inside it), or when it could redirect orch's configuration
+/// through a symlink (`sandbox::fixed::redirectable`).
 fn sandbox_plan(
     env: &Env,
     workspace: &std::path::Path,
@@ -520,6 +521,13 @@ fn sandbox_plan(
     }
     if let Some(program) = argv.first().filter(|p| p.starts_with('/')) {
         needed.push(("the worker command", program.into()));
+    }
+    // A mount fixes what a symlink points at, not where it points.
+    if let Some(why) = crate::sandbox::fixed::redirectable(env.config, contract)
+        .into_iter()
+        .next()
+    {
+        return Err(why);
     }
     for (what, path) in needed {
         if plan.hides(&path) {

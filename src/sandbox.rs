@@ -174,11 +174,20 @@ pub fn for_config(
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
+    // A shared local forge (`forge.path`) is orch's state as much as the state directory's
+    // own: its remotes, their hooks, its runs' checkouts.
+    let hide: Vec<PathBuf> = config
+        .worker
+        .hide
+        .iter()
+        .chain(config.forge.path.iter())
+        .cloned()
+        .collect();
     let mut plan = for_worker(
         state_dir,
         &clones,
         config.forge.token_file.as_deref(),
-        &config.worker.hide,
+        &hide,
         keep,
         home.as_deref(),
     );

@@ -444,3 +444,65 @@ fn repos_yaml_through_a_symlink_a_sandboxed_worker_could_replace_is_refused() {
     let check = org.run(&["check"]);
     assert!(check.status.success(), "{}", output_text(&check));
 }
+
+/// A shared local forge (`forge.path`) inside the organisation's directory: hidden from a
+/// sandboxed worker as the state directory is (its remotes and their hooks are orch's), while
+/// its CI's checkout there is kept writable under the read-only organisation.
+#[test]
+fn a_shared_forge_in_the_organisation_is_hidden_and_its_ci_checkouts_writable() {
+    let Some(account) = unprivileged_orch_account() else {
+        return;
+    };
+    if !unprivileged_namespaces(account.uid) {
+        eprintln!("skipped: worker.sandbox needs unprivileged user namespaces");
+        return;
+    }
+    let script = "shared_forge_worker.sh";
+    let mut spec = Spec::local(script).repo(
+        RepoSpec::new("alpha")
+            .job(job("check", "test -f work.txt && echo ran >ci-wrote.txt"))
+            .job(job("radicle-push", "true").needs(&["check"])),
+    );
+    spec.worker_section = Some(format!(
+        "  command: [sh, {:?}]\n  env_passthrough: [PATH, E2E_OUT]\n  stop_grace: 1s\n  sandbox: true\n",
+        worker_script(script).display().to_string()
+    ));
+    let mut org = Org::new(spec);
+    let forge = org.root.join("shared-forge");
+    let yaml = std::fs::read_to_string(&org.config_path).unwrap();
+    let yaml = yaml.replacen(
+        "forge: {kind: local,",
+        &format!(
+            "forge: {{kind: local, path: {:?},",
+            forge.display().to_string()
+        ),
+        1,
+    );
+    std::fs::write(&org.config_path, yaml).unwrap();
+    org.run_as(&account.name, account.uid);
+    let _out = answers_outside(&mut org, account.uid);
+    std::fs::write(org.out.join("forge-path"), forge.display().to_string()).unwrap();
+    let (out, id) = org.spawn_foreground("alpha", "work beside a shared forge");
+    let show = org.run(&["sessions", "show", &id]);
+    assert!(
+        output_text(&show).contains("DONE"),
+        "{}\n{}\n{}",
+        output_text(&out),
+        output_text(&show),
+        org.diag(&id)
+    );
+    // Its remotes are there, and the worker saw an empty directory (a tmpfs over it).
+    assert!(forge.join("alpha.git").is_dir(), "{}", org.diag(&id));
+    assert_eq!(
+        org.worker(&id).progress.milestone,
+        orch::milestone::Milestone::Done,
+        "{}",
+        org.diag(&id)
+    );
+    assert_eq!(code(&org, "read-shared-forge"), 0);
+    assert_eq!(
+        read(&org, "read-shared-forge.out").trim(),
+        "",
+        "the worker sees the shared forge"
+    );
+}

@@ -2,9 +2,9 @@
 //! it an account of its own (orch runs unprivileged). The worker still runs as orch's user, so
 //! file modes cannot keep it from orch's files; a mount namespace of its own does:
 //!
-//! - orch's state directory (the database, sessions, the local forge's remotes), the
-//!   repositories' clones, orch's home's credentials (`~/.ssh`, `~/.gitconfig`, …), the
-//!   forge token's file, the cgroup tree and what `worker.hide` adds are covered — a directory
+//! - orch's state directory (the database, sessions, the local forge's remotes; a shared
+//!   local forge, `forge.path`, too), the repositories' clones, orch's home's credentials
+//!   (`~/.ssh`, `~/.gitconfig`, …), the forge token's file, the cgroup tree and what `worker.hide` adds are covered — a directory
 //!   by an empty read-only tmpfs, a file by `/dev/null`;
 //! - the worker's own workspace (its clone, its home, its CI guide) is bound back where it was,
 //!   and its working directory entered again through the new mounts (a working directory kept

@@ -163,12 +163,14 @@ pub fn for_worker(
 /// [`for_worker`] for `config`'s organisation (its clones, token file and `worker.hide`),
 /// keeping `keep`, with orch's `HOME`: what a worker of it, and its CI, must not see; and
 /// what they must not change ([`fixed::inputs`]: `config`'s directory, `contract` when it is
-/// a file of its own, orch's binary, the alert commands' programs, orch's PATH).
+/// a file of its own, the recorded `waves` files, orch's binary, the alert commands' programs,
+/// orch's PATH).
 pub fn for_config(
     config: &crate::config::Config,
     state_dir: &Path,
     keep: &Path,
     contract: Option<&Path>,
+    waves: &[PathBuf],
 ) -> Plan {
     let clones: Vec<&Path> = config.repos.iter().map(|r| r.path.as_path()).collect();
     let home = std::env::var_os("HOME")
@@ -195,6 +197,7 @@ pub fn for_config(
     let inputs = fixed::inputs(
         config,
         contract,
+        waves,
         &std::env::split_paths(&path).collect::<Vec<_>>(),
     );
     (plan.read_only, plan.pin) = fixed::protect(&inputs, fixed::could_write);

@@ -9,6 +9,8 @@
 //! - the organisation's directory (repos.yaml's: repos.yaml, `contracts/` and its prompt
 //!   templates — or the place one would be created —, wave files and plans kept beside them);
 //! - the contract when it is a file elsewhere (`--contract`, `ORCH_CONTRACT`);
+//! - the wave files recorded in the store, wherever they are (every tick reads its file
+//!   again: a task added there would be started);
 //! - orch's binary;
 //! - each alert command sink's program (its first word, found on the PATH as orch finds it)
 //!   and every other word of its argv that names a file (the script given to an interpreter);
@@ -57,14 +59,17 @@ pub fn named(config: &crate::config::Config, contract: Option<&Path>) -> Vec<(St
 
 /// What orch reads as configuration or runs as its code, for `config`'s organisation:
 /// resolved as the file system resolves them, those that exist. `contract`: the contract's
-/// file when it is not the built-in one; `path`: orch's PATH.
+/// file when it is not the built-in one; `waves`: the wave files recorded (each tick reads
+/// its file again); `path`: orch's PATH.
 pub fn inputs(
     config: &crate::config::Config,
     contract: Option<&Path>,
+    waves: &[PathBuf],
     path: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut out = vec![config.root().to_path_buf()];
     out.extend(named(config, contract).into_iter().map(|(_, p)| p));
+    out.extend(waves.iter().map(|w| config.root().join(w)));
     out.extend(std::env::current_exe().ok());
     let on_path = |program: &str| {
         path.iter()

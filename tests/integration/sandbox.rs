@@ -506,3 +506,46 @@ fn a_shared_forge_in_the_organisation_is_hidden_and_its_ci_checkouts_writable() 
         "the worker sees the shared forge"
     );
 }
+
+/// A wave file kept outside the organisation's directory, owned by orch's user: each tick
+/// reads it again (a task added there would be started), so the sandbox of a worker the wave
+/// started keeps it read-only too.
+#[test]
+fn a_sandboxed_worker_cannot_add_a_task_to_its_wave_file() {
+    let Some((org, uid, _out)) = sandboxed_org("config_escape.sh", None) else {
+        return;
+    };
+    let waves = tempfile::Builder::new()
+        .prefix("orch-it-waves-")
+        .tempdir()
+        .unwrap();
+    let dir = std::fs::canonicalize(waves.path()).unwrap();
+    let file = dir.join("wave.yaml");
+    let text =
+        "name: w1\ntasks:\n  - {id: first, repo: alpha, task: \"escape through the wave\"}\n";
+    std::fs::write(&file, text).unwrap();
+    for p in [&dir, &file] {
+        std::os::unix::fs::chown(p, Some(uid), None).unwrap();
+    }
+    std::fs::write(org.out.join("wave-file"), file.display().to_string()).unwrap();
+    let tick = org.run(&["wave", "run", file.to_str().unwrap(), "--tick"]);
+    assert!(tick.status.success(), "{}", output_text(&tick));
+    poll_until(
+        "the wave's worker to try",
+        DEADLINE,
+        || org.out.join("attempts-done").exists().then_some(()),
+        || output_text(&tick),
+    );
+    assert_ne!(
+        code(&org, "write-wave"),
+        0,
+        "the worker added a task to its wave: {}",
+        read(&org, "write-wave.out")
+    );
+    assert!(
+        read(&org, "write-wave.out").contains("Read-only file system"),
+        "{}",
+        read(&org, "write-wave.out")
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+}

@@ -13,8 +13,8 @@
 //!   worker, no environment of either;
 //! - a cgroup namespace rooted at its own cgroup;
 //! - what orch reads as its configuration or runs as its own code (the organisation's
-//!   directory, the contract, orch's binary, the programs of alert command sinks, the
-//!   directories of orch's PATH that orch's user may write) is made read-only, and each
+//!   directory, the contract, the recorded wave files, orch's binary, the programs of alert
+//!   command sinks, the directories of orch's PATH that orch's user may write) is made read-only, and each
 //!   directory on the way to it that orch's user could rename is made a mount point (which
 //!   cannot be renamed or removed): a worker runs as orch's user, and what it could write
 //!   there would run outside its sandbox at the operator's next command (see `sandbox/fixed.rs`).
@@ -418,22 +418,11 @@ impl Prepared {
                     return Err(fail("opening the workspace"));
                 }
             }
-            // orch's configuration and code: each path bound onto itself (a mount point in
-            // this namespace: rename(2) and unlink(2) of it fail with EBUSY), then made
-            // read-only with everything mounted below it.
+            // orch's configuration and code, outermost first, before the covers (which go on
+            // top of them).
             for f in &self.fixed {
-                if libc::mount(
-                    f.path.as_ptr(),
-                    f.path.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND | libc::MS_REC,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return Err(fail("binding orch's configuration onto itself"));
-                }
-                if f.read_only && !read_only(&f.path) {
-                    return Err(fail("making orch's configuration read-only"));
+                if let Err(step) = fixed::mount(&f.path, f.read_only) {
+                    return Err(fail(step));
                 }
             }
             for h in &self.hidden {
@@ -509,70 +498,6 @@ impl Prepared {
             }
         }
         Ok(())
-    }
-}
-
-/// Makes the mount at `path` read-only, with every mount below it (`mount_setattr`, Linux
-/// 5.12); before that, the mount at `path` alone, keeping the flags it has (a user namespace
-/// may not clear the ones it inherited locked). Async-signal-safe.
-///
-/// # Safety
-/// System calls only; for a process holding CAP_SYS_ADMIN over its mount namespace.
-unsafe fn read_only(path: &std::ffi::CStr) -> bool {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: mount_setattr(2) with a live path and attribute block of the size given.
-    unsafe {
-        if libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        ) == 0
-        {
-            return true;
-        }
-        if *libc::__errno_location() != libc::ENOSYS {
-            return false;
-        }
-        let mut st: libc::statvfs = std::mem::zeroed();
-        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
-            return false;
-        }
-        let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
-        for (has, keep) in [
-            (libc::ST_NOSUID, libc::MS_NOSUID),
-            (libc::ST_NODEV, libc::MS_NODEV),
-            (libc::ST_NOEXEC, libc::MS_NOEXEC),
-            (libc::ST_NOATIME, libc::MS_NOATIME),
-            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-            (libc::ST_RELATIME, libc::MS_RELATIME),
-        ] {
-            if st.f_flag & has != 0 {
-                flags |= keep;
-            }
-        }
-        libc::mount(
-            std::ptr::null(),
-            path.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        ) == 0
     }
 }
 

@@ -174,6 +174,98 @@ pub fn protect(
     (read_only, pin)
 }
 
+/// Binds `path` onto itself (a mount point in this namespace: rename(2), unlink(2) and
+/// rmdir(2) of it fail with EBUSY), with what is mounted below it, and makes it read-only when
+/// `read_only`. The step that failed, for [`super::Prepared::apply`] to name (errno set).
+///
+/// # Safety
+/// System calls only (async-signal-safe); for a process holding CAP_SYS_ADMIN over its mount
+/// namespace.
+pub(super) unsafe fn mount(path: &std::ffi::CStr, read_only: bool) -> Result<(), &'static str> {
+    // SAFETY: mount(2) of a live path onto itself.
+    let bound = unsafe {
+        libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        )
+    };
+    if bound != 0 {
+        return Err("binding orch's configuration onto itself");
+    }
+    // SAFETY: as this function's.
+    if read_only && !unsafe { self::read_only(path) } {
+        return Err("making orch's configuration read-only");
+    }
+    Ok(())
+}
+
+/// Makes the mount at `path` read-only, with every mount below it (`mount_setattr`, Linux
+/// 5.12); before that, the mount at `path` alone, keeping the flags it has (a user namespace
+/// may not clear the ones it inherited locked). Async-signal-safe.
+///
+/// # Safety
+/// System calls only; for a process holding CAP_SYS_ADMIN over its mount namespace.
+unsafe fn read_only(path: &std::ffi::CStr) -> bool {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr(2) with a live path and attribute block of the size given.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) == 0
+        {
+            return true;
+        }
+        if *libc::__errno_location() != libc::ENOSYS {
+            return false;
+        }
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut st) != 0 {
+            return false;
+        }
+        let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY;
+        for (has, keep) in [
+            (libc::ST_NOSUID, libc::MS_NOSUID),
+            (libc::ST_NODEV, libc::MS_NODEV),
+            (libc::ST_NOEXEC, libc::MS_NOEXEC),
+            (libc::ST_NOATIME, libc::MS_NOATIME),
+            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (libc::ST_RELATIME, libc::MS_RELATIME),
+        ] {
+            if st.f_flag & has != 0 {
+                flags |= keep;
+            }
+        }
+        libc::mount(
+            std::ptr::null(),
+            path.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        ) == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

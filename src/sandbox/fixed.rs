@@ -129,13 +129,22 @@ pub fn redirectable(config: &crate::config::Config, contract: Option<&Path>) -> 
         .collect()
 }
 
-/// Whether orch's user (this process's effective uid) could write into `path`, or rename or
-/// remove what is in it: its owner, or a mode that lets a group or everyone write (counted
-/// whatever the group: erring towards a pin too many).
+/// Whether orch's user (this process's effective uid and groups) could write into `path`, or
+/// rename or remove what is in it: its owner (who may change its mode), a member of a group
+/// that may write, or anyone when everyone may (a sticky directory counted too: erring towards
+/// a pin too many).
 pub fn could_write(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path)
-        .is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw() || m.mode() & 0o022 != 0)
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    let member = |gid: u32| {
+        gid == rustix::process::getegid().as_raw()
+            || rustix::process::getgroups().is_ok_and(|gs| gs.iter().any(|g| g.as_raw() == gid))
+    };
+    m.uid() == rustix::process::geteuid().as_raw()
+        || (m.mode() & 0o020 != 0 && member(m.gid()))
+        || m.mode() & 0o002 != 0
 }
 
 /// Of `inputs`, the paths to make read-only — those orch's user could change: itself or a

@@ -78,6 +78,10 @@ fn parse(args: &[String]) -> Option<Args> {
             USER_ARG => user = Some(crate::account::parse_arg(args.get(i + 1)?)?),
             crate::sandbox::HIDE_ARG => sandbox.hide.push(PathBuf::from(args.get(i + 1)?)),
             crate::sandbox::KEEP_ARG => sandbox.keep.push(PathBuf::from(args.get(i + 1)?)),
+            crate::sandbox::READ_ONLY_ARG => {
+                sandbox.read_only.push(PathBuf::from(args.get(i + 1)?))
+            }
+            crate::sandbox::PIN_ARG => sandbox.pin.push(PathBuf::from(args.get(i + 1)?)),
             // Read from /proc by orch commands run inside the worker (`report_wire`).
             flag if flag == GUARD_WORKER_ARG || flag == GUARD_CHANNEL_ARG => {
                 ident.push(flag.to_string());

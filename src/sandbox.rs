@@ -2,16 +2,22 @@
 //! it an account of its own (orch runs unprivileged). The worker still runs as orch's user, so
 //! file modes cannot keep it from orch's files; a mount namespace of its own does:
 //!
-//! - orch's state directory (the database, sessions, the local forge's remotes), the
-//!   repositories' clones, orch's home's credentials (`~/.ssh`, `~/.gitconfig`, …), the
-//!   forge token's file, the cgroup tree and what `worker.hide` adds are covered — a directory
+//! - orch's state directory (the database, sessions, the local forge's remotes; a shared
+//!   local forge, `forge.path`, too), the repositories' clones, orch's home's credentials
+//!   (`~/.ssh`, `~/.gitconfig`, …), the forge token's file, the cgroup tree and what `worker.hide` adds are covered — a directory
 //!   by an empty read-only tmpfs, a file by `/dev/null`;
 //! - the worker's own workspace (its clone, its home, its CI guide) is bound back where it was,
 //!   and its working directory entered again through the new mounts (a working directory kept
 //!   from before would lead back under a covered directory with `..`);
 //! - `/proc` is mounted again for its PID namespace alone: it sees no orch process, no other
 //!   worker, no environment of either;
-//! - a cgroup namespace rooted at its own cgroup.
+//! - a cgroup namespace rooted at its own cgroup;
+//! - what orch reads as its configuration or runs as its own code (the organisation's
+//!   directory, the contract, the recorded wave files, orch's binary, the programs of alert
+//!   command sinks, the directories of orch's PATH that orch's user may write) is made read-only, and each
+//!   directory on the way to it that orch's user could rename is made a mount point (which
+//!   cannot be renamed or removed): a worker runs as orch's user, and what it could write
+//!   there would run outside its sandbox at the operator's next command (see `sandbox/fixed.rs`).
 //!
 //! The mounts are made by the namespace's init between fork and exec (it still holds the
 //! capabilities its user namespace gave it; the exec as orch's uid drops them), so the worker
@@ -24,10 +30,18 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+pub mod fixed;
+
 /// `--hide <path>`: a path the worker must not see (guard and init argv).
 pub const HIDE_ARG: &str = "--hide";
 /// `--keep <path>`: a directory under a hidden one the worker keeps (its workspace).
 pub const KEEP_ARG: &str = "--keep";
+/// `--read-only <path>`: a path the worker may read but not change (orch's configuration and
+/// code; see [`fixed`]).
+pub const READ_ONLY_ARG: &str = "--read-only";
+/// `--pin <path>`: a directory the worker must not rename or remove (on the way to a
+/// read-only path).
+pub const PIN_ARG: &str = "--pin";
 /// `--own-proc`: nothing hidden, but the mount namespace and the `/proc` of the worker's PID
 /// namespace all the same (what an agent that sandboxes its own commands with namespaces needs:
 /// Codex's bubblewrap looks its pid up in `/proc`).
@@ -63,11 +77,14 @@ pub const HOME_SECRETS: &[&str] = &[
 /// another cgroup (it is orch's user: the delegated tree is writable by it).
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
-/// A sandbox as asked for: the paths to hide and the directories kept inside them.
+/// A sandbox as asked for: the paths to hide and the directories kept inside them, the paths
+/// made read-only and the directories pinned (see [`fixed`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     pub hide: Vec<PathBuf>,
     pub keep: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    pub pin: Vec<PathBuf>,
 }
 
 impl Plan {
@@ -82,11 +99,19 @@ impl Plan {
             out.push(KEEP_ARG.into());
             out.push(k.clone().into_os_string());
         }
+        for r in &self.read_only {
+            out.push(READ_ONLY_ARG.into());
+            out.push(r.clone().into_os_string());
+        }
+        for p in &self.pin {
+            out.push(PIN_ARG.into());
+            out.push(p.clone().into_os_string());
+        }
         out
     }
 
     pub fn is_empty(&self) -> bool {
-        self.hide.is_empty() && self.keep.is_empty()
+        self.hide.is_empty() && self.keep.is_empty() && self.read_only.is_empty()
     }
 
     /// `~/…` expanded with `home`; every path made absolute and resolved as the file system
@@ -104,6 +129,8 @@ impl Plan {
         Plan {
             hide: self.hide.iter().filter_map(fix).collect(),
             keep: self.keep.iter().filter_map(fix).collect(),
+            read_only: self.read_only.iter().filter_map(fix).collect(),
+            pin: self.pin.iter().filter_map(fix).collect(),
         }
     }
 }
@@ -128,25 +155,53 @@ pub fn for_worker(
     Plan {
         hide,
         keep: vec![workspace.to_path_buf()],
+        ..Plan::default()
     }
     .resolved(home)
 }
 
 /// [`for_worker`] for `config`'s organisation (its clones, token file and `worker.hide`),
-/// keeping `keep`, with orch's `HOME`: what a worker of it, and its CI, must not see.
-pub fn for_config(config: &crate::config::Config, state_dir: &Path, keep: &Path) -> Plan {
+/// keeping `keep`, with orch's `HOME`: what a worker of it, and its CI, must not see; and
+/// what they must not change ([`fixed::inputs`]: `config`'s directory, `contract` when it is
+/// a file of its own, the recorded `waves` files, orch's binary, the alert commands' programs,
+/// orch's PATH).
+pub fn for_config(
+    config: &crate::config::Config,
+    state_dir: &Path,
+    keep: &Path,
+    contract: Option<&Path>,
+    waves: &[PathBuf],
+) -> Plan {
     let clones: Vec<&Path> = config.repos.iter().map(|r| r.path.as_path()).collect();
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
-    for_worker(
+    // A shared local forge (`forge.path`) is orch's state as much as the state directory's
+    // own: its remotes, their hooks, its runs' checkouts.
+    let hide: Vec<PathBuf> = config
+        .worker
+        .hide
+        .iter()
+        .chain(config.forge.path.iter())
+        .cloned()
+        .collect();
+    let mut plan = for_worker(
         state_dir,
         &clones,
         config.forge.token_file.as_deref(),
-        &config.worker.hide,
+        &hide,
         keep,
         home.as_deref(),
-    )
+    );
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let inputs = fixed::inputs(
+        config,
+        contract,
+        waves,
+        &std::env::split_paths(&path).collect::<Vec<_>>(),
+    );
+    (plan.read_only, plan.pin) = fixed::protect(&inputs, fixed::could_write);
+    plan
 }
 
 impl Plan {
@@ -206,17 +261,29 @@ fn cstring(p: &Path) -> io::Result<CString> {
 struct Hidden {
     path: CString,
     dir: bool,
-    /// Directories to make in its tmpfs, then the kept directories bound there.
+    /// Directories to make in its tmpfs, then the kept directories bound there (indices into
+    /// [`Prepared::kept`]).
     mkdirs: Vec<CString>,
-    keeps: Vec<CString>,
+    keeps: Vec<usize>,
 }
 
-/// How many directories one hidden directory may keep.
+/// A path bound onto itself (a pin: it cannot be renamed or removed), and made read-only.
+struct Fixed {
+    path: CString,
+    read_only: bool,
+}
+
+/// How many directories a sandbox may keep.
 const MAX_KEPT: usize = 8;
 
 /// A plan made ready for [`Prepared::apply`] between fork and exec: paths as C strings.
 pub struct Prepared {
     cgroup_procs: Option<CString>,
+    /// The kept directories: opened before any mount is made, so that each is bound back from
+    /// the mount it was on (writable), not from a read-only one made here.
+    kept: Vec<CString>,
+    /// Pinned and read-only paths, outermost first (a deeper one is mounted on top).
+    fixed: Vec<Fixed>,
     hidden: Vec<Hidden>,
     cwd: Option<CString>,
 }
@@ -229,6 +296,7 @@ impl Prepared {
             std::fs::metadata(p).ok().map(|m| m.is_dir())
         });
         let mut hidden = Vec::new();
+        let mut kept = Vec::new();
         for (root, dir) in roots {
             let mut h = Hidden {
                 path: cstring(&root)?,
@@ -253,23 +321,39 @@ impl Prepared {
                 for m in mount_points(&root, keep) {
                     h.mkdirs.push(cstring(&m)?);
                 }
-                h.keeps.push(cstring(keep)?);
-            }
-            if h.keeps.len() > MAX_KEPT {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{}: more than {MAX_KEPT} directories kept in it",
-                        root.display()
-                    ),
-                ));
+                h.keeps.push(kept.len());
+                kept.push(cstring(keep)?);
             }
             hidden.push(h);
         }
+        if kept.len() > MAX_KEPT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("more than {MAX_KEPT} directories kept in the sandbox"),
+            ));
+        }
+        let mut fixed: Vec<(&PathBuf, bool)> = plan
+            .pin
+            .iter()
+            .map(|p| (p, false))
+            .chain(plan.read_only.iter().map(|p| (p, true)))
+            .filter(|(p, _)| p.exists())
+            .collect();
+        fixed.sort_by_key(|(p, ro)| (p.components().count(), *ro));
         Ok(Prepared {
             cgroup_procs: cgroup
                 .map(|c| cstring(&c.join("cgroup.procs")))
                 .transpose()?,
+            kept,
+            fixed: fixed
+                .into_iter()
+                .map(|(p, read_only)| {
+                    Ok(Fixed {
+                        path: cstring(p)?,
+                        read_only,
+                    })
+                })
+                .collect::<io::Result<_>>()?,
             hidden,
             cwd: cwd.map(cstring).transpose()?,
         })
@@ -321,19 +405,27 @@ impl Prepared {
                 return Err(fail("making / private"));
             }
             let cover = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-            for h in &self.hidden {
-                // The kept directories, opened in this namespace before they are covered (a
-                // bind mount's source must be a mount of the caller's namespace).
-                let mut kept = [-1; MAX_KEPT];
-                for (i, k) in h.keeps.iter().enumerate() {
-                    kept[i] = libc::open(
-                        k.as_ptr(),
-                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                    );
-                    if kept[i] < 0 {
-                        return Err(fail("opening the workspace"));
-                    }
+            // The kept directories, opened in this namespace before anything is mounted (a
+            // bind mount's source must be a mount of the caller's namespace, and a writable
+            // one: not a read-only bind made below).
+            let mut kept = [-1; MAX_KEPT];
+            for (i, k) in self.kept.iter().enumerate() {
+                kept[i] = libc::open(
+                    k.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                );
+                if kept[i] < 0 {
+                    return Err(fail("opening the workspace"));
                 }
+            }
+            // orch's configuration and code, outermost first, before the covers (which go on
+            // top of them).
+            for f in &self.fixed {
+                if let Err(step) = fixed::mount(&f.path, f.read_only) {
+                    return Err(fail(step));
+                }
+            }
+            for h in &self.hidden {
                 let r = if h.dir {
                     libc::mount(
                         c"orch-sandbox".as_ptr(),
@@ -361,7 +453,8 @@ impl Prepared {
                         return Err(fail("making a mount point for the workspace"));
                     }
                 }
-                for (i, target) in h.keeps.iter().enumerate() {
+                for &i in &h.keeps {
+                    let target = &self.kept[i];
                     let mut source = [0u8; 32];
                     fd_path(kept[i], &mut source);
                     let r = libc::mount(
@@ -486,6 +579,7 @@ mod tests {
         let plan = Plan {
             hide: vec![p("~/.ssh")],
             keep: vec![p("/k")],
+            ..Plan::default()
         }
         .resolved(Some(Path::new("/nonexistent-home")));
         assert_eq!(plan.hide, vec![p("/nonexistent-home/.ssh")]);
@@ -498,7 +592,7 @@ mod tests {
         assert!(
             Plan {
                 hide: vec![p("~/x")],
-                keep: vec![]
+                ..Plan::default()
             }
             .resolved(None)
             .hide

@@ -300,6 +300,17 @@ pub fn prepare(
         })
         .collect::<Result<Vec<_>, String>>()
         .map_err(SpawnError::Setup)?;
+    // A sandboxed worker: refused here too when it could point orch's configuration elsewhere
+    // (its supervisor refuses again before each life).
+    if config.worker.sandbox {
+        let file = (!contract.is_built_in()).then_some(contract.file.as_path());
+        if let Some(why) = crate::sandbox::fixed::redirectable(config, file)
+            .into_iter()
+            .next()
+        {
+            return Err(SpawnError::Setup(why));
+        }
+    }
     // Where the worker's pushes go, and where CI picks them up.
     let remote = push_remote(config, state_dir, &repo).map_err(SpawnError::Setup)?;
     // A rate-limited agent gets no new worker before its reset (a wave's next tick retries).

@@ -6,6 +6,7 @@ use super::{Ctx, Failure, GraphFormat, Outcome, plural};
 use crate::config::{Config, ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
+use std::path::Path;
 
 impl Problem {
     fn at(file: &std::path::Path, message: impl Into<String>) -> Self {
@@ -43,8 +44,12 @@ impl From<&Diagnostic> for Problem {
 /// may run as someone else than the orch that spawns).
 /// `worker.sandbox`: whether this machine makes one (tried for real: a command under orch's
 /// guard in a sandbox over a directory of its own), and what would make it hollow.
-fn sandbox_findings(config: &Config, view: &mut CheckView) {
+fn sandbox_findings(config: &Config, contract: Option<&Path>, view: &mut CheckView) {
     let file = &config.file;
+    // What a sandboxed worker could point elsewhere: refused by `spawn` too.
+    for why in crate::sandbox::fixed::redirectable(config, contract) {
+        view.problems.push(Problem::at(file, why));
+    }
     if crate::pidns::usable().is_none() {
         view.problems.push(Problem::at(
             file,
@@ -65,7 +70,10 @@ fn sandbox_findings(config: &Config, view: &mut CheckView) {
     }
 }
 
-/// Runs `true` under orch's guard in a sandbox that hides a directory and keeps one inside it.
+/// Runs a shell under orch's guard in a sandbox laid out as a worker's: a read-only directory
+/// (the organisation's), a hidden one inside it (the state directory) and a directory kept
+/// inside that (the workspace). It succeeds when the read-only directory refuses a new file
+/// and the kept one takes it.
 fn try_sandbox() -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("orch's binary: {e}"))?;
     let dir = std::env::temp_dir().join(format!(
@@ -73,20 +81,25 @@ fn try_sandbox() -> Result<(), String> {
         std::process::id(),
         crate::store::now_ms()
     ));
-    let keep = dir.join("keep");
+    let keep = dir.join("state/keep");
     std::fs::create_dir_all(&keep).map_err(|e| format!("{}: {e}", keep.display()))?;
     let plan = crate::sandbox::Plan {
-        hide: vec![dir.clone()],
+        hide: vec![dir.join("state")],
         keep: vec![keep.clone()],
+        read_only: vec![dir.clone()],
+        pin: Vec::new(),
     }
     .resolved(None);
+    let probe = "if (true >\"$1/written\") 2>/dev/null; then echo \"$1 stayed writable\" >&2; exit 1; fi; true >\"$2/written\"";
     let out = std::process::Command::new(exe)
         .arg(crate::guard::GUARD_COMMAND)
         .arg("--parent")
         .arg(std::process::id().to_string())
         .arg("--pidns")
         .args(plan.args())
-        .args(["--", "true"])
+        .args(["--", "sh", "-c", probe, "sh"])
+        .arg(&plan.read_only[0])
+        .arg(&plan.keep[0])
         .current_dir(&keep)
         .stdin(std::process::Stdio::null())
         .output();
@@ -239,7 +252,11 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
             account_findings(ctx, config, name, &mut view);
         }
         if config.worker.sandbox {
-            sandbox_findings(config, &mut view);
+            let contract_file = contract
+                .as_ref()
+                .filter(|c| !c.is_built_in())
+                .map(|c| c.file.as_path());
+            sandbox_findings(config, contract_file, &mut view);
         }
         if config.worker.users.len() > 1 && config.worker.users.len() < config.worker.max_parallel {
             view.warnings.push(format!(

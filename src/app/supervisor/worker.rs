@@ -507,13 +507,23 @@ impl WorkerProcess {
 /// The PATH `cmd` would give the worker so far (the passed-through one), if any.
 /// What worker `argv` must not see in its sandbox (`worker.sandbox`), refused when something
 /// it needs would be hidden (orch's binary, the worker command, the configuration or the
-/// contract orch's commands read inside it).
+/// contract orch's commands read inside it), or when it could redirect orch's configuration
+/// through a symlink (`sandbox::fixed::redirectable`).
 fn sandbox_plan(
     env: &Env,
     workspace: &std::path::Path,
     argv: &[String],
 ) -> Result<crate::sandbox::Plan, String> {
-    let plan = crate::sandbox::for_config(env.config, env.state_dir, workspace);
+    let contract = (!env.contract.is_built_in()).then_some(env.contract_path);
+    // The wave files orch's ticks read (a relative one taken from repos.yaml's directory,
+    // which is read-only to the worker anyway).
+    let waves: Vec<std::path::PathBuf> = crate::store::Store::open(env.state_dir)
+        .and_then(|mut s| s.read(crate::store::waves::list_waves))
+        .map_err(|e| format!("worker.sandbox: cannot read the recorded wave files: {e}"))?
+        .into_iter()
+        .map(|w| w.file.into())
+        .collect();
+    let plan = crate::sandbox::for_config(env.config, env.state_dir, workspace, contract, &waves);
     let mut needed = vec![
         ("orch's binary", env.orch_exe.to_path_buf()),
         ("the configuration", env.config_path.to_path_buf()),
@@ -523,6 +533,13 @@ fn sandbox_plan(
     }
     if let Some(program) = argv.first().filter(|p| p.starts_with('/')) {
         needed.push(("the worker command", program.into()));
+    }
+    // A mount fixes what a symlink points at, not where it points.
+    if let Some(why) = crate::sandbox::fixed::redirectable(env.config, contract)
+        .into_iter()
+        .next()
+    {
+        return Err(why);
     }
     for (what, path) in needed {
         if plan.hides(&path) {

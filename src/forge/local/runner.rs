@@ -163,10 +163,30 @@ fn execute(
     };
     // `worker.sandbox`: the jobs, the worker's code, in the sandbox its worker had (orch's
     // state, the clones and orch's credentials hidden; the checkout kept).
-    let sandbox = config
-        .worker
-        .sandbox
-        .then(|| crate::sandbox::for_config(&config, &layout.state_dir, &work));
+    // The wave files orch's ticks read: the sandbox keeps them read-only.
+    let waves: Vec<std::path::PathBuf> = if config.worker.sandbox {
+        match store.read(crate::store::waves::list_waves) {
+            Ok(ws) => ws.into_iter().map(|w| w.file.into()).collect(),
+            Err(e) => {
+                let note = format!("worker.sandbox: cannot read the recorded wave files: {e}");
+                return fail_run(layout, store, run, &note);
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let sandbox = config.worker.sandbox.then(|| {
+        // The contract orch's processes here were given (none: the organisation's own,
+        // which its directory already covers).
+        let contract = std::env::var_os("ORCH_CONTRACT").map(std::path::PathBuf::from);
+        crate::sandbox::for_config(
+            &config,
+            &layout.state_dir,
+            &work,
+            contract.as_deref(),
+            &waves,
+        )
+    });
     if sandbox.is_some() && crate::pidns::usable().is_none() {
         return fail_run(
             layout,

@@ -142,6 +142,11 @@ pub fn reassign(
             crate::text::escape(&e.detail)
         )));
     }
+    // Nor the task of an attempt a later one replaced (`orch wave retry`), or one a later
+    // worker of the task has done: that would be a second copy of the task.
+    if let Some(e) = store.read(|tx| super::relive::refuse_superseded(tx, &old, "reassigned"))? {
+        return Err(e);
+    }
     let (by, note) = match by {
         By::Supervisor => ("orch", ""),
         By::Operator { name, note } => {
@@ -190,7 +195,11 @@ pub fn reassign(
             )));
         }
     };
-    let detail = format!("task reassigned to worker {} by {by}", rec.id);
+    let detail = format!(
+        "{}{} by {by}",
+        crate::store::supersede::REASSIGNED_TO,
+        rec.id
+    );
     store.write(|tx| {
         // A wave's task follows its new worker (as a conflict's replacement does).
         crate::store::waves::relink_task_worker(tx, &old.id, &rec.id, now_ms())?;

@@ -19,6 +19,7 @@ pub use decide::Action;
 pub use rebuild::{Rebuilt, RefusedCheckpoint, rebuild_from_checkpoints};
 
 use super::journal::{self, Committed, Entry, Fact, Writer};
+use super::relive;
 use super::supervisor::LEASE_MS;
 use super::{Loaded, Result, start_detached};
 use crate::ci::CiRun;
@@ -372,16 +373,28 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
                 w.supervisor_pid.unwrap_or_default()
             ))));
         }
+        // Never a second worker on a task another attempt took over, and never a worker
+        // without its chain lock: both decided in this claim's transaction.
+        if let Some(e) = relive::refuse_superseded(tx, &w, "respawned")? {
+            return Ok(Err(e));
+        }
+        let chain = match relive::hold_chain(tx, &l.config, &w, "respawned", by)? {
+            Ok(chain) => chain,
+            Err(e) => return Ok(Err(e)),
+        };
         ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
-        Ok(Ok(w))
+        Ok(Ok((w, chain)))
     })?;
-    let mut w = claimed?;
+    let (mut w, chain) = claimed?;
     // Kept until the new supervisor has it: the clone may be made again and handed over.
     let _kept = ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     super::orphans::kill_tree(&l.state_dir, &w, true);
     if let Err(why) = worktree::ensure_worktree(l, &w) {
         // Given back at once: the operator mends what is named, then respawns again.
-        store.write(|tx| ws::set_lease(tx, id, me, None))?;
+        store.write(|tx| {
+            ws::set_lease(tx, id, me, None)?;
+            relive::give_back(tx, id, chain, "respawn did not start: its worktree")
+        })?;
         return Err(super::Error::Refused(format!("{id} not respawned: {why}")));
     }
     let event = Event::Respawn {

@@ -127,3 +127,64 @@ fn a_failed_worker_is_reassigned_with_its_checkpoint_in_the_new_prompt() {
         output_text(&again)
     );
 }
+
+/// A BLOCKED worker whose chain lock an operator released goes on only with its chain lock
+/// again, taken in the respawn's claim: refused while a worker on a dependent holds the chain
+/// (nothing started, no lock taken), respawned once that worker is gone — and it holds its
+/// lock while it works and when it blocks again.
+#[test]
+fn a_respawn_takes_the_chain_lock_again_or_refuses() {
+    let org = Org::new(
+        Spec::local("wave_worker.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"])),
+    );
+    let core = org.spawn_detached("core", "core [fail]");
+    org.wait_milestone(&core, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&core);
+    let out = org.run(&["release", &core, "--force", "--reason", "r", "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let vm = org.spawn_detached("vm", "vm [fail]");
+    org.wait_milestone(&vm, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&vm);
+    assert_eq!(org.locks_of(&vm), vec!["vm".to_string()]);
+
+    let out = org.run(&["respawn", &core, "--by", "ops"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{core} not respawned")) && err.contains(&vm),
+        "{}",
+        output_text(&out)
+    );
+    let w = org.worker(&core);
+    assert_eq!(w.milestone(), Milestone::Blocked, "{}", org.diag(&core));
+    assert!(!w.supervised(orch::store::now_ms()));
+    assert!(org.locks_of(&core).is_empty());
+
+    let out = org.run(&["cancel", &vm]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let out = org.run(&["respawn", &core, "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    // Held from the claim on: through its work and its BLOCKED again.
+    assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
+    let taken: Vec<_> = org
+        .store()
+        .lock_history()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.holder == core && e.action == "acquire")
+        .map(|e| e.reason.unwrap_or_default())
+        .collect();
+    assert_eq!(taken.len(), 2, "{taken:?}");
+    assert!(taken[1].contains("respawned by ops"), "{taken:?}");
+    org.wait_until("core to block again", DEADLINE, || {
+        org.transitions(&core)
+            .iter()
+            .filter(|t| *t == &("WORKING".to_string(), "BLOCKED".to_string()))
+            .count()
+            == 2
+    });
+    org.wait_supervisor_gone(&core);
+    assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
+}

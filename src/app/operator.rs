@@ -289,31 +289,7 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
         by: by.to_string(),
     };
     let claimed = store.write(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(Err(Error::Refused(format!("no worker {id}"))));
-        };
-        if w.supervised(tx.clock_ms()?) {
-            return Ok(Err(Error::No(format!(
-                "{id} was taken over by process {} meanwhile: approve again",
-                w.supervisor_pid.unwrap_or_default()
-            ))));
-        }
-        if let Some(e) = super::relive::refuse_superseded(tx, &w, "approved")? {
-            return Ok(Err(e));
-        }
-        let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
-        // A change that is to land gets a supervisor of its own: the chain lock is its, held
-        // or taken in this very transaction, or nothing starts.
-        let chain = if after.landing_active() {
-            match super::relive::hold_chain(tx, &l.config, &w, "approved", by)? {
-                Ok(chain) => Some(chain),
-                Err(e) => return Ok(Err(e)),
-            }
-        } else {
-            None
-        };
-        ws::claim_lease(tx, id, me, my_start, super::supervisor::LEASE_MS)?;
-        Ok(Ok((w, after, effects, chain)))
+        super::relive::claim_approve(tx, &l.config, &l.contract, id, &event, me, my_start, by)
     })?;
     let (w, after, effects, chain) = claimed?;
     // Kept until its new supervisor (if it gets one) has it.

@@ -96,6 +96,118 @@ pub fn hold_chain(
     ))))
 }
 
+/// `orch respawn`'s claim of a BLOCKED, BLOCKED_PERMISSION or PAUSED worker nobody supervises,
+/// by process `me` (started at `my_start`): refused under a FATAL, for another milestone, while
+/// supervised, when superseded, and when its chain lock is neither held nor free to take again;
+/// else its lease is `me`'s and its chain lock its own, in this one transaction.
+pub fn claim_respawn(
+    tx: &Tx,
+    config: &Config,
+    id: &str,
+    me: i64,
+    my_start: Option<i64>,
+    by: &str,
+) -> Result<std::result::Result<(WorkerRecord, Chain), Error>> {
+    use crate::milestone::Milestone;
+    use crate::store::workers as ws;
+    let Some(w) = ws::get_worker(tx, id)? else {
+        return Ok(Err(Error::Refused(format!("no worker {id}"))));
+    };
+    let fatal = crate::store::fatal::covering(tx, &config.graph, &w.repo)?;
+    if let Some(h) = fatal.first() {
+        return Ok(Err(Error::No(format!(
+            "{id} is halted by a FATAL on {}'s chain ({}): no worker there goes on until an operator clears it (`orch fatal --clear {}`)",
+            h.repo,
+            crate::text::escape(&h.reason),
+            h.repo
+        ))));
+    }
+    if !matches!(
+        w.milestone(),
+        Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
+    ) {
+        let hint = if super::resume::orphaned(&w, crate::store::now_ms()) {
+            " (its supervisor is gone: orch resume replaces it)"
+        } else {
+            ""
+        };
+        // A valid question whose answer is no (as cancelling an ended worker).
+        return Ok(Err(Error::No(format!(
+            "{id} is {}: only a BLOCKED, BLOCKED_PERMISSION or PAUSED worker is respawned{hint}",
+            w.milestone()
+        ))));
+    }
+    if w.supervised(tx.clock_ms()?) {
+        return Ok(Err(Error::No(format!(
+            "{id} is still held by process {}",
+            w.supervisor_pid.unwrap_or_default()
+        ))));
+    }
+    // Never a second worker on a task another attempt took over, and never a worker
+    // without its chain lock: both decided in this claim's transaction.
+    if let Some(e) = refuse_superseded(tx, &w, "respawned")? {
+        return Ok(Err(e));
+    }
+    let chain = match hold_chain(tx, config, &w, "respawned", by)? {
+        Ok(chain) => chain,
+        Err(e) => return Ok(Err(e)),
+    };
+    ws::claim_lease(tx, id, me, my_start, super::supervisor::LEASE_MS)?;
+    Ok(Ok((w, chain)))
+}
+
+/// What `claim_approve` hands on: the worker, the step's state and effects, and how it holds
+/// its chain lock when its change is to land.
+pub type ApproveClaim = (
+    WorkerRecord,
+    crate::milestone::Progress,
+    Vec<crate::milestone::Effect>,
+    Option<Chain>,
+);
+
+/// `orch approve`'s claim of a held worker nobody supervises, by process `me`: refused while
+/// supervised and when superseded; a change the approval sends on to land needs its chain
+/// lock, held or taken again here (else refused, nothing claimed).
+#[allow(clippy::too_many_arguments)]
+pub fn claim_approve(
+    tx: &Tx,
+    config: &Config,
+    contract: &crate::contract::Contract,
+    id: &str,
+    event: &crate::milestone::Event,
+    me: i64,
+    my_start: Option<i64>,
+    by: &str,
+) -> Result<std::result::Result<ApproveClaim, Error>> {
+    use crate::milestone::step;
+    use crate::store::workers as ws;
+    let Some(w) = ws::get_worker(tx, id)? else {
+        return Ok(Err(Error::Refused(format!("no worker {id}"))));
+    };
+    if w.supervised(tx.clock_ms()?) {
+        return Ok(Err(Error::No(format!(
+            "{id} was taken over by process {} meanwhile: approve again",
+            w.supervisor_pid.unwrap_or_default()
+        ))));
+    }
+    if let Some(e) = refuse_superseded(tx, &w, "approved")? {
+        return Ok(Err(e));
+    }
+    let (after, effects) = step(contract, id, &w.progress, event, crate::store::now_ms());
+    // A change that is to land gets a supervisor of its own: the chain lock is its, held
+    // or taken in this very transaction, or nothing starts.
+    let chain = if after.landing_active() {
+        match hold_chain(tx, config, &w, "approved", by)? {
+            Ok(chain) => Some(chain),
+            Err(e) => return Ok(Err(e)),
+        }
+    } else {
+        None
+    };
+    ws::claim_lease(tx, id, me, my_start, super::supervisor::LEASE_MS)?;
+    Ok(Ok((w, after, effects, chain)))
+}
+
 /// Gives back a lock `hold_chain` took for a start that did not happen (audited).
 pub fn give_back(tx: &Tx, id: &str, chain: Chain, why: &str) -> Result<()> {
     if chain == Chain::Taken {
@@ -103,3 +215,7 @@ pub fn give_back(tx: &Tx, id: &str, chain: Chain, why: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "relive_tests.rs"]
+mod tests;

@@ -339,52 +339,7 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     let mut store = l.store()?;
     let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
-    let claimed = store.write(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(Err(super::Error::Refused(format!("no worker {id}"))));
-        };
-        let fatal = crate::store::fatal::covering(tx, &l.config.graph, &w.repo)?;
-        if let Some(h) = fatal.first() {
-            return Ok(Err(super::Error::No(format!(
-                "{id} is halted by a FATAL on {}'s chain ({}): no worker there goes on until an operator clears it (`orch fatal --clear {}`)",
-                h.repo,
-                crate::text::escape(&h.reason),
-                h.repo
-            ))));
-        }
-        if !matches!(
-            w.milestone(),
-            Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
-        ) {
-            let hint = if orphaned(&w, now_ms()) {
-                " (its supervisor is gone: orch resume replaces it)"
-            } else {
-                ""
-            };
-            // A valid question whose answer is no (as cancelling an ended worker).
-            return Ok(Err(super::Error::No(format!(
-                "{id} is {}: only a BLOCKED, BLOCKED_PERMISSION or PAUSED worker is respawned{hint}",
-                w.milestone()
-            ))));
-        }
-        if w.supervised(tx.clock_ms()?) {
-            return Ok(Err(super::Error::No(format!(
-                "{id} is still held by process {}",
-                w.supervisor_pid.unwrap_or_default()
-            ))));
-        }
-        // Never a second worker on a task another attempt took over, and never a worker
-        // without its chain lock: both decided in this claim's transaction.
-        if let Some(e) = relive::refuse_superseded(tx, &w, "respawned")? {
-            return Ok(Err(e));
-        }
-        let chain = match relive::hold_chain(tx, &l.config, &w, "respawned", by)? {
-            Ok(chain) => chain,
-            Err(e) => return Ok(Err(e)),
-        };
-        ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
-        Ok(Ok((w, chain)))
-    })?;
+    let claimed = store.write(|tx| relive::claim_respawn(tx, &l.config, id, me, my_start, by))?;
     let (mut w, chain) = claimed?;
     // Kept until the new supervisor has it: the clone may be made again and handed over.
     let _kept = ClaimsKept::start(&l.state_dir, vec![id.to_string()]);

@@ -188,3 +188,41 @@ fn a_respawn_takes_the_chain_lock_again_or_refuses() {
     org.wait_supervisor_gone(&core);
     assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
 }
+
+/// `orch resume` (run by every spawn too) replaces an orphan only with its chain lock: one
+/// whose lock an operator released while it ran, whose supervisor then died, is left alone
+/// while a worker on a dependent holds the chain, and resumed — its lock taken again in its claim — once the chain
+/// is free.
+#[test]
+fn an_orphan_without_its_lock_is_resumed_only_with_its_chain_lock_again() {
+    let org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"])),
+    );
+    let core = org.spawn_detached("core", "idle");
+    org.wait_until("core's worker to run", DEADLINE, || {
+        org.worker(&core).worker_running
+    });
+    let out = org.run(&["release", &core, "--force", "--reason", "r", "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    // The chain is free for vm now (the released worker still runs until it is stopped).
+    let vm = org.spawn_detached("vm", "idle");
+    org.kill_supervisor(&core);
+
+    org.resume();
+    let w = org.worker(&core);
+    assert!(!w.supervised(orch::store::now_ms()), "{}", org.diag(&core));
+    assert!(org.locks_of(&core).is_empty());
+    assert_eq!(org.locks_of(&vm), vec!["vm".to_string()]);
+
+    let out = org.run(&["cancel", &vm]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    org.resume();
+    assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
+    org.wait_until("core resumed", DEADLINE, || {
+        org.worker(&core).supervised(orch::store::now_ms())
+    });
+    let out = org.run(&["cancel", &core]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}

@@ -229,6 +229,14 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
                 if !orphaned(&w, tx.clock_ms()?) {
                     continue; // another resumer (or a new supervisor) got there first
                 }
+                // A worker process runs only while its chain lock is held by it: an orphan
+                // whose lock is gone (released by an operator while it ran) takes it again
+                // here, in its claim, or is left alone — never replaced beside another
+                // worker of its chain.
+                if let Err(e) = relive::hold_chain(tx, &l.config, &w, "resumed", "orch resume")? {
+                    tracing::warn!(worker = %id, "{e}");
+                    continue;
+                }
                 ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
                 let from = w.lease().filter(|l| !l.is_here()).and_then(|l| l.node);
                 let mut w = w;

@@ -218,13 +218,14 @@ pub fn facts(tx: &Tx, w: &WorkerRecord) -> super::sql::Result<Facts> {
             Some(_) => parse_wave_key(t).is_some_and(|(n, k, _)| format!("{n}:{k}") == base),
             None => t == base,
         };
-        // LIKE narrows (its `_` may match more: the ids are compared again here).
+        // The task id itself, or `<base>#<n>` (`#` then `$` in byte order): both on the
+        // `workers_task_id` index; the ids are compared again here.
         let mut stmt = tx.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM workers WHERE repo = ?1 AND id <> ?2
-               AND (task_id = ?3 OR task_id LIKE ?4)"
+               AND (task_id = ?3 OR (task_id >= ?4 AND task_id < ?5))"
         ))?;
         for o in stmt.query_map(
-            params![w.repo, w.id, base, format!("{base}#%")],
+            params![w.repo, w.id, base, format!("{base}#"), format!("{base}$")],
             row_to_worker,
         )? {
             let o = o?;
@@ -264,6 +265,83 @@ mod tests {
             wave: None,
             others: Vec::new(),
         }
+    }
+
+    #[test]
+    fn what_superseded_a_worker_is_read_from_the_store() {
+        use crate::store::history::tests::worker;
+        use crate::store::{waves as wv, workers as ws};
+        crate::store::conformance::each_backend(
+            "what_superseded_a_worker_is_read_from_the_store",
+            |store| {
+                let with = |id: &str, repo: &str, task: &str, m: Milestone, at: i64| {
+                    let mut w = worker(id, repo, m, at);
+                    w.task_id = Some(task.into());
+                    if m == Milestone::Done {
+                        w.progress.landing = Some(crate::milestone::Landing {
+                            state: LandState::Landed,
+                            ..crate::milestone::Landing::planned(
+                                &crate::config::LandConfig::default_for(
+                                    crate::config::ForgeKind::Local,
+                                ),
+                                Vec::new(),
+                            )
+                        });
+                    }
+                    w
+                };
+                let a1 = with("a1", "core", "w:t", Milestone::Blocked, 10);
+                let a2 = with("a2", "core", "w:t#2", Milestone::Done, 20);
+                let h1 = with("h1", "sdk", "T_7", Milestone::Blocked, 30);
+                let h2 = with("h2", "sdk", "T_7", Milestone::Done, 40);
+                let other = with("o1", "vm", "T_7", Milestone::Done, 50);
+                let r1 = with("r1", "vm", "R-1", Milestone::Failed, 60);
+                let judged = store
+                    .write(|tx| {
+                        for w in [&a1, &h1, &h2, &other, &r1] {
+                            ws::insert_worker(tx, w)?;
+                        }
+                        wv::record_wave(tx, "w", "w.yaml", 1)?;
+                        wv::put_task(tx, "w", "t", 0, "{}", None)?;
+                        wv::set_task_worker(tx, "w", "t", "a1", 10)?;
+                        let before = of(tx, &a1)?;
+                        wv::retry_task(tx, "w", "t")?;
+                        ws::insert_worker(tx, &a2)?;
+                        wv::set_task_worker(tx, "w", "t", "a2", 20)?;
+                        ws::add_event(
+                            tx,
+                            "r1",
+                            "reassigned",
+                            Milestone::Failed,
+                            &format!("{REASSIGNED_TO}r2 by ops"),
+                        )?;
+                        Ok((
+                            before,
+                            of(tx, &a1)?,
+                            of(tx, &a2)?,
+                            of(tx, &h1)?,
+                            of(tx, &h2)?,
+                            of(tx, &r1)?,
+                        ))
+                    })
+                    .unwrap();
+                assert_eq!(judged.0, None, "the task's own attempt");
+                assert_eq!(
+                    judged.1,
+                    Some(Superseded::Retried {
+                        wave: "w".into(),
+                        task: "t".into(),
+                        attempt: 2,
+                        worker: Some(("a2".into(), Milestone::Done)),
+                    })
+                );
+                assert_eq!(judged.2, None);
+                // The same task id on another repository is another task.
+                assert_eq!(judged.3, Some(Superseded::Done { by: "h2".into() }));
+                assert_eq!(judged.4, None);
+                assert_eq!(judged.5, Some(Superseded::Reassigned { to: "r2".into() }));
+            },
+        );
     }
 
     #[test]

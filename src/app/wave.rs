@@ -996,6 +996,16 @@ pub fn retry_in(
     if released.is_some() {
         ws::add_event(tx, &rec.id, "lock_released", m, &reason)?;
     }
+    // Its open alerts that ask an operator to respawn or approve it are answered: the task
+    // goes on in its next attempt, and those commands now refuse it.
+    for kind in [
+        "blocked",
+        "agent_blocked",
+        "done_reopened",
+        "protected_paths",
+    ] {
+        crate::store::alerts::resolve(tx, &rec.id, kind, now_ms())?;
+    }
     let attempt = wv::retry_task(tx, name, task)?;
     Ok((released.is_some(), attempt))
 }

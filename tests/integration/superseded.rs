@@ -66,8 +66,21 @@ fn a_blocked_attempt_a_wave_retry_superseded_is_neither_respawned_nor_approved()
     assert!(w.progress.held.is_some(), "{}", org.diag(&first));
     org.wait_supervisor_gone(&first);
 
+    let open = |org: &Org, kind: &str| {
+        org.json(&["alerts", "--json"])["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| {
+                a["worker_id"] == first.as_str() && a["kind"] == kind && a["resolved_at"].is_null()
+            })
+            .count()
+    };
+    assert_eq!(open(&org, "protected_paths"), 1, "{}", org.diag(&first));
     let out = org.run(&["wave", "retry", "w1", "t1", "--by", "ops"]);
     assert!(out.status.success(), "{}", output_text(&out));
+    // Its alert naming `orch approve` is answered by the retry.
+    assert_eq!(open(&org, "protected_paths"), 0, "{}", org.diag(&first));
     // Superseded before its next attempt even started.
     refused_naming(
         &org,

@@ -19,6 +19,7 @@ pub mod operator;
 pub mod orphans;
 pub mod protect;
 pub mod reassign;
+pub mod relive;
 pub mod resume;
 pub mod spawn;
 pub mod supervisor;

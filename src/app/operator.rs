@@ -164,6 +164,10 @@ pub fn to_approve(l: &Loaded, id: &str, sha: Option<&str>) -> Result<ToApprove> 
     let Some(w) = store.worker(id)? else {
         return Err(Error::Refused(format!("no worker {id}")));
     };
+    // Not even shown: the change of an attempt another one replaced is not to be approved.
+    if let Some(e) = store.read(|tx| super::relive::refuse_superseded(tx, &w, "approved"))? {
+        return Err(e);
+    }
     let p = &w.progress;
     let Some(tracked) = p.tracked_sha.clone() else {
         return Err(Error::No(format!(
@@ -229,6 +233,9 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
         kind: "approval",
         detail: approval_detail(by, sha, &w),
     };
+    if let Some(e) = store.read(|tx| super::relive::refuse_superseded(tx, &w, "approved"))? {
+        return Err(e);
+    }
     if w.supervised(now_ms()) {
         let kind = RequestKind::Approve {
             by: by.to_string(),
@@ -277,32 +284,27 @@ pub fn approve(l: &Loaded, id: &str, sha: &Sha, by: &str) -> Result<Approved> {
     }
     let me = std::process::id() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
-    let claimed = store.write(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(Err(Error::Refused(format!("no worker {id}"))));
-        };
-        if w.supervised(tx.clock_ms()?) {
-            return Ok(Err(Error::No(format!(
-                "{id} was taken over by process {} meanwhile: approve again",
-                w.supervisor_pid.unwrap_or_default()
-            ))));
-        }
-        ws::claim_lease(tx, id, me, my_start, super::supervisor::LEASE_MS)?;
-        Ok(Ok(w))
-    })?;
-    let w = claimed?;
-    // Kept until its new supervisor (if it gets one) has it.
-    let _kept = super::resume::ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     let event = Event::Approve {
         sha: sha.clone(),
         by: by.to_string(),
     };
-    let (after, effects) = step(&l.contract, id, &w.progress, &event, now_ms());
+    let claimed = store.write(|tx| {
+        super::relive::claim_approve(tx, &l.config, &l.contract, id, &event, me, my_start, by)
+    })?;
+    let (w, after, effects, chain) = claimed?;
+    // Kept until its new supervisor (if it gets one) has it.
+    let _kept = super::resume::ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     if let Some(why) = effects.iter().find_map(|e| match e {
         crate::milestone::Effect::Violation { detail, .. } => Some(detail.clone()),
         _ => None,
     }) {
-        let _ = store.write(|tx| ws::set_lease(tx, id, me, None));
+        let _ = store.write(|tx| {
+            ws::set_lease(tx, id, me, None)?;
+            match chain {
+                Some(c) => super::relive::give_back(tx, id, c, "approval refused"),
+                None => Ok(()),
+            }
+        });
         return Err(Error::No(why));
     }
     let entry = Entry::new(&w, "orch approve")

@@ -100,6 +100,35 @@ pub fn reassignable(w: &WorkerRecord) -> bool {
     w.milestone() == crate::milestone::Milestone::Failed && !w.progress.landing_active()
 }
 
+/// Why `old`'s task may not go to a new worker, if it may not: not FAILED (or landing), its
+/// task reassigned already (once: that worker or its successors have it), or another attempt
+/// superseded it (`orch wave retry`, a later worker that did the task) — a second copy of the
+/// task otherwise.
+pub fn refusal_in(
+    tx: &crate::store::sql::Tx,
+    old: &WorkerRecord,
+) -> crate::store::sql::Result<Option<super::Error>> {
+    use super::Error;
+    if !reassignable(old) {
+        return Ok(Some(Error::No(format!(
+            "{} is {}: only a FAILED worker's task is reassigned",
+            old.id,
+            old.milestone()
+        ))));
+    }
+    if let Some(e) = ws::worker_events(tx, &old.id)?
+        .into_iter()
+        .rfind(|e| e.kind == "reassigned")
+    {
+        return Ok(Some(Error::No(format!(
+            "{}: its {}",
+            old.id,
+            crate::text::escape(&e.detail)
+        ))));
+    }
+    super::relive::refuse_superseded(tx, old, "reassigned")
+}
+
 /// Who reassigns a task.
 #[derive(Debug, Clone, Copy)]
 pub enum By<'a> {
@@ -125,22 +154,8 @@ pub fn reassign(
     let Some((old, cp)) = journal::checkpoint_of(store, old_id)? else {
         return Err(Error::Refused(format!("no worker {old_id}")));
     };
-    if !reassignable(&old) {
-        return Err(Error::No(format!(
-            "{old_id} is {}: only a FAILED worker's task is reassigned",
-            old.milestone()
-        )));
-    }
-    // Once: a task reassigned already has its worker (or that one's successors).
-    if let Some(e) = store
-        .read(|tx| ws::worker_events(tx, old_id))?
-        .into_iter()
-        .rfind(|e| e.kind == "reassigned")
-    {
-        return Err(Error::No(format!(
-            "{old_id}: its {}",
-            crate::text::escape(&e.detail)
-        )));
+    if let Some(e) = store.read(|tx| refusal_in(tx, &old))? {
+        return Err(e);
     }
     let (by, note) = match by {
         By::Supervisor => ("orch", ""),
@@ -190,7 +205,11 @@ pub fn reassign(
             )));
         }
     };
-    let detail = format!("task reassigned to worker {} by {by}", rec.id);
+    let detail = format!(
+        "{}{} by {by}",
+        crate::store::supersede::REASSIGNED_TO,
+        rec.id
+    );
     store.write(|tx| {
         // A wave's task follows its new worker (as a conflict's replacement does).
         crate::store::waves::relink_task_worker(tx, &old.id, &rec.id, now_ms())?;

@@ -439,8 +439,6 @@ pub fn prepare(
     if !same_clone.is_empty() {
         return Ok(Spawned::Blocked(same_clone));
     }
-    // The lock and the record commit together: a worker exists iff it holds its chain.
-    let max = config.worker.max_parallel;
     // The chain's context for the handoff file, read before the lock transaction: between
     // that transaction and its supervisor's start the spawner holds the worker's lease, and
     // nothing slow belongs there (200 spawns at once showed it).
@@ -452,77 +450,8 @@ pub fn prepare(
     {
         return Err(SpawnError::NodeName(clash.to_string()));
     }
-    let outcome = store.write(|tx| {
-        // A FATAL over the chain stops every start in it, a hand-over too, until an operator
-        // clears it (`orch fatal --clear`).
-        let fatal = crate::store::fatal::covering(tx, &config.graph, &repo.name)?;
-        if !fatal.is_empty() {
-            let held = crate::store::fatal::as_locks(&fatal);
-            return Ok(Spawned::Blocked(crate::lock::blockers(
-                &config.graph,
-                &repo.name,
-                &held,
-            )));
-        }
-        if let Some(holder) = &req.take_over {
-            // Blocked by anything but the holder handing over: nothing is released.
-            let (handing, others): (Vec<_>, Vec<_>) = crate::store::active_locks(tx)?
-                .into_iter()
-                .partition(|l| &l.holder == holder);
-            // A hold handed to a worker makes one more worker (a worker's lock handed to its
-            // replacement does not): it takes a slot like any start.
-            if handing.iter().any(|l| l.kind == HolderKind::Hold)
-                && let Some(full) = Capacity::check(tx, &config.worker)?
-            {
-                return Ok(Spawned::AtCapacity(full));
-            }
-            let blocking = crate::lock::blockers(&config.graph, &repo.name, &others);
-            if !blocking.is_empty() {
-                return Ok(Spawned::Blocked(blocking));
-            }
-            crate::store::release_in(
-                tx,
-                holder,
-                Some(&format!("handed over to worker {id}")),
-                Some("orch"),
-            )?;
-        } else {
-            if let Some(full) = Capacity::check(tx, &config.worker)? {
-                return Ok(Spawned::AtCapacity(full));
-            }
-        }
-        match try_lock_in(
-            tx,
-            &config.graph,
-            &repo.name,
-            &id,
-            HolderKind::Worker,
-            Some(&req.task),
-            None,
-        )? {
-            LockAttempt::Blocked(b) => Ok(Spawned::Blocked(b)),
-            LockAttempt::Acquired(_) => {
-                ws::insert_worker(tx, &record)?;
-                // The lease on the database's clock (every node judges it by that one).
-                ws::set_lease(
-                    tx,
-                    &id,
-                    crate::pidns::host_pid() as i64,
-                    Some(super::supervisor::LEASE_MS),
-                )?;
-                // (A name taken by another host was refused before this transaction.)
-                crate::store::nodes::beat(tx, crate::node::name(), crate::node::place(), max)?;
-                ws::add_event(
-                    tx,
-                    &id,
-                    "spawned",
-                    record.progress.milestone,
-                    &format!("task: {}", req.task),
-                )?;
-                Ok(Spawned::Ready(Box::new(record.clone())))
-            }
-        }
-    })?;
+    // The lock and the record commit together: a worker exists iff it holds its chain.
+    let outcome = store.write(|tx| record_in(tx, config, req, &record))?;
     let Spawned::Ready(record) = outcome else {
         return Ok(outcome);
     };
@@ -572,6 +501,90 @@ pub fn prepare(
         return Err(SpawnError::Setup(e));
     }
     Ok(Spawned::Ready(record))
+}
+
+/// The lock and the record in one transaction (a worker exists iff it holds its chain): a
+/// FATAL over the chain, a lock handed over by `req.take_over`, the free slots, the chain's
+/// lock, then the worker's row with the spawner's lease. Every start of a worker goes through
+/// here (`orch spawn`, a wave's tick, a reassignment, a fix worker, a conflict's replacement).
+pub fn record_in(
+    tx: &crate::store::sql::Tx,
+    config: &Config,
+    req: &SpawnRequest,
+    record: &WorkerRecord,
+) -> crate::store::sql::Result<Spawned> {
+    let repo = &record.repo;
+    let id = &record.id;
+    let max = config.worker.max_parallel;
+    // A FATAL over the chain stops every start in it, a hand-over too, until an operator
+    // clears it (`orch fatal --clear`).
+    let fatal = crate::store::fatal::covering(tx, &config.graph, repo)?;
+    if !fatal.is_empty() {
+        let held = crate::store::fatal::as_locks(&fatal);
+        return Ok(Spawned::Blocked(crate::lock::blockers(
+            &config.graph,
+            repo,
+            &held,
+        )));
+    }
+    if let Some(holder) = &req.take_over {
+        // Blocked by anything but the holder handing over: nothing is released.
+        let (handing, others): (Vec<_>, Vec<_>) = crate::store::active_locks(tx)?
+            .into_iter()
+            .partition(|l| &l.holder == holder);
+        // A hold handed to a worker makes one more worker (a worker's lock handed to its
+        // replacement does not): it takes a slot like any start.
+        if handing.iter().any(|l| l.kind == HolderKind::Hold)
+            && let Some(full) = Capacity::check(tx, &config.worker)?
+        {
+            return Ok(Spawned::AtCapacity(full));
+        }
+        let blocking = crate::lock::blockers(&config.graph, repo, &others);
+        if !blocking.is_empty() {
+            return Ok(Spawned::Blocked(blocking));
+        }
+        crate::store::release_in(
+            tx,
+            holder,
+            Some(&format!("handed over to worker {id}")),
+            Some("orch"),
+        )?;
+    } else {
+        if let Some(full) = Capacity::check(tx, &config.worker)? {
+            return Ok(Spawned::AtCapacity(full));
+        }
+    }
+    match try_lock_in(
+        tx,
+        &config.graph,
+        repo,
+        id,
+        HolderKind::Worker,
+        Some(&req.task),
+        None,
+    )? {
+        LockAttempt::Blocked(b) => Ok(Spawned::Blocked(b)),
+        LockAttempt::Acquired(_) => {
+            ws::insert_worker(tx, record)?;
+            // The lease on the database's clock (every node judges it by that one).
+            ws::set_lease(
+                tx,
+                id,
+                crate::pidns::host_pid() as i64,
+                Some(super::supervisor::LEASE_MS),
+            )?;
+            // (A name taken by another host was refused before this transaction.)
+            crate::store::nodes::beat(tx, crate::node::name(), crate::node::place(), max)?;
+            ws::add_event(
+                tx,
+                id,
+                "spawned",
+                record.progress.milestone,
+                &format!("task: {}", req.task),
+            )?;
+            Ok(Spawned::Ready(Box::new(record.clone())))
+        }
+    }
 }
 
 fn setup_worktree(

@@ -964,7 +964,6 @@ pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport
             "task {task} of wave {name} has not started: nothing to retry"
         )));
     };
-    let m = rec.milestone();
     if !retriable(&rec) {
         return Err(Error::No(format!(
             "task {task} of wave {name} is {}: only a FAILED, BLOCKED or CANCELLED task, or one whose change did not land, gets another go",
@@ -977,16 +976,7 @@ pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport
             rec.id, rec.id
         )));
     }
-    let reason = format!("wave retry of {name}:{task} by {by}");
-    let (released, attempt) = store.write(|tx| {
-        let released = crate::store::release_in(tx, &rec.id, Some(&reason), Some(by))?;
-        ws::add_event(tx, &rec.id, "wave_retry", m, &reason)?;
-        if released.is_some() {
-            ws::add_event(tx, &rec.id, "lock_released", m, &reason)?;
-        }
-        let attempt = wv::retry_task(tx, name, task)?;
-        Ok((released.is_some(), attempt))
-    })?;
+    let (released, attempt) = store.write(|tx| retry_in(tx, name, task, &rec, by))?;
     super::journal::write_checkpoint(&mut store, &l.state_dir, &rec.id);
     // A rebuild that forgot the new attempt would pin the task to the stopped one again.
     crate::checkpoint::waves::save(&mut store, &l.state_dir, name);
@@ -998,6 +988,37 @@ pub fn retry(l: &Loaded, name: &str, task: &str, by: &str) -> Result<RetryReport
         released_lock: released,
         attempt,
     })
+}
+
+/// `retry`'s transaction: the stopped worker `rec`'s chain lock released (audited) and the
+/// task's next attempt made the one to start; (lock released, that attempt). `rec` stays in
+/// the history, superseded (`store::supersede`): never respawned or approved again.
+pub fn retry_in(
+    tx: &crate::store::sql::Tx,
+    name: &str,
+    task: &str,
+    rec: &WorkerRecord,
+    by: &str,
+) -> crate::store::sql::Result<(bool, i64)> {
+    let m = rec.milestone();
+    let reason = format!("wave retry of {name}:{task} by {by}");
+    let released = crate::store::release_in(tx, &rec.id, Some(&reason), Some(by))?;
+    ws::add_event(tx, &rec.id, "wave_retry", m, &reason)?;
+    if released.is_some() {
+        ws::add_event(tx, &rec.id, "lock_released", m, &reason)?;
+    }
+    // Its open alerts that ask an operator to respawn or approve it are answered: the task
+    // goes on in its next attempt, and those commands now refuse it.
+    for kind in [
+        "blocked",
+        "agent_blocked",
+        "done_reopened",
+        "protected_paths",
+    ] {
+        crate::store::alerts::resolve(tx, &rec.id, kind, now_ms())?;
+    }
+    let attempt = wv::retry_task(tx, name, task)?;
+    Ok((released.is_some(), attempt))
 }
 
 pub fn cancel(l: &Loaded, name: &str, by: String) -> Result<CancelReport> {

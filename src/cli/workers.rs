@@ -351,6 +351,8 @@ struct Page {
     workers: Vec<ws::WorkerRecord>,
     usage: HashMap<String, Usage>,
     waves: HashMap<String, String>,
+    /// What superseded each stopped worker another attempt replaced, in words.
+    superseded: HashMap<String, String>,
     /// Ended workers selected but not shown.
     more_ended: usize,
     /// The `--after` of the next page, when there is one.
@@ -431,7 +433,11 @@ fn page(tx: &crate::store::sql::Tx, sel: &Selection) -> crate::store::sql::Resul
     workers.extend(ended);
     let mut usage = HashMap::new();
     let mut waves = HashMap::new();
+    let mut superseded = HashMap::new();
     for w in &mut workers {
+        if let Some(s) = superseded_of(tx, w)? {
+            superseded.insert(w.id.clone(), s);
+        }
         ws::with_latest_verdict(tx, w)?;
         if let Some(u) = crate::store::usage::get_usage(tx, &w.id)? {
             usage.insert(w.id.clone(), u);
@@ -445,9 +451,23 @@ fn page(tx: &crate::store::sql::Tx, sel: &Selection) -> crate::store::sql::Resul
         workers,
         usage,
         waves,
+        superseded,
         more_ended,
         next,
     })
+}
+
+/// What superseded `w`, in words — asked only of a stopped worker, the one an operator could
+/// respawn or approve (`app::relive` refuses that for a superseded one; the views offer it not).
+fn superseded_of(
+    tx: &crate::store::sql::Tx,
+    w: &ws::WorkerRecord,
+) -> crate::store::sql::Result<Option<String>> {
+    use crate::milestone::Milestone::*;
+    if !matches!(w.milestone(), Blocked | BlockedPermission | Paused | Failed) {
+        return Ok(None);
+    }
+    Ok(crate::store::supersede::of(tx, w)?.map(|s| s.describe()))
 }
 
 /// What read-only commands say where orch has not run yet (they never create state).
@@ -491,6 +511,7 @@ fn status_of(l: &Loaded, store: &mut Store, sel: &Selection) -> Result<Status, F
                 l.contract.fixing_ci_max_attempts,
                 now,
             )
+            .superseded(page.superseded.get(&w.id).cloned())
         })
         .collect();
     let view = StatusView {
@@ -584,6 +605,7 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool, args: &HistoryArgs) -> Outcome {
                     l.contract.fixing_ci_max_attempts,
                     now,
                 )
+                .superseded(page.superseded.get(&w.id).cloned())
             })
             .collect(),
         more_ended: page.more_ended,
@@ -603,16 +625,18 @@ pub fn session_view(l: &Loaded, id: &str) -> Result<Option<(SessionView, Option<
     let Some(mut store) = l.existing_store()? else {
         return Ok(None);
     };
-    let Some((w, events, pushes, usage)) = store.read(|tx| {
+    let Some((w, events, pushes, usage, superseded)) = store.read(|tx| {
         let Some(mut w) = ws::get_worker(tx, id)? else {
             return Ok(None);
         };
         ws::with_latest_verdict(tx, &mut w)?;
+        let superseded = superseded_of(tx, &w)?;
         Ok(Some((
             w,
             ws::worker_events(tx, id)?,
             ws::pushes(tx, id)?,
             crate::store::usage::get_usage(tx, id)?,
+            superseded,
         )))
     })?
     else {
@@ -627,7 +651,8 @@ pub fn session_view(l: &Loaded, id: &str) -> Result<Option<(SessionView, Option<
             None,
             l.contract.fixing_ci_max_attempts,
             now_ms(),
-        ),
+        )
+        .superseded(superseded),
         pushes: pushes.iter().map(PushView::from).collect(),
         events: events.iter().map(EventView::from).collect(),
         worktree: w.worktree.clone(),

@@ -17,6 +17,7 @@ pub mod nodes;
 pub mod pg;
 mod schema;
 pub mod sql;
+pub mod supersede;
 pub mod upstream;
 pub mod usage;
 pub mod waves;

@@ -59,6 +59,7 @@ mod resume;
 mod sandbox;
 mod spawn_race;
 mod store_errors;
+mod superseded;
 mod supervise;
 mod supervise_forgejo;
 mod wave;

@@ -275,3 +275,102 @@ fn a_reassigned_workers_summary_says_what_ci_said_after_it_ended() {
         "the summary contradicts the last CI: {prompt}"
     );
 }
+
+/// A BLOCKED worker whose chain lock an operator released goes on only with its chain lock
+/// again, taken in the respawn's claim: refused while a worker on a dependent holds the chain
+/// (nothing started, no lock taken), respawned once that worker is gone — and it holds its
+/// lock while it works and when it blocks again.
+#[test]
+fn a_respawn_takes_the_chain_lock_again_or_refuses() {
+    let org = Org::new(
+        Spec::local("wave_worker.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"])),
+    );
+    let core = org.spawn_detached("core", "core [fail]");
+    org.wait_milestone(&core, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&core);
+    let out = org.run(&["release", &core, "--force", "--reason", "r", "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let vm = org.spawn_detached("vm", "vm [fail]");
+    org.wait_milestone(&vm, "BLOCKED", DEADLINE);
+    org.wait_supervisor_gone(&vm);
+    assert_eq!(org.locks_of(&vm), vec!["vm".to_string()]);
+
+    let out = org.run(&["respawn", &core, "--by", "ops"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{core} not respawned")) && err.contains(&vm),
+        "{}",
+        output_text(&out)
+    );
+    let w = org.worker(&core);
+    assert_eq!(w.milestone(), Milestone::Blocked, "{}", org.diag(&core));
+    assert!(!w.supervised(orch::store::now_ms()));
+    assert!(org.locks_of(&core).is_empty());
+
+    let out = org.run(&["cancel", &vm]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let out = org.run(&["respawn", &core, "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    // Held from the claim on: through its work and its BLOCKED again.
+    assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
+    let taken: Vec<_> = org
+        .store()
+        .lock_history()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.holder == core && e.action == "acquire")
+        .map(|e| e.reason.unwrap_or_default())
+        .collect();
+    assert_eq!(taken.len(), 2, "{taken:?}");
+    assert!(taken[1].contains("respawned by ops"), "{taken:?}");
+    org.wait_until("core to block again", DEADLINE, || {
+        org.transitions(&core)
+            .iter()
+            .filter(|t| *t == &("WORKING".to_string(), "BLOCKED".to_string()))
+            .count()
+            == 2
+    });
+    org.wait_supervisor_gone(&core);
+    assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
+}
+
+/// `orch resume` (run by every spawn too) replaces an orphan only with its chain lock: one
+/// whose lock an operator released while it ran, whose supervisor then died, is left alone
+/// while a worker on a dependent holds the chain, and resumed — its lock taken again in its claim — once the chain
+/// is free.
+#[test]
+fn an_orphan_without_its_lock_is_resumed_only_with_its_chain_lock_again() {
+    let org = Org::new(
+        Spec::local("idle.sh")
+            .repo(RepoSpec::new("core"))
+            .repo(RepoSpec::new("vm").deps(&["core"])),
+    );
+    let core = org.spawn_detached("core", "idle");
+    org.wait_until("core's worker to run", DEADLINE, || {
+        org.worker(&core).worker_running
+    });
+    let out = org.run(&["release", &core, "--force", "--reason", "r", "--by", "ops"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    // The chain is free for vm now (the released worker still runs until it is stopped).
+    let vm = org.spawn_detached("vm", "idle");
+    org.kill_supervisor(&core);
+
+    org.resume();
+    let w = org.worker(&core);
+    assert!(!w.supervised(orch::store::now_ms()), "{}", org.diag(&core));
+    assert!(org.locks_of(&core).is_empty());
+    assert_eq!(org.locks_of(&vm), vec!["vm".to_string()]);
+
+    let out = org.run(&["cancel", &vm]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    org.resume();
+    assert_eq!(org.locks_of(&core), vec!["core".to_string()]);
+    org.wait_until("core resumed", DEADLINE, || {
+        org.worker(&core).supervised(orch::store::now_ms())
+    });
+    let out = org.run(&["cancel", &core]);
+    assert!(out.status.success(), "{}", output_text(&out));
+}

@@ -10,7 +10,8 @@ set -eu
 workflow() {
     mkdir -p .forgejo/workflows
     printf 'on: push\n# %s\n' "$1" > .forgejo/workflows/x.yml
-    printf '%s\n' "$1" > feature.txt
+    # The worker's id too: two workers' commits are never one (same tree, same second).
+    printf '%s by %s\n' "$1" "$ORCH_WORKER_ID" > feature.txt
     git add -A
     git commit -q -m "feature and workflow: $1"
 }

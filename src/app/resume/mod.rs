@@ -21,6 +21,7 @@ pub use decide::Action;
 pub use rebuild::{Rebuilt, RefusedCheckpoint, rebuild_from_checkpoints};
 
 use super::journal::{self, Committed, Entry, Fact, Writer};
+use super::relive;
 use super::supervisor::LEASE_MS;
 use super::{Loaded, Result, start_detached};
 use crate::ci::CiRun;
@@ -230,6 +231,14 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
                 if !orphaned(&w, tx.clock_ms()?) {
                     continue; // another resumer (or a new supervisor) got there first
                 }
+                // A worker process runs only while its chain lock is held by it: an orphan
+                // whose lock is gone (released by an operator while it ran) takes it again
+                // here, in its claim, or is left alone — never replaced beside another
+                // worker of its chain.
+                if let Err(e) = relive::hold_chain(tx, &l.config, &w, "resumed", "orch resume")? {
+                    tracing::warn!(worker = %id, "{e}");
+                    continue;
+                }
                 ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
                 let from = w.lease().filter(|l| !l.is_here()).and_then(|l| l.node);
                 let mut w = w;
@@ -340,50 +349,17 @@ pub fn respawn(l: &Loaded, id: &str, by: &str, note: &str) -> Result<Milestone> 
     let mut store = l.store()?;
     let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
-    let claimed = store.write(|tx| {
-        let Some(w) = ws::get_worker(tx, id)? else {
-            return Ok(Err(super::Error::Refused(format!("no worker {id}"))));
-        };
-        let fatal = crate::store::fatal::covering(tx, &l.config.graph, &w.repo)?;
-        if let Some(h) = fatal.first() {
-            return Ok(Err(super::Error::No(format!(
-                "{id} is halted by a FATAL on {}'s chain ({}): no worker there goes on until an operator clears it (`orch fatal --clear {}`)",
-                h.repo,
-                crate::text::escape(&h.reason),
-                h.repo
-            ))));
-        }
-        if !matches!(
-            w.milestone(),
-            Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
-        ) {
-            let hint = if orphaned(&w, now_ms()) {
-                " (its supervisor is gone: orch resume replaces it)"
-            } else {
-                ""
-            };
-            // A valid question whose answer is no (as cancelling an ended worker).
-            return Ok(Err(super::Error::No(format!(
-                "{id} is {}: only a BLOCKED, BLOCKED_PERMISSION or PAUSED worker is respawned{hint}",
-                w.milestone()
-            ))));
-        }
-        if w.supervised(tx.clock_ms()?) {
-            return Ok(Err(super::Error::No(format!(
-                "{id} is still held by process {}",
-                w.supervisor_pid.unwrap_or_default()
-            ))));
-        }
-        ws::claim_lease(tx, id, me, my_start, LEASE_MS)?;
-        Ok(Ok(w))
-    })?;
-    let mut w = claimed?;
+    let claimed = store.write(|tx| relive::claim_respawn(tx, &l.config, id, me, my_start, by))?;
+    let (mut w, chain) = claimed?;
     // Kept until the new supervisor has it: the clone may be made again and handed over.
     let _kept = ClaimsKept::start(&l.state_dir, vec![id.to_string()]);
     super::orphans::kill_tree(&l.state_dir, &w, true);
     if let Err(why) = worktree::ensure_worktree(l, &w) {
         // Given back at once: the operator mends what is named, then respawns again.
-        store.write(|tx| ws::set_lease(tx, id, me, None))?;
+        store.write(|tx| {
+            ws::set_lease(tx, id, me, None)?;
+            relive::give_back(tx, id, chain, "respawn did not start: its worktree")
+        })?;
         return Err(super::Error::Refused(format!("{id} not respawned: {why}")));
     }
     let event = Event::Respawn {

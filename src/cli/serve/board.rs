@@ -78,6 +78,8 @@ pub struct Card {
     pub waits_for: Option<String>,
     /// The one action that helps, as the command to run.
     pub action: Option<String>,
+    /// What superseded it (a later attempt of its task): it is not respawned or approved.
+    pub superseded: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -111,6 +113,10 @@ impl BoardView {
 /// Where a worker belongs.
 pub fn need_of(w: &WorkerView) -> Need {
     let landing = w.landing.as_ref().map(|l| l.state);
+    // Its task went on in another attempt: nothing a person does to it helps the task.
+    if w.superseded.is_some() {
+        return Need::Done;
+    }
     match w.milestone {
         Milestone::Blocked
         | Milestone::BlockedPermission
@@ -137,6 +143,10 @@ pub fn need_of(w: &WorkerView) -> Need {
 /// The command that helps a worker in `need`.
 fn action_for(w: &WorkerView, need: Need) -> Option<String> {
     let id = &w.worker_id;
+    if w.superseded.is_some() {
+        // Never respawned or approved (refused); a stopped one that is not ended yet may be.
+        return (!w.milestone.is_terminal()).then(|| format!("orch cancel {id}"));
+    }
     match (need, w.milestone) {
         (Need::Human, Milestone::Blocked) if w.held_sha.is_some() => {
             Some(format!("orch approve {id}"))
@@ -173,6 +183,7 @@ fn card(w: &WorkerView, locks: &[LockView]) -> Card {
         lock_held: locks.iter().any(|l| l.holder == w.worker_id),
         waits_for: None,
         action: action_for(w, need),
+        superseded: w.superseded.clone(),
     }
 }
 
@@ -224,6 +235,7 @@ pub fn build(
                     crate::cli::view::human_duration(lock.age_s)
                 )),
                 action: None,
+                superseded: None,
             });
         }
     }
@@ -275,6 +287,7 @@ mod tests {
             model_source: None,
             halted: None,
             node: None,
+            superseded: None,
         }
     }
 
@@ -287,6 +300,27 @@ mod tests {
             spent_by_model: Vec::new(),
             fatal_holds: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_superseded_attempt_is_offered_neither_respawn_nor_approval() {
+        let mut held = worker("a1", Milestone::Blocked);
+        held.held_sha = Some(crate::sha::Sha::new("1".repeat(40)));
+        let failed = worker("b1", Milestone::Failed);
+        let by = Some("by worker a2 (attempt 2 of wave w's task t, DONE)".to_string());
+        let b = build(
+            &status(
+                vec![held.superseded(by.clone()), failed.superseded(by.clone())],
+                Vec::new(),
+            ),
+            &[],
+            |_, _| false,
+        );
+        assert_eq!(b.count(Need::Human), 0);
+        let cards: Vec<&Card> = b.groups.iter().flat_map(|g| &g.cards).collect();
+        assert_eq!(cards[0].action.as_deref(), Some("orch cancel a1"));
+        assert_eq!(cards[1].action, None);
+        assert!(cards.iter().all(|c| c.superseded == by));
     }
 
     #[test]

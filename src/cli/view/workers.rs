@@ -66,6 +66,9 @@ pub enum SupervisionView {
     Gone,
     /// Nobody: the worker waits for an operator (`orch respawn`, `orch cancel`).
     AwaitsOperator,
+    /// Nobody, and nobody will: another attempt superseded it (`superseded` says which); it is
+    /// not respawned or approved (`orch cancel` ends it).
+    Superseded,
 }
 
 impl From<Supervision> for SupervisionView {
@@ -88,6 +91,7 @@ impl SupervisionView {
             SupervisionView::LeaseLapsed => "alive, lease lapsed",
             SupervisionView::Gone => "GONE (orch resume)",
             SupervisionView::AwaitsOperator => "none (orch respawn)",
+            SupervisionView::Superseded => "none (superseded)",
         }
     }
 
@@ -101,6 +105,9 @@ impl SupervisionView {
             SupervisionView::Gone => "not running (`orch resume` takes the worker over)",
             SupervisionView::AwaitsOperator => {
                 "not running (the worker waits for an operator: `orch respawn <id> --note …` gives it another go, `orch cancel <id>` ends it)"
+            }
+            SupervisionView::Superseded => {
+                "not running (superseded by another attempt of its task: it is not respawned or approved; `orch cancel <id>` ends it)"
             }
         }
     }
@@ -171,6 +178,10 @@ pub struct WorkerView {
     /// The node whose process supervises it, or last did (`orch nodes`; null: recorded before
     /// nodes were).
     pub node: Option<String>,
+    /// What superseded it, in words (a later attempt of its task, the worker its task was
+    /// reassigned to, a later worker that did it): it is not respawned or approved. Null: not
+    /// superseded (or not a stopped worker, where it is not looked at).
+    pub superseded: Option<String>,
 }
 
 /// A worker's landing (see README, "From DONE to the base branch").
@@ -271,7 +282,18 @@ impl WorkerView {
             model_source: w.model_source.clone(),
             halted: p.halted.clone(),
             node: w.node.clone(),
+            superseded: None,
         }
+    }
+
+    /// The view of a worker another attempt superseded (`by`, in words): nobody will supervise
+    /// it again.
+    pub fn superseded(mut self, by: Option<String>) -> Self {
+        if by.is_some() && matches!(self.supervision, SupervisionView::AwaitsOperator) {
+            self.supervision = SupervisionView::Superseded;
+        }
+        self.superseded = by;
+        self
     }
 }
 
@@ -470,7 +492,7 @@ impl StatusView {
                         w.deadlock.join(", ")
                     ));
                 }
-                if let Some(sha) = &w.held_sha {
+                if let Some(sha) = w.held_sha.as_ref().filter(|_| w.superseded.is_none()) {
                     out.push_str(&format!(
                         "{} is held at {}: its change touches protected paths ({}); `orch approve {}` shows the diff\n",
                         esc(&w.worker_id),
@@ -666,6 +688,9 @@ impl SessionView {
         }
         if !w.protected.is_empty() {
             let approval = match (&w.held_sha, &w.approved_sha, &w.tracked_sha) {
+                (Some(h), _, _) if w.superseded.is_some() => {
+                    format!("held at {}, superseded: not approved", h.short())
+                }
                 (Some(h), _, _) => format!("held at {}: `orch approve {}`", h.short(), w.worker_id),
                 (None, Some(a), Some(t)) if a == t => format!("approved at {}", a.short()),
                 _ => "DONE needs an operator's approval".into(),
@@ -689,6 +714,9 @@ impl SessionView {
                 ));
             }
             line("landing", esc(&text).into_owned());
+        }
+        if let Some(s) = &w.superseded {
+            line("superseded", esc(s).into_owned());
         }
         line("supervisor", w.supervision.sentence().to_string());
         line("spent", spent.to_string());

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod abandoned_runs;
 mod accounts;
 mod agent_health;
 mod agents;

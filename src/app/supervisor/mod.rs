@@ -438,6 +438,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 return Ok(self.w.milestone());
             }
             if self.worker.is_none() && self.done_supervising() {
+                self.cancel_abandoned_runs();
                 return Ok(self.w.milestone());
             }
         }

@@ -104,6 +104,39 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         ))
     }
 
+    /// The local forge's runs this worker's supervision started that nothing waits for once it
+    /// lets go: its landing's integration branch and its downstream checks (a dependent's run
+    /// left going after a landing ended `broken` burned a core for 15 minutes), and — its
+    /// change landed or the worker cancelled — its own branch's. Runs of a worker that may go
+    /// on (BLOCKED, FAILED: a respawn follows the same commit) are left to finish.
+    pub(super) fn cancel_abandoned_runs(&self) {
+        if self.env.config.forge.kind != ForgeKind::Local {
+            return;
+        }
+        let id = &self.w.id;
+        let mut refs = vec![
+            format!("refs/heads/orch/verify/{id}"),
+            format!("refs/heads/{}-land", self.w.branch),
+        ];
+        if matches!(
+            self.w.milestone(),
+            crate::milestone::Milestone::Done | crate::milestone::Milestone::Cancelled
+        ) {
+            refs.push(format!("refs/heads/{}", self.w.branch));
+        }
+        let forge = crate::forge::local::LocalForge::new(self.env.state_dir, self.env.config);
+        let note = format!("cancelled: nothing waits for this run any more ({id} let go)");
+        match forge.cancel_runs_of_refs(&refs, &note) {
+            Ok(runs) if !runs.is_empty() => {
+                tracing::info!(worker = %id, runs = %runs.join(", "), "runs nothing waits for cancelled");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(worker = %id, error = %e, "cannot cancel the runs nothing waits for");
+            }
+        }
+    }
+
     /// The local forge: the stuck run cancelled, a new one started for `sha`.
     fn new_local_run(&mut self, sha: &Sha) -> Result<String, String> {
         let forge = crate::forge::local::LocalForge::new(self.env.state_dir, self.env.config);

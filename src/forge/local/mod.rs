@@ -418,14 +418,61 @@ impl LocalForge {
         git_ref: &str,
         sha: &str,
     ) -> Result<String, LocalForgeError> {
+        let stuck = self.cancel_runs(
+            |r| r.repo == repo && r.sha == sha,
+            "cancelled: orch restarted CI (the run was stuck)",
+        )?;
+        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
+        let lines = cli::start_runs(
+            &self.layout.state_dir,
+            &self.config_file,
+            repo,
+            &input,
+            &self.exe,
+            false,
+            cli::Runner::Start,
+        )?;
+        let cancelled: Vec<String> = stuck.iter().map(|r| format!("#{}", r.number)).collect();
+        Ok(format!(
+            "CI for {} restarted: {}{}",
+            crate::sha::short_to(sha, 12),
+            if cancelled.is_empty() {
+                String::new()
+            } else {
+                format!("run {} cancelled; ", cancelled.join(", "))
+            },
+            lines.join("; ")
+        ))
+    }
+
+    /// Cancels every unfinished run of the git refs `refs` (any repository): nothing waits for
+    /// them any more (their worker ended, its landing is over). Its runner's group and its
+    /// jobs' groups are killed, its jobs recorded `cancelled` with `note`. Returns the runs.
+    pub fn cancel_runs_of_refs(
+        &self,
+        refs: &[String],
+        note: &str,
+    ) -> Result<Vec<String>, LocalForgeError> {
+        Ok(self
+            .cancel_runs(|r| refs.contains(&r.git_ref), note)?
+            .iter()
+            .map(|r| format!("{} #{} ({})", r.repo, r.number, r.git_ref))
+            .collect())
+    }
+
+    /// Cancels every unfinished run `which` picks (see [`Self::cancel_runs_of_refs`]).
+    fn cancel_runs(
+        &self,
+        which: impl Fn(&db::RunRow) -> bool,
+        note: &str,
+    ) -> Result<Vec<db::RunRow>, LocalForgeError> {
         let stuck: Vec<db::RunRow> = self.with_store(|store| {
             Ok(store
                 .read(db::unfinished_runs)?
                 .into_iter()
-                .filter(|r| r.repo == repo && r.sha == sha)
+                .filter(|r| which(r))
                 .collect())
         })?;
-        let note = "cancelled: orch restarted CI (the run was stuck)";
         for run in &stuck {
             let jobs = self.with_store(|store| {
                 Ok(store.write(|tx| {
@@ -452,27 +499,7 @@ impl LocalForge {
                 let _ = crate::process::signal_group(sid, crate::process::Signal::KILL);
             }
         }
-        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
-        let lines = cli::start_runs(
-            &self.layout.state_dir,
-            &self.config_file,
-            repo,
-            &input,
-            &self.exe,
-            false,
-            cli::Runner::Start,
-        )?;
-        let cancelled: Vec<String> = stuck.iter().map(|r| format!("#{}", r.number)).collect();
-        Ok(format!(
-            "CI for {} restarted: {}{}",
-            crate::sha::short_to(sha, 12),
-            if cancelled.is_empty() {
-                String::new()
-            } else {
-                format!("run {} cancelled; ", cancelled.join(", "))
-            },
-            lines.join("; ")
-        ))
+        Ok(stuck)
     }
 
     /// Why no run will ever come for `sha` in `repo`, when none exists: the local forge starts

@@ -228,6 +228,15 @@ impl WorkerProcess {
         if let Some(ch) = channel {
             cmd.env(SOCKET_ENV, ch.name());
         }
+        if w.branch != w.local_branch() {
+            // `land: direct`: the local branch `orch/<id>` tracks the base branch, and git's
+            // default `push.default=simple` refuses a plain `git push` to a branch of another
+            // name. `upstream` sends it where the policy wants (the tracked base); set for the
+            // worker's processes only, never in the clone's config (people push from it too).
+            cmd.env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "push.default")
+                .env("GIT_CONFIG_VALUE_0", "upstream");
+        }
         if env.config.worker.separate() {
             // Its own home (agents keep their configuration there) and its own copy of the CI
             // guide: orch's session directory is not its to read.

@@ -233,9 +233,15 @@ impl WorkerProcess {
             // default `push.default=simple` refuses a plain `git push` to a branch of another
             // name. `upstream` sends it where the policy wants (the tracked base); set for the
             // worker's processes only, never in the clone's config (people push from it too).
-            cmd.env("GIT_CONFIG_COUNT", "1")
-                .env("GIT_CONFIG_KEY_0", "push.default")
-                .env("GIT_CONFIG_VALUE_0", "upstream");
+            // After any keys `worker.env_passthrough` brought, which stay.
+            let n = cmd
+                .get_envs()
+                .find(|(k, _)| *k == "GIT_CONFIG_COUNT")
+                .and_then(|(_, v)| v?.to_str()?.parse::<usize>().ok())
+                .unwrap_or(0);
+            cmd.env("GIT_CONFIG_COUNT", (n + 1).to_string())
+                .env(format!("GIT_CONFIG_KEY_{n}"), "push.default")
+                .env(format!("GIT_CONFIG_VALUE_{n}"), "upstream");
         }
         if env.config.worker.separate() {
             // Its own home (agents keep their configuration there) and its own copy of the CI

@@ -1319,3 +1319,27 @@ fn with_land_direct_the_worker_pushes_to_the_base_and_done_is_judged_there() {
         main_before
     );
 }
+
+/// The shipped workers push with a plain `git push` (tests/workers/happy.sh as `orch init
+/// --example`'s worker.sh and docs/aider-worker.sh do): under `land: direct` it must go to the
+/// base branch, not be refused by git because the local branch `orch/<id>` has another name.
+#[test]
+fn with_land_direct_a_plain_git_push_lands_and_the_worker_is_done() {
+    let org = Org::new(
+        Spec::local("happy.sh")
+            .repo(RepoSpec::new("alpha").standard_ci("true"))
+            .land("{policy: direct}"),
+    );
+    let id = org.spawn_detached("alpha", "a feature");
+    org.wait_done(&id);
+    let w = org.worker(&id);
+    let sha = w.progress.tracked_sha.clone().expect("a pushed commit");
+    assert_eq!(
+        forge_head(&org, "alpha", "main"),
+        sha.as_str(),
+        "the plain push went to the base: {}",
+        org.diag(&id)
+    );
+    let l = w.progress.landing.clone().unwrap();
+    assert_eq!(l.state, LandState::Landed, "{l:?}");
+}

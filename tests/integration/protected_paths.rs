@@ -10,13 +10,20 @@ use std::time::Duration;
 /// `alpha` with a real test in the base (`ci/test.sh`: answer.txt must say `correct`) and the
 /// `test` and `radicle-push` jobs (the job runs the script: protected by default).
 fn org() -> Org {
-    let org = Org::new(
-        Spec::local("protected.sh").repo(
-            RepoSpec::new("alpha")
-                .job(job("test", "sh ci/test.sh"))
-                .job(job("radicle-push", "true").needs(&["test"])),
-        ),
+    org_with(None)
+}
+
+/// `org` with a `land:` policy (None: orch's default).
+fn org_with(land: Option<&str>) -> Org {
+    let mut spec = Spec::local("protected.sh").repo(
+        RepoSpec::new("alpha")
+            .job(job("test", "sh ci/test.sh"))
+            .job(job("radicle-push", "true").needs(&["test"])),
     );
+    if let Some(l) = land {
+        spec = spec.land(l);
+    }
+    let org = Org::new(spec);
     let clone = org.clone_path("alpha");
     std::fs::create_dir_all(clone.join("ci")).unwrap();
     commit_file(&clone, "answer.txt", "correct\n", "the answer");
@@ -76,6 +83,58 @@ fn a_worker_that_rewrites_its_test_gets_the_real_tests_red_and_never_done() {
     );
     let w = org.worker(&id);
     assert_ne!(w.milestone().as_str(), "DONE");
+    assert!(
+        !org.transitions(&id).iter().any(|(_, to)| to == "DONE"),
+        "{:?}",
+        org.transitions(&id)
+    );
+    assert_eq!(
+        org.lock_of(&id).as_deref(),
+        Some("alpha"),
+        "the lock is kept"
+    );
+}
+
+/// `land: direct`: the worker's push is the landing. A push to the base that rewrites the test
+/// and breaks the code is refused by the forge before the base moves (the base's own CI would
+/// otherwise run the worker's `exit 0`), the refusal names the protected paths, and the worker
+/// ends BLOCKED with an alert, its lock kept, nothing landed.
+#[test]
+fn under_land_direct_a_push_touching_protected_paths_never_moves_the_base() {
+    let org = org_with(Some("{policy: direct}"));
+    // The forge's remote is seeded from the clone at the first spawn.
+    let before = crate::support::git(&org.clone_path("alpha"), &["rev-parse", "refs/heads/main"]);
+    let bare = org.state.join("forge").join("alpha.git");
+    let head = || crate::support::git(&bare, &["rev-parse", "refs/heads/main"]);
+    let id = org.spawn_detached("alpha", "direct-cheat");
+    let w = org.wait_milestone(&id, "BLOCKED", DEADLINE);
+    let cheat = std::fs::read_to_string(org.out.join(format!("cheat-{id}"))).unwrap();
+    let cheat = cheat.trim();
+    assert_eq!(head(), before, "the base never moved: {}", org.diag(&id));
+    assert_ne!(head(), cheat);
+    assert!(
+        w.progress.tracked_sha.is_none(),
+        "nothing was pushed to CI: {:?}",
+        w.progress
+    );
+    let alert = org
+        .alerts(&id)
+        .into_iter()
+        .find(|a| a["kind"] == "push_refused")
+        .unwrap_or_else(|| panic!("a push_refused alert\n{}", org.diag(&id)));
+    let text = alert["message"].as_str().unwrap();
+    assert!(
+        text.contains("refs/heads/main")
+            && text.contains("ci/test.sh")
+            && text.contains("ci.protected_paths")
+            && text.contains("land: direct"),
+        "{text}"
+    );
+    let diag = org.diag(&id);
+    assert!(
+        diag.contains("may not change protected paths on main: ci/test.sh"),
+        "the pusher is told why (git shows the hook's refusal): {diag}"
+    );
     assert!(
         !org.transitions(&id).iter().any(|(_, to)| to == "DONE"),
         "{:?}",

@@ -228,6 +228,21 @@ impl WorkerProcess {
         if let Some(ch) = channel {
             cmd.env(SOCKET_ENV, ch.name());
         }
+        if w.branch != w.local_branch() {
+            // `land: direct`: the local branch `orch/<id>` tracks the base branch, and git's
+            // default `push.default=simple` refuses a plain `git push` to a branch of another
+            // name. `upstream` sends it where the policy wants (the tracked base); set for the
+            // worker's processes only, never in the clone's config (people push from it too).
+            // After any keys `worker.env_passthrough` brought, which stay.
+            let n = cmd
+                .get_envs()
+                .find(|(k, _)| *k == "GIT_CONFIG_COUNT")
+                .and_then(|(_, v)| v?.to_str()?.parse::<usize>().ok())
+                .unwrap_or(0);
+            cmd.env("GIT_CONFIG_COUNT", (n + 1).to_string())
+                .env(format!("GIT_CONFIG_KEY_{n}"), "push.default")
+                .env(format!("GIT_CONFIG_VALUE_{n}"), "upstream");
+        }
         if env.config.worker.separate() {
             // Its own home (agents keep their configuration there) and its own copy of the CI
             // guide: orch's session directory is not its to read.

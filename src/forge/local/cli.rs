@@ -57,7 +57,12 @@ pub fn internal_main(args: &[String]) -> i32 {
                     std::io::stdin()
                         .read_to_string(&mut input)
                         .map_err(io_err("cannot read the ref updates on stdin"))?;
-                    pre_receive(Path::new(f.get("state-dir")), f.get("repo"), &input)
+                    pre_receive(
+                        Path::new(f.get("state-dir")),
+                        Path::new(f.get("config")),
+                        f.get("repo"),
+                        &input,
+                    )
                 });
             match judged {
                 Ok(refusals) if refusals.is_empty() => Ok(()),
@@ -187,6 +192,7 @@ pub(super) fn branch_updates(input: &str) -> Vec<BranchUpdate> {
 /// process that is refused is also told to that worker's supervisor, which raises an alert.
 pub(super) fn pre_receive(
     state_dir: &Path,
+    config_file: &Path,
     repo: &str,
     input: &str,
 ) -> Result<Vec<String>, LocalForgeError> {
@@ -229,8 +235,14 @@ pub(super) fn pre_receive(
         None
     };
     let updates = super::branches::ref_updates(input);
-    let refusals =
+    let mut refusals =
         super::branches::refusals(&pusher, same_state_dir, record.as_ref(), repo, &updates);
+    if refusals.is_empty()
+        && let Some(rec) = &record
+    {
+        // `land: direct`: the push to the base is the landing; protected files stay out of it.
+        refusals = super::protected_push::refusals(config_file, &pusher.id, rec, repo, &updates);
+    }
     if !refusals.is_empty()
         && relayed.as_deref() == Some(pusher.id.as_str())
         && let Ok(file) = std::env::var(crate::report_wire::PUSH_REFUSALS_ENV)

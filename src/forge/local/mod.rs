@@ -31,6 +31,7 @@
 pub mod branches;
 mod cli;
 pub(crate) mod db;
+mod protected_push;
 mod remote;
 mod runner;
 

@@ -972,6 +972,33 @@ pub fn commits_not_on_remote(
         .collect()
 }
 
+/// The branches under `refs/heads/<prefix>` on `remote` as the server has them now (no fetch:
+/// the clone's refs are left alone), as (full ref name, commit).
+pub fn remote_heads(
+    dir: &Path,
+    remote: &str,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, GitError> {
+    let pattern = format!("refs/heads/{prefix}*");
+    let out = git(
+        dir,
+        &[
+            "ls-remote",
+            "--upload-pack=git-upload-pack",
+            "--heads",
+            remote,
+            &pattern,
+        ],
+    )?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let (sha, name) = l.split_once('\t')?;
+            Some((name.trim().to_string(), sha.trim().to_string()))
+        })
+        .collect())
+}
+
 /// The URL of `remote` in the clone, if it has that remote.
 pub fn remote_url(repo_path: &Path, remote: &str) -> Result<Option<String>, GitError> {
     let repo = open(repo_path)?;

@@ -8,6 +8,7 @@ pub mod cascade;
 pub mod channel;
 pub mod ci_scope;
 pub mod deliver;
+pub mod done_branch;
 pub mod drift;
 pub mod error;
 pub mod fatal;

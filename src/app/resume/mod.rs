@@ -74,6 +74,11 @@ pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
 /// measurements that only want the decisions.
 pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     let result = resume_orphans(l, start_supervisors);
+    // DONE workers have no supervisor: a branch of theirs moved without a push (no hook ran)
+    // is seen here, by cron's resume, and its alert delivered below.
+    if let Ok(mut store) = l.store() {
+        super::done_branch::look(l, &mut store);
+    }
     deliver_alerts(l);
     result
 }

@@ -23,6 +23,7 @@ pub mod reassign;
 pub mod relive;
 pub mod resume;
 pub mod spawn;
+pub mod storage_note;
 pub mod supervisor;
 pub mod wave;
 

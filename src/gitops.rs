@@ -724,8 +724,10 @@ pub fn is_merge(dir: &Path, sha: &str) -> Option<bool> {
 
 /// The secrets (`secret::kind_in`) in the lines each commit from the merge base of `base` and
 /// `head` up to `head` adds — every commit, not only the sum: a secret added then deleted is
-/// still in the history that would land. At most `limit` findings; a line's text is looked at
-/// in memory and never kept. Binary files have no lines.
+/// still in the history that would land — and in each commit's message and the names of the
+/// files it adds or changes; each also decoded (`secret::decode`: base64 runs, UTF-16; a
+/// binary file read whole as UTF-16 text). At most `limit` findings (roughly: a commit's
+/// message and names may pass it); a line's text is looked at in memory and never kept.
 pub fn secrets_since_merge_base(
     dir: &Path,
     base: &str,
@@ -750,9 +752,65 @@ pub fn secrets_since_merge_base(
             Ok(p) => Some(p.tree().map_err(|e| err(dir, e))?),
             Err(_) => None,
         };
+        // The commit's message, read like an added file.
+        let short = commit.id().to_string()[..10].to_string();
+        for (n, l) in commit.message_bytes().split(|&b| b == b'\n').enumerate() {
+            if let Some(kind) = crate::secret::kind_in(l, token)
+                .or_else(|| crate::secret::decode::kind_in_decoded(l, token))
+            {
+                let f = crate::secret::Finding {
+                    file: format!("(message of commit {short})"),
+                    line: n as u32 + 1,
+                    kind,
+                };
+                if !found.contains(&f) {
+                    found.push(f);
+                }
+            }
+        }
         let diff = repo
             .diff_tree_to_tree(from.as_ref(), Some(&to), None)
             .map_err(|e| err(dir, e))?;
+        // Per file: its name, and a file git takes for binary (it has no lines below) read
+        // whole, as UTF-16 text (`secret::decode`).
+        let mut per_file = Vec::new();
+        for delta in diff.deltas() {
+            if delta.status() == git2::Delta::Deleted {
+                continue;
+            }
+            let new = delta.new_file();
+            let file = new
+                .path()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let name = new.path_bytes().unwrap_or_default();
+            if let Some(kind) = crate::secret::kind_in(name, token)
+                .or_else(|| crate::secret::decode::kind_in_decoded(name, token))
+            {
+                per_file.push(crate::secret::Finding {
+                    file: format!("{file} (its name)"),
+                    line: 0,
+                    kind,
+                });
+            }
+            let Ok(blob) = repo.find_blob(new.id()) else {
+                continue;
+            };
+            if blob.is_binary()
+                && let Some(kind) = crate::secret::decode::kind_in_binary(blob.content(), token)
+            {
+                per_file.push(crate::secret::Finding {
+                    file: format!("{file} (as UTF-16 text)"),
+                    line: 0,
+                    kind,
+                });
+            }
+        }
+        for f in per_file {
+            if !found.contains(&f) {
+                found.push(f);
+            }
+        }
         diff.foreach(
             &mut |_, _| true,
             None,
@@ -760,6 +818,7 @@ pub fn secrets_since_merge_base(
             Some(&mut |delta, _, line| {
                 if line.origin() == '+'
                     && let Some(kind) = crate::secret::kind_in(line.content(), token)
+                        .or_else(|| crate::secret::decode::kind_in_decoded(line.content(), token))
                 {
                     let file = delta
                         .new_file()
@@ -970,6 +1029,33 @@ pub fn commits_not_on_remote(
         .map_err(|e| err(repo_path, e))?;
     walk.map(|o| o.map(|o| o.to_string()).map_err(|e| err(repo_path, e)))
         .collect()
+}
+
+/// The branches under `refs/heads/<prefix>` on `remote` as the server has them now (no fetch:
+/// the clone's refs are left alone), as (full ref name, commit).
+pub fn remote_heads(
+    dir: &Path,
+    remote: &str,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, GitError> {
+    let pattern = format!("refs/heads/{prefix}*");
+    let out = git(
+        dir,
+        &[
+            "ls-remote",
+            "--upload-pack=git-upload-pack",
+            "--heads",
+            remote,
+            &pattern,
+        ],
+    )?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let (sha, name) = l.split_once('\t')?;
+            Some((name.trim().to_string(), sha.trim().to_string()))
+        })
+        .collect())
 }
 
 /// The URL of `remote` in the clone, if it has that remote.

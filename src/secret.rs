@@ -2,6 +2,8 @@
 //! text a worker committed (pure: the lines are handed in; a finding names the kind, the file
 //! and the line — never the value).
 
+pub mod decode;
+
 use std::fmt;
 
 /// How many characters of the token in a row count as revealing it.

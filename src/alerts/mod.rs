@@ -2,6 +2,7 @@
 //! as one JSON line to `sessions/alerts.jsonl` for humans and log shippers; and the payload
 //! that sinks receive (`sink.rs` sends it; `app::deliver` drains the outbox).
 
+pub mod done_branch;
 pub mod sink;
 
 use crate::store::fmt_ms;

@@ -8,6 +8,7 @@ pub mod cascade;
 pub mod channel;
 pub mod ci_scope;
 pub mod deliver;
+pub mod done_branch;
 pub mod drift;
 pub mod error;
 pub mod fatal;
@@ -22,6 +23,7 @@ pub mod reassign;
 pub mod relive;
 pub mod resume;
 pub mod spawn;
+pub mod storage_note;
 pub mod supervisor;
 pub mod wave;
 

@@ -551,6 +551,8 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
         return Ok(0);
     };
     let sel = selection(&l, &mut store, args)?;
+    // A DONE branch moved on the forge without a push ran no hook: this look is what sees it.
+    crate::app::done_branch::look(&l, &mut store);
     loop {
         let (view, usage) = status_of(&l, &mut store, &sel)?;
         if json_out {

@@ -882,6 +882,13 @@ fn done_branch_moved(
     if let Some(l) = p.landing.as_mut() {
         l.replan();
     }
+    // The move itself, under the kind a push seen by the forge's hook raises (a repeat of it
+    // then): a ref moved without a push runs no hook, and this look is what sees it.
+    fx.push(alert(
+        Severity::Critical,
+        "done_branch_moved",
+        format!("worker {worker}'s branch was {moved} after DONE, before its landing"),
+    ));
     fx.push(alert(
         Severity::Critical,
         "done_reopened",

@@ -1351,6 +1351,10 @@ mod landing {
             let alert = alerts_of(&fx, "done_reopened");
             assert_eq!(alert.len(), 1, "{fx:?}");
             assert!(alert[0].contains(&"a".repeat(40)) && alert[0].contains(&"b".repeat(40)));
+            // The move itself, under the kind the forge's hook raises for a push.
+            let moved = alerts_of(&fx, "done_branch_moved");
+            assert_eq!(moved.len(), 1, "{fx:?}");
+            assert!(moved[0].contains(&"b".repeat(40)), "{}", moved[0]);
             assert!(fx.contains(&Effect::Transition {
                 from: Done,
                 to: Blocked,

@@ -68,6 +68,17 @@ pub fn resolve(tx: &Tx, worker: &str, kind: &str, now_ms: i64) -> super::sql::Re
     )
 }
 
+/// Whether an alert of `kind` about `worker` (open or resolved, at any time) has `needle` in
+/// its message: the same condition (e.g. the same moved head) was told already.
+pub fn mentioned(tx: &Tx, worker: &str, kind: &str, needle: &str) -> super::sql::Result<bool> {
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM alerts WHERE worker_id = ?1 AND kind = ?2
+         AND message LIKE ?3)",
+        params![worker, kind, format!("%{needle}%")],
+        |r| r.get(0),
+    )
+}
+
 /// Resolves the open alerts of `kind` about `repo`, whoever raised them (a FATAL cleared).
 pub fn resolve_repo(tx: &Tx, repo: &str, kind: &str, now_ms: i64) -> super::sql::Result<usize> {
     tx.execute(

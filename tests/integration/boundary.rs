@@ -414,6 +414,75 @@ fn a_done_branch_that_moves_raises_an_alert_and_done_stays_the_verified_commit()
     assert_eq!(w.progress.tracked_sha.as_ref(), Some(&done));
 }
 
+/// The same, but the branch is moved on the forge's server without a push (`git update-ref`
+/// in the bare repository): no hook runs, and the DONE worker has no supervisor left. The
+/// next `orch status` reads the branch heads from the forge and raises the same alert — once
+/// for that head, however often it looks; `orch resume` too, for a branch deleted afterwards.
+#[test]
+fn a_done_branch_moved_without_a_push_is_alerted_at_the_next_look() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha")));
+    let (out, id) = org.spawn_foreground("alpha", "add a feature");
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let done = org.worker(&id).progress.tracked_sha.clone().unwrap();
+    let bare = org.state.join("forge").join("alpha.git");
+    let in_bare = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "someone")
+            .env("GIT_AUTHOR_EMAIL", "someone@example.invalid")
+            .env("GIT_COMMITTER_NAME", "someone")
+            .env("GIT_COMMITTER_EMAIL", "someone@example.invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", output_text(&out));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let tree = format!("{}^{{tree}}", done.as_str());
+    let moved = in_bare(&["commit-tree", &tree, "-p", done.as_str(), "-m", "moved"]);
+    let branch = format!("refs/heads/orch/{id}");
+    in_bare(&["update-ref", &branch, &moved, done.as_str()]);
+    let moved_alerts = || -> Vec<Value> {
+        org.alerts(&id)
+            .into_iter()
+            .filter(|a| a["kind"] == "done_branch_moved")
+            .collect()
+    };
+    assert!(
+        moved_alerts().is_empty(),
+        "no hook ran: {:?}",
+        org.alerts(&id)
+    );
+    for _ in 0..2 {
+        let out = org.run(&["status"]);
+        assert!(out.status.success(), "{}", output_text(&out));
+    }
+    let alerts = moved_alerts();
+    assert_eq!(alerts.len(), 1, "one alert for that head: {alerts:?}");
+    assert_eq!(alerts[0]["severity"], "critical");
+    let text = alerts[0]["message"].as_str().unwrap();
+    assert!(
+        text.contains(done.short()) && text.contains(&moved[..12]),
+        "{text}"
+    );
+    let w = org.worker(&id);
+    assert_eq!(w.progress.milestone, Milestone::Done);
+    assert_eq!(w.progress.tracked_sha.as_ref(), Some(&done));
+    // Deleted without a push: cron's resume sees it.
+    in_bare(&["update-ref", "-d", &branch, &moved]);
+    let out = org.run(&["resume"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let alerts = moved_alerts();
+    assert_eq!(alerts.len(), 2, "{alerts:?}");
+    assert!(
+        alerts
+            .iter()
+            .any(|a| a["message"].as_str().unwrap().contains("deleted")),
+        "{alerts:?}"
+    );
+}
+
 /// repos.yaml edited under two live workers so that their repositories are one chain now: the
 /// next load raises a critical alert naming both, and leaves both running (the operator
 /// decides); the chain stays closed to new workers.

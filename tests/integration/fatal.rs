@@ -250,6 +250,45 @@ fn a_workers_fatal_report_halts_its_chain() {
     org.wait_done(&id);
 }
 
+/// A secret a person would decode: a private key in a UTF-16 file (git takes it for binary:
+/// no lines in the diff) and an AWS key id base64'd in the commit message. Both are found,
+/// FATAL, named without their values.
+#[test]
+fn an_encoded_secret_in_a_file_or_a_commit_message_is_fatal() {
+    let org = Org::new(star());
+    let mut utf16 = vec![0xFF, 0xFE];
+    for u in "notes\n-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n".encode_utf16() {
+        utf16.extend(u.to_le_bytes());
+    }
+    std::fs::write(org.out.join("encoded.bin"), &utf16).unwrap();
+    let id = org.spawn_detached("core", "encoded");
+    let w = org.wait_milestone(&id, "PAUSED", DEADLINE);
+    let secrets = &w.progress.secrets;
+    assert!(
+        secrets
+            .iter()
+            .any(|s| s == "notes.bin (as UTF-16 text):0: an OpenSSH private key"),
+        "{secrets:?}"
+    );
+    assert!(
+        secrets
+            .iter()
+            .any(|s| s.starts_with("(message of commit ")
+                && s.ends_with("):3: an AWS access key id")),
+        "{secrets:?}"
+    );
+    let fatal = poll_until(
+        "the fatal alert in alerts.jsonl",
+        DEADLINE,
+        || all_alerts(&org).into_iter().find(|a| a["kind"] == "fatal"),
+        || format!("{:?}", all_alerts(&org)),
+    );
+    let message = fatal["message"].as_str().unwrap();
+    assert!(message.contains("an AWS access key id"), "{message}");
+    assert!(!message.contains("ABCDEFGHIJKLMNOP"), "{message}");
+    org.run(&["cancel", &id]);
+}
+
 #[test]
 fn a_committed_private_key_is_fatal_before_it_can_land() {
     let org = Org::new(star().land("{policy: merge}"));

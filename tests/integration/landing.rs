@@ -689,6 +689,56 @@ fn a_done_branch_moved_before_its_landing_takes_done_back_and_nothing_lands() {
     org.run(&["cancel", &id]);
 }
 
+/// The same move made on the forge's server without a push (`git update-ref` in the bare
+/// repository: no hook runs): the supervisor, still landing, sees it at its next look at the
+/// branch, takes DONE back, and raises the same `done_branch_moved` alert a push raises.
+#[test]
+fn a_done_branch_moved_without_a_push_before_its_landing_is_alerted_as_a_push_is() {
+    let org = gated_org();
+    let id = org.spawn("core", "core feature [base]", "t-moved-ref");
+    org.wait_until(
+        "the integration under verification",
+        Duration::from_secs(60),
+        || landing_of(&org, &id).state == LandState::Verifying,
+    );
+    let done = org.worker(&id).progress.tracked_sha.clone().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(bare(&org, "core"))
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "someone")
+            .env("GIT_AUTHOR_EMAIL", "someone@example.invalid")
+            .env("GIT_COMMITTER_NAME", "someone")
+            .env("GIT_COMMITTER_EMAIL", "someone@example.invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let tree = format!("{}^{{tree}}", done.as_str());
+    let moved = git(&["commit-tree", &tree, "-p", done.as_str(), "-m", "moved"]);
+    git(&[
+        "update-ref",
+        &format!("refs/heads/orch/{id}"),
+        &moved,
+        done.as_str(),
+    ]);
+    org.wait_milestone(&id, "BLOCKED", Duration::from_secs(60));
+    let alert = org
+        .alerts(&id)
+        .into_iter()
+        .find(|a| a["kind"] == "done_branch_moved")
+        .unwrap_or_else(|| panic!("{:?}", org.alerts(&id)));
+    assert_eq!(alert["severity"], "critical");
+    let text = alert["message"].as_str().unwrap();
+    assert!(
+        text.contains(done.as_str()) && text.contains(&moved),
+        "{text}"
+    );
+    org.run(&["cancel", &id]);
+}
+
 /// The landing `method`s on a base that moved: merge (above), rebase and squash, each verified
 /// on the landing branch before the base moves; and found again (not made twice) when the move
 /// happened before a kill.

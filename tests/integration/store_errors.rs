@@ -345,6 +345,16 @@ fn a_full_state_directory_is_named_alerted_and_nothing_is_lost() {
         .find(|e| e.kind == "storage")
         .unwrap_or_else(|| panic!("a storage event once space is back: {events:?}"));
     assert!(event.detail.contains("ENOSPC"), "{}", event.detail);
+    // And an alert in the store (the one sent directly never was): resolved, space is back.
+    let stored: Vec<_> = org
+        .store()
+        .read(|tx| orch::store::workers::alerts(tx, 0))
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == "storage" && a.worker_id.as_deref() == Some(id.as_str()))
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert!(stored[0].resolved_ms.is_some(), "{stored:?}");
     let log = std::fs::read_to_string(org.state.join(&id).join("supervisor.log")).unwrap();
     assert!(
         log.contains("orch: no space left on device writing"),
@@ -360,6 +370,80 @@ fn a_full_state_directory_is_named_alerted_and_nothing_is_lost() {
     .expect("the worker runs again, WORKING");
     assert_eq!(w.task, before.task);
     assert_eq!(org.lock_of(&id).as_deref(), Some("alpha"));
+    drop(org);
+    drop(disk);
+}
+
+/// The state directory's disk stays full until the supervisor has given up recording why it
+/// stopped (it exits): once space is back, `orch resume` records the stop it noted — a
+/// `storage` event and a `storage` alert (resolved: the state is writable again and resume
+/// continues the worker) — once, and continues the worker.
+#[test]
+fn a_storage_stop_outlasting_its_supervisor_is_recorded_at_resume() {
+    use crate::support::{DEADLINE, Org, RepoSpec, Spec, poll};
+    use std::time::Duration;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "store_errors::a_storage_stop_outlasting_its_supervisor_is_recorded_at_resume: SKIPPED (needs root to mount a tmpfs)"
+        );
+        return;
+    }
+    let org = Org::new(Spec::local("idle.sh").repo(RepoSpec::new("alpha")));
+    let disk = Tmpfs::over(&org.state, "48m");
+    let id = org.spawn_detached("alpha", "a");
+    let pid = poll(DEADLINE, || {
+        let pid = org.worker(&id).supervisor_pid? as i32;
+        crate::support::cmdline(pid)
+            .is_some_and(|c| c.contains("__supervise"))
+            .then_some(pid)
+    })
+    .expect("the supervisor holds the lease");
+    // Its next write (a lease renewal at the latest) fails.
+    let filler = disk.fill();
+    // It tries to record the stop for 30 s, then exits: the disk is still full.
+    poll(DEADLINE + Duration::from_secs(30), || {
+        crate::support::cmdline(pid)
+            .is_none_or(|c| !c.contains("__supervise"))
+            .then_some(())
+    })
+    .expect("the supervisor gives up and exits");
+    std::fs::remove_file(&filler).unwrap();
+    let storage_events = |org: &Org| -> Vec<_> {
+        org.events(&id)
+            .into_iter()
+            .filter(|e| e.kind == "storage")
+            .collect()
+    };
+    assert!(
+        storage_events(&org).is_empty(),
+        "nothing could be recorded while the disk was full"
+    );
+    org.resume();
+    let events = storage_events(&org);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].detail.contains("ENOSPC"), "{}", events[0].detail);
+    let alerts: Vec<_> = org
+        .store()
+        .read(|tx| orch::store::workers::alerts(tx, 0))
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == "storage" && a.worker_id.as_deref() == Some(id.as_str()))
+        .collect();
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0].severity, "critical");
+    assert!(
+        alerts[0].message.contains("ENOSPC") && alerts[0].resolved_ms.is_some(),
+        "{:?}",
+        alerts[0]
+    );
+    // Nothing lost, and recorded once: the worker runs again; a second resume adds nothing.
+    poll(DEADLINE, || {
+        let w = org.worker(&id);
+        (w.worker_running && w.milestone().as_str() == "WORKING").then_some(())
+    })
+    .expect("the worker runs again, WORKING");
+    org.resume();
+    assert_eq!(storage_events(&org).len(), 1);
     drop(org);
     drop(disk);
 }

@@ -6,6 +6,8 @@
 #   secret   commits an OpenSSH private key, pushes, and reports DONE once CI is green
 #   token    commits what the test wrote to $E2E_OUT/leak.txt (the forge token), pushes, and
 #            reports DONE once CI is green
+#   encoded  commits what the test wrote to $E2E_OUT/encoded.bin with an AWS key id base64'd
+#            in the commit message, pushes, and reports DONE once CI is green
 set -eu
 . "$(dirname "$0")/lib.sh"
 echo "WORKING: $ORCH_TASK"
@@ -36,6 +38,11 @@ token)
     cp "$E2E_OUT/leak.txt" settings.conf
     git add settings.conf
     git commit -q -m "settings"
+    ;;
+encoded)
+    cp "$E2E_OUT/encoded.bin" notes.bin
+    git add notes.bin
+    git commit -q -m "notes" -m "aws: $(printf 'AKIA%s' ABCDEFGHIJKLMNOP | base64)"
     ;;
 esac
 push_head

@@ -74,6 +74,11 @@ pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
 /// measurements that only want the decisions.
 pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
     let result = resume_orphans(l, start_supervisors);
+    // DONE workers have no supervisor: a branch of theirs moved without a push (no hook ran)
+    // is seen here, by cron's resume, and its alert delivered below.
+    if let Ok(mut store) = l.store() {
+        super::done_branch::look(l, &mut store);
+    }
     deliver_alerts(l);
     result
 }
@@ -197,6 +202,12 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
     let me = crate::pidns::host_pid() as i64;
     let my_start = crate::process::proc_stat(me as i32).map(|s| s.start_ticks as i64);
     let workers = store.live_workers()?;
+    // A supervisor stopped for storage that could not record it before it exited left a note.
+    for w in &workers {
+        if let Err(e) = super::storage_note::take(&mut store, &l.state_dir, w) {
+            tracing::warn!(worker = %w.id, error = %e, "cannot record its supervisor's storage note");
+        }
+    }
     refresh_stale_checkpoints(l, &mut store, &workers);
     // While the agent's API is rate-limited, a worker that needs a new agent run waits for
     // the reset (one following CI is still followed).

@@ -347,6 +347,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.start_worker()?;
         }
         self.checkpoint();
+        // While the disk has room: a storage failure later is noted in it (`stop_for_storage`).
+        crate::app::storage_note::prepare(self.env.state_dir, &self.w.id);
         let mut last_tick = 0i64;
         let mut last_inbox = 0i64;
         loop {

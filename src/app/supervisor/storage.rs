@@ -70,23 +70,37 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
             }
         }
-        // The event, once it can be written (the disk may be freed while this waits).
+        // Noted in place (no free space needed) for whoever writes the store next, then
+        // recorded — an event and a resolved alert — once it can be written (the disk may be
+        // freed while this waits); else `orch resume` records the note (`storage_note`).
+        let note = crate::app::storage_note::Note {
+            at_ms: now_ms(),
+            why: why.clone(),
+        };
+        if let Err(e) = crate::app::storage_note::leave(self.env.state_dir, &id, &note) {
+            tracing::error!(worker = %id, error = %e, "the storage failure could not be noted for `orch resume`");
+        }
         let deadline = Instant::now() + RECORD_FOR;
-        let milestone = self.w.milestone();
         // (Never into a damaged file: it is rebuilt from the checkpoints, not written to.)
         while damaged(&self.store).is_none() {
-            let detail = format!("supervisor stopped: {why}");
-            let written = self.store.write(|tx| {
-                crate::store::workers::add_event(tx, &id, "storage", milestone, &detail)
-            });
-            match written {
+            let w = self.w.clone();
+            match crate::app::storage_note::take(&mut self.store, self.env.state_dir, &w).and_then(
+                |taken| {
+                    if taken {
+                        return Ok(());
+                    }
+                    // No note (it could not be written): the stop is recorded all the same.
+                    crate::app::storage_note::record(&mut self.store, self.env.state_dir, &w, &note)
+                        .map(|_| ())
+                },
+            ) {
                 Ok(()) => {
-                    tracing::info!(worker = %id, "storage failure recorded as an event");
+                    tracing::info!(worker = %id, "storage failure recorded as an event and an alert");
                     break;
                 }
                 Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_secs(1)),
                 Err(e) => {
-                    tracing::error!(worker = %id, error = %e, "the storage failure could not be recorded as an event");
+                    tracing::error!(worker = %id, error = %e, "the storage failure could not be recorded: `orch resume` records it once the state is writable");
                     break;
                 }
             }

@@ -306,7 +306,7 @@ pub(super) fn post_receive(
     exe: &Path,
     runner: Runner,
 ) -> Result<Vec<String>, LocalForgeError> {
-    let mut lines = done_branches_moved(state_dir, config_file, input)?;
+    let mut lines = done_branches_moved(state_dir, input)?;
     lines.extend(start_runs(
         state_dir,
         config_file,
@@ -324,11 +324,7 @@ pub(super) fn post_receive(
 /// of it at once, as a critical alert naming both commits. The worker's supervisor, if its
 /// landing has not moved the base yet, sees the moved head at its next landing step and
 /// takes DONE back (`Event::DoneBranchMoved`).
-fn done_branches_moved(
-    state_dir: &Path,
-    config_file: &Path,
-    input: &str,
-) -> Result<Vec<String>, LocalForgeError> {
+fn done_branches_moved(state_dir: &Path, input: &str) -> Result<Vec<String>, LocalForgeError> {
     let moved: Vec<(String, String, String)> = super::branches::ref_updates(input)
         .into_iter()
         .filter_map(|u| {
@@ -341,55 +337,19 @@ fn done_branches_moved(
     if moved.is_empty() {
         return Ok(lines);
     }
-    let window = Config::load(config_file)
-        .map(|c| c.alerts.dedup_window)
-        .unwrap_or(crate::config::DEDUP_WINDOW);
     let mut store = Store::open(state_dir)?;
     for (id, branch, new) in moved {
         let Some(w) = store.worker(&id)? else {
             continue;
         };
-        if w.branch != branch || w.progress.milestone != crate::milestone::Milestone::Done {
+        if w.branch != branch {
             continue;
         }
-        let Some(done) = w.progress.tracked_sha.clone() else {
-            continue;
-        };
-        if done.as_str().eq_ignore_ascii_case(&new) {
-            continue;
+        if let Some(message) =
+            crate::alerts::done_branch::raise(&mut store, state_dir, &w, Some(&new))?
+        {
+            lines.push(format!("orch local forge: {message}"));
         }
-        let deleted = new.bytes().all(|b| b == b'0');
-        let message = format!(
-            "worker {id} is DONE at {}, and its branch {branch} on {} was {} afterwards: only the verified commit {} ever lands (never the branch's new head), and before its landing moves the base its supervisor takes DONE back (BLOCKED); find out who pushed",
-            done.short(),
-            w.repo,
-            if deleted {
-                "deleted".to_string()
-            } else {
-                format!("moved to {}", crate::sha::short_to(&new, 12))
-            },
-            done.short(),
-        );
-        let alert = crate::store::workers::AlertRecord {
-            id: 0,
-            at_ms: crate::store::now_ms(),
-            severity: "critical".into(),
-            worker_id: Some(id.clone()),
-            repo: Some(w.repo.clone()),
-            kind: "done_branch_moved".into(),
-            message: message.clone(),
-            repeats: 1,
-            resolved_ms: None,
-        };
-        let recorded = store
-            .write(|tx| crate::store::alerts::record(tx, &alert, window.as_millis() as i64))?;
-        if let crate::store::alerts::Recorded::New(aid) = recorded {
-            crate::alerts::append_jsonl(
-                state_dir,
-                &[crate::store::workers::AlertRecord { id: aid, ..alert }],
-            );
-        }
-        lines.push(format!("orch local forge: {message}"));
     }
     Ok(lines)
 }

@@ -1,7 +1,8 @@
 //! A look at the forge for DONE workers whose branch moved afterwards. The local forge's
 //! post-receive hook sees a push at once; a ref moved without a push (`git update-ref` in the
 //! bare repository, a restored backup, a forge admin) runs no hook, and a DONE worker without
-//! a landing has no supervisor left to notice: so `orch status` and `orch resume` (cron) read
+//! a landing has no supervisor left to notice: so `orch resume` (cron) — and `orch status` on
+//! the local forge, whose remotes are local files — read
 //! the heads of the recent DONE workers' branches from the forge — one `ls-remote` per
 //! repository and remote — and raise the same `done_branch_moved` alert
 //! (`alerts::done_branch`, once per moved head).

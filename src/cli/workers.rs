@@ -552,7 +552,11 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
     };
     let sel = selection(&l, &mut store, args)?;
     // A DONE branch moved on the forge without a push ran no hook: this look is what sees it.
-    crate::app::done_branch::look(&l, &mut store);
+    // On the local forge only (its remotes are files here: the look costs milliseconds); a
+    // view never waits on a network forge — `orch resume`, from cron, looks there.
+    if l.config.forge.kind == crate::config::ForgeKind::Local {
+        crate::app::done_branch::look(&l, &mut store);
+    }
     loop {
         let (view, usage) = status_of(&l, &mut store, &sel)?;
         if json_out {

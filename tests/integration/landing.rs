@@ -663,7 +663,8 @@ fn a_done_branch_moved_before_its_landing_takes_done_back_and_nothing_lands() {
         text.contains(done.as_str()) && text.contains(&moved),
         "{text}"
     );
-    // The integration's CI goes on and turns green: it is not landed any more.
+    // Nothing waits for the integration's CI any more: its run is cancelled once the
+    // supervisor lets go (or, had it finished first, it is green). Either way nothing lands.
     org.open_gate("core");
     org.wait_until("the integration's CI", Duration::from_secs(60), || {
         let v = org.json(&[
@@ -675,7 +676,7 @@ fn a_done_branch_moved_before_its_landing_takes_done_back_and_nothing_lands() {
             candidate.as_str(),
             "--json",
         ]);
-        v["verdict"] == "green"
+        v["verdict"] == "green" || v["verdict"] == "red"
     });
     let w = org.worker(&id);
     assert_eq!(w.progress.milestone, Milestone::Blocked);

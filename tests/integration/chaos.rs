@@ -195,9 +195,11 @@ fn kill_everything(org: &Org, inflight: &mut Vec<InFlight>, tally: &mut Tally) -
         .filter(|(p, cmd)| is_orch(*p) && runner(cmd))
         .map(|(p, _)| *p)
         .collect();
+    // A job runs under orch's guard (and init): those are the job's, spared with its runner.
     let victims: Vec<i32> = procs
         .iter()
         .filter(|(p, cmd)| is_orch(*p) && !runner(cmd))
+        .filter(|(p, _)| !runners.iter().any(|r| is_descendant(*p, *r)))
         .map(|(p, _)| *p)
         .collect();
     let others: Vec<i32> = procs

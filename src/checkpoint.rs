@@ -335,6 +335,11 @@ pub struct Holds {
     pub fatal: Vec<FatalChain>,
 }
 
+/// The session directory of a worker: prompt, CI guide, handoff, worker.log, supervisor.log.
+pub fn session_dir(state_dir: &Path, worker: &str) -> PathBuf {
+    state_dir.join(worker)
+}
+
 pub fn holds_path(state_dir: &Path) -> PathBuf {
     state_dir.join(HOLDS_FILE)
 }

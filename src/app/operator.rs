@@ -41,7 +41,7 @@ pub fn supervision(w: &WorkerRecord, now: i64) -> Supervision {
         l.until_ms > 0 && crate::process::process_alive(l.pid as i32, l.start.map(|s| s as u64))
     }) {
         Supervision::LeaseLapsed
-    } else if super::resume::orphaned(w, now) {
+    } else if w.orphaned(now) {
         Supervision::Gone
     } else {
         Supervision::AwaitsOperator

@@ -126,7 +126,7 @@ pub fn claim_respawn(
         w.milestone(),
         Milestone::Blocked | Milestone::BlockedPermission | Milestone::Paused
     ) {
-        let hint = if super::resume::orphaned(&w, crate::store::now_ms()) {
+        let hint = if w.orphaned(crate::store::now_ms()) {
             " (its supervisor is gone: orch resume replaces it)"
         } else {
             ""

@@ -22,7 +22,7 @@ const NOTE: &str = "storage.note";
 const SIZE: usize = 4096;
 
 fn path(state_dir: &Path, worker: &str) -> PathBuf {
-    super::supervisor::session_dir(state_dir, worker).join(NOTE)
+    crate::checkpoint::session_dir(state_dir, worker).join(NOTE)
 }
 
 /// What a stopped supervisor leaves: when, and why the state could not be written.

@@ -89,6 +89,22 @@ impl WorkerRecord {
     pub fn supervised(&self, now: i64) -> bool {
         self.lease().is_some_and(|l| l.is_live(now))
     }
+
+    /// Whether it needs a resumer: still in progress and nobody supervises it — its lease ran
+    /// out, or the process holding it is gone (or is a different process with a reused pid). A
+    /// PAUSED worker needs one too (its supervisor watched the upstream). BLOCKED and
+    /// BLOCKED_PERMISSION wait for an operator; terminal states are final.
+    pub fn orphaned(&self, now: i64) -> bool {
+        // Halted by a FATAL: it waits for an operator (`orch fatal --clear` continues it).
+        if self.progress.halted.is_some() && !self.progress.landing_active() {
+            return false;
+        }
+        (matches!(
+            self.milestone(),
+            Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused
+        ) || self.progress.landing_active())
+            && !self.supervised(now)
+    }
 }
 
 /// One process's claim to supervise a worker: its node, pid, process start time (so a reused

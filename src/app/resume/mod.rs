@@ -18,7 +18,8 @@ mod waves;
 mod worktree;
 
 pub use decide::Action;
-pub use rebuild::{Rebuilt, RefusedCheckpoint, rebuild_from_checkpoints};
+pub use rebuild::{Rebuilt, rebuild_from_checkpoints};
+pub use trust::RefusedCheckpoint;
 
 use super::journal::{self, Committed, Entry, Fact, Writer};
 use super::relive;
@@ -52,22 +53,6 @@ pub struct Reconciled {
     /// Left as it was because it cannot go on yet (its program is not installed): the
     /// resume as a whole is a "no" an operator must see.
     pub held_back: bool,
-}
-
-/// A worker needs a resumer when it is still in progress and nobody supervises it: its lease
-/// ran out, or the process holding it is gone (or is a different process with a reused pid).
-/// A PAUSED worker needs one too (its supervisor watched the upstream). BLOCKED and
-/// BLOCKED_PERMISSION wait for an operator; terminal states are final.
-pub fn orphaned(w: &WorkerRecord, now: i64) -> bool {
-    // Halted by a FATAL: it waits for an operator (`orch fatal --clear` continues it).
-    if w.progress.halted.is_some() && !w.progress.landing_active() {
-        return false;
-    }
-    (matches!(
-        w.milestone(),
-        Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused
-    ) || w.progress.landing_active())
-        && !w.supervised(now)
 }
 
 /// Claims every orphan it can and reconciles it. `start_supervisors: false` is for tests and
@@ -218,7 +203,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
         .flatten();
     let candidates: Vec<String> = workers
         .into_iter()
-        .filter(|w| orphaned(w, now_ms()))
+        .filter(|w| w.orphaned(now_ms()))
         .filter(|w| {
             limited.is_none()
                 || !matches!(
@@ -239,7 +224,7 @@ fn resume_orphans(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>
                 let Some(w) = ws::get_worker(tx, id)? else {
                     continue;
                 };
-                if !orphaned(&w, tx.clock_ms()?) {
+                if !w.orphaned(tx.clock_ms()?) {
                     continue; // another resumer (or a new supervisor) got there first
                 }
                 // A worker process runs only while its chain lock is held by it: an orphan
@@ -443,7 +428,7 @@ fn refresh_stale_checkpoints(l: &Loaded, store: &mut Store, live: &[WorkerRecord
         .read(|tx| ws::ended_updated_since(tx, last - CHECKPOINT_MARGIN_MS))
         .unwrap_or_default();
     for w in live.iter().chain(&ended) {
-        if orphaned(w, now_ms()) || w.supervised(now_ms()) {
+        if w.orphaned(now_ms()) || w.supervised(now_ms()) {
             continue;
         }
         let written_ms = std::fs::metadata(crate::checkpoint::path_for(&l.state_dir, w))

@@ -11,6 +11,7 @@
 //! its chain locked, for supervision to verify.
 
 use super::trust;
+use super::trust::RefusedCheckpoint;
 use crate::app::{Error, Loaded, Result};
 use crate::checkpoint::Checkpoint;
 use crate::ci::verdict::VerdictKind;
@@ -45,30 +46,6 @@ pub struct Rebuilt {
     /// Operator holds that could not be taken again (or a holds file that could not be read),
     /// each as a sentence: an operator must look (each is a critical `hold_lost` alert too).
     pub lost_holds: Vec<String>,
-}
-
-/// A checkpoint that was not rebuilt: which file, why, and the chain held in its place.
-#[derive(Debug, Clone, Serialize)]
-pub struct RefusedCheckpoint {
-    /// The checkpoint file, or the session directory that has none.
-    pub file: PathBuf,
-    pub worker_id: Option<String>,
-    pub why: String,
-    /// The repository whose chain is held (by `hold:orch-resume`) until an operator has
-    /// looked: `orch unhold <repo>`.
-    pub held: Option<String>,
-}
-
-impl RefusedCheckpoint {
-    pub fn describe(&self) -> String {
-        let held = match &self.held {
-            Some(repo) => format!(
-                "; {repo}'s chain is held until an operator has looked (orch unhold {repo})"
-            ),
-            None => String::new(),
-        };
-        format!("{}: {}{held}", self.file.display(), self.why)
-    }
 }
 
 /// What the rebuild does about a worker's lock.

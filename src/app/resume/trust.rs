@@ -239,6 +239,30 @@ fn uses_dir(proc: &Path, args: &[String], dir: &Path) -> bool {
         })
 }
 
+/// A checkpoint that was not rebuilt: which file, why, and the chain held in its place.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RefusedCheckpoint {
+    /// The checkpoint file, or the session directory that has none.
+    pub file: PathBuf,
+    pub worker_id: Option<String>,
+    pub why: String,
+    /// The repository whose chain is held (by `hold:orch-resume`) until an operator has
+    /// looked: `orch unhold <repo>`.
+    pub held: Option<String>,
+}
+
+impl RefusedCheckpoint {
+    pub fn describe(&self) -> String {
+        let held = match &self.held {
+            Some(repo) => format!(
+                "; {repo}'s chain is held until an operator has looked (orch unhold {repo})"
+            ),
+            None => String::new(),
+        };
+        format!("{}: {}{held}", self.file.display(), self.why)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::file_id;

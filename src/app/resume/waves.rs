@@ -11,7 +11,7 @@
 //! task); the definitions must read as tasks of configured repositories that wait in no cycle.
 //! A wave that fails any of these is not rebuilt, and said so by name.
 
-use super::rebuild::RefusedCheckpoint;
+use super::trust::RefusedCheckpoint;
 use crate::app::Loaded;
 use crate::app::wave::{attempt_key, retriable};
 use crate::checkpoint::waves::{self as cw, WaveCheckpoint};

@@ -51,7 +51,7 @@ use ci::{CiAnswer, CiLink, ForgeBackoff};
 use claims::{ForgeHead, truncate, verify_push};
 use done::DoneClaims;
 use lease::LeaseKeeper;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use worker::{Stop, WorkerProcess, reap_orphans, zombie_child};
@@ -89,10 +89,7 @@ pub enum SuperviseError {
 /// The handoff file's name in a session directory (and a workspace: `account::worker_handoff`).
 pub const HANDOFF_FILE: &str = "handoff.md";
 
-/// The session directory of a worker: prompt, CI guide, handoff, worker.log, supervisor.log.
-pub fn session_dir(state_dir: &Path, worker: &str) -> PathBuf {
-    state_dir.join(worker)
-}
+pub use crate::checkpoint::session_dir;
 
 /// How often the inbox is read without a ring of the doorbell (a ring lost, an older orch
 /// that queued the request without ringing): requests are normally read when rung.

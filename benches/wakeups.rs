@@ -20,6 +20,12 @@
 //!   `/proc/stat`: supervisors and runners are detached, not this bench's children; run it on an
 //!   otherwise idle machine).
 //!
+//! - `spawns [N]` (default 200): N `orch spawn` processes at once on N independent repositories
+//!   (idle workers), each timed from its start to its answer. Prints how many were refused
+//!   (exit ≠ 0: "database is busy") and the answer times (median, 90th percentile, max).
+//!   `ORCH_DB_BUSY_TIMEOUT` is the default (10 s) unless set; `ORCH_TEST_NO_WRITE_QUEUE=1` makes
+//!   every writer skip the write queue and wait in SQLite's busy handler alone (the "before").
+//!
 //! Settings: release binary (the bench profile), local forge, `ci.poll_interval` as given by
 //! `ORCH_BENCH_POLL` (default `10s`, orch's default: a fallback when wakeups work).
 
@@ -41,6 +47,7 @@ fn main() {
         "idle" => idle(n.unwrap_or(50)),
         "latency" => latency(n.unwrap_or(10)),
         "tasks" => tasks(n.unwrap_or(200)),
+        "spawns" => spawns(n.unwrap_or(200)),
         other => panic!("unknown mode {other:?}: idle [N] | latency [K]"),
     }
 }
@@ -290,4 +297,82 @@ fn tasks(n: usize) {
         all_done.is_some()
     );
     assert!(all_done.is_some(), "every task must end DONE");
+}
+
+fn spawns(n: usize) {
+    let mut spec = Spec::local("idle.sh");
+    spec.max_parallel = n;
+    for i in 0..n {
+        spec = spec.repo(RepoSpec::new(&format!("r{i:03}")).standard_ci("true"));
+    }
+    let org = Org::new(spec);
+    let t0 = Instant::now();
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let child = org
+                .cmd(&[
+                    "spawn",
+                    "--repo",
+                    &format!("r{i:03}"),
+                    "--task",
+                    "idle",
+                    "--json",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("orch spawn starts");
+            let started = Instant::now();
+            std::thread::spawn(move || {
+                let out = child.wait_with_output().expect("orch spawn ends");
+                (started.elapsed().as_secs_f64(), out)
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    let mut refused = Vec::new();
+    let mut ids = Vec::new();
+    for c in children {
+        let (t, out) = c.join().unwrap();
+        times.push(t);
+        if out.status.success() {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if let Some(id) = v["worker_id"].as_str() {
+                ids.push(id.to_string());
+            }
+        } else {
+            refused.push(
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .to_string(),
+            );
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "wakeups spawns: {n} at once, busy timeout {}, write queue {}",
+        std::env::var("ORCH_DB_BUSY_TIMEOUT").unwrap_or_else(|_| "10s (default)".into()),
+        if std::env::var_os("ORCH_TEST_NO_WRITE_QUEUE").is_some() {
+            "off"
+        } else {
+            "on"
+        }
+    );
+    println!(
+        "  refused {} of {n}; answered in median {:.1} s, p90 {:.1} s, max {:.1} s; wall {wall:.1} s",
+        refused.len(),
+        at(0.5),
+        at(0.9),
+        at(1.0)
+    );
+    if let Some(first) = refused.first() {
+        println!("  first refusal: {first}");
+    }
+    for id in &ids {
+        let _ = org.run(&["cancel", id, "--reason", "bench over"]);
+    }
 }

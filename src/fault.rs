@@ -20,6 +20,30 @@ pub fn hold_renewal() -> Option<Duration> {
     None
 }
 
+/// How long every write transaction of this process stays open after it began
+/// (`ORCH_TEST_HOLD_WRITE_MS`), so that a test can stop an orch command inside one.
+pub fn hold_write() {
+    #[cfg(feature = "test-hooks")]
+    {
+        static HOLD: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+        if let Some(hold) = *HOLD.get_or_init(|| millis("ORCH_TEST_HOLD_WRITE_MS")) {
+            std::thread::sleep(hold);
+        }
+    }
+}
+
+/// Writers skip the write queue and wait in SQLite's busy handler alone
+/// (`ORCH_TEST_NO_WRITE_QUEUE`): the benchmark's "before" of `store::write_queue`.
+pub fn write_queue_off() -> bool {
+    #[cfg(feature = "test-hooks")]
+    {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OFF.get_or_init(|| std::env::var_os("ORCH_TEST_NO_WRITE_QUEUE").is_some())
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    false
+}
+
 /// How long a resume pass stands still right after its claims (`ORCH_TEST_RESUME_STALL_MS`),
 /// as one making many worktrees would.
 pub fn resume_stall() -> Option<Duration> {

@@ -216,6 +216,20 @@ pub fn stopped(pid: i32) -> bool {
     crate::process::proc_stat(pid).is_some_and(|s| matches!(s.state, 'T' | 't'))
 }
 
+/// Whether process `pid` runs orch: the same executable as this process, or one named `orch`
+/// (an older binary replaced since it started shows as `orch (deleted)`).
+pub fn is_orch(pid: i32) -> bool {
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    if std::fs::read_link("/proc/self/exe").is_ok_and(|me| me == exe) {
+        return true;
+    }
+    exe.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "orch" || n == "orch (deleted)")
+}
+
 /// What process `pid` runs: orch's own processes by their subcommand (`orch __supervise
 /// <id>`), others by their whole command line; empty when it cannot be read.
 pub fn command_of(pid: i32) -> String {

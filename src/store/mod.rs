@@ -22,6 +22,7 @@ pub mod upstream;
 pub mod usage;
 pub mod waves;
 pub mod workers;
+pub mod write_queue;
 
 pub use locks::{
     ActiveLocks, LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock,
@@ -189,6 +190,9 @@ pub struct Store {
     /// The state directory it was opened for (`Store::open`): where this node's doorbells
     /// ring. `None` for a database opened by its URL alone.
     state_dir: Option<PathBuf>,
+    /// Where orch's writers of a SQLite file take turns ([`write_queue`]); PostgreSQL queues
+    /// its lock waiters itself.
+    queue: Option<write_queue::WriteQueue>,
 }
 
 /// True when orch has kept state for `state_dir`: its SQLite file, or a pointer to a shared
@@ -260,6 +264,7 @@ impl Store {
             fence: None,
             fence_lost: false,
             state_dir: None,
+            queue: None,
         })
     }
 
@@ -288,6 +293,17 @@ impl Store {
                 source,
             },
         })?;
+        let queue =
+            write_queue::WriteQueue::open(&path).map_err(|source| match errno_name(&source) {
+                Some(errno) => StoreError::NoSpace {
+                    path: path.clone(),
+                    errno,
+                },
+                None => StoreError::StateDir {
+                    path: path.clone(),
+                    source,
+                },
+            })?;
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -306,6 +322,7 @@ impl Store {
             fence: None,
             fence_lost: false,
             state_dir: None,
+            queue: Some(queue),
         };
         store.configure()?;
         schema::migrate(&mut store)?;
@@ -336,6 +353,7 @@ impl Store {
             fence: None,
             fence_lost: false,
             state_dir: None,
+            queue: None,
         };
         schema::migrate(&mut store)?;
         Ok(store)
@@ -522,9 +540,11 @@ impl Store {
     /// Runs `f` in one write transaction ([`Store::begin_write`]): the write lock is taken up
     /// front, so a read-check-write inside `f` cannot interleave with another process's.
     pub fn write<T>(&mut self, f: impl FnOnce(&Tx) -> sql::Result<T>) -> Result<T, StoreError> {
+        let _turn = self.take_turn()?;
         let fence = self.fence.clone();
         let r = (|| {
             let tx = self.begin_write()?;
+            crate::fault::hold_write();
             if let Err(now) = Self::check_fence(&fence, &tx)? {
                 return Ok(Err(now));
             }
@@ -545,6 +565,7 @@ impl Store {
         &mut self,
         f: impl FnOnce(&Tx) -> sql::Result<T>,
     ) -> Result<T, StoreError> {
+        let _turn = self.take_turn()?;
         let fence = self.fence.clone();
         let r = (|| {
             let tx = self.begin_write()?;
@@ -558,6 +579,62 @@ impl Store {
             Ok(Err(now)) => Err(self.fenced(now)),
             Err(e) => Err(self.classify(e)),
         }
+    }
+
+    /// This writer's turn in the host's write queue ([`write_queue`]), held until its
+    /// transaction ends; none on PostgreSQL. Busy when the queue stood still for this store's
+    /// patience, naming who held it.
+    fn take_turn(&mut self) -> Result<Option<write_queue::Turn>, StoreError> {
+        let Some(queue) = self.queue.take() else {
+            return Ok(None);
+        };
+        if crate::fault::write_queue_off() {
+            self.queue = Some(queue);
+            return Ok(None);
+        }
+        let patience = self.waits;
+        let taken = queue.take(patience, &mut |pid| self.judge_stopped_writer(pid));
+        self.queue = Some(queue);
+        match taken {
+            Ok(turn) => Ok(Some(turn)),
+            Err(stalled) => {
+                let mut holders: Vec<String> = stalled.holder.into_iter().collect();
+                holders.extend(health::holders(&self.path));
+                Err(StoreError::Locked {
+                    path: self.path.clone(),
+                    waited: patience,
+                    holders,
+                })
+            }
+        }
+    }
+
+    /// What may be done about process `pid`, stopped while it holds the write turn: a
+    /// supervisor is ended once the lease it holds lapsed (it has lost its worker then: the
+    /// fence refuses what it would write, and another process may take the worker over), any
+    /// other orch process after [`write_queue::STOPPED_BOUND`]; a process that is not orch is
+    /// never signalled.
+    fn judge_stopped_writer(&mut self, pid: i32) -> write_queue::Verdict {
+        use write_queue::Verdict;
+        if !health::is_orch(pid) {
+            return Verdict::Foreign;
+        }
+        let cmd = health::command_of(pid);
+        let supervised = cmd
+            .strip_prefix("orch __supervise ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_string);
+        if let Some(id) = supervised
+            && let Ok(Some(w)) = self.worker(&id)
+            && let Some(lease) = w.lease().filter(|l| l.held_by(pid as i64))
+            && crate::process::proc_stat(pid)
+                .is_some_and(|s| lease.start.is_none_or(|t| t as u64 == s.start_ticks))
+        {
+            // A second past the lapse, so that clocks read a millisecond apart agree.
+            let left = (lease.until_ms + 1_000 - now_ms()).max(0) as u64;
+            return Verdict::EndAt(std::time::Instant::now() + Duration::from_millis(left));
+        }
+        Verdict::EndAfter(write_queue::STOPPED_BOUND)
     }
 
     /// Read-only access: a consistent snapshot (SQLite's deferred transaction in WAL mode,

@@ -64,3 +64,4 @@ mod superseded;
 mod supervise;
 mod supervise_forgejo;
 mod wave;
+mod write_queue;

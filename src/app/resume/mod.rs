@@ -69,9 +69,8 @@ pub fn resume(l: &Loaded, start_supervisors: bool) -> Result<Vec<Reconciled>> {
 }
 
 /// This node's heartbeat: resume's first write (cron runs it on every node, with or without
-/// workers). When the write lock is held by a supervisor that was stopped inside a write
-/// transaction and whose lease has lapsed, that supervisor is ended first
-/// ([`end_stopped_writer`]) — else every orch process of the host would wait on it.
+/// workers). A supervisor stopped inside a write transaction does not hold it up past its
+/// lease: the store's write queue ends it (`store::write_queue`).
 fn beat(l: &Loaded, store: &mut Store) -> Result<()> {
     let slots = l.config.worker.max_parallel;
     let beat = |store: &mut Store| {
@@ -79,72 +78,13 @@ fn beat(l: &Loaded, store: &mut Store) -> Result<()> {
             crate::store::nodes::beat(tx, crate::node::name(), crate::node::place(), slots)
         })
     };
-    let clash = match beat(store) {
-        Err(crate::store::StoreError::Locked { .. }) if end_stopped_writer(store) => beat(store)?,
-        r => r?,
-    };
+    let clash = beat(store)?;
     // Two hosts under one name would take each other's workers for orphans (a pid there
     // names nothing here): nothing is resumed until each host has a name of its own.
     match clash {
         Some(c) => Err(super::Error::Refused(c.to_string())),
         None => Ok(()),
     }
-}
-
-/// A supervisor stopped (SIGSTOP, a debugger, a frozen cgroup) inside a write transaction keeps
-/// SQLite's write lock for as long as it stays stopped. Once its lease has lapsed it has lost
-/// the worker — whatever it would write after being continued is refused by the fence — so
-/// it is killed (SIGKILL: a stopped process takes no other signal), which frees the lock and
-/// rolls its transaction back; its guard then ends its worker (PDEATHSIG). Waits up to a
-/// lease for a valid lease to lapse. True when one was ended. (PostgreSQL ends such a
-/// session itself: `store::pg::IDLE_IN_TRANSACTION`.)
-fn end_stopped_writer(store: &mut Store) -> bool {
-    if store.backend() != "sqlite" {
-        return false;
-    }
-    for pid in crate::store::health::writers(store.path()) {
-        if !crate::store::health::stopped(pid) {
-            continue;
-        }
-        let cmd = crate::store::health::command_of(pid);
-        let Some(id) = cmd
-            .strip_prefix("orch __supervise ")
-            .and_then(|rest| rest.split_whitespace().next())
-        else {
-            continue;
-        };
-        // Readers are not blocked by a writer (WAL): its lease can be read.
-        let Ok(Some(w)) = store.worker(id) else {
-            continue;
-        };
-        let Some(lease) = w.lease().filter(|l| l.held_by(pid as i64)) else {
-            continue;
-        };
-        let lapse = Instant::now() + Duration::from_millis((LEASE_MS + 1_000) as u64);
-        while now_ms() <= lease.until_ms && Instant::now() < lapse {
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let same = crate::process::proc_stat(pid)
-            .is_some_and(|s| lease.start.is_none_or(|t| t as u64 == s.start_ticks));
-        if now_ms() <= lease.until_ms || !same || !crate::store::health::stopped(pid) {
-            continue;
-        }
-        tracing::warn!(
-            worker = id,
-            pid,
-            "its supervisor is stopped inside a write transaction, holding the database's write lock, and its lease has lapsed: killing it"
-        );
-        // SAFETY: a signal to the process this host's /proc names as holding the lock.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        let gone = Instant::now() + Duration::from_secs(10);
-        while crate::process::process_alive(pid, lease.start.map(|s| s as u64))
-            && Instant::now() < gone
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        return true;
-    }
-    false
 }
 
 /// Whoever runs next delivers what a dead process left in the outbox (and what this resume

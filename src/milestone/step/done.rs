@@ -10,13 +10,7 @@ use crate::contract::Contract;
 /// A green change the worker called finished, which touches protected paths nobody approved
 /// for this commit: BLOCKED (the lock kept) until an operator approves it — CI that a worker
 /// could edit is no proof of its work.
-fn hold(
-    contract: &Contract,
-    p: &mut Progress,
-    worker: &str,
-    now: i64,
-    fx: &mut Vec<Effect>,
-) {
+fn hold(contract: &Contract, p: &mut Progress, worker: &str, now: i64, fx: &mut Vec<Effect>) {
     let Some(sha) = p.tracked_sha.clone() else {
         return;
     };

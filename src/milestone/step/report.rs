@@ -1,7 +1,7 @@
 //! The worker's word: its milestone claims, its pushes (checked by the supervisor before they
 //! arrive), and its DONE claims, refused without CI's proof.
 
-use super::super::{Effect, Event, Milestone, Progress, Severity};
+use super::super::{Channel, Effect, Event, Milestone, Progress, Severity};
 use super::ci::count_fix_attempt;
 use super::done::finish_done;
 use super::pause::fatal;
@@ -49,26 +49,7 @@ pub(super) fn on_report(
                         count_fix_attempt(contract, p, worker, now, fx);
                     }
                 }
-                Milestone::Blocked => {
-                    // `blocking: pause_and_escalate`: the worker is stopped at once — whatever
-                    // it would do next (a push, a claim) is not done — its lock kept, its
-                    // clocks frozen (BLOCKED is not at work, and has no timeout) until an
-                    // operator's `orch respawn` continues it.
-                    if transition(contract, p, Milestone::Blocked, note, now, fx) {
-                        p.end_reason = Some(format!("blocked: {note}"));
-                        fx.push(Effect::StopWorker {
-                            immediate: false,
-                            reason: BLOCKED_STOP.into(),
-                        });
-                        fx.push(alert(
-                            Severity::Warning,
-                            "blocked",
-                            format!(
-                                "worker {worker} is BLOCKED: {note}; orch stopped its processes and keeps its lock — `orch respawn {worker} --note …` continues it"
-                            ),
-                        ));
-                    }
-                }
+                Milestone::Blocked => blocked(contract, p, worker, note, now, fx),
                 Milestone::Working => {
                     transition(contract, p, Milestone::Working, note, now, fx);
                 }
@@ -141,37 +122,76 @@ pub(super) fn on_report(
                 format!("worker {worker} claimed DONE without CI proof: {reason}"),
             ));
         }
-        Event::DoneClaim { via } => {
-            let green =
-                p.milestone == Milestone::PushedToCi && p.verdict == Some(VerdictKind::Green);
-            if green {
-                finish_done(contract, p, worker, now, fx);
-            } else {
-                let missing = match (&p.tracked_sha, p.verdict) {
-                    (None, _) => "no pushed commit is tracked yet: push, then report PUSHED_TO_CI"
-                        .to_string(),
-                    (Some(sha), v) => format!(
-                        "CI for {} is {}{}",
-                        sha.short(),
-                        v.map(VerdictKind::as_str).unwrap_or("not yet known"),
-                        p.verdict_detail
-                            .as_deref()
-                            .map(|d| format!(": {d}"))
-                            .unwrap_or_default()
-                    ),
-                };
-                fx.push(violation(
-                    "done_without_ci_proof",
-                    format!("DONE claimed ({via}) but {missing}"),
-                ));
-                fx.push(alert(
-                    Severity::Warning,
-                    "done_without_ci_proof",
-                    format!("worker {worker} claimed DONE without CI proof: {missing}"),
-                ));
-            }
-        }
+        Event::DoneClaim { via } => done_claim(contract, p, worker, *via, now, fx),
         // Any other event is another family's: `apply` dispatches by family.
         _ => {}
+    }
+}
+
+/// The worker reported BLOCKED.
+fn blocked(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    note: &str,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    // `blocking: pause_and_escalate`: the worker is stopped at once — whatever it would do next
+    // (a push, a claim) is not done — its lock kept, its clocks frozen (BLOCKED is not at work,
+    // and has no timeout) until an operator's `orch respawn` continues it.
+    if transition(contract, p, Milestone::Blocked, note, now, fx) {
+        p.end_reason = Some(format!("blocked: {note}"));
+        fx.push(Effect::StopWorker {
+            immediate: false,
+            reason: BLOCKED_STOP.into(),
+        });
+        fx.push(alert(
+            Severity::Warning,
+            "blocked",
+            format!(
+                "worker {worker} is BLOCKED: {note}; orch stopped its processes and keeps its lock — `orch respawn {worker} --note …` continues it"
+            ),
+        ));
+    }
+}
+
+/// The worker claimed DONE: DONE with CI's green verdict on its tracked commit, else refused
+/// with what is missing.
+fn done_claim(
+    contract: &Contract,
+    p: &mut Progress,
+    worker: &str,
+    via: Channel,
+    now: i64,
+    fx: &mut Vec<Effect>,
+) {
+    let green = p.milestone == Milestone::PushedToCi && p.verdict == Some(VerdictKind::Green);
+    if green {
+        finish_done(contract, p, worker, now, fx);
+    } else {
+        let missing = match (&p.tracked_sha, p.verdict) {
+            (None, _) => {
+                "no pushed commit is tracked yet: push, then report PUSHED_TO_CI".to_string()
+            }
+            (Some(sha), v) => format!(
+                "CI for {} is {}{}",
+                sha.short(),
+                v.map(VerdictKind::as_str).unwrap_or("not yet known"),
+                p.verdict_detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            ),
+        };
+        fx.push(violation(
+            "done_without_ci_proof",
+            format!("DONE claimed ({via}) but {missing}"),
+        ));
+        fx.push(alert(
+            Severity::Warning,
+            "done_without_ci_proof",
+            format!("worker {worker} claimed DONE without CI proof: {missing}"),
+        ));
     }
 }

@@ -536,40 +536,36 @@ impl Failure {
     }
 }
 
+// Every error a command meets is the operator API's first (one mapping of kinds: its
+// `Error`), then an exit code.
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<ContractError> for Failure {
     fn from(e: ContractError) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        crate::app::Error::from(e).into()
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<crate::config::UnknownRepo> for Failure {
     fn from(e: crate::config::UnknownRepo) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
-        Failure::unavailable(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<crate::app::Error> for Failure {
     fn from(e: crate::app::Error) -> Self {
-        use crate::app::ErrorKind;
-        let message = e.to_string();
-        match e.kind() {
-            ErrorKind::BadInput => Failure::bad_input(message),
-            ErrorKind::Unavailable => Failure::unavailable(message),
-            ErrorKind::No => Failure::no(message),
-        }
+        crate::operator::Error::from(e).into()
     }
 }
 

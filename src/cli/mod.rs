@@ -1049,6 +1049,24 @@ pub fn operator_name(by: Option<String>) -> String {
 mod tests {
     use super::*;
 
+    /// The command line says each kind of the operator API's error as its exit code (README's
+    /// table: 1 no, 2 bad input, 3 unavailable), the message unchanged.
+    #[test]
+    fn each_kind_of_operator_error_is_its_exit_code() {
+        use crate::operator::Error;
+        let cases = [
+            (Error::bad_input("bad"), 2),
+            (Error::not_found("gone"), 1),
+            (Error::no("no"), 1),
+            (Error::unavailable("later"), 3),
+        ];
+        for (e, code) in cases {
+            let message = e.to_string();
+            let f = Failure::from(e);
+            assert_eq!((f.code, f.message.as_str()), (code, message.as_str()));
+        }
+    }
+
     /// Hidden internal commands appear in no shell's completions and nowhere in the tree
     /// they are generated from (nested commands included).
     #[test]

@@ -494,3 +494,25 @@ pub async fn logout(State(b): State<Shared>, headers: axum::http::HeaderMap) -> 
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The board says each kind of the operator API's error as its own HTTP status (not by
+    /// way of an exit code), with the message as the answer's `error`.
+    #[test]
+    fn each_kind_of_error_is_its_http_status() {
+        let cases = [
+            (Error::bad_input("bad"), StatusCode::BAD_REQUEST),
+            (Error::not_found("gone"), StatusCode::NOT_FOUND),
+            (Error::no("no"), StatusCode::NOT_FOUND),
+            (Error::unavailable("later"), StatusCode::SERVICE_UNAVAILABLE),
+        ];
+        for (e, status) in cases {
+            let message = e.to_string();
+            let resp = ApiError::from(e).into_response();
+            assert_eq!(resp.status(), status, "{message}");
+        }
+    }
+}

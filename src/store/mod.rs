@@ -25,7 +25,7 @@ pub mod workers;
 
 pub use locks::{
     ActiveLocks, LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock,
-    last_lock_action, live_without_their_lock, release_in, retake_in, try_lock_in,
+    last_lock_action, live_without_their_lock, release_in, retake_in, set_writer_pid, try_lock_in,
     worker_lock_count,
 };
 

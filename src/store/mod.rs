@@ -20,6 +20,7 @@ pub mod sql;
 pub mod supersede;
 pub mod upstream;
 pub mod usage;
+mod value;
 pub mod waves;
 pub mod workers;
 

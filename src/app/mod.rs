@@ -157,7 +157,7 @@ impl Loaded {
     /// it starts no CI, gives up on an unanswering forge after `forge.give_up_after`, and
     /// tells the first failure through `notice` (see [`AnyForge::for_query`]).
     pub fn query_forge(&self, notice: Arc<dyn Fn(&str) + Send + Sync>) -> Result<AnyForge> {
-        Ok(self.forge()?.for_query(crate::forge::forgejo::Patience {
+        Ok(self.forge()?.for_query(crate::forge::Patience {
             give_up_after: self.config.forge.give_up_after,
             notice,
         }))

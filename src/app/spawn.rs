@@ -3,9 +3,8 @@
 //! The supervisor process is started by the caller (detached or in place).
 
 use super::journal::{self, Entry, Fact, Writer};
-use crate::config::{Config, ForgeKind};
+use crate::config::Config;
 use crate::contract::Contract;
-use crate::forge::local::LocalForge;
 use crate::gitops;
 use crate::lock::{Blocker, HolderKind};
 use crate::milestone::{Event, step};
@@ -225,18 +224,14 @@ pub fn push_remote(
     state_dir: &Path,
     repo: &crate::config::Repo,
 ) -> Result<String, String> {
-    match config.forge.kind {
-        ForgeKind::Local => {
-            let forge = LocalForge::new(state_dir, config);
-            let bare = forge
-                .ensure_remote(repo)
-                .map_err(|e| format!("local forge for {}: {e}", repo.name))?;
+    match crate::forge::ensure_host_remote(config, state_dir, repo)? {
+        Some(bare) => {
             let name = local_remote_in(&repo.path, state_dir, &bare);
             gitops::ensure_remote(&repo.path, &name, &bare.display().to_string())
                 .map_err(|e| e.to_string())?;
             Ok(name)
         }
-        ForgeKind::Forgejo => Ok("origin".to_string()),
+        None => Ok("origin".to_string()),
     }
 }
 
@@ -339,7 +334,7 @@ fn admit(
     let mut repo = repo;
     if let Some(policy) = req.land {
         if policy == crate::config::LandPolicy::PullRequest
-            && config.forge.kind != ForgeKind::Forgejo
+            && !crate::forge::has_pull_requests(config)
         {
             return Err(SpawnError::Setup(format!(
                 "task on {}: land pull_request needs forge.kind: forgejo (the local forge has no pull requests)",
@@ -637,7 +632,7 @@ fn make_own_clone(
                 w.remote
             )
         })?;
-    let relay = (config.forge.kind == ForgeKind::Local).then(|| {
+    let relay = crate::forge::keeps_repositories_here(config).then(|| {
         let exe = std::env::current_exe().unwrap_or_else(|_| "orch".into());
         format!(
             "{} {}",

@@ -1092,7 +1092,7 @@ pub fn delete_branch_at(repo_path: &Path, branch: &str, expected: &str) -> Resul
         ],
     )?;
     // The section set by `set_upstream`; none is fine.
-    let _ = git(
+    let _ = git_writing_config(
         repo_path,
         &["config", "--remove-section", &format!("branch.{branch}")],
     );
@@ -1101,7 +1101,24 @@ pub fn delete_branch_at(repo_path: &Path, branch: &str, expected: &str) -> Resul
 
 /// Removes `remote` and its remote-tracking branches from the clone.
 pub fn remove_remote(repo_path: &Path, remote: &str) -> Result<(), GitError> {
-    git(repo_path, &["remote", "remove", remote]).map(|_| ())
+    git_writing_config(repo_path, &["remote", "remove", remote]).map(|_| ())
+}
+
+/// `git <args>` that writes the clone's config: as [`write_config`], a `config.lock` left by a
+/// writer killed mid-write (a spawn SIGKILLed inside libgit2's write) is removed once stale and
+/// the command tried again (bounded), instead of failing on it for good.
+fn git_writing_config(repo_path: &Path, args: &[&str]) -> Result<String, GitError> {
+    let lock = open(repo_path)?.commondir().join("config.lock");
+    let deadline = std::time::Instant::now() + STALE_LOCK * 2;
+    loop {
+        match git(repo_path, args) {
+            Err(_) if lock.exists() && std::time::Instant::now() < deadline => {
+                remove_if_stale(&lock);
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Whether `ancestor` is `descendant` or in its history (both must be in the clone).

@@ -350,30 +350,39 @@ fn two_state_directories_on_one_clone_keep_their_own_remotes() {
     assert_eq!(url(theirs[0]), None, "{}", output_text(&out));
 }
 
-/// A spawn SIGKILLed while libgit2 writes the clone's config leaves `.git/config.lock` behind
-/// (the chaos run met one): `orch gc` removes that stale lock, as a spawn does, and the remote
-/// with it, instead of failing on "could not lock config file" until someone deletes it by hand.
+/// A spawn SIGKILLed while libgit2 writes the clone's config leaves `.git/config.lock` behind,
+/// a git killed while it rewrites the packed refs `packed-refs.lock` (the chaos run met both):
+/// `orch gc` removes such stale locks, as a spawn does, and the branch and the remote with them,
+/// instead of failing on "could not lock" / "Unable to create" until someone deletes them by
+/// hand.
 #[test]
-fn gc_removes_a_stale_config_lock_a_killed_writer_left() {
+fn gc_removes_stale_locks_killed_writers_left() {
     let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha")));
     let id = org.spawn_detached("alpha", "add a feature");
     org.wait_done(&id);
     org.wait_supervisor_gone(&id);
     let clone = org.clone_path("alpha");
-    let lock = clone.join(".git").join("config.lock");
-    std::fs::write(&lock, "[half a config\n").unwrap();
+    // The branch packed: deleting it rewrites packed-refs.
+    git(&clone, &["pack-refs", "--all"]);
     let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
-    std::fs::File::options()
-        .write(true)
-        .open(&lock)
-        .unwrap()
-        .set_modified(minute_ago)
-        .unwrap();
+    let locks = ["config.lock", "packed-refs.lock"].map(|l| clone.join(".git").join(l));
+    for lock in &locks {
+        std::fs::write(lock, "half written\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(lock)
+            .unwrap()
+            .set_modified(minute_ago)
+            .unwrap();
+    }
     let out = org.run(&["gc"]);
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("removed {id}")), "{text}");
     assert!(text.contains("removed remote orch"), "{text}");
-    assert!(!lock.exists(), "the stale lock is gone");
+    for lock in &locks {
+        assert!(!lock.exists(), "{} is gone", lock.display());
+    }
+    assert!(branch_tip(&clone, &format!("orch/{id}")).is_none());
     assert!(!git(&clone, &["remote"]).lines().any(|r| r == "orch"));
 }

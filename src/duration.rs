@@ -94,6 +94,49 @@ pub mod serde_str {
     }
 }
 
+/// A duration as an operator types it (on the command line, in the board's `?since=`): what
+/// repos.yaml accepts ("30m", "1h30m", "1.5h",
+/// "1 hour"), and decimals in any part ("0.5d", "1.5m30s"), to the millisecond.
+pub fn parse_decimal(s: &str) -> Result<Duration, String> {
+    parse(s).or_else(|e| decimal_duration(s.trim()).ok_or(e))
+}
+
+/// "1.5h", "2.5m30s": parts of `<decimal><unit>`; `None` when `s` is not of that form or
+/// comes to zero (the integer parser's message then says why).
+fn decimal_duration(s: &str) -> Option<Duration> {
+    let mut rest = s;
+    let mut total_ms = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let n_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(n_end);
+        let u_end = tail
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(u_end);
+        if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+            return None;
+        }
+        let n: f64 = number.parse().ok()?;
+        let unit_ms = match unit {
+            "ms" => 1.0,
+            "s" => 1_000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            "d" => 86_400_000.0,
+            _ => return None,
+        };
+        total_ms += n * unit_ms;
+        rest = tail;
+    }
+    let ms = total_ms.round();
+    (ms >= 1.0 && ms < u64::MAX as f64).then(|| Duration::from_millis(ms as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1082,7 +1082,7 @@ pub fn remove_worktree(repo_path: &Path, path: &Path) -> Result<(), GitError> {
 /// Deletes local branch `branch` only while it still points at `expected` (a compare-and-
 /// delete: a commit added since it was checked is never lost), and its upstream settings.
 pub fn delete_branch_at(repo_path: &Path, branch: &str, expected: &str) -> Result<(), GitError> {
-    git(
+    git_past_stale_locks(
         repo_path,
         &[
             "update-ref",
@@ -1090,18 +1090,50 @@ pub fn delete_branch_at(repo_path: &Path, branch: &str, expected: &str) -> Resul
             &format!("refs/heads/{branch}"),
             expected,
         ],
+        &[&format!("refs/heads/{branch}.lock"), "packed-refs.lock"],
     )?;
     // The section set by `set_upstream`; none is fine.
-    let _ = git(
+    let _ = git_past_stale_locks(
         repo_path,
         &["config", "--remove-section", &format!("branch.{branch}")],
+        &["config.lock"],
     );
     Ok(())
 }
 
 /// Removes `remote` and its remote-tracking branches from the clone.
 pub fn remove_remote(repo_path: &Path, remote: &str) -> Result<(), GitError> {
-    git(repo_path, &["remote", "remove", remote]).map(|_| ())
+    git_past_stale_locks(
+        repo_path,
+        &["remote", "remove", remote],
+        &["config.lock", "packed-refs.lock"],
+    )
+    .map(|_| ())
+}
+
+/// `git <args>`, which writes what `locks` (paths in the clone's common directory) guard: as
+/// [`write_config`] does for a spawn, a lock left by a process killed while holding it (a spawn
+/// SIGKILLed inside libgit2's config write, a worker's git killed with its worker) is removed
+/// once stale and the command tried again (bounded), instead of failing on it for good.
+fn git_past_stale_locks(
+    repo_path: &Path,
+    args: &[&str],
+    locks: &[&str],
+) -> Result<String, GitError> {
+    let common = open(repo_path)?.commondir().to_path_buf();
+    let locks: Vec<std::path::PathBuf> = locks.iter().map(|l| common.join(l)).collect();
+    let deadline = std::time::Instant::now() + STALE_LOCK * 2;
+    loop {
+        match git(repo_path, args) {
+            Err(_) if locks.iter().any(|l| l.exists()) && std::time::Instant::now() < deadline => {
+                for l in &locks {
+                    remove_if_stale(l);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Whether `ancestor` is `descendant` or in its history (both must be in the clone).

@@ -1,5 +1,8 @@
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    // The pid the store records in lock history: this process's as the host sees it (it may
+    // run in a worker's PID namespace), which only containment knows how to read.
+    orch::store::set_writer_pid(orch::pidns::host_pid());
     // A CLI whose output is piped into `head` should end quietly, not panic: restore the
     // default SIGPIPE disposition that the Rust runtime replaces with "ignore". Not in the
     // long-lived processes that write to no one's pipe but hold database sessions (a

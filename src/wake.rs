@@ -216,7 +216,7 @@ impl Waiter {
     /// release announced. The doorbell hears only this node's supervisors; the other nodes'
     /// releases reach it this way. SQLite announces nothing (one node: the doorbell hears all).
     pub fn hear_releases(&self, mut store: crate::store::Store) {
-        if store.backend() == "sqlite" {
+        if !store.announces_lock_releases() {
             return;
         }
         let tx = self.tx.clone();

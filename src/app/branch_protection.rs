@@ -6,7 +6,8 @@
 use crate::branch_protection::{self as bp, Said, Subject};
 use crate::config::{Config, ForgeKind, OnBreakage};
 use crate::contract::Contract;
-use crate::forge::forgejo::{ForgejoForge, Patience};
+use crate::forge::Patience;
+use crate::forge::forgejo::ForgejoForge;
 use crate::forge::{BlockingKind, ForgeError};
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 //! (`prune`, with `store::history`), unless something still needs them.
 
 use super::Loaded;
-use crate::config::{ForgeKind, Repo};
+use crate::config::Repo;
 use crate::gitops;
 use crate::milestone::Milestone;
 use crate::store::workers::WorkerRecord;
@@ -188,7 +188,7 @@ pub fn run(loaded: &Loaded, store: Option<&mut Store>, dry_run: bool) -> super::
             Ok(())
         })?;
     }
-    if loaded.config.forge.kind == ForgeKind::Local {
+    if crate::forge::keeps_repositories_here(&loaded.config) {
         report.remotes = remotes(loaded, &live, &removed_branches, dry_run);
     }
     report.history = prune(loaded, store, &clean, dry_run)?;
@@ -587,7 +587,6 @@ fn remotes(
     removed: &BTreeMap<PathBuf, Vec<String>>,
     dry_run: bool,
 ) -> Vec<RemoteGc> {
-    let forge = crate::forge::local::LocalForge::new(&loaded.state_dir, &loaded.config);
     let names = super::spawn::local_remote_names(&loaded.state_dir);
     let mut out = Vec::new();
     for (repo, remote) in loaded
@@ -604,7 +603,11 @@ fn remotes(
         let Ok(Some(url)) = gitops::remote_url(&repo.path, remote) else {
             continue;
         };
-        if !super::spawn::same_file(Path::new(&url), &forge.remote_path(&repo.name)) {
+        let Some(bare) = crate::forge::host_remote(&loaded.config, &loaded.state_dir, &repo.name)
+        else {
+            continue;
+        };
+        if !super::spawn::same_file(Path::new(&url), &bare) {
             continue;
         }
         let gone = removed.get(&repo.path).cloned().unwrap_or_default();

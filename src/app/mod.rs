@@ -71,7 +71,7 @@ impl Loaded {
             Store::open(&self.state_dir)?.with_alert_window(self.config.alerts.dedup_window);
         // A shared store's history may have been pruned on another node, which cannot remove
         // this node's checkpoint files of the workers it pruned: not a lost database.
-        let shared = store.backend() != "sqlite";
+        let shared = store.shared_across_nodes();
         let lost = store.read(|tx| {
             Ok(!crate::store::workers::any_worker(tx)?
                 && crate::store::meta(tx, crate::store::REBUILT_META)?.is_none()
@@ -84,7 +84,7 @@ impl Loaded {
             // shared store: this node's file is its own view, which other nodes' unholds do
             // not rewrite (its checkpoints still count: they name workers the database had).
             let holds = match crate::checkpoint::read_holds(&self.state_dir) {
-                _ if store.backend() != "sqlite" => 0,
+                _ if shared => 0,
                 Ok(h) => h.map_or(0, |h| h.holds.len() + h.fatal.len()),
                 Err(_) => 1,
             };
@@ -157,7 +157,7 @@ impl Loaded {
     /// it starts no CI, gives up on an unanswering forge after `forge.give_up_after`, and
     /// tells the first failure through `notice` (see [`AnyForge::for_query`]).
     pub fn query_forge(&self, notice: Arc<dyn Fn(&str) + Send + Sync>) -> Result<AnyForge> {
-        Ok(self.forge()?.for_query(crate::forge::forgejo::Patience {
+        Ok(self.forge()?.for_query(crate::forge::Patience {
             give_up_after: self.config.forge.give_up_after,
             notice,
         }))

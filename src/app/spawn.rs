@@ -3,17 +3,18 @@
 //! The supervisor process is started by the caller (detached or in place).
 
 use super::journal::{self, Entry, Fact, Writer};
-use crate::config::{Config, ForgeKind};
+use crate::config::Config;
 use crate::contract::Contract;
-use crate::forge::local::LocalForge;
 use crate::gitops;
 use crate::lock::{Blocker, HolderKind};
-use crate::milestone::{Event, Progress, step};
+use crate::milestone::{Event, step};
 use crate::prompt;
 use crate::store::workers::{self as ws, WorkerRecord};
 use crate::store::{LockAttempt, Store, StoreError, now_ms, try_lock_in};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod plan;
 
 /// What the caller asks for.
 #[derive(Debug, Clone, Default)]
@@ -223,22 +224,21 @@ pub fn push_remote(
     state_dir: &Path,
     repo: &crate::config::Repo,
 ) -> Result<String, String> {
-    match config.forge.kind {
-        ForgeKind::Local => {
-            let forge = LocalForge::new(state_dir, config);
-            let bare = forge
-                .ensure_remote(repo)
-                .map_err(|e| format!("local forge for {}: {e}", repo.name))?;
+    match crate::forge::ensure_host_remote(config, state_dir, repo)? {
+        Some(bare) => {
             let name = local_remote_in(&repo.path, state_dir, &bare);
             gitops::ensure_remote(&repo.path, &name, &bare.display().to_string())
                 .map_err(|e| e.to_string())?;
             Ok(name)
         }
-        ForgeKind::Forgejo => Ok("origin".to_string()),
+        None => Ok("origin".to_string()),
     }
 }
 
-/// Prepares everything a worker needs and records it; does not start any process.
+/// Prepares everything a worker needs and records it; does not start any process. In three
+/// steps: the plan (pure, after the checks that refuse a spawn before anything is taken), the
+/// commit (the chain lock and the worker's record in one transaction), then the making of its
+/// worktree and workspace.
 pub fn prepare(
     config: &Config,
     contract: &Contract,
@@ -246,6 +246,64 @@ pub fn prepare(
     store: &mut Store,
     req: &SpawnRequest,
 ) -> Result<Spawned, SpawnError> {
+    let (repo, pool) = admit(config, contract, state_dir, req)?;
+    let (remote, base_sha) = start_point(config, contract, state_dir, store, &repo)?;
+    let id = new_id(&repo.name);
+    // A worker of another account works in a clone of its own in a workspace it owns; orch's
+    // session directory stays orch's. Its account is chosen now and the workspace made as its
+    // (removed again if no worker comes of this spawn).
+    // A sandboxed worker (`worker.sandbox`) gets the same workspace, orch's own.
+    let pending = if !pool.is_empty() {
+        Some(claim_account(store, state_dir, &id, &pool).map_err(SpawnError::Setup)?)
+    } else if config.worker.sandbox {
+        Some(PendingWorkspace::make(state_dir, &id, None).map_err(SpawnError::Setup)?)
+    } else {
+        None
+    };
+    let account = pending.as_ref().and_then(|p| p.account.clone());
+    let spawner = crate::pidns::host_pid();
+    let start = plan::Start {
+        workspace: pending.is_some(),
+        account,
+        now: now_ms(),
+        spawner_pid: spawner as i64,
+        spawner_start: crate::process::proc_stat(spawner as i32).map(|s| s.start_ticks as i64),
+        node: crate::node::name().to_string(),
+        id,
+        remote,
+        base_sha,
+    };
+    let plan = plan::plan(config, contract, state_dir, req, repo, start);
+    let (outcome, upstream) = commit(config, store, req, &plan.record)?;
+    let Spawned::Ready(record) = outcome else {
+        return Ok(outcome);
+    };
+    // The worker exists: its workspace stays, whatever happens next.
+    if let Some(p) = pending {
+        p.keep();
+    }
+    super::hold_lease_until_handover(state_dir, &record.id);
+    // A hold handed over to this worker is gone from the holds file too.
+    if req
+        .take_over
+        .as_deref()
+        .is_some_and(|h| h.starts_with("hold:"))
+    {
+        super::journal::write_holds(store, state_dir);
+    }
+    make(config, contract, state_dir, store, &plan, record, &upstream)
+}
+
+/// The refusals that come before anything is taken: a spawn from inside a worker, a program
+/// that is not there, a repository without its clone or its local CI, a landing the forge
+/// cannot do, worker accounts that cannot be used, a sandbox that could be redirected. The
+/// repository as this task lands it, and the accounts of `worker.users`.
+fn admit(
+    config: &Config,
+    contract: &Contract,
+    state_dir: &Path,
+    req: &SpawnRequest,
+) -> Result<(crate::config::Repo, Vec<crate::account::Account>), SpawnError> {
     if crate::pidns::nested() {
         // Its supervisor would run (and die) inside the namespace, and its lease would name
         // a pid only this namespace knows.
@@ -276,7 +334,7 @@ pub fn prepare(
     let mut repo = repo;
     if let Some(policy) = req.land {
         if policy == crate::config::LandPolicy::PullRequest
-            && config.forge.kind != ForgeKind::Forgejo
+            && !crate::forge::has_pull_requests(config)
         {
             return Err(SpawnError::Setup(format!(
                 "task on {}: land pull_request needs forge.kind: forgejo (the local forge has no pull requests)",
@@ -311,8 +369,20 @@ pub fn prepare(
             return Err(SpawnError::Setup(why));
         }
     }
+    Ok((repo, pool))
+}
+
+/// Where the worker starts from: the remote it pushes to (made on first use), refused while its
+/// agent is rate-limited or an upstream is red, then the base branch fetched and its head.
+fn start_point(
+    config: &Config,
+    contract: &Contract,
+    state_dir: &Path,
+    store: &mut Store,
+    repo: &crate::config::Repo,
+) -> Result<(String, String), SpawnError> {
     // Where the worker's pushes go, and where CI picks them up.
-    let remote = push_remote(config, state_dir, &repo).map_err(SpawnError::Setup)?;
+    let remote = push_remote(config, state_dir, repo).map_err(SpawnError::Setup)?;
     // A rate-limited agent gets no new worker before its reset (a wave's next tick retries).
     let agent = config.worker.agent.as_str();
     if let Some((_, why)) =
@@ -343,106 +413,33 @@ pub fn prepare(
     }
     let base_sha = gitops::base_sha(&repo.path, &remote, &repo.branch)
         .map_err(|e| SpawnError::Setup(e.to_string()))?;
+    Ok((remote, base_sha))
+}
 
-    let model = req
-        .model
-        .clone()
-        .or_else(|| config.model_for(&repo.name, &crate::config::model::TaskTraits::default()));
-    let id = new_id(&repo.name);
-    // `land: direct`: the worker pushes to the base branch itself (the chain lock keeps every
-    // other worker off it); orch watches that branch on the forge. Its local branch is still
-    // `orch/<id>` (`WorkerRecord::local_branch`).
-    let branch = if repo.land.policy == crate::config::LandPolicy::Direct {
-        repo.branch.clone()
-    } else {
-        format!("orch/{id}")
-    };
-    let session = super::supervisor::session_dir(state_dir, &id);
-    // A worker of another account works in a clone of its own in a workspace it owns; orch's
-    // session directory stays orch's. Its account is chosen now and the workspace made as its
-    // (removed again if no worker comes of this spawn).
-    // A sandboxed worker (`worker.sandbox`) gets the same workspace, orch's own.
-    let pending = if !pool.is_empty() {
-        Some(claim_account(store, state_dir, &id, &pool).map_err(SpawnError::Setup)?)
-    } else if config.worker.sandbox {
-        Some(PendingWorkspace::make(state_dir, &id, None).map_err(SpawnError::Setup)?)
-    } else {
-        None
-    };
-    let account = pending.as_ref().and_then(|p| p.account.clone());
-    let worktree = match &pending {
-        Some(_) => crate::account::workspace_dir(state_dir, &id).join("worktree"),
-        None => session.join("worktree"),
-    };
-    let now = now_ms();
-    let record = WorkerRecord {
-        id: id.clone(),
-        repo: repo.name.clone(),
-        task: req.task.clone(),
-        task_id: req.task_id.clone(),
-        component: req.component.clone(),
-        plan: req.plan.clone(),
-        progress: Progress {
-            landing: Some(crate::milestone::Landing {
-                revert_on_breakage: config.downstream.on_breakage
-                    == crate::config::OnBreakage::Revert,
-                ..crate::milestone::Landing::planned(
-                    &repo.land,
-                    // orch checks what it lands: with `land: none` people merge, and check.
-                    if repo.land.policy != crate::config::LandPolicy::None {
-                        config.dependents_within(&repo.name, config.downstream.depth)
-                    } else {
-                        Vec::new()
-                    },
-                )
-            }),
-            reassign_on_timeout: req.reassign_on_timeout,
-            reassignments: req.reassignments,
-            ..Progress::new(contract, now)
-        },
-        branch: branch.clone(),
-        base_sha: base_sha.clone(),
-        worktree: worktree.display().to_string(),
-        remote: remote.clone(),
-        day: jiff::Timestamp::from_millisecond(now)
-            .map(|t| t.strftime("%Y-%m-%d").to_string())
-            .unwrap_or_else(|_| "1970-01-01".into()),
-        // The spawning process holds the lease until the supervisor it starts takes over, so a
-        // half-spawned worker is never mistaken for an orphan — unless the spawner dies.
-        supervisor_pid: Some(crate::pidns::host_pid() as i64),
-        supervisor_start: crate::process::proc_stat(crate::pidns::host_pid() as i32)
-            .map(|s| s.start_ticks as i64),
-        lease_until_ms: Some(now + super::supervisor::LEASE_MS),
-        worker_pid: None,
-        worker_running: false,
-        exit_code: None,
-        respawns: 0,
-        resume_note: None,
-        created_ms: now,
-        updated_ms: now,
-        ended_ms: None,
-        model_source: model.as_ref().map(|m| m.source.as_string()),
-        model: model.map(|m| m.model),
-        node: Some(crate::node::name().to_string()),
-        // The spawner holds the lease without a token: its supervisor's claim takes the first.
-        fence: 0,
-    };
-
+/// The looks before the write transaction, then the transaction: the worker's record with its
+/// chain lock (`record_in`). With the outcome, the chain's context for the handoff file (read
+/// only when the looks let the spawn go on).
+fn commit(
+    config: &Config,
+    store: &mut Store,
+    req: &SpawnRequest,
+    record: &WorkerRecord,
+) -> Result<(Spawned, String), SpawnError> {
     // A live worker in the clone repos.yaml now names this repository (or one of its chain)
     // keeps it: one clone, one worker. Read before the write transaction (it reads files): a
     // clone changes hands only with an edit of repos.yaml, never between these two looks.
     let same_clone = super::drift::same_clone_blockers(
         &store.read(|tx| super::drift::drift_in(tx, config))?,
         config,
-        &repo.name,
+        &record.repo,
     );
     if !same_clone.is_empty() {
-        return Ok(Spawned::Blocked(same_clone));
+        return Ok((Spawned::Blocked(same_clone), String::new()));
     }
     // The chain's context for the handoff file, read before the lock transaction: between
     // that transaction and its supervisor's start the spawner holds the worker's lease, and
     // nothing slow belongs there (200 spawns at once showed it).
-    let upstream = handoff_context(store, config, &repo.name, &id);
+    let upstream = handoff_context(store, config, &record.repo, &record.id);
     // This node's name must be this host's alone: under a name two hosts share, each would
     // judge the other's leases by pids that name nothing on it.
     if let Some(clash) = store
@@ -451,31 +448,33 @@ pub fn prepare(
         return Err(SpawnError::NodeName(clash.to_string()));
     }
     // The lock and the record commit together: a worker exists iff it holds its chain.
-    let outcome = store.write(|tx| record_in(tx, config, req, &record))?;
-    let Spawned::Ready(record) = outcome else {
-        return Ok(outcome);
-    };
-    // The worker exists: its workspace stays, whatever happens next.
-    if let Some(p) = pending {
-        p.keep();
-    }
-    super::hold_lease_until_handover(state_dir, &record.id);
-    // A hold handed over to this worker is gone from the holds file too.
-    if req
-        .take_over
-        .as_deref()
-        .is_some_and(|h| h.starts_with("hold:"))
-    {
-        super::journal::write_holds(store, state_dir);
-    }
+    let outcome = store.write(|tx| record_in(tx, config, req, record))?;
+    Ok((outcome, upstream))
+}
 
-    let handoff = req.handoff.clone().unwrap_or_default();
+/// The committed worker's worktree, prompts and workspace. Nothing ran if they cannot be made:
+/// its lock is undone and its record kept, FAILED.
+fn make(
+    config: &Config,
+    contract: &Contract,
+    state_dir: &Path,
+    store: &mut Store,
+    plan: &plan::Plan,
+    record: Box<WorkerRecord>,
+    upstream: &str,
+) -> Result<Spawned, SpawnError> {
     let made = setup_worktree(
-        config, contract, &repo, &record, &session, &upstream, &handoff,
+        config,
+        contract,
+        &plan.repo,
+        &record,
+        &plan.session,
+        upstream,
+        &plan.handoff,
     )
     .and_then(|()| {
         if config.worker.separate() {
-            hand_over(state_dir, &record, &session, account.as_ref())
+            hand_over(state_dir, &record, &plan.session, plan.account.as_ref())
         } else {
             Ok(())
         }
@@ -633,7 +632,7 @@ fn make_own_clone(
                 w.remote
             )
         })?;
-    let relay = (config.forge.kind == ForgeKind::Local).then(|| {
+    let relay = crate::forge::keeps_repositories_here(config).then(|| {
         let exe = std::env::current_exe().unwrap_or_else(|_| "orch".into());
         format!(
             "{} {}",

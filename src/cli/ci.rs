@@ -3,8 +3,6 @@
 //! A worker never holds the forge token. When the forge needs one and it is not set, `ci
 //! status` answers from the verdict orch's supervisor last recorded for that commit.
 
-use super::view::ci::{CiLogsView, CiStatusView, JobLog};
-use super::view::print_json;
 use super::{Ctx, Failure, Outcome};
 use crate::app::Loaded;
 use crate::ci::CiRun;
@@ -12,6 +10,8 @@ use crate::ci::verdict::{Verdict, VerdictKind};
 use crate::config::ForgeKind;
 use crate::forge::Forge;
 use crate::forge::ForgeError;
+use crate::operator::view::ci::{CiLogsView, CiStatusView, JobLog};
+use crate::operator::view::print_json;
 use crate::report_wire::CiQuestion;
 use crate::store::now_ms;
 use crate::store::workers as ws;

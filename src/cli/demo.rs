@@ -7,13 +7,13 @@
 //! database as it happens. Part two runs the organisation's next round of work as one wave,
 //! through ticks as cron would (`app::wave::tick`). Everything runs in a temporary directory.
 
-use super::view::setup::{DemoView, DemoWave, DemoWorker};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::{Loaded, start_detached};
 use crate::ci::verdict::VerdictKind;
 use crate::config::Config;
 use crate::contract::Contract;
 use crate::milestone::Milestone;
+use crate::operator::view::setup::{DemoView, DemoWave, DemoWorker};
 use crate::store::workers as ws;
 use crate::store::{Store, now_ms};
 use std::collections::BTreeMap;
@@ -423,7 +423,7 @@ pub fn run(keep: bool, json: bool) -> Result<i32, String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     if json {
-        super::view::print_json(&DemoView {
+        crate::operator::view::print_json(&DemoView {
             ok: all_ok,
             elapsed_s: started.elapsed().as_millis() as f64 / 1000.0,
             dir: dir.display().to_string(),

@@ -10,7 +10,7 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Outcome {
     let mut store = ctx.existing_store(&loaded.config)?;
     let report = gc::run(&loaded, store.as_mut(), dry_run)?;
     if json {
-        super::view::print_json(&super::view::workers::GcView(report.clone()));
+        crate::operator::view::print_json(&crate::operator::view::workers::GcView(report.clone()));
     } else {
         print_human(&report);
     }

@@ -8,9 +8,9 @@
 //! from the kind of project and the tools installed here, with what it needs first; a poll
 //! interval for the local forge — each marked for the user to confirm.
 
-use super::view::setup::{FileAction, FileKind, InitFile, InitRepo, InitView};
 use super::{Failure, Outcome};
 use crate::manifest::{self, Manifest, Source};
+use crate::operator::view::setup::{FileAction, FileKind, InitFile, InitRepo, InitView};
 use std::path::{Path, PathBuf};
 
 /// One repository found.
@@ -73,7 +73,7 @@ pub fn run(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome 
 /// The view as `--json`, or as the lines a person reads.
 fn print(view: &InitView, json: bool) {
     if json {
-        super::view::print_json(view);
+        crate::operator::view::print_json(view);
         return;
     }
     if view.example {

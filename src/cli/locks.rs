@@ -1,13 +1,11 @@
 //! `orch can-spawn`, `orch hold`, `orch unhold`, `orch fatal`: the chain locks (and fatal
 //! holds) seen by operators.
 
-use super::view::locks::{BlockerView, CanSpawnView, HoldView, LockView, UnholdView};
-use super::view::print_json;
 use super::{Ctx, Failure, Outcome, operator_name};
-use crate::config::Config;
-use crate::lock::{HolderKind, blockers};
-use crate::store::{LockAttempt, Store, now_ms};
-use std::path::Path;
+use crate::lock::blockers;
+use crate::operator::holds::{hold_view, unhold_view};
+use crate::operator::view::locks::{BlockerView, CanSpawnView};
+use crate::operator::view::print_json;
 
 pub fn can_spawn(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let l = ctx.load()?;
@@ -89,53 +87,6 @@ pub fn hold(ctx: &Ctx, repo: &str, reason: &str, by: Option<String>, json: bool)
     Ok(if view.held { 0 } else { 1 })
 }
 
-/// `orch hold`'s work and answer (the board's hold goes through here too): the hold is taken
-/// as `hold:<by>`, `by` kept in the lock and the lock history. `held: false` names what is in
-/// its way.
-pub fn hold_view(
-    config: &Config,
-    state_dir: &Path,
-    repo: &str,
-    reason: &str,
-    by: &str,
-) -> Result<HoldView, Failure> {
-    config.require_repo(repo)?;
-    if reason.trim().is_empty() {
-        return Err(Failure::bad_input(
-            "--reason must say why the chain is held",
-        ));
-    }
-    let holder = format!("hold:{by}");
-    let mut store = Store::open_settled(state_dir, config.store.as_ref())?;
-    let attempt = store.try_lock(
-        &config.graph,
-        repo,
-        &holder,
-        HolderKind::Hold,
-        Some(reason),
-        Some(by),
-    )?;
-    if matches!(attempt, LockAttempt::Acquired(_)) {
-        crate::app::journal::write_holds(&mut store, state_dir);
-    }
-    Ok(match attempt {
-        LockAttempt::Acquired(lock) => HoldView {
-            held: true,
-            repo: repo.to_string(),
-            lock: Some(LockView::of(&lock, now_ms())),
-            chain: config.graph.chain(repo),
-            blockers: Vec::new(),
-        },
-        LockAttempt::Blocked(blocking) => HoldView {
-            held: false,
-            repo: repo.to_string(),
-            lock: None,
-            chain: config.graph.chain(repo),
-            blockers: BlockerView::all(&blocking, repo),
-        },
-    })
-}
-
 pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     let config = ctx.config()?;
     let view = unhold_view(&config, &ctx.state_dir(&config), repo, &operator_name(None))?;
@@ -147,41 +98,6 @@ pub fn unhold(ctx: &Ctx, repo: &str, json: bool) -> Outcome {
     Ok(0)
 }
 
-/// `orch unhold`'s work and answer (the board's unhold goes through here too), `by` kept in
-/// the lock history.
-pub fn unhold_view(
-    config: &Config,
-    state_dir: &Path,
-    repo: &str,
-    by: &str,
-) -> Result<UnholdView, Failure> {
-    let mut store = Store::open_settled(state_dir, config.store.as_ref())?;
-    match store.unhold(repo, Some(by))? {
-        Ok(lock) => {
-            crate::app::journal::write_holds(&mut store, state_dir);
-            Ok(UnholdView {
-                released: true,
-                repo: repo.to_string(),
-                lock: LockView::of(&lock, now_ms()),
-            })
-        }
-        Err(None) => {
-            let fatal = store.read(|tx| crate::store::fatal::covering(tx, &config.graph, repo))?;
-            Err(Failure::no(match fatal.first() {
-                Some(h) => format!(
-                    "{repo} is not held by a lock, but its chain is halted by a FATAL on {}: `orch fatal --clear {}` ends it",
-                    h.repo, h.repo
-                ),
-                None => format!("{repo} is not held"),
-            }))
-        }
-        Err(Some(lock)) => Err(Failure::no(format!(
-            "{repo} is locked by worker {}, not by a hold; use `orch cancel {}` or `orch release {} --force --reason …`",
-            lock.holder, lock.holder, lock.holder
-        ))),
-    }
-}
-
 pub fn fatal(
     ctx: &Ctx,
     target: &str,
@@ -190,7 +106,7 @@ pub fn fatal(
     by: Option<String>,
     json_out: bool,
 ) -> Outcome {
-    use super::view::locks::{FatalAction, FatalClearedView, FatalShownView, FatalView};
+    use crate::operator::view::locks::{FatalAction, FatalClearedView, FatalShownView, FatalView};
     let l = ctx.load()?;
     let by = operator_name(by);
     let view = if clear {

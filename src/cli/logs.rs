@@ -1,45 +1,21 @@
 //! `orch logs <id> [-f] [--json]`: a worker's output with its recorded events interleaved
 //! where they happened (`app::logs`), followed until the worker has ended with `-f`.
 
-use super::view::workers::LogLineView;
 use super::{Ctx, Failure, Outcome};
 use crate::app::logs::{self, Entry};
 use crate::app::operator::Supervision;
-use crate::app::supervisor::agent::render::render;
-use crate::store::fmt_ms;
-use crate::store::workers::{WorkerEvent, WorkerRecord};
+use crate::operator::logs::entry_lines;
+use crate::operator::view::workers::LogLineView;
+use crate::store::workers::WorkerRecord;
 use crate::text::escape;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// An event as one human line, marked as orch's (worker lines are printed bare).
-pub fn event_line(e: &WorkerEvent) -> String {
-    format!(
-        "[orch {}] {}: {}",
-        fmt_ms(e.at_ms),
-        escape(&e.kind),
-        escape(&e.detail)
-    )
-}
-
-/// One timeline entry as the lines an operator reads (escaped: never a terminal command):
-/// what `orch logs` prints, and the board's live log shows.
-pub fn entry_lines(entry: &Entry, raw: bool) -> Vec<String> {
-    match entry {
-        Entry::Line(text) => match render(text).filter(|_| !raw) {
-            // An agent's JSON event, as an operator reads it (`--raw`: as written).
-            Some(lines) => lines.iter().map(|l| escape(l).into_owned()).collect(),
-            None => vec![escape(text).into_owned()],
-        },
-        Entry::Event(e) => vec![event_line(e)],
-    }
-}
-
 /// Prints one timeline entry: a JSON object per line, or the escaped text.
 pub fn print_entry(entry: &Entry, json: bool, raw: bool) {
     if json {
-        super::view::print_json(&LogLineView::of(entry));
+        crate::operator::view::print_json(&LogLineView::of(entry));
         return;
     }
     for l in entry_lines(entry, raw) {

@@ -13,9 +13,7 @@ mod init;
 mod locks;
 mod logs;
 pub(crate) mod nodes;
-mod serve;
 mod show;
-pub mod view;
 mod wave;
 pub(crate) mod workers;
 
@@ -413,8 +411,19 @@ pub struct HistoryArgs {
     pub after: Option<String>,
 }
 
-/// How many ended workers `status` and `sessions list` show by default.
-pub const DEFAULT_ENDED: usize = 20;
+impl HistoryArgs {
+    /// The operator API's selection these arguments make.
+    pub fn history(&self) -> crate::operator::workers::History {
+        crate::operator::workers::History {
+            all: self.all,
+            since: self.since,
+            wave: self.wave.clone(),
+            repo: self.repo.clone(),
+            limit: self.limit,
+            after: self.after.clone(),
+        }
+    }
+}
 
 /// `--since`: a duration back from now, a date (local midnight) or an RFC 3339 time, as
 /// milliseconds since the epoch.
@@ -490,52 +499,12 @@ pub enum CiCommand {
     },
 }
 
-/// A duration on the command line: what repos.yaml accepts ("30m", "1h30m", "1.5h",
-/// "1 hour"), and decimals in any part ("0.5d", "1.5m30s"), to the millisecond.
+/// A duration on the command line: [`crate::duration::parse_decimal`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::duration::parse(s).or_else(|e| decimal_duration(s.trim()).ok_or(e))
+    crate::duration::parse_decimal(s)
 }
 
-/// "1.5h", "2.5m30s": parts of `<decimal><unit>`; `None` when `s` is not of that form or
-/// comes to zero (the integer parser's message then says why).
-fn decimal_duration(s: &str) -> Option<std::time::Duration> {
-    let mut rest = s;
-    let mut total_ms = 0f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let n_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(n_end);
-        let u_end = tail
-            .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(u_end);
-        if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
-            return None;
-        }
-        let n: f64 = number.parse().ok()?;
-        let unit_ms = match unit {
-            "ms" => 1.0,
-            "s" => 1_000.0,
-            "m" => 60_000.0,
-            "h" => 3_600_000.0,
-            "d" => 86_400_000.0,
-            _ => return None,
-        };
-        total_ms += n * unit_ms;
-        rest = tail;
-    }
-    let ms = total_ms.round();
-    (ms >= 1.0 && ms < u64::MAX as f64).then(|| std::time::Duration::from_millis(ms as u64))
-}
-
-/// "1 repository", "2 repositories".
-pub fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+pub use crate::operator::view::plural;
 
 /// A failure to report to the user, with the exit code it maps to.
 #[derive(Debug)]
@@ -567,39 +536,48 @@ impl Failure {
     }
 }
 
+// Every error a command meets is the operator API's first (one mapping of kinds: its
+// `Error`), then an exit code.
 impl From<ConfigError> for Failure {
     fn from(e: ConfigError) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<ContractError> for Failure {
     fn from(e: ContractError) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        crate::app::Error::from(e).into()
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<crate::config::UnknownRepo> for Failure {
     fn from(e: crate::config::UnknownRepo) -> Self {
-        Failure::bad_input(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Self {
-        Failure::unavailable(e.to_string())
+        crate::operator::Error::from(e).into()
     }
 }
 impl From<crate::app::Error> for Failure {
     fn from(e: crate::app::Error) -> Self {
-        use crate::app::ErrorKind;
-        let message = e.to_string();
-        match e.kind() {
-            ErrorKind::BadInput => Failure::bad_input(message),
-            ErrorKind::Unavailable => Failure::unavailable(message),
-            ErrorKind::No => Failure::no(message),
+        crate::operator::Error::from(e).into()
+    }
+}
+
+/// The operator API's error as the command line says it: bad input exits 2, what is not there
+/// and a "no" exit 1, an unavailable system 3.
+impl From<crate::operator::Error> for Failure {
+    fn from(e: crate::operator::Error) -> Self {
+        use crate::operator::Error;
+        match e {
+            Error::BadInput(m) => Failure::bad_input(m),
+            Error::NotFound(m) | Error::No(m) => Failure::no(m),
+            Error::Unavailable(m) => Failure::unavailable(m),
         }
     }
 }
@@ -1004,7 +982,10 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
         Command::Alerts { since, json } => workers::alerts(ctx, since, json),
-        Command::Serve { listen } => serve::run(ctx, &listen),
+        Command::Serve { listen } => {
+            crate::serve::run(ctx.load()?, &listen)?;
+            Ok(0)
+        }
         Command::Resume {
             from_checkpoints,
             json,
@@ -1067,6 +1048,24 @@ pub fn operator_name(by: Option<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The command line says each kind of the operator API's error as its exit code (README's
+    /// table: 1 no, 2 bad input, 3 unavailable), the message unchanged.
+    #[test]
+    fn each_kind_of_operator_error_is_its_exit_code() {
+        use crate::operator::Error;
+        let cases = [
+            (Error::bad_input("bad"), 2),
+            (Error::not_found("gone"), 1),
+            (Error::no("no"), 1),
+            (Error::unavailable("later"), 3),
+        ];
+        for (e, code) in cases {
+            let message = e.to_string();
+            let f = Failure::from(e);
+            assert_eq!((f.code, f.message.as_str()), (code, message.as_str()));
+        }
+    }
 
     /// Hidden internal commands appear in no shell's completions and nowhere in the tree
     /// they are generated from (nested commands included).

@@ -1,8 +1,8 @@
 //! `orch nodes`: the hosts sharing this organisation's store, with their heartbeats.
 
-use super::view::nodes::NodesView;
-use super::view::print_json;
-use super::{Ctx, Failure, Outcome};
+use super::{Ctx, Outcome};
+use crate::operator::nodes::nodes_view;
+use crate::operator::view::print_json;
 
 pub fn nodes(ctx: &Ctx, json: bool) -> Outcome {
     let view = nodes_view(&ctx.load()?)?;
@@ -12,24 +12,4 @@ pub fn nodes(ctx: &Ctx, json: bool) -> Outcome {
         print!("{}", view.human());
     }
     Ok(0)
-}
-
-/// The nodes sharing the store and their heartbeats, on the database's clock: what `orch
-/// nodes` prints and the board's `/api/nodes` answers. No store yet: no node.
-pub fn nodes_view(l: &crate::app::Loaded) -> Result<NodesView, Failure> {
-    let this = crate::node::name();
-    let total = l.config.worker.max_parallel_total;
-    Ok(match l.existing_store()? {
-        Some(mut store) => {
-            let (rows, now, running) = store.read(|tx| {
-                Ok((
-                    crate::store::nodes::list(tx)?,
-                    tx.clock_ms()?,
-                    crate::store::nodes::lock_holders_all(tx)?,
-                ))
-            })?;
-            NodesView::of(this, &rows, now, running, total)
-        }
-        None => NodesView::of(this, &[], crate::store::now_ms(), 0, total),
-    })
 }

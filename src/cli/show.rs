@@ -1,11 +1,11 @@
 //! `orch check` and `orch graph`: read-only views of the configuration.
 
-use super::view::config::{CheckView, GraphView, Problem};
-use super::view::print_json;
 use super::{Ctx, Failure, GraphFormat, Outcome, plural};
 use crate::config::{Config, ConfigError, ForgeKind};
 use crate::contract::{Contract, ContractError};
 use crate::diag::Diagnostic;
+use crate::operator::view::config::{CheckView, GraphView, Problem};
+use crate::operator::view::print_json;
 use std::path::Path;
 
 impl Problem {
@@ -236,7 +236,7 @@ pub fn check(ctx: &Ctx, json: bool) -> Outcome {
                             store.shown()
                         ));
                     }
-                    view.store = Some(crate::cli::view::config::StoreCheck {
+                    view.store = Some(crate::operator::view::config::StoreCheck {
                         backend: "postgresql".into(),
                         location: store.shown(),
                         schema_version: found,

@@ -1,13 +1,12 @@
 //! `orch wave plan | run | status | cancel | retry`.
 
-use super::view::human_ms as ms;
-use super::view::print_json;
-use super::view::wave::{
-    PlanView, RunLineView, TickView, WaveCancelView, WaveRetryView, WaveStatusView,
-};
 use super::{Ctx, Failure, Outcome, operator_name};
 use crate::app::Loaded;
 use crate::app::wave::{self, TickReport};
+use crate::operator::actions::{wave_cancel_view, wave_retry_view};
+use crate::operator::view::human_ms as ms;
+use crate::operator::view::print_json;
+use crate::operator::view::wave::{PlanView, RunLineView, TickView, WaveStatusView};
 use crate::text::escape as esc;
 use std::collections::HashMap;
 use std::path::Path;
@@ -105,7 +104,7 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
         } => {
             let l = ctx.load()?;
             let name = resolve(&l, &which)?;
-            let view = retry_view(&l, &name, &task, &operator_name(by))?;
+            let view = wave_retry_view(&l, &name, &task, &operator_name(by))?;
             if json {
                 print_json(&view);
             } else {
@@ -120,7 +119,7 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
         } => {
             let l = ctx.load()?;
             let name = resolve(&l, &which)?;
-            let view = cancel_view(&l, &name, operator_name(by))?;
+            let view = wave_cancel_view(&l, &name, operator_name(by))?;
             if json {
                 print_json(&view);
             } else {
@@ -129,18 +128,6 @@ pub fn run(ctx: &Ctx, cmd: WaveCommand) -> Outcome {
             Ok(0)
         }
     }
-}
-
-/// `orch wave retry`'s work and answer for a recorded wave (the board's retry goes through
-/// here too), `by` named in the previous worker's history.
-pub fn retry_view(l: &Loaded, name: &str, task: &str, by: &str) -> Result<WaveRetryView, Failure> {
-    Ok(WaveRetryView::of(&wave::retry(l, name, task, by)?))
-}
-
-/// `orch wave cancel`'s work and answer for a recorded wave (the board's goes through here
-/// too), `by` recorded on the wave and in each cancelled worker's history.
-pub fn cancel_view(l: &Loaded, name: &str, by: String) -> Result<WaveCancelView, Failure> {
-    Ok(WaveCancelView::of(&wave::cancel(l, name, by)?))
 }
 
 /// A wave file's name, or the argument as a recorded wave's name.

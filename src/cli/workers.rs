@@ -1,26 +1,25 @@
 //! Worker commands: spawn, the hidden supervisor entry point, report, status, sessions,
 //! cancel and release — arguments in, the app's answer printed.
 
-use super::view::locks::{BlockerView, LockView};
-use super::view::print_json;
-use super::view::workers::{
-    AlertEntry, AlertsView, ApproveView, CancelView, DeliveryView, EventView, ModelSpendView,
-    PushView, RebuiltView, ReconciledView, ReleaseView, ReportView, RespawnView, ResumeView,
-    SessionView, SessionsView, SpawnView, StatusView, WorkerView, usage_text,
-};
 use super::{Ctx, Failure, HistoryArgs, Outcome, operator_name};
 use crate::app::channel;
-use crate::app::operator::{self, ANSWER_WAIT, Approved, Cancelled, Supervision};
+use crate::app::operator::{self, ANSWER_WAIT, Approved, Supervision};
 use crate::app::spawn::{SpawnRequest, Spawned, prepare};
 use crate::app::supervisor::{self, session_dir, supervise};
 use crate::app::{HANDOVER_WAIT, Loaded, orch_exe, start_detached};
 use crate::milestone::Milestone;
+use crate::operator::actions::{cancel_view, release_view, respawn_view};
+use crate::operator::alerts::alerts_view;
+use crate::operator::view::locks::BlockerView;
+use crate::operator::view::print_json;
+use crate::operator::view::workers::{
+    AlertsView, ApproveView, RebuiltView, ReconciledView, ReportView, ResumeView, SessionsView,
+    SpawnView, usage_text,
+};
+use crate::operator::workers::{empty_status, selection, session_view, sessions_view, status_of};
 use crate::sha::Sha;
-use crate::store::usage::Usage;
-use crate::store::workers as ws;
-use crate::store::{Store, fmt_ms, now_ms};
+use crate::store::{Store, now_ms};
 use crate::text::escape as esc;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub struct SpawnArgs {
@@ -344,200 +343,12 @@ pub fn report(
     Ok(code)
 }
 
-/// One page of `status` / `sessions list`: the live workers (first page only) and ended ones
-/// newest first, with what each spent and the wave task that started it — each read by its
-/// worker's key, so the cost follows what is shown, not the history.
-struct Page {
-    workers: Vec<ws::WorkerRecord>,
-    usage: HashMap<String, Usage>,
-    waves: HashMap<String, String>,
-    /// What superseded each stopped worker another attempt replaced, in words.
-    superseded: HashMap<String, String>,
-    /// Ended workers selected but not shown.
-    more_ended: usize,
-    /// The `--after` of the next page, when there is one.
-    next: Option<String>,
-}
-
-/// What `args` select, checked: an unknown repository or wave, or a cursor that is not one, is
-/// bad input.
-struct Selection {
-    filter: ws::HistoryFilter,
-    after: Option<ws::Cursor>,
-    limit: Option<usize>,
-}
-
-fn selection(l: &Loaded, store: &mut Store, args: &HistoryArgs) -> Result<Selection, Failure> {
-    let after = match &args.after {
-        None => None,
-        Some(a) => Some(ws::Cursor::parse(a).ok_or_else(|| {
-            Failure::bad_input(format!(
-                "--after {}: not a cursor (pass the `next` of a previous --json answer)",
-                esc(a)
-            ))
-        })?),
-    };
-    if let Some(repo) = &args.repo
-        && l.config.repo(repo).is_none()
-        && !store.read(|tx| ws::any_worker_of(tx, repo))?
-    {
-        return Err(Failure::bad_input(format!(
-            "--repo {}: no such repository in {} and no worker of it in the history",
-            esc(repo),
-            l.config.file.display()
-        )));
-    }
-    if let Some(wave) = &args.wave
-        && !store.read(|tx| crate::store::waves::wave_exists(tx, wave))?
-    {
-        return Err(Failure::bad_input(format!(
-            "--wave {}: no wave of that name has run here (orch wave status lists a wave by its file)",
-            esc(wave)
-        )));
-    }
-    let limit = match (args.all, args.limit) {
-        (true, _) => None,
-        (false, Some(n)) => Some(n as usize),
-        (false, None) if args.since.is_some() => None,
-        (false, None) => Some(super::DEFAULT_ENDED),
-    };
-    Ok(Selection {
-        filter: ws::HistoryFilter {
-            repo: args.repo.clone(),
-            wave: args.wave.clone(),
-            ended_since_ms: args.since,
-        },
-        after,
-        limit,
-    })
-}
-
-fn page(tx: &crate::store::sql::Tx, sel: &Selection) -> crate::store::sql::Result<Page> {
-    // Pages after the first carry ended workers only: the live ones were on the first.
-    let mut workers = if sel.after.is_none() {
-        ws::live_workers_where(tx, &sel.filter)?
-    } else {
-        Vec::new()
-    };
-    let ended = ws::ended_workers(tx, &sel.filter, sel.after.as_ref(), sel.limit)?;
-    let more_ended = match sel.limit {
-        Some(n) if ended.len() == n => {
-            ws::count_ended(tx, &sel.filter, sel.after.as_ref())?.saturating_sub(n)
-        }
-        _ => 0,
-    };
-    let next = (more_ended > 0)
-        .then(|| ended.last().and_then(ws::Cursor::of))
-        .flatten()
-        .map(|c| c.encode());
-    workers.extend(ended);
-    let mut usage = HashMap::new();
-    let mut waves = HashMap::new();
-    let mut superseded = HashMap::new();
-    for w in &mut workers {
-        if let Some(s) = superseded_of(tx, w)? {
-            superseded.insert(w.id.clone(), s);
-        }
-        ws::with_latest_verdict(tx, w)?;
-        if let Some(u) = crate::store::usage::get_usage(tx, &w.id)? {
-            usage.insert(w.id.clone(), u);
-        }
-        // The wave (and task) a worker runs for, as `<wave>:<task>`.
-        if let Some((wave, task)) = crate::store::waves::wave_task_of(tx, &w.id)? {
-            waves.insert(w.id.clone(), format!("{wave}:{task}"));
-        }
-    }
-    Ok(Page {
-        workers,
-        usage,
-        waves,
-        superseded,
-        more_ended,
-        next,
-    })
-}
-
-/// What superseded `w`, in words — asked only of a stopped worker, the one an operator could
-/// respawn or approve (`app::relive` refuses that for a superseded one; the views offer it not).
-fn superseded_of(
-    tx: &crate::store::sql::Tx,
-    w: &ws::WorkerRecord,
-) -> crate::store::sql::Result<Option<String>> {
-    use crate::milestone::Milestone::*;
-    if !matches!(w.milestone(), Blocked | BlockedPermission | Paused | Failed) {
-        return Ok(None);
-    }
-    Ok(crate::store::supersede::of(tx, w)?.map(|s| s.describe()))
-}
-
 /// What read-only commands say where orch has not run yet (they never create state).
 fn no_state(l: &Loaded) -> String {
     format!(
         "no state yet in {} (nothing has run here)",
         l.state_dir.display()
     )
-}
-
-/// `orch status --json` for `args` at `now` (the board serves the same), with what each
-/// worker shown spent for the human table; `None` where orch has not run yet.
-pub fn status_view(l: &Loaded, args: &HistoryArgs) -> Result<Option<Status>, Failure> {
-    let Some(mut store) = l.existing_store()? else {
-        return Ok(None);
-    };
-    let sel = selection(l, &mut store, args)?;
-    Ok(Some(status_of(l, &mut store, &sel)?))
-}
-
-/// `status`'s view, and what each worker in it spent (for the human table).
-pub type Status = (StatusView, HashMap<String, Usage>);
-
-fn status_of(l: &Loaded, store: &mut Store, sel: &Selection) -> Result<Status, Failure> {
-    let (page, locks, fatal) = store.read(|tx| {
-        Ok((
-            page(tx, sel)?,
-            crate::store::active_locks(tx)?,
-            crate::store::fatal::all(tx)?,
-        ))
-    })?;
-    let now = now_ms();
-    let workers: Vec<WorkerView> = page
-        .workers
-        .iter()
-        .map(|w| {
-            WorkerView::of(
-                w,
-                page.usage.get(&w.id),
-                page.waves.get(&w.id).cloned(),
-                l.contract.fixing_ci_max_attempts,
-                now,
-            )
-            .superseded(page.superseded.get(&w.id).cloned())
-        })
-        .collect();
-    let view = StatusView {
-        spent_by_model: ModelSpendView::of(&workers),
-        workers,
-        locks: locks.iter().map(|lk| LockView::of(lk, now)).collect(),
-        more_ended: page.more_ended,
-        next: page.next,
-        fatal_holds: fatal
-            .iter()
-            .map(super::view::locks::FatalHoldView::of)
-            .collect(),
-    };
-    Ok((view, page.usage))
-}
-
-/// `orch status --json` where nothing has run yet.
-pub fn empty_status() -> StatusView {
-    StatusView {
-        workers: Vec::new(),
-        locks: Vec::new(),
-        more_ended: 0,
-        next: None,
-        spent_by_model: Vec::new(),
-        fatal_holds: Vec::new(),
-    }
 }
 
 pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Outcome {
@@ -550,7 +361,7 @@ pub fn status(ctx: &Ctx, json_out: bool, watch: bool, args: &HistoryArgs) -> Out
         }
         return Ok(0);
     };
-    let sel = selection(&l, &mut store, args)?;
+    let sel = selection(&l, &mut store, &args.history())?;
     // A DONE branch moved on the forge without a push ran no hook: this look is what sees it.
     // On the local forge only (its remotes are files here: the look costs milliseconds); a
     // view never waits on a network forge — `orch resume`, from cron, looks there.
@@ -596,88 +407,14 @@ pub fn sessions_list(ctx: &Ctx, json_out: bool, args: &HistoryArgs) -> Outcome {
         }
         return Ok(0);
     };
-    let sel = selection(&l, &mut store, args)?;
-    let page = store.read(|tx| page(tx, &sel))?;
-    let now = now_ms();
-    let view = SessionsView {
-        sessions: page
-            .workers
-            .iter()
-            .map(|w| {
-                WorkerView::of(
-                    w,
-                    page.usage.get(&w.id),
-                    None,
-                    l.contract.fixing_ci_max_attempts,
-                    now,
-                )
-                .superseded(page.superseded.get(&w.id).cloned())
-            })
-            .collect(),
-        more_ended: page.more_ended,
-        next: page.next,
-    };
+    let sel = selection(&l, &mut store, &args.history())?;
+    let view = sessions_view(&l, &mut store, &sel)?;
     if json_out {
         print_json(&view);
     } else {
         print!("{}", view.human());
     }
     Ok(0)
-}
-
-/// `orch sessions show <id> --json` (the board's worker view serves the same), with what the
-/// worker spent for the human text; `Ok(None)`: no such worker.
-pub fn session_view(l: &Loaded, id: &str) -> Result<Option<(SessionView, Option<Usage>)>, Failure> {
-    let Some(mut store) = l.existing_store()? else {
-        return Ok(None);
-    };
-    let Some((w, events, pushes, usage, superseded)) = store.read(|tx| {
-        let Some(mut w) = ws::get_worker(tx, id)? else {
-            return Ok(None);
-        };
-        ws::with_latest_verdict(tx, &mut w)?;
-        let superseded = superseded_of(tx, &w)?;
-        Ok(Some((
-            w,
-            ws::worker_events(tx, id)?,
-            ws::pushes(tx, id)?,
-            crate::store::usage::get_usage(tx, id)?,
-            superseded,
-        )))
-    })?
-    else {
-        return Ok(None);
-    };
-    let cp = crate::checkpoint::path_for(&l.state_dir, &w);
-    let log = session_dir(&l.state_dir, id).join("worker.log");
-    let view = SessionView {
-        worker: WorkerView::of(
-            &w,
-            usage.as_ref(),
-            None,
-            l.contract.fixing_ci_max_attempts,
-            now_ms(),
-        )
-        .superseded(superseded),
-        pushes: pushes.iter().map(PushView::from).collect(),
-        events: events.iter().map(EventView::from).collect(),
-        worktree: w.worktree.clone(),
-        worker_log: log.display().to_string(),
-        checkpoint: cp.display().to_string(),
-        returned: {
-            let c = crate::checkpoint::build(&w, &pushes, false);
-            crate::cli::view::workers::ReturnView {
-                files_created: c.files_created,
-                files_modified: c.files_modified,
-                tests_added: c.tests_added,
-                final_ci: c.final_ci,
-                summary: c.context_summary,
-                worker_summary: c.worker_summary,
-                decisions: c.decisions_made,
-            }
-        },
-    };
-    Ok(Some((view, usage)))
 }
 
 pub fn sessions_show(ctx: &Ctx, id: &str, json_out: bool) -> Outcome {
@@ -716,35 +453,6 @@ pub fn cancel(
     Ok(0)
 }
 
-/// `orch cancel`'s work and answer (the board's cancel goes through here too), `by` named
-/// in the worker's history.
-pub fn cancel_view(
-    l: &Loaded,
-    id: &str,
-    reason: Option<String>,
-    by: String,
-) -> Result<CancelView, Failure> {
-    let reason = reason.unwrap_or_else(|| "cancelled by operator".into());
-    let (state, outcome) = match operator::cancel(l, id, by.clone(), reason)? {
-        Cancelled::BySupervisor(outcome) => ("by_supervisor", outcome),
-        Cancelled::Queued => {
-            // The supervisor runs but is slow (a held database, a full disk): transient.
-            return Err(Failure::unavailable(format!(
-                "{id}: the supervisor did not answer within {}s; the cancel stays queued",
-                ANSWER_WAIT.as_secs()
-            )));
-        }
-        Cancelled::Offline(_) => ("offline", "CANCELLED, lock released".to_string()),
-    };
-    Ok(CancelView {
-        worker_id: id.to_string(),
-        cancelled: true,
-        by,
-        how: state.to_string(),
-        outcome,
-    })
-}
-
 pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) -> Outcome {
     let l = ctx.load()?;
     let view = respawn_view(&l, id, note, operator_name(by))?;
@@ -754,39 +462,6 @@ pub fn respawn(ctx: &Ctx, id: &str, note: &str, by: Option<String>, json: bool) 
         print!("{}", view.human());
     }
     Ok(0)
-}
-
-/// `orch respawn`'s work and answer (the board's respawn goes through here too), `by` named
-/// in the worker's history.
-pub fn respawn_view(l: &Loaded, id: &str, note: &str, by: String) -> Result<RespawnView, Failure> {
-    let mut store = l.store()?;
-    // A FAILED worker's task goes to a new worker told its checkpoint (it cannot go on
-    // itself: FAILED is terminal); a BLOCKED or PAUSED one goes on in place.
-    if store
-        .worker(id)?
-        .is_some_and(|w| crate::app::reassign::reassignable(&w))
-    {
-        let rec = crate::app::reassign::reassign(
-            l,
-            &mut store,
-            id,
-            crate::app::reassign::By::Operator { name: &by, note },
-        )?;
-        return Ok(RespawnView {
-            worker_id: id.to_string(),
-            milestone: rec.milestone(),
-            by,
-            new_worker: Some(rec.id),
-        });
-    }
-    drop(store);
-    let m = crate::app::resume::respawn(l, id, &by, note)?;
-    Ok(RespawnView {
-        worker_id: id.to_string(),
-        milestone: m,
-        by,
-        new_worker: None,
-    })
 }
 
 /// Who approves, for the audit record: the user name from the environment and the uid the
@@ -869,31 +544,6 @@ pub fn release(
         print!("{}", view.human());
     }
     Ok(0)
-}
-
-/// `orch release --force`'s work and answer (the board's release goes through here too):
-/// `by` and `reason` kept in the lock history and the worker's history.
-pub fn release_view(
-    l: &Loaded,
-    id: &str,
-    reason: &str,
-    by: String,
-) -> Result<ReleaseView, Failure> {
-    if reason.trim().is_empty() {
-        return Err(Failure::bad_input(
-            "--reason must say why the lock is released",
-        ));
-    }
-    match operator::release(l, id, &by, reason)? {
-        Some(lock) => Ok(ReleaseView {
-            worker_id: id.to_string(),
-            released: true,
-            repo: lock.repo.clone(),
-            by,
-            reason: reason.to_string(),
-        }),
-        None => Err(Failure::no(format!("{id} holds no lock"))),
-    }
 }
 
 pub fn resume_cmd(ctx: &Ctx, from_checkpoints: bool, json_out: bool) -> Outcome {
@@ -986,40 +636,6 @@ pub fn resume_quietly(l: &Loaded) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "resume pass failed"),
     }
-}
-
-/// `orch alerts --json` for the alerts newer than `since` (the board serves the same), each
-/// with its delivery state per sink.
-pub fn alerts_view(l: &Loaded, since: Duration) -> Result<AlertsView, Failure> {
-    let from = now_ms() - since.as_millis() as i64;
-    let Some(mut store) = l.existing_store()? else {
-        return Ok(AlertsView { alerts: Vec::new() });
-    };
-    let (alerts, deliveries) = store.read(|tx| {
-        let alerts = ws::alerts(tx, from)?;
-        let first = alerts.first().map_or(i64::MAX, |a| a.id);
-        Ok((alerts, crate::store::alerts::deliveries(tx, first)?))
-    })?;
-    Ok(AlertsView {
-        alerts: alerts
-            .iter()
-            .map(|a| AlertEntry {
-                alert: a.into(),
-                deliveries: deliveries
-                    .iter()
-                    .filter(|d| d.alert_id == a.id)
-                    .map(|d| DeliveryView {
-                        sink: d.sink.clone(),
-                        state: d.state.clone(),
-                        attempts: d.attempts,
-                        last_error: d.last_error.clone(),
-                        next_attempt_at: (d.state == "pending").then(|| fmt_ms(d.next_ms)),
-                        done_at: d.done_ms.map(fmt_ms),
-                    })
-                    .collect(),
-            })
-            .collect(),
-    })
 }
 
 pub fn alerts(ctx: &Ctx, since: Option<Duration>, json_out: bool) -> Outcome {

@@ -6,10 +6,14 @@
 
 pub mod follow;
 pub mod forgejo;
+mod host;
 pub mod local;
+pub mod pull;
 
 use crate::ci::CiRun;
 use crate::config::Repo;
+pub use host::{ensure_host_remote, has_pull_requests, host_remote, keeps_repositories_here};
+use pull::{MergeAnswer, PullRequest};
 use std::future::Future;
 
 /// Why a forge could not answer, classified by the contract's failure taxonomy.
@@ -59,6 +63,24 @@ impl ForgeError {
         ("forge_error_blocking", "blocking"),
         ("forge_error_malformed", "malformed"),
     ];
+}
+
+/// How a command someone waits on treats a forge that does not answer: each request gives
+/// up `give_up_after` after its first attempt (attempts are cut short to fit), and the first
+/// failure of an outage is told through `notice` at once, so nobody waits in silence.
+/// Without it (supervisors, `resume`) the contract's transient back-off alone decides.
+#[derive(Clone)]
+pub struct Patience {
+    pub give_up_after: std::time::Duration,
+    pub notice: std::sync::Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Patience {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Patience")
+            .field("give_up_after", &self.give_up_after)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What [`Forge::push_run_states`] reports: (run id, aggregate status) per push run.
@@ -113,7 +135,7 @@ pub trait Forge: Send + Sync {
         _base: &str,
         _title: &str,
         _body: &str,
-    ) -> impl Future<Output = Result<forgejo::PullRequest, ForgeError>> + Send {
+    ) -> impl Future<Output = Result<PullRequest, ForgeError>> + Send {
         async { Err(no_pulls()) }
     }
 
@@ -122,7 +144,7 @@ pub trait Forge: Send + Sync {
         &self,
         _repo: &Repo,
         _number: i64,
-    ) -> impl Future<Output = Result<forgejo::PullRequest, ForgeError>> + Send {
+    ) -> impl Future<Output = Result<PullRequest, ForgeError>> + Send {
         async { Err(no_pulls()) }
     }
 
@@ -134,8 +156,27 @@ pub trait Forge: Send + Sync {
         _style: &str,
         _head_commit_id: &str,
         _title: &str,
-    ) -> impl Future<Output = Result<forgejo::MergeAnswer, ForgeError>> + Send {
+    ) -> impl Future<Output = Result<MergeAnswer, ForgeError>> + Send {
         async { Err(no_pulls()) }
+    }
+
+    /// Runs CI for `sha` of `repo` (pushed to `git_ref`) again in place, its unfinished runs
+    /// cancelled first, and says what was done. `None`: this forge cannot rerun a run (Forgejo:
+    /// its API has no rerun endpoint), so the caller starts CI again with a new push. Blocking:
+    /// a supervisor calls it from its own thread.
+    fn rerun(&self, _repo: &str, _git_ref: &str, _sha: &str) -> Option<Result<String, ForgeError>> {
+        None
+    }
+
+    /// Cancels the unfinished runs of the git refs `refs` (any repository), which nothing waits
+    /// for any more, with `note` on their jobs; returns the runs cancelled, in words. A forge
+    /// whose runs orch leaves to the forge (Forgejo) cancels none. Blocking, as [`Self::rerun`].
+    fn cancel_runs_of_refs(
+        &self,
+        _refs: &[String],
+        _note: &str,
+    ) -> Result<Vec<String>, ForgeError> {
+        Ok(Vec::new())
     }
 }
 
@@ -193,7 +234,7 @@ impl AnyForge {
     /// up per `patience` and tells an outage at once; the local forge only reads — it starts
     /// no run, not even for a push whose hook was lost (that is its owners' job: supervisors
     /// and `resume`).
-    pub fn for_query(self, patience: forgejo::Patience) -> AnyForge {
+    pub fn for_query(self, patience: Patience) -> AnyForge {
         match self {
             AnyForge::Forgejo(f) => AnyForge::Forgejo(f.with_patience(patience)),
             AnyForge::Local(f) => AnyForge::Local(f.read_only()),
@@ -262,14 +303,14 @@ impl Forge for AnyForge {
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<forgejo::PullRequest, ForgeError> {
+    ) -> Result<PullRequest, ForgeError> {
         match self {
             AnyForge::Forgejo(f) => f.open_pull(repo, head, base, title, body).await,
             AnyForge::Local(_) => Err(no_pulls()),
         }
     }
 
-    async fn pull(&self, repo: &Repo, number: i64) -> Result<forgejo::PullRequest, ForgeError> {
+    async fn pull(&self, repo: &Repo, number: i64) -> Result<PullRequest, ForgeError> {
         match self {
             AnyForge::Forgejo(f) => f.pull(repo, number).await,
             AnyForge::Local(_) => Err(no_pulls()),
@@ -283,13 +324,27 @@ impl Forge for AnyForge {
         style: &str,
         head_commit_id: &str,
         title: &str,
-    ) -> Result<forgejo::MergeAnswer, ForgeError> {
+    ) -> Result<MergeAnswer, ForgeError> {
         match self {
             AnyForge::Forgejo(f) => {
                 f.merge_pull(repo, number, style, head_commit_id, title)
                     .await
             }
             AnyForge::Local(_) => Err(no_pulls()),
+        }
+    }
+
+    fn rerun(&self, repo: &str, git_ref: &str, sha: &str) -> Option<Result<String, ForgeError>> {
+        match self {
+            AnyForge::Forgejo(f) => f.rerun(repo, git_ref, sha),
+            AnyForge::Local(f) => Forge::rerun(f, repo, git_ref, sha),
+        }
+    }
+
+    fn cancel_runs_of_refs(&self, refs: &[String], note: &str) -> Result<Vec<String>, ForgeError> {
+        match self {
+            AnyForge::Forgejo(f) => f.cancel_runs_of_refs(refs, note),
+            AnyForge::Local(f) => Forge::cancel_runs_of_refs(f, refs, note),
         }
     }
 }

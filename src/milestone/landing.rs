@@ -21,7 +21,12 @@
 //! planned ──DONE──▶ waiting (land: none; lock released) ──seen on base──▶ landed
 //! ```
 
-use super::{Effect, Progress, Severity};
+mod downstream;
+mod moves;
+mod revert;
+mod verify;
+
+use super::{Effect, Progress};
 use crate::ci::verdict::VerdictKind;
 use crate::config::{LandConfig, LandMethod, LandPolicy};
 use crate::sha::Sha;
@@ -315,404 +320,31 @@ pub enum LandEvent {
 }
 
 /// One landing event (see `landing`'s diagram). The lock goes when the base branch's CI is
-/// green for the landed commit; a conflict or a refusal keeps it, with an alert.
+/// green for the landed commit; a conflict or a refusal keeps it, with an alert. A revert's
+/// events, and the base's moves and CI while it reverts, are the revert's.
 pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: &mut Vec<Effect>) {
     let Some(l) = p.landing.as_mut() else {
         return;
     };
     let before = l.state;
-    let note = |l: &mut Landing, detail: String| {
-        l.detail = Some(detail);
-    };
     match e {
-        LandEvent::OnBase { head } => match l.state {
-            LandState::Waiting => {
-                l.state = LandState::Landed;
-                l.landed = Some(head.clone());
-                note(
-                    l,
-                    format!("merged by hand: on the base branch at {}", head.short()),
-                );
-            }
-            LandState::Pending | LandState::Verifying => {
-                // Already there (a person merged it, or a landing that died after its move):
-                // what remains is the base branch's CI for its head, whose own run may be among
-                // the runs already.
-                l.state = LandState::BaseCi;
-                l.landed = Some(head.clone());
-                l.base_runs_before = None;
-                l.moved_ms = None;
-                note(l, format!("already on the base branch at {}", head.short()));
-            }
-            _ => {}
-        },
-        LandEvent::Moved {
-            to,
-            how,
-            from,
-            runs_before,
-        } => {
-            if !matches!(l.state, LandState::Pending | LandState::Verifying) {
-                return;
-            }
-            l.state = LandState::BaseCi;
-            l.landed = Some(to.clone());
-            l.candidate = None;
-            l.base_runs_before = Some(*runs_before);
-            l.moved_ms = Some(now);
-            if let Some(f) = from {
-                l.onto = Some(f.clone());
-            }
-            note(l, format!("base moved to {} ({how})", to.short()));
+        LandEvent::RevertBuilt { .. } | LandEvent::RevertMoved { .. } => {
+            revert::on_revert(l, worker, e, fx)
         }
-        LandEvent::RevertBuilt { sha, onto } => {
-            if l.state == LandState::Reverting && l.reverted.is_none() {
-                l.attempts += 1;
-                l.revert = Some(sha.clone());
-                l.onto = Some(onto.clone());
-                let detail = format!(
-                    "revert {} built on {} (attempt {} of {})",
-                    sha.short(),
-                    onto.short(),
-                    l.attempts,
-                    l.max_attempts
-                );
-                note(l, detail.clone());
-                fx.push(Effect::Landing {
-                    from: LandState::Reverting,
-                    to: LandState::Reverting,
-                    detail,
-                });
-                fx.push(Effect::Checkpoint);
-            }
+        LandEvent::Lost { .. } | LandEvent::Verdict { .. } if l.state == LandState::Reverting => {
+            revert::on_revert(l, worker, e, fx)
         }
-        LandEvent::RevertMoved { to } => {
-            if l.state == LandState::Reverting && l.revert.as_ref() == Some(to) {
-                l.reverted = Some(to.clone());
-                let detail = format!("base moved to the revert {}", to.short());
-                note(l, detail.clone());
-                fx.push(Effect::Landing {
-                    from: LandState::Reverting,
-                    to: LandState::Reverting,
-                    detail,
-                });
-                fx.push(Effect::Checkpoint);
-            }
+        LandEvent::OnBase { .. }
+        | LandEvent::Moved { .. }
+        | LandEvent::Built { .. }
+        | LandEvent::Lost { .. }
+        | LandEvent::PullOpened { .. }
+        | LandEvent::Refused { .. }
+        | LandEvent::Conflict { .. } => moves::on_move(l, worker, e, now, fx),
+        LandEvent::CheckStarted { .. } | LandEvent::CheckVerdict { .. } => {
+            downstream::on_check(l, worker, e, fx)
         }
-        LandEvent::Built { candidate, onto } => {
-            l.attempts += 1;
-            l.state = LandState::Verifying;
-            l.candidate = Some(candidate.clone());
-            l.onto = Some(onto.clone());
-            note(
-                l,
-                format!(
-                    "integration {} built on {} (attempt {} of {})",
-                    candidate.short(),
-                    onto.short(),
-                    l.attempts,
-                    l.max_attempts
-                ),
-            );
-        }
-        LandEvent::Lost { reason } if l.state == LandState::Reverting => {
-            if l.attempts >= l.max_attempts {
-                l.state = LandState::Refused;
-                note(
-                    l,
-                    format!("the revert gave up after {} attempts: {reason}", l.attempts),
-                );
-                fx.push(Effect::alert(
-                    Severity::Critical,
-                    "landing_refused",
-                    format!(
-                        "worker {worker}: the revert of its breaking change gave up ({reason}); the chain lock is kept for a person"
-                    ),
-                ));
-            } else {
-                l.revert = None;
-                note(
-                    l,
-                    format!("the base moved: {reason}; building the revert again"),
-                );
-                fx.push(Effect::Checkpoint);
-            }
-        }
-        LandEvent::Lost { reason } => {
-            if l.attempts >= l.max_attempts {
-                l.state = LandState::Refused;
-                note(
-                    l,
-                    format!("gave up after {} attempts: {reason}", l.attempts),
-                );
-                fx.push(Effect::alert(
-                    Severity::Critical,
-                    "landing_refused",
-                    format!(
-                        "worker {worker}: landing gave up after {} attempts ({reason}); the change is DONE on its branch, the chain lock is kept: merge it by hand, then `orch release {worker} --force --reason landed`",
-                        l.attempts
-                    ),
-                ));
-            } else {
-                // A fast-forward that lost counts as an attempt too.
-                if l.candidate.is_none() {
-                    l.attempts += 1;
-                }
-                l.state = LandState::Pending;
-                l.candidate = None;
-                note(l, format!("the base moved: {reason}; integrating again"));
-            }
-        }
-        LandEvent::PullOpened { number, url } => {
-            if l.state == LandState::Pending && l.pull != Some(*number) {
-                l.pull = Some(*number);
-                l.pull_url = url.clone();
-                let detail = format!(
-                    "pull request #{number} opened{}",
-                    url.as_deref()
-                        .map(|u| format!(" ({u})"))
-                        .unwrap_or_default()
-                );
-                note(l, detail.clone());
-                fx.push(Effect::Landing {
-                    from: LandState::Pending,
-                    to: LandState::Pending,
-                    detail,
-                });
-                fx.push(Effect::Checkpoint);
-            }
-        }
-        LandEvent::Refused { reason } => {
-            l.state = LandState::Refused;
-            note(l, reason.clone());
-            fx.push(Effect::alert(
-                Severity::Critical,
-                "landing_refused",
-                format!(
-                    "worker {worker}: the forge refused to land its verified change: {reason}; the change is DONE on its branch, the chain lock is kept: land it by hand, then `orch release {worker} --force --reason landed`"
-                ),
-            ));
-        }
-        LandEvent::Conflict { detail } => {
-            l.state = LandState::Conflict;
-            note(l, detail.clone());
-            fx.push(Effect::alert(
-                Severity::Critical,
-                "landing_conflict",
-                format!(
-                    "worker {worker}: its verified change does not land on the base branch: {detail}; the chain lock is kept — integrate the base branch by hand and merge, then `orch release {worker} --force --reason landed`"
-                ),
-            ));
-        }
-        LandEvent::CheckStarted { repo, sha } => {
-            if let Some(d) = l.downstream.iter_mut().find(|d| &d.repo == repo)
-                && l.state == LandState::Downstream
-            {
-                d.sha = Some(sha.clone());
-                d.verdict = None;
-                fx.push(Effect::Checkpoint);
-            }
-        }
-        LandEvent::CheckVerdict {
-            repo,
-            sha,
-            kind,
-            failed_jobs,
-            detail,
-        } => {
-            if l.state != LandState::Downstream || !kind.is_terminal() {
-                return;
-            }
-            let landed = l.landed.clone().unwrap_or_else(|| sha.clone());
-            let Some(d) = l
-                .downstream
-                .iter_mut()
-                .find(|d| &d.repo == repo && d.sha.as_ref() == Some(sha))
-            else {
-                return;
-            };
-            d.verdict = Some(*kind);
-            d.failed_jobs = failed_jobs.clone();
-            if *kind != VerdictKind::Green && l.revert_on_breakage {
-                let jobs = red_jobs(failed_jobs, detail);
-                l.state = LandState::Reverting;
-                l.attempts = 0;
-                let why = format!(
-                    "{repo} is red on its base head {} with {} landed ({jobs}): reverting it",
-                    sha.short(),
-                    landed.short()
-                );
-                note(l, why);
-                fx.push(Effect::alert(
-                    Severity::Critical,
-                    "downstream_breakage",
-                    format!(
-                        "worker {worker}'s change {} broke {repo}: its CI on its base head {} is red ({jobs}); orch reverts the change (verified like any landing), the chain lock held until then",
-                        landed.short(),
-                        sha.short()
-                    ),
-                ));
-            } else if *kind != VerdictKind::Green {
-                l.state = LandState::Broken;
-                let jobs = red_jobs(failed_jobs, detail);
-                let why = format!(
-                    "{repo} is red on its base head {} with {} landed ({jobs})",
-                    sha.short(),
-                    landed.short()
-                );
-                note(l, why.clone());
-                fx.push(Effect::alert(
-                    Severity::Critical,
-                    "downstream_breakage",
-                    format!(
-                        "worker {worker}'s change {} broke {repo}: its CI on its base head {} is red ({jobs}); {repo}'s chain is held (`orch unhold {repo}` once it is fixed), the change stays landed",
-                        landed.short(),
-                        sha.short()
-                    ),
-                ));
-                // The change's lock goes and the hold on the broken chain comes in one
-                // transaction: nothing starts on the dependent in between.
-                fx.push(Effect::ReleaseLock {
-                    reason: format!("DONE and landed {landed}; {repo} broke on it: held"),
-                });
-                fx.push(Effect::HoldChain {
-                    repo: repo.clone(),
-                    reason: format!(
-                        "downstream breakage: {} broke {repo} ({jobs})",
-                        landed.short()
-                    ),
-                });
-            } else if l
-                .downstream
-                .iter()
-                .all(|d| d.verdict == Some(VerdictKind::Green))
-            {
-                l.state = LandState::Landed;
-                note(
-                    l,
-                    format!(
-                        "landed {}: base branch and dependents' CI green",
-                        landed.short()
-                    ),
-                );
-                fx.push(Effect::ReleaseLock {
-                    reason: format!(
-                        "DONE and landed: base branch CI green for {landed}, dependents green"
-                    ),
-                });
-            }
-        }
-        LandEvent::Verdict {
-            sha,
-            kind,
-            failed_jobs,
-            detail,
-        } => match (l.state, kind) {
-            (LandState::Reverting, kind) => {
-                let about_moved = l.reverted.as_ref() == Some(sha);
-                let about_built = l.reverted.is_none() && l.revert.as_ref() == Some(sha);
-                match kind {
-                    VerdictKind::Green if about_moved => {
-                        l.state = LandState::Reverted;
-                        let what = l
-                            .landed
-                            .clone()
-                            .map(|s| s.short().to_string())
-                            .unwrap_or_default();
-                        note(
-                            l,
-                            format!(
-                                "the change {what} was reverted by {} on the base branch (its CI green) after it broke a dependent",
-                                sha.short()
-                            ),
-                        );
-                        fx.push(Effect::alert(
-                            Severity::Warning,
-                            "reverted",
-                            format!(
-                                "worker {worker}'s change {what} is reverted on the base branch ({}): it broke a dependent; `orch wave retry` gives its task another go",
-                                sha.short()
-                            ),
-                        ));
-                        fx.push(Effect::ReleaseLock {
-                            reason: format!(
-                                "reverted: {} on the base branch, CI green",
-                                sha.short()
-                            ),
-                        });
-                    }
-                    VerdictKind::Red | VerdictKind::SyncNotDone if about_moved || about_built => {
-                        l.state = LandState::Refused;
-                        let why = format!(
-                            "the revert {} is red ({}): a person must look",
-                            sha.short(),
-                            red_jobs(failed_jobs, detail)
-                        );
-                        note(l, why.clone());
-                        fx.push(Effect::alert(
-                            Severity::Critical,
-                            "landing_refused",
-                            format!("worker {worker}: {why}; the chain lock is kept"),
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-            (LandState::Verifying, _) if l.candidate.as_ref() != Some(sha) => {}
-            (LandState::BaseCi, _) if l.landed.as_ref() != Some(sha) => {}
-            (LandState::Verifying, VerdictKind::Green) => {
-                // The supervisor moves the base (compare-and-swap) next; nothing to record.
-            }
-            (LandState::Verifying, VerdictKind::Red | VerdictKind::SyncNotDone) => {
-                l.state = LandState::Conflict;
-                let why = format!(
-                    "the integration {} on the base head is red ({}): the change breaks with what landed meanwhile",
-                    sha.short(),
-                    red_jobs(failed_jobs, detail)
-                );
-                note(l, why.clone());
-                fx.push(Effect::alert(
-                    Severity::Critical,
-                    "landing_conflict",
-                    format!("worker {worker}: {why}; the chain lock is kept for a person"),
-                ));
-            }
-            (LandState::BaseCi, VerdictKind::Green) if !l.downstream.is_empty() => {
-                // The dependents are checked against it before the chain is free.
-                l.state = LandState::Downstream;
-                let repos: Vec<&str> = l.downstream.iter().map(|d| d.repo.as_str()).collect();
-                note(
-                    l,
-                    format!(
-                        "landed {}: base branch CI green; checking {} on it",
-                        sha.short(),
-                        repos.join(", ")
-                    ),
-                );
-            }
-            (LandState::BaseCi, VerdictKind::Green) => {
-                l.state = LandState::Landed;
-                note(l, format!("landed {}: base branch CI green", sha.short()));
-                fx.push(Effect::ReleaseLock {
-                    reason: format!("DONE and landed: base branch CI green for {sha}"),
-                });
-            }
-            (LandState::BaseCi, VerdictKind::Red | VerdictKind::SyncNotDone) => {
-                l.state = LandState::Refused;
-                let why = format!(
-                    "the base branch is red at the landed commit {} ({})",
-                    sha.short(),
-                    red_jobs(failed_jobs, detail)
-                );
-                note(l, why.clone());
-                fx.push(Effect::alert(
-                    Severity::Critical,
-                    "landing_base_red",
-                    format!("worker {worker}: {why}; the chain lock is kept for a person"),
-                ));
-            }
-            _ => {}
-        },
+        LandEvent::Verdict { .. } => verify::on_verdict(l, worker, e, fx),
     }
     if l.state != before {
         fx.push(Effect::Landing {
@@ -722,6 +354,11 @@ pub(super) fn step(p: &mut Progress, worker: &str, e: &LandEvent, now: i64, fx: 
         });
         fx.push(Effect::Checkpoint);
     }
+}
+
+/// What happened last, in words, for the landing's note and its `Landing` effect.
+fn note(l: &mut Landing, detail: String) {
+    l.detail = Some(detail);
 }
 
 /// What made a verdict red, for the words of a note or an alert: its failed jobs, or the

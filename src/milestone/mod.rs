@@ -522,7 +522,7 @@ pub enum Event {
     Land(LandEvent),
     /// The worker's branch on the forge is no longer at its DONE commit `done`: it is at
     /// `head` (None: deleted). Before its landing moved the base, DONE is taken back
-    /// (BLOCKED, see `step::done_branch_moved`); after, an alert only.
+    /// (BLOCKED, see `step::done::done_branch_moved`); after, an alert only.
     DoneBranchMoved {
         done: crate::sha::Sha,
         head: Option<crate::sha::Sha>,

@@ -427,6 +427,30 @@ mod tests {
         });
     }
 
+    /// What callers above the store decide by, answered by the store: a SQLite store is one
+    /// node's file (its damage readable here, no release announced); a PostgreSQL one is shared
+    /// by every node, announces releases, and has no file on this host.
+    #[test]
+    fn each_backend_answers_its_capabilities() {
+        let test = "each_backend_answers_its_capabilities";
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = crate::store::Store::open(dir.path()).unwrap();
+        assert!(!sqlite.shared_across_nodes());
+        assert!(!sqlite.announces_lock_releases());
+        assert_eq!(
+            sqlite.database_file(),
+            Some(dir.path().join(crate::store::DB_FILE).as_path())
+        );
+        let Some((pg, schema)) = super::pg_store(test) else {
+            return super::skipped(test);
+        };
+        assert!(pg.shared_across_nodes());
+        assert!(pg.announces_lock_releases());
+        assert_eq!(pg.database_file(), None);
+        drop(pg);
+        schema.drop();
+    }
+
     /// A chain lock released on one connection (another host) wakes a waiter LISTENing on
     /// another at once: PostgreSQL's NOTIFY, sent at the release's commit.
     #[test]

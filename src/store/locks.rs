@@ -11,6 +11,21 @@ use crate::lock::{Blocker, ChainLock, HolderKind, blockers, is_blocked};
 
 pub type LockRow = ChainLock;
 
+/// The pid each `lock_history` row records: this process's, as the host sees it. How a process
+/// learns that is containment's business (`pidns::host_pid`: it may run in a PID namespace),
+/// not the store's, so the process's entry point tells the store once ([`set_writer_pid`]).
+/// A library user that does not (a test, a bench) records the pid of its own namespace.
+static WRITER_PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Sets the pid this process's lock history rows record (first call wins; see `WRITER_PID`).
+pub fn set_writer_pid(pid: u32) {
+    let _ = WRITER_PID.set(pid);
+}
+
+fn writer_pid() -> u32 {
+    WRITER_PID.get().copied().unwrap_or_else(std::process::id)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockAttempt {
     Acquired(ChainLock),
@@ -315,7 +330,7 @@ fn record(
         kind,
         reason,
         by,
-        crate::pidns::host_pid(),
+        writer_pid(),
         at_ms
     ])?;
     Ok(seq)

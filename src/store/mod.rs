@@ -20,13 +20,14 @@ pub mod sql;
 pub mod supersede;
 pub mod upstream;
 pub mod usage;
+mod value;
 pub mod waves;
 pub mod workers;
 pub mod write_queue;
 
 pub use locks::{
     ActiveLocks, LockAttempt, LockHistoryEntry, LockRow, active_locks, first_conflict, holds_lock,
-    last_lock_action, live_without_their_lock, release_in, retake_in, try_lock_in,
+    last_lock_action, live_without_their_lock, release_in, retake_in, set_writer_pid, try_lock_in,
     worker_lock_count,
 };
 
@@ -359,11 +360,34 @@ impl Store {
         Ok(store)
     }
 
-    /// Which database this store is on ("sqlite", "postgresql"), for `orch check`.
+    /// Which database this store is on ("sqlite", "postgresql"): for display only. What
+    /// callers decide by asks the capabilities below, named by what they mean.
     pub fn backend(&self) -> &'static str {
         match self.backend {
             Backend::Sqlite(_) => "sqlite",
             Backend::Pg(_) => "postgresql",
+        }
+    }
+
+    /// Whether other nodes read and write this database too (PostgreSQL): what this node's
+    /// files hold (checkpoints, holds) is then only its own view of it.
+    pub fn shared_across_nodes(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
+    }
+
+    /// Whether a chain lock released anywhere is announced to [`Store::wait_lock_released`]
+    /// (PostgreSQL's LISTEN/NOTIFY). A store that announces nothing (SQLite: one node, whose
+    /// doorbells hear every release) only lets the wait time out.
+    pub fn announces_lock_releases(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
+    }
+
+    /// The file on this host the database lives in, whose damage orch can read itself
+    /// (`health`): SQLite's. `None` for a database a server keeps (its errors come as errors).
+    pub fn database_file(&self) -> Option<&Path> {
+        match self.backend {
+            Backend::Sqlite(_) => Some(&self.path),
+            Backend::Pg(_) => None,
         }
     }
 

@@ -12,7 +12,7 @@
 //! serialises them on one host: every check-then-write of the store stays correct. Readers
 //! take a `REPEATABLE READ READ ONLY` snapshot.
 
-use super::sql::{Error, Result, Value};
+use super::value::{Error, Result, Value};
 use bytes::{BufMut, BytesMut};
 use postgres::types::{FromSql, IsNull, ToSql, Type};
 use std::collections::HashMap;

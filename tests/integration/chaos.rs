@@ -4,14 +4,45 @@
 //! then SIGKILLing that resumer too, mid-work, before a full one). In the end
 //! every task must be DONE exactly once with its CI verified, no lie or trespass of the lying
 //! and hostile workers accepted, the lock history must never
-//! have held two conflicting locks, no process of the run may be left, and every checkpoint
-//! file must agree with the database.
+//! have held two conflicting locks, no process of the run may be left (a CI job's daemon
+//! included), and every checkpoint file must agree with the database.
+//!
+//! What the hostile worker (`tests/workers/chaos_worker.sh`, `chaos_hostile.sh`) tries in its
+//! first life, each attempt said as a `hostile-tried-…` mark, each acceptance a
+//! `hostile-accepted-…` mark that fails the run:
+//! - issue 25: a report on another worker's channel, `orch release --force` of its own lock,
+//!   `orch cancel` of another worker, pushes onto another worker's branch and onto the base, a
+//!   daemon that tries to leave its cgroup (the sampler sees it gone with the lock);
+//! - issue 34 item 8: commands in its clone's git configuration (clean and smudge filters for
+//!   every path through info/attributes and a `.gitattributes` in its change, `core.fsmonitor`,
+//!   hooks), each leaving a mark when a process that is not a worker runs it: orch's git at
+//!   spawns, resumes, landings, and the operator's `orch gc` at the end;
+//! - items 7 and 9: a change that rewrites the CI script its repository's job names
+//!   (`ci/check.sh`, protected by default) to `exit 0` beside a red `status.txt`, pushed,
+//!   reported and claimed DONE — CI green or DONE accepted is a trespass, and the base's script
+//!   must be the original at the end — and that adds a check the script runs
+//!   (`checks/daemon.sh`) which `setsid`s a loop: a loop alive 5 s after its job ended marks
+//!   itself, and none may be alive at the end. The check lands with the change, so later runs
+//!   of the repository (the landing's, the base's, the next rounds') start one too;
+//! - item 6 (`chaos_with_workers_of_an_account_of_their_own` only: a worker of orch's own
+//!   account may write orch's files, README says so): an alert command sink appended to
+//!   repos.yaml, a line in the contract, a `contracts/` beside repos.yaml (no wave file runs here);
+//! - item 10 (the same test: only a worker of another account asks through its supervisor's
+//!   channel): `orch ci logs` and `ci status` of another worker's commit in another repository
+//!   must be "not answered". No board runs in the chaos run: its part of item 10 is
+//!   `board_trust.rs`'s.
+//!
+//! And the operator (issue 34 item 1): a task whose first word is `quits` ends BLOCKED; the
+//! driver releases its lock and spawns the task again (same id); once that attempt is DONE and
+//! landed, `orch respawn` and `orch approve` of the first must be refused as superseded.
 //!
 //! Short version (what `cargo test` runs): 12 kill points.
 //! Long version:
 //!   ORCH_CHAOS_KILLS=60 cargo test --release --test integration chaos:: -- --nocapture
 //! Replay a run: ORCH_CHAOS_SEED=<printed seed>. When every task is DONE before the kill
 //! target is reached, the driver starts another round of the same tasks (new task ids).
+
+mod attacks;
 
 use crate::support::{Ci, Org, Spec, cmdline, job_status, kill9, reaping_late};
 /// Is the worker's supervisor alive (lease valid, same process)?
@@ -35,7 +66,8 @@ const REPOS: &[(&str, &[&str])] = &[
     ("docs", &[]),
 ];
 
-/// (task id suffix, repository, task). A task whose first word is `flaky` fails CI once.
+/// (task id suffix, repository, task). A task whose first word is `flaky` fails CI once; the
+/// words `liar`, `hostile` and `quits`: see the module doc.
 const TASKS: &[(&str, &str, &str)] = &[
     ("core", "core", "flaky add the core feature flag"),
     ("vm", "vm", "implement the opcode table"),
@@ -43,7 +75,7 @@ const TASKS: &[(&str, &str, &str)] = &[
     ("sdk", "sdk", "expose the new api"),
     ("ui", "ui", "flaky show the new api"),
     ("tools", "tools", "lint the new api"),
-    ("docs", "docs", "document the new api"),
+    ("docs", "docs", "quits document the new api"),
     ("sdk2", "sdk", "version the api"),
     ("liar", "docs", "liar proofread the docs"),
     ("hostile", "tools", "hostile check the api"),
@@ -109,6 +141,8 @@ struct Tally {
     /// Resumes run because `orch status` showed an unsupervised worker, not after a kill.
     operator_resumes: usize,
     resumed: BTreeMap<String, usize>,
+    /// `orch respawn` / `orch approve` of an attempt a later one superseded, refused.
+    superseded_refused: usize,
 }
 
 impl Tally {
@@ -294,10 +328,12 @@ fn chaos(user: Option<String>, default_kills: u64) {
         "chaos: seed {seed} (ORCH_CHAOS_SEED={seed} replays the choices), kill target {target}"
     );
     let mut rng = Rng(seed);
+    let ci = Duration::from_millis(300);
+    let spec = Spec::resumable(REPOS)
+        .worker("chaos_worker.sh")
+        .ci(Ci::Sleep(ci));
     let org = Org::new(
-        Spec::resumable(REPOS)
-            .worker("chaos_worker.sh")
-            .ci(Ci::Sleep(Duration::from_millis(300)))
+        attacks::with_hostile_ci(spec, ci)
             .max_parallel(4)
             // Kills may hit one task many times; the bound itself is tested in resume.rs.
             .max_respawns(1000)
@@ -308,6 +344,7 @@ fn chaos(user: Option<String>, default_kills: u64) {
             .lost_hook_grace("2s")
             .with_user(user.as_deref()),
     );
+    attacks::prepare(&org);
     std::fs::create_dir_all(org.ctl.join("spawns")).unwrap();
     let sampler = Sampler::start(&org.state);
     let started = Instant::now();
@@ -315,6 +352,7 @@ fn chaos(user: Option<String>, default_kills: u64) {
     let mut tally = Tally::default();
     let mut inflight: Vec<InFlight> = Vec::new();
     let mut retry_at: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut operator = attacks::Operator::default();
     let mut tasks: Vec<(String, &str, &str)> = Vec::new();
     let mut round = 0;
     let mut spawns = 0usize;
@@ -341,6 +379,9 @@ fn chaos(user: Option<String>, default_kills: u64) {
             }
         }
         let workers = org.workers();
+        // The operator starts over what quit, and tries to bring back what was replaced (before
+        // the end is judged: the last task to land may be one started over).
+        tally.superseded_refused += operator.look(&org, &tasks, &workers, supervisor_alive);
         let done = |id: &str| {
             workers
                 .iter()
@@ -366,9 +407,11 @@ fn chaos(user: Option<String>, default_kills: u64) {
             // Last, where a shortened log keeps it: which tasks are not complete, and why.
             unfinished(&org, &tasks, &workers, &inflight)
         );
-        // Spawn every task that has no worker yet (by task id: never twice).
+        // Spawn every task that has no worker yet (by task id: never twice, but for a task
+        // the operator started over).
         for (id, repo, task) in &tasks {
-            let has_worker = workers.iter().any(|w| w.task_id.as_deref() == Some(id));
+            let has_worker = operator.has_worker(id, &workers);
+            let task = operator.task_text(id, task);
             let in_flight = inflight.iter().any(|f| &f.task_id == id);
             if has_worker || in_flight || retry_at.get(id).is_some_and(|t| Instant::now() < *t) {
                 continue;
@@ -533,11 +576,31 @@ fn chaos(user: Option<String>, default_kills: u64) {
     }
     let elapsed = started.elapsed();
 
-    // Nothing of the run is left running once every task is DONE.
+    // Nothing of the run is left running once every task is DONE: no daemon a CI job started
+    // (by the pids they wrote; their command lines name the run's directory too), nothing else.
+    crate::support::poll_until(
+        "every daemon a CI job started to end",
+        Duration::from_secs(30),
+        || attacks::live_ci_daemons(&org).is_empty().then_some(()),
+        || {
+            format!(
+                "daemons of CI jobs left running: {:?}",
+                attacks::live_ci_daemons(&org)
+            )
+        },
+    );
     org.wait_until(
         "every process of the run to end",
         Duration::from_secs(30),
         || org.leftovers().is_empty(),
+    );
+    let ci_daemons = attacks::ci_daemons(&org).len();
+    // The operator's `orch gc` runs git in every clone, the hostile worker's poisoned one too.
+    let gc = org.run(&["gc"]);
+    assert!(
+        gc.status.success(),
+        "orch gc: {}",
+        crate::support::output_text(&gc)
     );
 
     let last_seen = sampler.finish();
@@ -574,10 +637,14 @@ fn chaos(user: Option<String>, default_kills: u64) {
     let mut store = org.store();
     let workers = store.workers().unwrap();
     let forge = orch::forge::local::LocalForge::new(&org.state, config);
+    operator.assert_done(&tasks, &workers);
+    attacks::assert_base_check_script_kept(&org);
     for (task_id, repo, _) in &tasks {
+        // A first attempt the operator started over is checked by `assert_done`.
         let mine: Vec<_> = workers
             .iter()
             .filter(|w| w.task_id.as_deref() == Some(task_id.as_str()))
+            .filter(|w| operator.first_attempt(task_id) != Some(w.id.as_str()))
             .collect();
         assert_eq!(mine.len(), 1, "task {task_id} has {} workers", mine.len());
         let w = mine[0];
@@ -666,7 +733,7 @@ fn chaos(user: Option<String>, default_kills: u64) {
     }
     let respawns: i64 = workers.iter().map(|w| w.respawns).sum();
     println!(
-        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes, {} of everything at once: killed trees gone within {} ms), {} lying or hostile workers refused, {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
+        "chaos: seed {seed}: {} kill points ({} supervisors, {} spawns {:?}, {} resumes, {} of everything at once: killed trees gone within {} ms), {} lying or hostile workers refused, {} daemons of CI jobs ended, {} respawns or approvals of a superseded attempt refused, {} resumes run ({} on an unsupervised worker) {:?}, {} tasks DONE ({} round(s)), {} respawns, {:.1}s",
         tally.total(),
         tally.supervisor,
         tally.spawn,
@@ -678,6 +745,8 @@ fn chaos(user: Option<String>, default_kills: u64) {
             .iter()
             .filter(|(_, _, t)| t.starts_with("liar") || t.starts_with("hostile"))
             .count(),
+        ci_daemons,
+        tally.superseded_refused,
         tally.resumes,
         tally.operator_resumes,
         tally.resumed,

@@ -349,3 +349,40 @@ fn two_state_directories_on_one_clone_keep_their_own_remotes() {
     assert!(out.status.success(), "{}", output_text(&out));
     assert_eq!(url(theirs[0]), None, "{}", output_text(&out));
 }
+
+/// A spawn SIGKILLed while libgit2 writes the clone's config leaves `.git/config.lock` behind,
+/// a git killed while it rewrites the packed refs `packed-refs.lock` (the chaos run met both):
+/// `orch gc` removes such stale locks, as a spawn does, and the branch and the remote with them,
+/// instead of failing on "could not lock" / "Unable to create" until someone deletes them by
+/// hand.
+#[test]
+fn gc_removes_stale_locks_killed_writers_left() {
+    let org = Org::new(Spec::local("happy.sh").repo(RepoSpec::new("alpha")));
+    let id = org.spawn_detached("alpha", "add a feature");
+    org.wait_done(&id);
+    org.wait_supervisor_gone(&id);
+    let clone = org.clone_path("alpha");
+    // The branch packed: deleting it rewrites packed-refs.
+    git(&clone, &["pack-refs", "--all"]);
+    let minute_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let locks = ["config.lock", "packed-refs.lock"].map(|l| clone.join(".git").join(l));
+    for lock in &locks {
+        std::fs::write(lock, "half written\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(lock)
+            .unwrap()
+            .set_modified(minute_ago)
+            .unwrap();
+    }
+    let out = org.run(&["gc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("removed {id}")), "{text}");
+    assert!(text.contains("removed remote orch"), "{text}");
+    for lock in &locks {
+        assert!(!lock.exists(), "{} is gone", lock.display());
+    }
+    assert!(branch_tip(&clone, &format!("orch/{id}")).is_none());
+    assert!(!git(&clone, &["remote"]).lines().any(|r| r == "orch"));
+}

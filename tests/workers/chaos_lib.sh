@@ -5,7 +5,7 @@
 # CI (see tests/support/org.rs, Ci::Gated and Ci::Sleep) passes when status.txt says `good`.
 set -u
 ctl=$1
-mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks"
+mkdir -p "$ctl/prompts" "$ctl/lives" "$ctl/marks" "$ctl/pushed"
 # The pid /proc names (inside the worker's PID namespace $$ is a local one).
 read -r host_pid _ </proc/self/stat
 echo "$host_pid" >> "$ctl/lives/$ORCH_WORKER_ID"
@@ -24,10 +24,13 @@ change() {
   git -c user.name=worker -c user.email=worker@example.invalid commit -q --allow-empty \
     -m "$ORCH_REPO: status $1 (life $life) by $ORCH_WORKER_ID"
 }
-# Pushes HEAD to the worker's branch on the forge (once more if the first try fails) and
-# sets $sha.
+# Pushes HEAD to the worker's branch on the forge (once more if the first try fails), sets $sha
+# and keeps it as pushed/<worker id> ("<repo> <sha>": what chaos's hostile worker learns of
+# another worker's commits).
 push() {
   git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH" 2>/dev/null ||
     git push -q "$ORCH_PUSH_REMOTE" "HEAD:refs/heads/$ORCH_BRANCH"
   sha=$(git rev-parse HEAD)
+  echo "$ORCH_REPO $sha" >"$ctl/pushed/$ORCH_WORKER_ID.tmp" &&
+    mv "$ctl/pushed/$ORCH_WORKER_ID.tmp" "$ctl/pushed/$ORCH_WORKER_ID"
 }

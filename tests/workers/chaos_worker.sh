@@ -3,15 +3,25 @@
 # every phase. $1 is a control directory outside orch's state directory (prompts are saved
 # there as prompts/<worker id>.<life>). A task whose first word is `flaky` pushes a change CI
 # rejects first (in its first life only), then fixes it; one whose first word is `liar` lies
-# first (below); one whose first word is `hostile` trespasses first (below). CI passes when
-# status.txt says `good`.
+# first (below); one whose first word is `hostile` trespasses first (below and
+# chaos_hostile.sh); one whose first word is `quits` reports BLOCKED in every life (the driver
+# starts its task over). CI passes when status.txt says `good`.
 . "$(dirname "$0")/chaos_lib.sh"
+. "$(dirname "$0")/chaos_hostile.sh"
 step() { sleep 0.2; }
 
 first=good
 if [ "${ORCH_TASK%% *}" = flaky ] && [ "$life" = 1 ]; then first=bad; fi
 echo "chaos worker: life $life of $ORCH_WORKER_ID"
+if [ "${ORCH_TASK%% *}" = hostile ]; then remember_base; fi
 step
+# A task whose first word is `quits` gives up: BLOCKED, for a person. The operator (the chaos
+# driver) releases its lock and spawns the task again; once that attempt is DONE, respawning
+# or approving this one must be refused (issue 34 item 1).
+if [ "${ORCH_TASK%% *}" = quits ]; then
+  orch report BLOCKED --note "this needs a person" >/dev/null 2>&1
+  exit 0
+fi
 # A task whose first word is `liar` lies in its first life: claims the base commit, then
 # pushes a red commit after its green one without reporting it and claims DONE. orch must
 # refuse both; a lie it accepts leaves a mark the test fails on. Then it does the work.
@@ -73,7 +83,13 @@ if [ "${ORCH_TASK%% *}" = hostile ] && [ "$life" = 1 ]; then
     echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null; while :; do sleep 0.05; done' \
     </dev/null >/dev/null 2>&1 &
   : >"$ctl/marks/hostile-tried-$ORCH_WORKER_ID${other:+-beside-$other}"
+  # Issue 34's attacks (chaos_hostile.sh).
+  poison_clone
+  write_orchs_files
+  read_other_ci
+  grade_itself
 fi
+if [ "${ORCH_TASK%% *}" = hostile ]; then restore_protected; fi
 change "$first"
 step
 push

@@ -13,7 +13,7 @@ use super::Supervisor;
 use super::ci::CiAnswer;
 use crate::config::{LandMethod, LandPolicy, OnBreakage, OnConflict};
 use crate::forge::Forge;
-use crate::forge::forgejo::MergeAnswer;
+use crate::forge::pull::MergeAnswer;
 use crate::gitops::{self, Integrate, Integration};
 use crate::milestone::{Event, LandEvent, LandState, Landing};
 use crate::sha::Sha;

@@ -239,10 +239,14 @@ pub fn supervise_then<F: Forge + 'static>(
         let bell = bell.clone();
         // A worker of another account reaches its remote on the local forge only through
         // this channel (it cannot read or write orch's files).
-        let relay = (env.config.worker.separate()
-            && env.config.forge.kind == crate::config::ForgeKind::Local)
-            .then(|| crate::app::channel::GitRelay {
-                remote: crate::forge::local::remote_path(env.state_dir, &w.repo),
+        let relay = env
+            .config
+            .worker
+            .separate()
+            .then(|| crate::forge::host_remote(env.config, env.state_dir, &w.repo))
+            .flatten()
+            .map(|remote| crate::app::channel::GitRelay {
+                remote,
                 refusals: session_dir(env.state_dir, id).join("push-refusals"),
             });
         crate::app::channel::Channel::open(

@@ -11,10 +11,12 @@
 //!   head move and follows CI for the new commit (new work: the worker's change unchanged).
 //! - The local forge: a new run of the same commit, the stuck one cancelled first (its runner
 //!   and jobs killed), so the verdict counts the new run (the newest of its workflow).
+//!
+//! Which way is the forge's to say ([`Forge::rerun`]: `None` where there is no rerun); the
+//! supervisor names no forge kind.
 
 use super::Supervisor;
 use super::journal::Fact;
-use crate::config::ForgeKind;
 use crate::forge::Forge;
 use crate::gitops;
 use crate::sha::Sha;
@@ -22,9 +24,15 @@ use crate::sha::Sha;
 impl<F: Forge + 'static> Supervisor<'_, F> {
     /// Restarts CI for `sha` and records what was done (or why it could not be).
     pub(super) fn restart_ci(&mut self, sha: &Sha) {
-        let outcome = match self.env.config.forge.kind {
-            ForgeKind::Forgejo => self.push_empty_commit(sha),
-            ForgeKind::Local => self.new_local_run(sha),
+        let git_ref = format!("refs/heads/{}", self.w.branch);
+        let rerun = self
+            .follower
+            .forge()
+            .rerun(&self.w.repo, &git_ref, sha.as_str());
+        let outcome = match rerun {
+            Some(done) => done.map_err(|e| e.to_string()),
+            // This forge has no rerun: a new push of the same tree starts CI again.
+            None => self.push_empty_commit(sha),
         };
         let fact = match outcome {
             Ok(detail) => Fact::Logged {
@@ -45,7 +53,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.next_poll_ms = 0;
     }
 
-    /// Forgejo: an empty commit on `sha`, pushed to the worker's branch if it is still at `sha`.
+    /// A forge without a rerun (Forgejo): an empty commit on `sha`, pushed to the worker's
+    /// branch if it is still at `sha`.
     fn push_empty_commit(&mut self, sha: &Sha) -> Result<String, String> {
         let repo = self
             .env
@@ -104,15 +113,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         ))
     }
 
-    /// The local forge's runs this worker's supervision started that nothing waits for once it
-    /// lets go: its landing's integration branch and its downstream checks (a dependent's run
-    /// left going after a landing ended `broken` burned a core for 15 minutes), and — its
-    /// change landed or the worker cancelled — its own branch's. Runs of a worker that may go
-    /// on (BLOCKED, FAILED: a respawn follows the same commit) are left to finish.
+    /// The runs (on a forge whose runs orch cancels: the local forge's) this worker's
+    /// supervision started that nothing waits for once it lets go: its landing's integration
+    /// branch and its downstream checks (a dependent's run left going after a landing ended
+    /// `broken` burned a core for 15 minutes), and — its change landed or the worker cancelled
+    /// — its own branch's. Runs of a worker that may go on (BLOCKED, FAILED: a respawn follows
+    /// the same commit) are left to finish.
     pub(super) fn cancel_abandoned_runs(&self) {
-        if self.env.config.forge.kind != ForgeKind::Local {
-            return;
-        }
         let id = &self.w.id;
         let mut refs = vec![
             format!("refs/heads/orch/verify/{id}"),
@@ -124,9 +131,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         ) {
             refs.push(format!("refs/heads/{}", self.w.branch));
         }
-        let forge = crate::forge::local::LocalForge::new(self.env.state_dir, self.env.config);
         let note = format!("cancelled: nothing waits for this run any more ({id} let go)");
-        match forge.cancel_runs_of_refs(&refs, &note) {
+        match self.follower.forge().cancel_runs_of_refs(&refs, &note) {
             Ok(runs) if !runs.is_empty() => {
                 tracing::info!(worker = %id, runs = %runs.join(", "), "runs nothing waits for cancelled");
             }
@@ -135,14 +141,5 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 tracing::warn!(worker = %id, error = %e, "cannot cancel the runs nothing waits for");
             }
         }
-    }
-
-    /// The local forge: the stuck run cancelled, a new one started for `sha`.
-    fn new_local_run(&mut self, sha: &Sha) -> Result<String, String> {
-        let forge = crate::forge::local::LocalForge::new(self.env.state_dir, self.env.config);
-        let git_ref = format!("refs/heads/{}", self.w.branch);
-        forge
-            .restart_run(&self.w.repo, &git_ref, sha.as_str())
-            .map_err(|e| e.to_string())
     }
 }

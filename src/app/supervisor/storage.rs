@@ -22,13 +22,10 @@ pub(super) fn unwritable(e: &StoreError) -> Option<String> {
     }
 }
 
-/// Why the store's database file is damaged, if it is (see `store::health`). A PostgreSQL
-/// store has no file here: the server answers for its own (its errors come as errors).
+/// Why the store's database file is damaged, if it is (see `store::health`). A store a
+/// server keeps has no file here: the server answers for its own (its errors come as errors).
 pub(super) fn damaged(store: &crate::store::Store) -> Option<String> {
-    if store.backend() != "sqlite" {
-        return None;
-    }
-    let db = store.path();
+    let db = store.database_file()?;
     let facts = crate::store::health::facts(db).ok().flatten();
     let why = match facts {
         Some(f) => crate::store::health::damage(&f)?,

@@ -28,10 +28,10 @@ mod http;
 mod protections;
 mod pulls;
 mod runs;
-pub use pulls::{MergeAnswer, PullRequest};
 pub mod wire;
 
-use super::{BlockingKind, Forge, ForgeError};
+use super::pull::{MergeAnswer, PullRequest};
+use super::{BlockingKind, Forge, ForgeError, Patience};
 use crate::ci::CiRun;
 use crate::config::Repo;
 use crate::contract::RetryPolicy;
@@ -39,7 +39,6 @@ use crate::secret::Secret;
 use http::Target;
 use reqwest::header::HeaderValue;
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -177,24 +176,6 @@ pub fn parse_time_ms(text: Option<&str>) -> Option<i64> {
     let ts: jiff::Timestamp = text?.trim().parse().ok()?;
     let ms = ts.as_millisecond();
     (ms != 0).then_some(ms)
-}
-
-/// How a command someone waits on treats a forge that does not answer: each request gives
-/// up `give_up_after` after its first attempt (attempts are cut short to fit), and the first
-/// failure of an outage is told through `notice` at once, so nobody waits in silence.
-/// Without it (supervisors, `resume`) the contract's transient back-off alone decides.
-#[derive(Clone)]
-pub struct Patience {
-    pub give_up_after: Duration,
-    pub notice: Arc<dyn Fn(&str) + Send + Sync>,
-}
-
-impl fmt::Debug for Patience {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Patience")
-            .field("give_up_after", &self.give_up_after)
-            .finish_non_exhaustive()
-    }
 }
 
 /// [`Forge`] over Forgejo's HTTP API. One client per server; cheap to share by reference.

@@ -10,38 +10,11 @@
 use super::ForgejoForge;
 use super::http::server_message;
 use crate::config::Repo;
+use crate::forge::pull::{MergeAnswer, PullRequest};
 use crate::forge::{BlockingKind, ForgeError};
 use reqwest::header::AUTHORIZATION;
 use serde::Deserialize;
 use std::sync::atomic::Ordering;
-
-/// What orch reads of a pull request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PullRequest {
-    pub number: i64,
-    /// The head branch's tip now (Forgejo reads it live).
-    pub head_sha: String,
-    /// False while the server is still checking, on a conflict, or for a work-in-progress
-    /// title; never about approvals or status checks (those refuse the merge itself).
-    pub mergeable: bool,
-    pub merged: bool,
-    pub merge_commit_sha: Option<String>,
-    pub html_url: Option<String>,
-}
-
-/// How a merge request ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MergeAnswer {
-    Merged,
-    /// The server is still checking (405 "Please try again later"): ask again later.
-    NotYet(String),
-    /// Refused for good (branch protection, head out of date, not allowed, …): the server's
-    /// words, for the alert.
-    Refused {
-        status: u16,
-        message: String,
-    },
-}
 
 #[derive(Deserialize)]
 struct WireBranch {

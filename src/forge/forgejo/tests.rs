@@ -286,3 +286,36 @@ fn commit_statuses_become_jobs() {
         JobStatus::Failure
     );
 }
+
+/// Forgejo has no rerun and orch cancels none of its runs: through the trait (as the supervisor
+/// asks it), a restart falls back to a new push and a worker letting go cancels nothing.
+#[test]
+fn forgejo_answers_no_rerun_and_cancels_no_run() {
+    use crate::forge::{AnyForge, Forge};
+    let retry = RetryPolicy {
+        initial: Duration::from_millis(1),
+        max: Duration::from_millis(1),
+        multiplier: 2.0,
+        max_retries: 0,
+    };
+    let forge = AnyForge::Forgejo(
+        ForgejoForge::new(
+            "http://127.0.0.1:1/",
+            "o",
+            None,
+            Duration::from_secs(1),
+            retry,
+        )
+        .unwrap(),
+    );
+    assert!(
+        forge
+            .rerun("core", "refs/heads/orch/w", &"a".repeat(40))
+            .is_none()
+    );
+    let refs = vec!["refs/heads/orch/w".to_string()];
+    assert_eq!(
+        forge.cancel_runs_of_refs(&refs, "let go").unwrap(),
+        Vec::<String>::new()
+    );
+}

@@ -680,6 +680,17 @@ impl Forge for LocalForge {
         );
         async move { blocking(move || this.read_job_log(&repo, &sha, &job)).await }
     }
+
+    fn rerun(&self, repo: &str, git_ref: &str, sha: &str) -> Option<Result<String, ForgeError>> {
+        Some(
+            self.restart_run(repo, git_ref, sha)
+                .map_err(ForgeError::from),
+        )
+    }
+
+    fn cancel_runs_of_refs(&self, refs: &[String], note: &str) -> Result<Vec<String>, ForgeError> {
+        LocalForge::cancel_runs_of_refs(self, refs, note).map_err(ForgeError::from)
+    }
 }
 
 /// Finishes runs whose runner is gone (see [`LocalForge::reap_dead_runners`]).

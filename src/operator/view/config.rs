@@ -64,7 +64,7 @@ impl View for CheckView {
 impl CheckView {
     /// The line for a check that passed.
     pub fn human_ok(&self) -> String {
-        let plural = crate::cli::plural;
+        let plural = super::plural;
         format!(
             "ok: {} ({}, {}), {} (contract {}, {} milestones)\n",
             self.config,

@@ -1,11 +1,15 @@
 //! The attention board: the workers of `orch status` (and the wave tasks still to start)
 //! grouped by what they need, each card with its age, spend and the one action that helps.
-//! Pure: built from the views the commands print, so the board says what the CLI says.
+//! `build` is pure: the board is made of the views the commands print, so it says what the
+//! CLI says; [`of`] reads those views for a filter.
 
-use crate::cli::view::locks::LockView;
-use crate::cli::view::wave::WaveStatusView;
-use crate::cli::view::workers::{StatusView, WorkerView};
+use super::Error;
+use super::workers::History;
+use crate::app::Loaded;
 use crate::milestone::{LandState, Milestone};
+use crate::operator::view::locks::LockView;
+use crate::operator::view::wave::WaveStatusView;
+use crate::operator::view::workers::{StatusView, WorkerView};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -97,7 +101,7 @@ pub struct BoardView {
     pub groups: Vec<Group>,
 }
 
-impl crate::cli::view::View for BoardView {
+impl crate::operator::view::View for BoardView {
     const NAME: &'static str = "board";
 }
 
@@ -232,7 +236,7 @@ pub fn build(
                     "the chain lock on {} held by {} for {}",
                     lock.repo,
                     lock.holder,
-                    crate::cli::view::human_duration(lock.age_s)
+                    crate::operator::view::human_duration(lock.age_s)
                 )),
                 action: None,
                 superseded: None,
@@ -244,6 +248,30 @@ pub fn build(
         g.cards.sort_by_key(|c| std::cmp::Reverse(c.age_s));
     }
     BoardView { groups }
+}
+
+/// `orch wave status --json` of every wave orch has run.
+pub fn waves_of(l: &Loaded) -> Result<Vec<WaveStatusView>, Error> {
+    Ok(crate::app::wave::statuses(l)?
+        .iter()
+        .map(WaveStatusView::of)
+        .collect())
+}
+
+/// The attention board for `args`, with the status it was built from.
+pub fn of(l: &Loaded, args: &History) -> Result<(StatusView, BoardView), Error> {
+    let status = super::workers::status_or_empty(l, args)?;
+    let waves = waves_of(l)?;
+    let view = view(l, &status, &waves);
+    Ok((status, view))
+}
+
+/// The attention board of `status` and `waves`.
+pub fn view(l: &Loaded, status: &StatusView, waves: &[WaveStatusView]) -> BoardView {
+    let g = &l.config.graph;
+    build(status, waves, |a, b| {
+        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+    })
 }
 
 #[cfg(test)]
@@ -274,7 +302,7 @@ mod tests {
             end_reason: None,
             worker_running: true,
             supervisor_alive: true,
-            supervision: crate::cli::view::workers::SupervisionView::Alive,
+            supervision: crate::operator::view::workers::SupervisionView::Alive,
             respawns: 0,
             usage: None,
             session_id: None,

@@ -1,6 +1,6 @@
 //! What commands print: one typed view per output shape, rendered either as the human
 //! table/text or as one line of `--json` — the same value both ways — and the JSON Schema of
-//! each shape (published under docs/schema/, checked against the types by a test).
+//! each shape (published under docs/schema/ by `operator::schemas`, checked against the types by a test).
 //!
 //! Conventions every view keeps: times are RFC 3339 strings (`…_at`, `at`, `since`),
 //! durations are seconds (`…_s`); human tables take their widths from their content and
@@ -34,6 +34,11 @@ pub fn print_json<V: View>(view: &V) {
 /// An RFC 3339 time (UTC, milliseconds) from epoch milliseconds.
 pub fn at(ms: i64) -> String {
     crate::store::fmt_ms(ms)
+}
+
+/// "1 repository", "2 repositories".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Whole seconds between two epoch-millisecond times (never negative).
@@ -137,52 +142,6 @@ impl Table {
     }
 }
 
-/// Every published shape: (name, its JSON Schema), in README order.
-pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
-    fn one<V: View>() -> (&'static str, serde_json::Value) {
-        let settings = schemars::generate::SchemaSettings::draft2020_12().for_serialize();
-        let schema = settings.into_generator().into_root_schema_for::<V>();
-        (V::NAME, schema.to_value())
-    }
-    vec![
-        one::<config::CheckView>(),
-        one::<config::GraphView>(),
-        one::<locks::CanSpawnView>(),
-        one::<locks::HoldView>(),
-        one::<locks::UnholdView>(),
-        one::<locks::FatalView>(),
-        one::<workers::SpawnView>(),
-        one::<workers::ReportView>(),
-        one::<workers::StatusView>(),
-        one::<workers::SessionsView>(),
-        one::<workers::SessionView>(),
-        one::<workers::LogLineView<'static>>(),
-        one::<workers::CancelView>(),
-        one::<workers::RespawnView>(),
-        one::<workers::ApproveView>(),
-        one::<workers::ReleaseView>(),
-        one::<workers::ResumeView>(),
-        one::<workers::GcView>(),
-        one::<nodes::NodesView>(),
-        one::<workers::AlertsView>(),
-        one::<AlertLineView>(),
-        one::<ci::CiStatusView>(),
-        one::<ci::CiLogsView>(),
-        one::<wave::PlanView>(),
-        one::<wave::TickView>(),
-        one::<wave::RunLineView>(),
-        one::<wave::WaveStatusView>(),
-        one::<wave::WaveCancelView>(),
-        one::<wave::WaveRetryView>(),
-        one::<setup::InitView>(),
-        one::<setup::DemoView>(),
-        one::<super::serve::board::BoardView>(),
-        one::<super::serve::waves::WavesAnswer>(),
-        one::<super::serve::api::GraphAnswer>(),
-        one::<super::serve::api::LogAnswer>(),
-    ]
-}
-
 /// A line of sessions/alerts.jsonl (the type lives with the alerts, which write it).
 #[derive(Serialize, JsonSchema)]
 #[serde(transparent)]
@@ -225,61 +184,5 @@ mod tests {
         assert_eq!(&lines[2][col..].trim_start(), &"3d 4h", "{text}");
         assert_eq!(lines[2].len(), lines[1].len(), "{text}");
         assert!(lines[0].starts_with("WORKER"), "{text}");
-    }
-
-    /// Every object in every shape refuses fields it does not declare, and no shape has an
-    /// epoch-millisecond field (times are RFC 3339, durations seconds).
-    #[test]
-    fn schemas_are_strict_and_have_no_millisecond_fields() {
-        fn walk(name: &str, path: &str, v: &serde_json::Value, bad: &mut Vec<String>) {
-            match v {
-                serde_json::Value::Object(m) => {
-                    if let Some(serde_json::Value::Object(props)) = m.get("properties") {
-                        if m.get("additionalProperties") != Some(&serde_json::Value::Bool(false)) {
-                            bad.push(format!("{name}: {path} allows unknown fields"));
-                        }
-                        for k in props.keys().filter(|k| k.ends_with("_ms")) {
-                            bad.push(format!("{name}: {path}.{k} is in milliseconds"));
-                        }
-                    }
-                    for (k, x) in m {
-                        walk(name, &format!("{path}/{k}"), x, bad);
-                    }
-                }
-                serde_json::Value::Array(a) => {
-                    for (i, x) in a.iter().enumerate() {
-                        walk(name, &format!("{path}/{i}"), x, bad);
-                    }
-                }
-                _ => {}
-            }
-        }
-        let mut bad = Vec::new();
-        for (name, schema) in schemas() {
-            walk(name, "", &schema, &mut bad);
-        }
-        assert!(bad.is_empty(), "{bad:#?}");
-    }
-
-    /// docs/schema/<name>.json is what the types generate; ORCH_UPDATE_SCHEMAS=1 rewrites them.
-    #[test]
-    fn published_schemas_match_the_types() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
-        let update = std::env::var_os("ORCH_UPDATE_SCHEMAS").is_some();
-        let mut stale = Vec::new();
-        for (name, schema) in schemas() {
-            let path = dir.join(format!("{name}.json"));
-            let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
-            if update {
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(&path, &text).unwrap();
-            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-                stale.push(path.display().to_string());
-            }
-        }
-        assert!(
-            stale.is_empty(),
-            "schemas differ from the types (ORCH_UPDATE_SCHEMAS=1 cargo test --lib cli::view rewrites them): {stale:?}"
-        );
     }
 }

@@ -5,7 +5,7 @@
 
 use super::Shared;
 use super::api::ApiError;
-use crate::cli::Failure;
+use crate::operator::Error;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -82,7 +82,7 @@ async fn act<T: serde::Serialize + Send + 'static>(
     headers: HeaderMap,
     body: Option<Json<ActionBody>>,
     what: &'static str,
-    f: impl FnOnce(&super::Board, ActionBody, String) -> Result<T, Failure> + Send + 'static,
+    f: impl FnOnce(&super::Board, ActionBody, String) -> Result<T, Error> + Send + 'static,
     ok: impl FnOnce(&T) -> StatusCode,
 ) -> Response {
     if let Some(why) = refusal(&b, &headers) {
@@ -96,7 +96,7 @@ async fn act<T: serde::Serialize + Send + 'static>(
     let by = body.who();
     let answer = tokio::task::spawn_blocking(move || f(&b, body, by))
         .await
-        .map_err(|e| Failure::unavailable(format!("the board's {what} failed: {e}")));
+        .map_err(|e| Error::unavailable(format!("the board's {what} failed: {e}")));
     match answer.and_then(|r| r) {
         Ok(view) => (ok(&view), Json(view)).into_response(),
         Err(f) => ApiError::from(f).into_response(),
@@ -123,7 +123,7 @@ pub async fn cancel(
         "cancel",
         move |b, body, by| {
             let reason = Some(body.reason()).filter(|r| !r.is_empty());
-            crate::cli::workers::cancel_view(&b.l, &id, reason, by)
+            crate::operator::actions::cancel_view(&b.l, &id, reason, by)
         },
         fine,
     )
@@ -145,7 +145,7 @@ pub async fn respawn(
         "respawn",
         move |b, body, by| {
             let note = body.note.unwrap_or_default();
-            crate::cli::workers::respawn_view(&b.l, &id, note.trim(), by)
+            crate::operator::actions::respawn_view(&b.l, &id, note.trim(), by)
         },
         fine,
     )
@@ -165,7 +165,7 @@ pub async fn release(
         headers,
         body,
         "release",
-        move |b, body, by| crate::cli::workers::release_view(&b.l, &id, &body.reason(), by),
+        move |b, body, by| crate::operator::actions::release_view(&b.l, &id, &body.reason(), by),
         fine,
     )
     .await
@@ -185,7 +185,13 @@ pub async fn hold(
         body,
         "hold",
         move |b, body, by| {
-            crate::cli::locks::hold_view(&b.l.config, &b.l.state_dir, &repo, &body.reason(), &by)
+            crate::operator::holds::hold_view(
+                &b.l.config,
+                &b.l.state_dir,
+                &repo,
+                &body.reason(),
+                &by,
+            )
         },
         |v| {
             if v.held {
@@ -210,7 +216,9 @@ pub async fn unhold(
         headers,
         body,
         "unhold",
-        move |b, _, by| crate::cli::locks::unhold_view(&b.l.config, &b.l.state_dir, &repo, &by),
+        move |b, _, by| {
+            crate::operator::holds::unhold_view(&b.l.config, &b.l.state_dir, &repo, &by)
+        },
         fine,
     )
     .await
@@ -231,11 +239,11 @@ pub async fn wave_retry(
         move |b, body, by| {
             let task = body.task.as_deref().map(str::trim).unwrap_or("");
             if task.is_empty() {
-                return Err(Failure::bad_input(
+                return Err(Error::bad_input(
                     "a wave retry names its task: {\"task\": \"<id>\"}",
                 ));
             }
-            crate::cli::wave::retry_view(&b.l, &name, task, &by)
+            crate::operator::actions::wave_retry_view(&b.l, &name, task, &by)
         },
         fine,
     )
@@ -254,7 +262,7 @@ pub async fn wave_cancel(
         headers,
         body,
         "wave cancel",
-        move |b, _, by| crate::cli::wave::cancel_view(&b.l, &name, by),
+        move |b, _, by| crate::operator::actions::wave_cancel_view(&b.l, &name, by),
         fine,
     )
     .await

@@ -2,42 +2,47 @@
 //! `--json` (built by the same function), so the API says what the CLI says.
 
 use super::Shared;
-use super::board::{self, BoardView};
-use super::waves::WaveBoardView;
-use crate::cli::view::config::GraphView;
-use crate::cli::view::locks::LockView;
-use crate::cli::view::nodes::NodesView;
-use crate::cli::view::wave::WaveStatusView;
-use crate::cli::view::workers::StatusView;
-use crate::cli::{Failure, HistoryArgs};
+use crate::operator::board::BoardView;
+use crate::operator::graph::GraphAnswer;
+use crate::operator::logs::LogAnswer;
+use crate::operator::view::nodes::NodesView;
+use crate::operator::view::wave::WaveStatusView;
+use crate::operator::view::workers::StatusView;
+use crate::operator::waves::WavesAnswer;
+use crate::operator::workers::History;
+use crate::operator::{self, Error};
 use axum::Json;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// The page: one file, embedded in the binary (nothing is fetched at run time).
 const PAGE: &str = include_str!("page.html");
 
-/// A failure as an HTTP answer: bad input 400, "no" 404, unavailable 503.
-pub struct ApiError(Failure);
+/// The operator API's error as an HTTP answer: bad input 400, what is not there and a "no"
+/// 404, an unavailable system 503.
+pub struct ApiError(Error);
 
-impl From<Failure> for ApiError {
-    fn from(f: Failure) -> Self {
-        ApiError(f)
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError(e)
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = match self.0.code {
-            2 => StatusCode::BAD_REQUEST,
-            1 => StatusCode::NOT_FOUND,
-            _ => StatusCode::SERVICE_UNAVAILABLE,
+        let status = match &self.0 {
+            Error::BadInput(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) | Error::No(_) => StatusCode::NOT_FOUND,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        (status, Json(serde_json::json!({ "error": self.0.message }))).into_response()
+        (
+            status,
+            Json(serde_json::json!({ "error": self.0.to_string() })),
+        )
+            .into_response()
     }
 }
 
@@ -46,13 +51,13 @@ type Answer<T> = Result<Json<T>, ApiError>;
 /// Runs a store read off the async threads (SQLite blocks).
 async fn blocking<T: Send + 'static>(
     board: &Shared,
-    f: impl FnOnce(&super::Board) -> Result<T, Failure> + Send + 'static,
+    f: impl FnOnce(&super::Board) -> Result<T, Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     let b = board.clone();
     tokio::task::spawn_blocking(move || f(&b))
         .await
         .map_err(|e| {
-            ApiError(Failure::unavailable(format!(
+            ApiError(Error::unavailable(format!(
                 "the board's reader failed: {e}"
             )))
         })?
@@ -230,8 +235,8 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn args(&self) -> HistoryArgs {
-        HistoryArgs {
+    fn args(&self) -> History {
+        History {
             all: self.all,
             since: None,
             wave: self.wave.clone().filter(|s| !s.is_empty()),
@@ -243,37 +248,13 @@ impl Filter {
 }
 
 /// `orch status --json`, for the same filters.
-pub fn status_of(board: &super::Board, args: &HistoryArgs) -> Result<StatusView, Failure> {
-    Ok(crate::cli::workers::status_view(&board.l, args)?
-        .map(|(v, _)| v)
-        .unwrap_or_else(crate::cli::workers::empty_status))
-}
-
-/// `orch wave status --json` of every wave orch has run.
-pub fn waves_of(board: &super::Board) -> Result<Vec<WaveStatusView>, Failure> {
-    Ok(crate::app::wave::statuses(&board.l)?
-        .iter()
-        .map(WaveStatusView::of)
-        .collect())
+pub fn status_of(board: &super::Board, args: &History) -> Result<StatusView, Error> {
+    operator::workers::status_or_empty(&board.l, args)
 }
 
 /// The attention board for `args`.
-pub fn board_of(
-    board: &super::Board,
-    args: &HistoryArgs,
-) -> Result<(StatusView, BoardView), Failure> {
-    let status = status_of(board, args)?;
-    let waves = waves_of(board)?;
-    let view = board_view(board, &status, &waves);
-    Ok((status, view))
-}
-
-/// The attention board of `status` and `waves`.
-fn board_view(board: &super::Board, status: &StatusView, waves: &[WaveStatusView]) -> BoardView {
-    let g = &board.l.config.graph;
-    board::build(status, waves, |a, b| {
-        a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
-    })
+pub fn board_of(board: &super::Board, args: &History) -> Result<(StatusView, BoardView), Error> {
+    operator::board::of(&board.l, args)
 }
 
 pub async fn workers(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<StatusView> {
@@ -284,21 +265,15 @@ pub async fn workers(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer
 pub async fn worker(
     State(b): State<Shared>,
     Path(id): Path<String>,
-) -> Answer<crate::cli::view::workers::SessionView> {
+) -> Answer<crate::operator::view::workers::SessionView> {
     let view = blocking(&b, move |b| {
-        crate::cli::workers::session_view(&b.l, &id)?
+        operator::workers::session_view(&b.l, &id)?
             .map(|(v, _)| v)
-            .ok_or_else(|| Failure::no(format!("no worker {}", crate::text::escape(&id))))
+            .ok_or_else(|| Error::not_found(format!("no worker {}", crate::text::escape(&id))))
     })
     .await?;
     Ok(Json(view))
 }
-
-/// How much of a worker's log one answer reads at most (the page asks again at once for
-/// the rest: `more`).
-const LOG_BUDGET: u64 = 256 * 1024;
-/// Where a first look at a worker's log starts: about its last this many bytes.
-const LOG_TAIL: u64 = 64 * 1024;
 
 #[derive(Deserialize)]
 pub struct LogQuery {
@@ -306,79 +281,6 @@ pub struct LogQuery {
 }
 
 /// `/api/workers/<id>/log`: the worker's timeline as `orch logs` prints it.
-#[derive(Serialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct LogAnswer {
-    worker_id: String,
-    /// Without `after`: the log's tail (about its last 64 KiB, from a whole line); with it,
-    /// what came after. Each line as `orch logs` prints it (an agent's JSON events readable,
-    /// control characters escaped), the board's and the forge's tokens redacted.
-    lines: Vec<LogLine>,
-    /// Handed back as `?after=`: what comes after these lines.
-    cursor: String,
-    /// More of the log is there already (this answer was capped at 256 KiB read): ask again.
-    more: bool,
-    /// The worker has ended and no supervisor of it is left: nothing more will come.
-    ended: bool,
-}
-
-#[derive(Serialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct LogLine {
-    /// An event orch recorded (`[orch <at>] <kind>: <detail>`), not the worker's output.
-    orch: bool,
-    text: String,
-}
-
-impl crate::cli::view::View for LogAnswer {
-    const NAME: &'static str = "board-log";
-}
-
-/// The log of worker `id` from `cursor` (its tail without one): the same timeline and the
-/// same lines as `orch logs`, capped at [`LOG_BUDGET`] read.
-pub fn log_of(
-    board: &super::Board,
-    id: &str,
-    cursor: Option<crate::app::logs::Cursor>,
-) -> Result<LogAnswer, Failure> {
-    use crate::app::logs::{self, Entry, Timeline};
-    let no = || Failure::no(format!("no worker {}", crate::text::escape(id)));
-    let mut store = board.l.existing_store()?.ok_or_else(no)?;
-    // Read before the timeline: once seen finished, the timeline read after it holds
-    // everything (as `orch logs -f` ends).
-    let w = store.worker(id)?.ok_or_else(no)?;
-    let dir = &board.l.state_dir;
-    let mut t = match cursor {
-        Some(c) => Timeline::resume(dir, id, c),
-        None => Timeline::tail(dir, id, LOG_TAIL),
-    };
-    let mut entries = Vec::new();
-    let more = t.poll_at_most(&mut store, LOG_BUDGET, &mut |e| entries.push(e))?;
-    let ended = !more && logs::finished(&w, crate::store::now_ms());
-    if ended {
-        t.finish(&mut |e| entries.push(e));
-    }
-    let lines = entries
-        .iter()
-        .flat_map(|e| {
-            let orch = matches!(e, Entry::Event(_));
-            crate::cli::logs::entry_lines(e, false)
-                .into_iter()
-                .map(move |text| LogLine {
-                    orch,
-                    text: board.scrub(&text),
-                })
-        })
-        .collect();
-    Ok(LogAnswer {
-        worker_id: w.id,
-        lines,
-        cursor: t.cursor().encode(),
-        more,
-        ended,
-    })
-}
-
 pub async fn worker_log(
     State(b): State<Shared>,
     Path(id): Path<String>,
@@ -387,13 +289,18 @@ pub async fn worker_log(
     let cursor = match q.after.as_deref().filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => Some(crate::app::logs::Cursor::decode(text).ok_or_else(|| {
-            ApiError(Failure::bad_input(format!(
+            ApiError(Error::bad_input(format!(
                 "after: {} is not a cursor this board gave (leave it out for the tail)",
                 crate::text::escape(text)
             )))
         })?),
     };
-    Ok(Json(blocking(&b, move |b| log_of(b, &id, cursor)).await?))
+    Ok(Json(
+        blocking(&b, move |b| {
+            operator::logs::log_of(&b.l, &id, cursor, &|t| b.scrub(t))
+        })
+        .await?,
+    ))
 }
 
 pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<BoardView> {
@@ -403,138 +310,19 @@ pub async fn board(State(b): State<Shared>, Query(f): Query<Filter>) -> Answer<B
     ))
 }
 
-/// `/api/graph`: `orch graph --format json` with the chain locks and fatal holds on it.
-#[derive(Serialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct GraphAnswer {
-    /// `orch graph --format json`.
-    graph: GraphView,
-    /// The chain locks held, as `orch status --json` shows them.
-    locks: Vec<LockView>,
-    /// The fatal holds in force.
-    fatal: Vec<FatalView>,
-    /// The base-branch CI of each repository as orch last saw it (for the workers downstream
-    /// of it; the board asks no forge of its own), repositories never looked at left out.
-    base_ci: Vec<BaseCiView>,
-}
-
-#[derive(Serialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct BaseCiView {
-    repo: String,
-    branch: String,
-    /// The base branch's head when looked at (`null`: no such branch on the forge).
-    sha: Option<String>,
-    /// `green`, `red`, `running`, … (`null`: no verdict yet).
-    verdict: Option<String>,
-    failed_jobs: Vec<String>,
-    detail: Option<String>,
-    #[schemars(extend("format" = "date-time"))]
-    checked_at: String,
-}
-
-impl crate::cli::view::View for GraphAnswer {
-    const NAME: &'static str = "board-graph";
-}
-
-#[derive(Serialize, JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct FatalView {
-    /// The repository whose chain is halted.
-    repo: String,
-    reason: String,
-    by: String,
-    /// The worker whose report raised it, if one did.
-    worker_id: Option<String>,
-    #[schemars(extend("format" = "date-time"))]
-    at: String,
-}
-
 pub async fn graph(State(b): State<Shared>) -> Answer<GraphAnswer> {
-    let answer = blocking(&b, |b| {
-        let status = status_of(b, &HistoryArgs::default())?;
-        let names: Vec<String> = b.l.config.graph.names().to_vec();
-        let (fatal, base_ci) = match b.l.existing_store()? {
-            Some(mut s) => s.read(|tx| {
-                let base = names
-                    .iter()
-                    .filter_map(|n| crate::store::upstream::get(tx, n).transpose())
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((crate::store::fatal::all(tx)?, base))
-            })?,
-            None => (Vec::new(), Vec::new()),
-        };
-        Ok(GraphAnswer {
-            graph: GraphView::of(&b.l.config.graph),
-            locks: status.locks,
-            fatal: fatal
-                .into_iter()
-                .map(|h| FatalView {
-                    repo: h.repo,
-                    reason: h.reason,
-                    by: h.by,
-                    worker_id: h.worker_id,
-                    at: crate::store::fmt_ms(h.at_ms),
-                })
-                .collect(),
-            base_ci: base_ci
-                .into_iter()
-                .map(|r| BaseCiView {
-                    repo: r.repo,
-                    branch: r.branch,
-                    sha: r.sha,
-                    verdict: r.verdict,
-                    failed_jobs: r.failed_jobs,
-                    detail: r.detail,
-                    checked_at: crate::store::fmt_ms(r.checked_ms),
-                })
-                .collect(),
-        })
-    })
-    .await?;
-    Ok(Json(answer))
+    Ok(Json(blocking(&b, |b| operator::graph::of(&b.l)).await?))
 }
 
-/// Every wave with its Gantt chart, what its waiting tasks wait for and its critical path.
-pub fn wave_boards(board: &super::Board) -> Result<Vec<WaveBoardView>, Failure> {
-    let waves = crate::app::wave::statuses(&board.l)?;
-    let Some(mut store) = board.l.existing_store()?.filter(|_| !waves.is_empty()) else {
-        return Ok(Vec::new());
-    };
-    let now = crate::store::now_ms();
-    let locks: Vec<LockView> = store
-        .locks()?
-        .iter()
-        .map(|l| LockView::of(l, now))
-        .collect();
-    let agent = board.l.config.worker.agent.as_str();
-    let limit = store
-        .read(|tx| crate::store::usage::agent_limit(tx, agent, now))?
-        .map(|(until, detail)| (crate::store::fmt_ms(until), detail));
-    let g = &board.l.config.graph;
-    let around = super::waves::Around {
-        locks: &locks,
-        conflicts: |a: &str, b: &str| {
-            a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
-        },
-        limit,
-        max_parallel: board.l.config.worker.max_parallel,
-    };
-    Ok(waves
-        .iter()
-        .map(|w| super::waves::build(w, &around))
-        .collect())
-}
-
-pub async fn waves(State(b): State<Shared>) -> Answer<super::waves::WavesAnswer> {
-    Ok(Json(super::waves::WavesAnswer(
-        blocking(&b, wave_boards).await?,
+pub async fn waves(State(b): State<Shared>) -> Answer<WavesAnswer> {
+    Ok(Json(WavesAnswer(
+        blocking(&b, |b| operator::waves::boards(&b.l)).await?,
     )))
 }
 
 /// `orch nodes --json`'s view, built by the command's own function.
-pub fn nodes_of(board: &super::Board) -> Result<NodesView, Failure> {
-    crate::cli::nodes::nodes_view(&board.l)
+pub fn nodes_of(board: &super::Board) -> Result<NodesView, Error> {
+    operator::nodes::nodes_view(&board.l)
 }
 
 pub async fn nodes(State(b): State<Shared>) -> Answer<NodesView> {
@@ -549,14 +337,14 @@ pub struct Since {
 pub async fn alerts(
     State(b): State<Shared>,
     Query(q): Query<Since>,
-) -> Answer<crate::cli::view::workers::AlertsView> {
+) -> Answer<crate::operator::view::workers::AlertsView> {
     let since = match q.since.as_deref() {
         None | Some("") => std::time::Duration::from_secs(24 * 3600),
-        Some(s) => crate::cli::parse_duration(s)
-            .map_err(|e| ApiError(Failure::bad_input(format!("since: {e}"))))?,
+        Some(s) => crate::duration::parse_decimal(s)
+            .map_err(|e| ApiError(Error::bad_input(format!("since: {e}"))))?,
     };
     Ok(Json(
-        blocking(&b, move |b| crate::cli::workers::alerts_view(&b.l, since)).await?,
+        blocking(&b, move |b| operator::alerts::alerts_view(&b.l, since)).await?,
     ))
 }
 
@@ -574,19 +362,19 @@ pub async fn metrics(State(b): State<Shared>) -> Result<Response, ApiError> {
                 Some(mut s) => s.read(crate::store::board::figures)?,
                 None => Default::default(),
             };
-            let status = status_of(b, &HistoryArgs::default())?;
+            let status = status_of(b, &History::default())?;
             let waves = crate::app::wave::statuses(&b.l)?;
             let views: Vec<WaveStatusView> = waves.iter().map(WaveStatusView::of).collect();
             *last = Some(super::metrics::Read {
                 version,
                 at: std::time::Instant::now(),
                 figures,
-                board: board_view(b, &status, &views),
+                board: operator::board::view(&b.l, &status, &views),
                 waves: waves.iter().map(super::metrics::WaveFigures::of).collect(),
             });
         }
         let Some(r) = last.as_ref() else {
-            return Err(Failure::unavailable("the metrics were not read"));
+            return Err(Error::unavailable("the metrics were not read"));
         };
         Ok(super::metrics::render(
             &r.figures,
@@ -618,11 +406,7 @@ pub async fn ready(State(b): State<Shared>) -> Response {
     .await
     {
         Ok(()) => "ready\n".into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{}\n", e.0.message),
-        )
-            .into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{}\n", e.0)).into_response(),
     }
 }
 
@@ -709,4 +493,26 @@ pub async fn logout(State(b): State<Shared>, headers: axum::http::HeaderMap) -> 
         ],
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The board says each kind of the operator API's error as its own HTTP status (not by
+    /// way of an exit code), with the message as the answer's `error`.
+    #[test]
+    fn each_kind_of_error_is_its_http_status() {
+        let cases = [
+            (Error::bad_input("bad"), StatusCode::BAD_REQUEST),
+            (Error::not_found("gone"), StatusCode::NOT_FOUND),
+            (Error::no("no"), StatusCode::NOT_FOUND),
+            (Error::unavailable("later"), StatusCode::SERVICE_UNAVAILABLE),
+        ];
+        for (e, status) in cases {
+            let message = e.to_string();
+            let resp = ApiError::from(e).into_response();
+            assert_eq!(resp.status(), status, "{message}");
+        }
+    }
 }

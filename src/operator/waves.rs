@@ -1,12 +1,14 @@
 //! `/api/waves`: each wave as `orch wave status --json` says it, with what the board draws
 //! beside it — planned against actual (a Gantt chart), what each task still to start waits
 //! for, and the critical path as it stands. Pure: built from the wave's view, the locks and
-//! the agent's rate limit.
+//! the agent's rate limit; [`boards`] reads those for every wave.
 
+use super::Error;
+use crate::app::Loaded;
 use crate::app::wave::WaveView;
-use crate::cli::view::human_duration;
-use crate::cli::view::locks::LockView;
-use crate::cli::view::wave::WaveStatusView;
+use crate::operator::view::human_duration;
+use crate::operator::view::locks::LockView;
+use crate::operator::view::wave::WaveStatusView;
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -33,7 +35,7 @@ pub struct WaveBoardView {
 #[serde(transparent)]
 pub struct WavesAnswer(pub Vec<WaveBoardView>);
 
-impl crate::cli::view::View for WavesAnswer {
+impl crate::operator::view::View for WavesAnswer {
     const NAME: &'static str = "board-waves";
 }
 
@@ -150,6 +152,34 @@ pub fn build<F: Fn(&str, &str) -> bool>(w: &WaveView, around: &Around<F>) -> Wav
             .collect(),
         critical_path_s: path_ms as f64 / 1000.0,
     }
+}
+
+/// Every wave with its Gantt chart, what its waiting tasks wait for and its critical path.
+pub fn boards(l: &Loaded) -> Result<Vec<WaveBoardView>, Error> {
+    let waves = crate::app::wave::statuses(l)?;
+    let Some(mut store) = l.existing_store()?.filter(|_| !waves.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let now = crate::store::now_ms();
+    let locks: Vec<LockView> = store
+        .locks()?
+        .iter()
+        .map(|lock| LockView::of(lock, now))
+        .collect();
+    let agent = l.config.worker.agent.as_str();
+    let limit = store
+        .read(|tx| crate::store::usage::agent_limit(tx, agent, now))?
+        .map(|(until, detail)| (crate::store::fmt_ms(until), detail));
+    let g = &l.config.graph;
+    let around = Around {
+        locks: &locks,
+        conflicts: |a: &str, b: &str| {
+            a == b || (g.contains(a) && g.contains(b) && g.conflicts(a, b))
+        },
+        limit,
+        max_parallel: l.config.worker.max_parallel,
+    };
+    Ok(waves.iter().map(|w| build(w, &around)).collect())
 }
 
 #[cfg(test)]

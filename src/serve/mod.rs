@@ -6,13 +6,11 @@
 mod actions;
 pub mod api;
 mod auth;
-pub mod board;
 mod events;
 pub mod metrics;
-pub mod waves;
 
 use crate::app::Loaded;
-use crate::cli::{Ctx, Failure, Outcome};
+use crate::operator::Error;
 use crate::secret::Secret;
 use axum::Router;
 use axum::routing::{get, post};
@@ -59,19 +57,18 @@ impl Board {
 
 pub type Shared = Arc<Board>;
 
-pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
-    let l = ctx.load()?;
+/// Serves the board of the organisation `l` loaded on `listen` until Ctrl-C.
+pub fn run(l: Loaded, listen: &str) -> Result<(), Error> {
     let addr: SocketAddr = listen.parse().map_err(|_| {
-        Failure::bad_input(format!(
+        Error::bad_input(format!(
             "--listen {}: not an address and port (such as 127.0.0.1:7878)",
             crate::text::escape(listen)
         ))
     })?;
-    let token =
-        auth::read_token(l.config.serve.token_env.as_deref()).map_err(Failure::bad_input)?;
+    let token = auth::read_token(l.config.serve.token_env.as_deref()).map_err(Error::bad_input)?;
     let isolated_workers = l.config.worker.separate();
-    auth::check_listen(&addr, token.as_ref(), isolated_workers).map_err(Failure::bad_input)?;
-    let throttle = auth::Throttle::from_env().map_err(Failure::bad_input)?;
+    auth::check_listen(&addr, token.as_ref(), isolated_workers).map_err(Error::bad_input)?;
+    let throttle = auth::Throttle::from_env().map_err(Error::bad_input)?;
     // A forge token that cannot be read is no secret this process holds.
     let secrets: Vec<Secret> = token
         .iter()
@@ -82,17 +79,17 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Failure::unavailable(format!("cannot start the board's runtime: {e}")))?;
+        .map_err(|e| Error::unavailable(format!("cannot start the board's runtime: {e}")))?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| Failure::unavailable(format!("cannot listen on {addr}: {e}")))?;
+            .map_err(|e| Error::unavailable(format!("cannot listen on {addr}: {e}")))?;
         let bound = listener.local_addr()?;
         let (tx, rx) = tokio::sync::watch::channel(0u64);
         events::watch_store(l.state_dir.clone(), tx);
         // A fresh random token per process, put in the page: a page of another site cannot
         // read it.
-        let csrf = auth::random_hex(16).map_err(Failure::unavailable)?;
+        let csrf = auth::random_hex(16).map_err(Error::unavailable)?;
         let board = Arc::new(Board {
             guarded: !addr.ip().is_loopback() || isolated_workers,
             l,
@@ -115,8 +112,8 @@ pub fn run(ctx: &Ctx, listen: &str) -> Outcome {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await
-            .map_err(|e| Failure::unavailable(format!("the board stopped: {e}")))?;
-        Ok(0)
+            .map_err(|e| Error::unavailable(format!("the board stopped: {e}")))?;
+        Ok(())
     })
 }
 

@@ -190,7 +190,7 @@ impl TickView {
         if self.resumed > 0 {
             out.push_str(&format!(
                 "resumed {}\n",
-                crate::cli::plural(self.resumed, "orphaned worker", "orphaned workers")
+                super::plural(self.resumed, "orphaned worker", "orphaned workers")
             ));
         }
         for s in &self.started {

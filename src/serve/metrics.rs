@@ -3,8 +3,8 @@
 //! grows without bound). Every figure is read from the store at scrape time: the process
 //! keeps no state of its own, so any number of `orch serve` processes say the same.
 
-use super::board::{BoardView, Need};
 use crate::milestone::Milestone;
+use crate::operator::board::{BoardView, Need};
 use crate::store::board::Figures;
 use std::fmt::Write;
 
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn every_family_is_documented_with_its_type_in_order() {
-        let doc = include_str!("../../../docs/metrics.md");
+        let doc = include_str!("../../docs/metrics.md");
         let want: Vec<(String, String)> = FAMILIES
             .iter()
             .map(|(n, k)| (n.to_string(), k.to_string()))
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn the_grafana_dashboard_is_json_and_queries_documented_metrics_only() {
         let dash: serde_json::Value =
-            serde_json::from_str(include_str!("../../../docs/grafana-orch.json")).unwrap();
+            serde_json::from_str(include_str!("../../docs/grafana-orch.json")).unwrap();
         let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
         let panels = dash["panels"].as_array().unwrap();
         assert!(panels.len() >= 8);

@@ -4,7 +4,7 @@
 
 use super::Shared;
 use super::api;
-use crate::cli::HistoryArgs;
+use crate::operator::workers::History;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::Stream;
@@ -62,9 +62,9 @@ pub fn watch_store(state_dir: PathBuf, tx: tokio::sync::watch::Sender<u64>) {
 /// The board as one `board` event's data: `{"status": <orch status --json>, "board":
 /// <attention board>}`.
 fn board_data(b: &super::Board) -> String {
-    let data = match api::board_of(b, &HistoryArgs::default()) {
+    let data = match api::board_of(b, &History::default()) {
         Ok((status, board)) => serde_json::json!({ "status": status, "board": board }),
-        Err(f) => serde_json::json!({ "error": f.message }),
+        Err(f) => serde_json::json!({ "error": f.to_string() }),
     };
     // A task's text or an alert may carry the board's or the forge's token.
     b.scrub(&data.to_string())

@@ -1218,7 +1218,7 @@ impl AlertsView {
             out.push_str(row);
             out.push('\n');
             for d in &e.deliveries {
-                let plural = |n: i64| super::super::plural(n as usize, "attempt", "attempts");
+                let plural = |n: i64| super::plural(n as usize, "attempt", "attempts");
                 let detail = match (d.state.as_str(), &d.last_error) {
                     ("delivered", _) => format!("delivered after {}", plural(d.attempts)),
                     ("pending", Some(err)) => format!(

@@ -126,25 +126,57 @@ pub fn release(l: &Loaded, id: &str, by: &str, reason: &str) -> Result<Option<Ch
     if store.worker(id)?.is_none() {
         return Err(Error::Refused(format!("no worker {id}")));
     }
-    let released = store.write(|tx| {
-        let lock = release_in(tx, id, Some(&format!("forced: {reason}")), Some(by))?;
-        if lock.is_some()
-            && let Some(w) = ws::get_worker(tx, id)?
-        {
-            ws::add_event(
-                tx,
-                id,
-                "lock_released",
-                w.progress.milestone,
-                &format!("forced by {by}: {reason}"),
-            )?;
-        }
-        Ok(lock)
-    })?;
+    let released = store
+        .write(|tx| {
+            // A worker runs only while its chain lock is held by it: the lock of one at work (or
+            // frozen by a cascade, to go on once it clears) is not freed under it.
+            if let Some(w) = ws::get_worker(tx, id)?
+                && let Some(why) = at_work(&w)
+            {
+                return Ok(Err(why));
+            }
+            let lock = release_in(tx, id, Some(&format!("forced: {reason}")), Some(by))?;
+            if lock.is_some()
+                && let Some(w) = ws::get_worker(tx, id)?
+            {
+                ws::add_event(
+                    tx,
+                    id,
+                    "lock_released",
+                    w.progress.milestone,
+                    &format!("forced by {by}: {reason}"),
+                )?;
+            }
+            Ok(Ok(lock))
+        })?
+        .map_err(Error::No)?;
     if released.is_some() {
         journal::write_checkpoint(&mut store, &l.state_dir, id);
     }
     Ok(released)
+}
+
+/// Why worker `w`'s lock may not be forced free now: its process is at work (WORKING,
+/// PUSHED_TO_CI, FIXING_CI with its process running) or frozen by a cascade pause (PAUSED: it
+/// goes on when the pause clears). `None` for one that ended, is BLOCKED, or is DONE and
+/// landing (a release is how an operator stops a landing).
+fn at_work(w: &WorkerRecord) -> Option<String> {
+    let m = w.progress.milestone;
+    let running = matches!(
+        m,
+        Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+    ) && w.worker_running;
+    if !running && m != Milestone::Paused {
+        return None;
+    }
+    Some(format!(
+        "{} is at work ({m}){}: a worker runs only while it holds its chain lock, so its lock is not freed under it. `orch cancel {}` stops it and frees the lock",
+        w.id,
+        w.worker_pid
+            .map(|p| format!(", pid {p}"))
+            .unwrap_or_default(),
+        w.id
+    ))
 }
 
 /// What an operator is shown before approving a change that touches protected paths: the

@@ -55,6 +55,7 @@ mod pg_store;
 mod process_group;
 mod protected_paths;
 mod rebuild;
+mod release_at_work;
 mod respawn;
 mod resume;
 mod sandbox;

@@ -2,7 +2,7 @@
 //! commands that leave a fresh directory as it was, orch's own stop of a DONE worker recorded
 //! as such, and the exit-code table (0 yes, 1 no, 2 bad input, 3 unreachable/transient).
 
-use crate::support::{Org, RepoSpec, Spec, orch_cmd, output_text};
+use crate::support::{DEADLINE, Org, RepoSpec, Spec, orch_cmd, output_text};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -197,8 +197,12 @@ fn exit_codes_are_the_same_across_commands() {
 /// cancel and release answer in JSON too.
 #[test]
 fn cancel_and_release_speak_json() {
-    let org = Org::new(Spec::local("hang.sh").repo(RepoSpec::new("alpha").standard_ci("true")));
+    let org = Org::new(
+        Spec::local("blocked_runs_on.sh").repo(RepoSpec::new("alpha").standard_ci("true")),
+    );
     let id = org.spawn_detached("alpha", "hang around");
+    // A BLOCKED worker's lock (the lock of one at work is not freed under it).
+    org.wait_milestone(&id, "BLOCKED", DEADLINE);
     let v = org.json(&["release", &id, "--force", "--reason", "freeze", "--json"]);
     assert_eq!(v["released"], true, "{v}");
     assert_eq!(v["repo"], "alpha", "{v}");

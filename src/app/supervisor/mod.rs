@@ -248,6 +248,13 @@ pub fn supervise_then<F: Forge + 'static>(
             .map(|remote| crate::app::channel::GitRelay {
                 remote,
                 refusals: session_dir(env.state_dir, id).join("push-refusals"),
+                shown: std::iter::once(w.local_branch())
+                    .chain(
+                        store
+                            .read(|tx| crate::store::supersede::earlier_branches(tx, &w))
+                            .unwrap_or_default(),
+                    )
+                    .collect(),
             });
         crate::app::channel::Channel::open(
             env.state_dir,

@@ -47,10 +47,10 @@ impl ForgejoForge {
     /// has no `/actions/runs` route (Forgejo < 12, or a 12.0.0-dev build before it landed).
     pub(super) async fn fetch_runs(
         &self,
-        repo: &Repo,
+        repo: &str,
         sha: &str,
     ) -> Result<Option<Vec<wire::ActionRun>>, ForgeError> {
-        let path = format!("{}/actions/runs", self.repo_path(repo));
+        let path = format!("{}/actions/runs", self.repo_path_named(repo));
         // No `page`: Forgejo then applies no LIMIT and returns every matching run.
         let query = [
             ("head_sha", sha.to_string()),
@@ -79,7 +79,7 @@ impl ForgejoForge {
         run_id: i64,
     ) -> Result<Option<Vec<wire::ActionRunJob>>, ForgeError> {
         let path = format!("{}/actions/runs/{run_id}/jobs", self.repo_path(repo));
-        let Some(body) = self.body_or_no_route(&path, &[], repo).await? else {
+        let Some(body) = self.body_or_no_route(&path, &[], &repo.name).await? else {
             return Ok(None);
         };
         let jobs: Option<Vec<wire::ActionRunJob>> = self.decode(&body, &path)?;
@@ -92,9 +92,9 @@ impl ForgejoForge {
         &self,
         path: &str,
         query: &[(&str, String)],
-        repo: &Repo,
+        repo: &str,
     ) -> Result<Option<String>, ForgeError> {
-        let full_name = self.full_name(repo);
+        let full_name = self.full_name_of(repo);
         let target = Target {
             repo: Some(&full_name),
             missing_ok: false,
@@ -222,7 +222,7 @@ impl ForgejoForge {
         sha: &str,
         pushed_ms: Option<i64>,
     ) -> Result<Option<Vec<CiRun>>, ForgeError> {
-        let Some(runs) = self.fetch_runs(repo, sha).await? else {
+        let Some(runs) = self.fetch_runs(&repo.name, sha).await? else {
             return Ok(None);
         };
         let push_runs: Vec<&wire::ActionRun> = runs.iter().filter(|r| is_push(r)).collect();
@@ -283,7 +283,7 @@ impl ForgejoForge {
         repo: &Repo,
         sha: &str,
     ) -> Result<Option<Vec<CiRun>>, ForgeError> {
-        let Some(runs) = self.fetch_runs(repo, sha).await? else {
+        let Some(runs) = self.fetch_runs(&repo.name, sha).await? else {
             return Ok(None);
         };
         let mut out = Vec::with_capacity(runs.len());
@@ -331,7 +331,7 @@ impl ForgejoForge {
             merge_statuses(&mut runs, &status_jobs(&statuses), true);
             return Ok(Some(runs.iter().map(|r| (r.id, r.status)).collect()));
         }
-        let Some(runs) = self.fetch_runs(repo, sha).await? else {
+        let Some(runs) = self.fetch_runs(&repo.name, sha).await? else {
             return Ok(None); // the next full look falls back
         };
         Ok(Some(

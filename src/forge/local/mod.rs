@@ -451,11 +451,16 @@ impl LocalForge {
     /// jobs' groups are killed, its jobs recorded `cancelled` with `note`. Returns the runs.
     pub fn cancel_runs_of_refs(
         &self,
-        refs: &[String],
+        abandoned: &[super::Abandoned],
         note: &str,
     ) -> Result<Vec<String>, LocalForgeError> {
+        let picked = |r: &db::RunRow| {
+            abandoned.iter().any(|a| {
+                a.repo == r.repo && r.git_ref.strip_prefix("refs/heads/") == Some(a.branch.as_str())
+            })
+        };
         Ok(self
-            .cancel_runs(|r| refs.contains(&r.git_ref), note)?
+            .cancel_runs(picked, note)?
             .iter()
             .map(|r| format!("{} #{} ({})", r.repo, r.number, r.git_ref))
             .collect())
@@ -688,8 +693,12 @@ impl Forge for LocalForge {
         )
     }
 
-    fn cancel_runs_of_refs(&self, refs: &[String], note: &str) -> Result<Vec<String>, ForgeError> {
-        LocalForge::cancel_runs_of_refs(self, refs, note).map_err(ForgeError::from)
+    fn cancel_runs_of_refs(
+        &self,
+        abandoned: &[super::Abandoned],
+        note: &str,
+    ) -> Result<Vec<String>, ForgeError> {
+        LocalForge::cancel_runs_of_refs(self, abandoned, note).map_err(ForgeError::from)
     }
 }
 

@@ -787,18 +787,26 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// (`orch release --force`) ends the landing (false, and the landing is `refused`).
     fn lock_still_held(&mut self) -> bool {
         let id = self.w.id.clone();
-        if self
-            .store
-            .read(|tx| crate::store::holds_lock(tx, &id))
-            .is_ok_and(|held| !held)
-        {
-            self.land_refused(
-                "its chain lock was released by an operator (orch release --force): landing stopped"
-                    .into(),
-            );
-            return false;
+        let Ok((held, last)) = self.store.read(|tx| {
+            Ok((
+                crate::store::holds_lock(tx, &id)?,
+                crate::store::last_lock_action(tx, &id)?,
+            ))
+        }) else {
+            return true; // a busy database says nothing
+        };
+        if held {
+            return true;
         }
-        true
+        // Only a release in the lock's history is an operator's; a lock gone without one was
+        // deleted outside orch (or never taken again after a rebuild): said as such.
+        let why = if last.as_deref() == Some("release") {
+            "its chain lock was released by an operator (orch release --force): landing stopped"
+        } else {
+            "its chain lock is gone with no release in its history (the database was changed outside orch): landing stopped"
+        };
+        self.land_refused(why.into());
+        false
     }
 
     /// How many CI runs `sha` has now (0 if the forge cannot tell).

@@ -26,6 +26,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     pub(super) fn restart_ci(&mut self, sha: &Sha) {
         let git_ref = format!("refs/heads/{}", self.w.branch);
         let rerun = self
+            .ci
             .follower
             .forge()
             .rerun(&self.w.repo, &git_ref, sha.as_str());
@@ -48,9 +49,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
         };
         self.record(vec![fact]);
-        self.follower.forget(&self.w.repo, sha);
-        self.head_may_have_moved = true;
-        self.next_poll_ms = 0;
+        self.ci.follower.forget(&self.w.repo, sha);
+        self.ci.head_may_have_moved = true;
+        self.ci.next_poll_ms = 0;
     }
 
     /// A forge without a rerun (Forgejo): an empty commit on `sha`, pushed to the worker's
@@ -150,7 +151,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             });
         }
         let note = format!("cancelled: nothing waits for this run any more ({id} let go)");
-        match self.follower.forge().cancel_runs_of_refs(&refs, &note) {
+        match self.ci.follower.forge().cancel_runs_of_refs(&refs, &note) {
             Ok(runs) if !runs.is_empty() => {
                 tracing::info!(worker = %id, runs = %runs.join(", "), "runs nothing waits for cancelled");
             }

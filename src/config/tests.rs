@@ -698,3 +698,31 @@ fn the_organisations_limit_is_optional_and_must_be_positive() {
         "{err}"
     );
 }
+
+/// A worker runs in its worktree: what `worker.command` names beside repos.yaml is taken from
+/// there (issue 37: README's `[sh, worker.sh]` recipe failed with "cannot open worker.sh").
+#[test]
+fn a_worker_command_naming_files_beside_repos_yaml_is_taken_from_there() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("worker.sh"), "echo hi\n").unwrap();
+    let file = dir.path().join("repos.yaml");
+    let c = Config::from_str(
+        "worker: {agent: command, command: [sh, worker.sh, -x, '{model}', notafile]}\nrepos: {a: {}}\n",
+        &file,
+    )
+    .unwrap();
+    let script = dir.path().join("worker.sh").display().to_string();
+    assert_eq!(
+        c.worker.command,
+        vec!["sh", script.as_str(), "-x", "{model}", "notafile"]
+    );
+    let c = Config::from_str(
+        "worker: {agent: command, command: [./bin/agent, run]}\nrepos: {a: {}}\n",
+        &file,
+    )
+    .unwrap();
+    assert_eq!(
+        c.worker.command[0],
+        dir.path().join("./bin/agent").display().to_string()
+    );
+}

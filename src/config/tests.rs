@@ -39,6 +39,29 @@ fn cycle_is_printed_as_a_path() {
     );
 }
 
+/// Every cycle at once, each at its own position (issue 37: the Rust family has three, and
+/// `check` showed one per run): two separate cycles and two through one repository.
+#[test]
+fn every_cycle_is_reported_in_one_run() {
+    let err = load(
+        "repos:\n  tracing: { deps: [hyper] }\n  hyper: { deps: [h2, tracing] }\n  h2: { deps: [hyper] }\n  net: { deps: [crypto] }\n  crypto: { deps: [net] }\n",
+    )
+    .unwrap_err();
+    let cycles: Vec<String> = err
+        .0
+        .iter()
+        .map(|d| d.to_string())
+        .filter(|t| t.contains("dependency cycle"))
+        .collect();
+    assert_eq!(cycles.len(), 3, "{cycles:#?}");
+    for pair in [["hyper", "h2"], ["hyper", "tracing"], ["crypto", "net"]] {
+        assert!(
+            cycles.iter().any(|c| pair.iter().all(|r| c.contains(r))),
+            "{pair:?}: {cycles:#?}"
+        );
+    }
+}
+
 #[test]
 fn token_variable_must_not_be_passed_to_workers() {
     let err = load(

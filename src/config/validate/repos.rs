@@ -125,12 +125,24 @@ pub(super) fn validate_repos(
     }
 
     let graph = RepoGraph::new(repos.iter().map(|r| (r.name.clone(), r.deps.clone())));
-    if let Some(cycle) = graph.find_cycle() {
+    // Every cycle at once (issue 37: one per run took as many edits and reruns): each found is
+    // reported at its first edge, and that edge is set aside to look for the next.
+    let mut deps: Vec<(String, Vec<String>)> = repos
+        .iter()
+        .map(|r| (r.name.clone(), r.deps.clone()))
+        .collect();
+    let mut cycle = graph.find_cycle();
+    while let Some(found) = cycle {
         let at = dep_positions
-            .get(&(cycle[0].clone(), cycle[1].clone()))
+            .get(&(found[0].clone(), found[1].clone()))
             .copied()
             .flatten();
-        c.err(at, format!("dependency cycle: {}", cycle.join(" -> ")));
+        c.err(at, format!("dependency cycle: {}", found.join(" -> ")));
+        let Some((_, from)) = deps.iter_mut().find(|(name, _)| *name == found[0]) else {
+            break;
+        };
+        from.retain(|d| *d != found[1]);
+        cycle = RepoGraph::new(deps.iter().cloned()).find_cycle();
     }
 
     (repos, graph)

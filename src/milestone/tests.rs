@@ -1570,6 +1570,7 @@ mod landing {
                 kind: VerdictKind::Red,
                 failed_jobs: vec!["test".into()],
                 detail: String::new(),
+                already_red: None,
             },
         );
         assert_eq!(p.landing.as_ref().unwrap().state, LandState::Reverting);
@@ -1636,6 +1637,7 @@ mod landing {
                 vec![]
             },
             detail: String::new(),
+            already_red: None,
         };
         // A verdict for a commit that was not the one checked is ignored.
         let (q, fx) = land(&p, check("vm", 'x', VerdictKind::Red));

@@ -206,6 +206,7 @@ impl ForgejoForge {
                     status: None,
                     workflow: non_empty(&first.workflow_id),
                     url: non_empty(&first.url),
+                    git_ref: branch_ref(&first.head_branch),
                     jobs: jobs_from_tasks(&group),
                 }
             })
@@ -249,6 +250,7 @@ impl ForgejoForge {
                 status: Some(JobStatus::parse(&r.status)),
                 workflow: non_empty(&r.workflow_id),
                 url: non_empty(&r.html_url),
+                git_ref: branch_ref(&r.prettyref),
                 jobs: if is_push(r) {
                     by_number.remove(&r.index_in_repo).unwrap_or_default()
                 } else {
@@ -312,6 +314,7 @@ impl ForgejoForge {
                 status: Some(JobStatus::parse(&r.status)),
                 workflow: non_empty(&r.workflow_id),
                 url: non_empty(&r.html_url),
+                git_ref: branch_ref(&r.prettyref),
                 jobs,
             });
         }
@@ -468,6 +471,7 @@ pub(super) fn merge_statuses(runs: &mut Vec<CiRun>, statuses: &[StatusJob], set_
                     status: None,
                     workflow: None,
                     url: None,
+                    git_ref: None,
                     jobs: Vec::new(),
                 });
                 runs.len() - 1
@@ -571,4 +575,15 @@ pub(super) fn jobs_from_tasks(group: &[&wire::ActionTask]) -> Vec<CiJob> {
         }
     }
     jobs
+}
+
+/// A push's branch as a full ref (`main` → `refs/heads/main`); `None` when the forge named none.
+fn branch_ref(branch: &str) -> Option<String> {
+    (!branch.is_empty()).then(|| {
+        if branch.starts_with("refs/") {
+            branch.to_string()
+        } else {
+            format!("refs/heads/{branch}")
+        }
+    })
 }

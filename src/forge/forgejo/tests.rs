@@ -258,6 +258,7 @@ fn commit_statuses_become_jobs() {
         status: None,
         workflow: Some("ci.yml".into()),
         url: None,
+        git_ref: None,
         jobs: vec![crate::ci::CiJob {
             name: "a / b".into(),
             status: JobStatus::Skipped,

@@ -354,6 +354,7 @@ pub fn to_ci_run(run: &RunRow, jobs: &[JobRow]) -> CiRun {
         status: Some(run.status),
         workflow: Some("ci.jobs".into()),
         url: None,
+        git_ref: Some(run.git_ref.clone()),
         jobs: jobs
             .iter()
             .map(|j| CiJob {

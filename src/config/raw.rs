@@ -191,6 +191,54 @@ pub(super) struct RawAlert {
     pub(super) timeout: Option<Spanned<String>>,
 }
 
+/// `env:` of a repository's CI or of one job: names and their values, in the file's order.
+#[derive(Debug, Default)]
+pub(super) struct RawEnv(pub(super) Vec<(Spanned<String>, Spanned<EnvValue>)>);
+
+impl<'de> Deserialize<'de> for RawEnv {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawEnv;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of variable names to values")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawEnv, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = map.next_key::<Spanned<String>>()? {
+                    out.push((k, map.next_value::<Spanned<EnvValue>>()?));
+                }
+                Ok(RawEnv(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A value of `env:`: any scalar, read as the text it is written as (`RUST_BACKTRACE: 1`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum EnvValue {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl EnvValue {
+    pub(super) fn text(&self) -> String {
+        match self {
+            EnvValue::Text(s) => s.clone(),
+            EnvValue::Int(i) => i.to_string(),
+            EnvValue::Float(f) => f.to_string(),
+            EnvValue::Bool(b) => b.to_string(),
+        }
+    }
+}
+
 /// `alerts:` — either the list of sinks, or a mapping with the sinks and the delivery
 /// settings (`dedup_window`, `retry_initial`, `max_attempts`).
 #[derive(Debug, Default)]
@@ -276,6 +324,8 @@ pub(super) struct RawRepoCi {
     #[serde(default)]
     pub(super) jobs: Vec<Spanned<RawJob>>,
     #[serde(default)]
+    pub(super) env: RawEnv,
+    #[serde(default)]
     pub(super) protected_paths: Option<Vec<Spanned<String>>>,
 }
 
@@ -290,6 +340,8 @@ pub(super) struct RawJob {
     pub(super) needs: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) env: RawEnv,
 }
 
 /// The `repos:` mapping, in order, duplicates kept so that validation can name both places.
@@ -564,8 +616,8 @@ pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeou
 pub(super) const WEBHOOK: &[&str] = &["url_env"];
 pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci", "land", "model"];
 pub(super) const LAND: &[&str] = &["policy", "method", "max_attempts", "on_conflict"];
-pub(super) const REPO_CI: &[&str] = &["jobs", "protected_paths"];
-pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout"];
+pub(super) const REPO_CI: &[&str] = &["jobs", "protected_paths", "env"];
+pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout", "env"];
 
 /// Every key of the document that orch does not know, with its position and where it was
 /// found (`repos.vm`), in document order.

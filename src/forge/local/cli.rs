@@ -315,6 +315,7 @@ pub(super) fn post_receive(
         exe,
         false,
         runner,
+        &[],
     )?);
     Ok(lines)
 }
@@ -365,6 +366,7 @@ pub(super) fn start_runs(
     exe: &Path,
     only_if_absent: bool,
     runner: Runner,
+    pins: &[(String, String)],
 ) -> Result<Vec<String>, LocalForgeError> {
     let config = Config::load(config_file)?;
     let repo = config.require_repo(repo_name)?;
@@ -388,7 +390,7 @@ pub(super) fn start_runs(
             if only_if_absent && !db::runs_for_sha(tx, repo_name, &u.sha)?.is_empty() {
                 return Ok(None);
             }
-            db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs).map(Some)
+            db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs, pins).map(Some)
         })?;
         let Some((run_id, number)) = created else {
             continue;

@@ -34,8 +34,10 @@ pub(crate) mod db;
 mod protected_push;
 mod remote;
 mod runner;
+mod upstreams;
 
 pub use cli::internal_main;
+pub use db::UpstreamRow;
 
 pub(crate) use remote::{git, scrub_env};
 
@@ -405,6 +407,7 @@ impl LocalForge {
             &self.exe,
             true,
             cli::Runner::Start,
+            &[],
         )
         .is_ok()
     }
@@ -423,16 +426,20 @@ impl LocalForge {
             |r| r.repo == repo && r.sha == sha,
             "cancelled: orch restarted CI (the run was stuck)",
         )?;
-        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
-        let lines = cli::start_runs(
-            &self.layout.state_dir,
-            &self.config_file,
-            repo,
-            &input,
-            &self.exe,
-            false,
-            cli::Runner::Start,
-        )?;
+        // A run is about its upstreams' commits as much as its own: the restart keeps the
+        // newest stuck run's pins.
+        let pins = match stuck.last() {
+            Some(run) => self.with_store(|store| {
+                Ok(store
+                    .read(|tx| db::load_upstreams(tx, run.id))?
+                    .into_iter()
+                    .filter(|u| u.pinned)
+                    .map(|u| (u.repo, u.sha))
+                    .collect::<Vec<_>>())
+            })?,
+            None => Vec::new(),
+        };
+        let lines = self.start_run(repo, git_ref, sha, &pins)?;
         let cancelled: Vec<String> = stuck.iter().map(|r| format!("#{}", r.number)).collect();
         Ok(format!(
             "CI for {} restarted: {}{}",
@@ -444,6 +451,47 @@ impl LocalForge {
             },
             lines.join("; ")
         ))
+    }
+
+    /// Records and starts a run of `repo`'s jobs for `sha` (pushed to `git_ref`) with the
+    /// upstream commits `pins` (repository → commit; the other upstreams at their base heads
+    /// when the run starts). Returns what was done, in words.
+    pub fn start_run(
+        &self,
+        repo: &str,
+        git_ref: &str,
+        sha: &str,
+        pins: &[(String, String)],
+    ) -> Result<Vec<String>, LocalForgeError> {
+        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
+        cli::start_runs(
+            &self.layout.state_dir,
+            &self.config_file,
+            repo,
+            &input,
+            &self.exe,
+            false,
+            cli::Runner::Start,
+            pins,
+        )
+    }
+
+    /// The upstream commits the newest run of `sha` in `repo` was built against, by repository
+    /// (pinned with the run, or the base heads its runner found); empty before its runner
+    /// started or without upstreams.
+    pub fn run_upstreams(
+        &self,
+        repo: &str,
+        sha: &str,
+    ) -> Result<Vec<db::UpstreamRow>, LocalForgeError> {
+        self.with_store(|store| {
+            Ok(
+                store.read(|tx| match db::runs_for_sha(tx, repo, sha)?.first() {
+                    Some((run, _)) => db::load_upstreams(tx, run.id),
+                    None => Ok(Vec::new()),
+                })?,
+            )
+        })
     }
 
     /// Cancels every unfinished run of the git refs `refs` (any repository): nothing waits for
@@ -805,12 +853,13 @@ mod tests {
                 run: "true".into(),
                 needs: Vec::new(),
                 timeout: None,
+                env: Vec::new(),
             }];
             let (elsewhere, _) = store
-                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "abc", &jobs, &[]))
                 .unwrap();
             let (here, _) = store
-                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "def", &jobs))
+                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "def", &jobs, &[]))
                 .unwrap();
             // A pid no process has (above the kernel's limit).
             let gone = 1 << 30;

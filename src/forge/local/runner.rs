@@ -29,7 +29,7 @@ const OUTLAST: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// `op` (one store call) retried while the database cannot be reached, up to [`OUTLAST`]: a
 /// database restart must not fail the jobs running meanwhile.
-fn lasting<T>(op: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+pub(super) fn lasting<T>(op: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
     StoreError::outlast(OUTLAST, op)
 }
 
@@ -124,31 +124,50 @@ fn execute(
     ));
     let _slot = acquire_slot(&layout.slots_dir(), slots)?;
     lasting(|| store.write(|tx| db::mark_run_started(tx, run.id, now_ms())))?;
-    let work = layout.work_dir(run.id);
+    // The run's directory: its checkout and, beside it, its upstreams' (`$ORCH_UPSTREAMS`).
+    let run_dir = layout.work_dir(run.id);
+    let work = run_dir.join(&run.repo);
     say(format_args!(
         "run {}: checking out into {}",
         run.id,
         work.display()
     ));
-    let prepared = checkout(&layout.remote(&run.repo), &work, &run.sha)
-        .map_err(|message| format!("checkout of {} failed: {message}", run.sha))
+    let confined = config.worker.accounts() || config.worker.sandbox;
+    let prepared = std::fs::remove_dir_all(&run_dir)
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(format!("cannot clear {}: {e}", run_dir.display())),
+        })
+        .and_then(|()| {
+            checkout(&layout.remote(&run.repo), &work, &run.sha)
+                .map_err(|message| format!("checkout of {} failed: {message}", run.sha))
+        })
         .and_then(|()| {
             overlay_protected(&config, run, &work).map_err(|message| {
                 format!("cannot run the base branch's protected paths: {message}")
             })
+        })
+        .and_then(|protected| {
+            let ups = super::upstreams::prepare(layout, store, &config, run, &run_dir, confined)?;
+            Ok((
+                protected.into_iter().chain(ups.lines).collect::<Vec<_>>(),
+                ups.list,
+            ))
         });
-    let preface = match prepared {
-        Ok(preface) => preface,
+    let (preface, list) = match prepared {
+        Ok((lines, list)) => ((!lines.is_empty()).then(|| lines.join("\n")), list),
         Err(note) => return fail_run(layout, store, run, &note),
     };
-    if let Some(line) = &preface {
-        say(format_args!("run {}: {line}", run.id));
+    if let Some(lines) = &preface {
+        for line in lines.lines() {
+            say(format_args!("run {}: {line}", run.id));
+        }
     }
     // Workers of an account of their own: their code's CI runs as that account too (it is the
     // worker's code: as orch it could do whatever orch can). Never as orch instead.
     let account = match ci_account(layout, &config, run) {
         None => None,
-        Some(Ok(a)) => match hand_over(layout, &work, &a) {
+        Some(Ok(a)) => match hand_over(layout, &run_dir, &a) {
             Ok(()) => Some(a),
             Err(e) => {
                 return fail_run(
@@ -182,7 +201,7 @@ fn execute(
         crate::sandbox::for_config(
             &config,
             &layout.state_dir,
-            &work,
+            &run_dir,
             contract.as_deref(),
             &waves,
         )
@@ -195,13 +214,22 @@ fn execute(
             "worker.sandbox needs PID namespaces, which this machine does not give: the jobs are not run unsandboxed",
         );
     }
+    let ws = Workspace {
+        run_dir: &run_dir,
+        work: &work,
+        list: &list,
+        env: config
+            .repo(&run.repo)
+            .map(|r| r.jobs.as_slice())
+            .unwrap_or_default(),
+    };
     while let Some(job) = next_job(store, run.id)? {
         say(format_args!("run {}: job {} starts", run.id, job.name));
         let status = run_job(
             layout,
             store,
             run,
-            &work,
+            &ws,
             &job,
             preface.as_deref(),
             &Confinement {
@@ -265,18 +293,18 @@ fn ci_account(
     Some(crate::account::usable(&config.worker.users[0]))
 }
 
-/// Gives the checkout `work` to `account` and lets it reach it (the forge's directories
-/// searchable, nothing in them listable).
+/// Gives the run's directory `run_dir` (its checkout, its upstreams') to `account` and lets
+/// it reach it (the forge's directories searchable, nothing in them listable).
 fn hand_over(
     layout: &Layout,
-    work: &Path,
+    run_dir: &Path,
     account: &crate::account::Account,
 ) -> std::io::Result<()> {
     crate::account::set_mode(&layout.forge_dir(), 0o711)?;
-    if let Some(parent) = work.parent() {
+    if let Some(parent) = run_dir.parent() {
         crate::account::set_mode(parent, 0o711)?;
     }
-    crate::account::chown_tree(work, account.uid, account.gid)
+    crate::account::chown_tree(run_dir, account.uid, account.gid)
 }
 
 /// Takes one of `slots` flock slots in `dir`, waiting until one frees. The lock lives as long
@@ -501,11 +529,20 @@ fn next_job(store: &mut Store, run_id: i64) -> Result<Option<JobRow>, LocalForge
     }
 }
 
+/// Where a run's jobs run: its directory (`$ORCH_UPSTREAMS`), its checkout, its upstream
+/// listing, and the jobs as repos.yaml gives them now (their `env`).
+struct Workspace<'a> {
+    run_dir: &'a Path,
+    work: &'a Path,
+    list: &'a Path,
+    env: &'a [crate::config::JobSpec],
+}
+
 fn run_job(
     layout: &Layout,
     store: &mut Store,
     run: &RunRow,
-    work: &Path,
+    ws: &Workspace,
     job: &JobRow,
     preface: Option<&str>,
     confined: &Confinement,
@@ -541,8 +578,7 @@ fn run_job(
         sandbox: confined.sandbox,
         cgroup: cgroup.as_ref(),
     };
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, &contained, held)
-    {
+    let (mut cmd, timeout) = match job_command(&log_path, run, ws, job, preface, &contained, held) {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -635,7 +671,7 @@ struct Contained<'a> {
 fn job_command(
     log_path: &Path,
     run: &RunRow,
-    work: &Path,
+    ws: &Workspace,
     job: &JobRow,
     preface: Option<&str>,
     contained: &Contained,
@@ -678,18 +714,25 @@ fn job_command(
     cmd.args(["--", "sh"]);
     cmd.arg("-c")
         .arg(format!("{GATE_PREFIX}{}", job.command))
-        .current_dir(work)
+        .current_dir(ws.work)
         .stdin(Stdio::from(gate))
         .stdout(log.try_clone()?)
         .stderr(log);
     scrub_env(&mut cmd, true);
+    // repos.yaml's `env` first: orch's own variables are never the repository's to set
+    // (validation refuses ORCH_* names there anyway).
+    if let Some(spec) = ws.env.iter().find(|j| j.name == job.name) {
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    }
     cmd.env("ORCH_CI_SHA", &run.sha)
         .env("ORCH_CI_REPO", &run.repo)
         .env("ORCH_CI_RUN", run.number.to_string())
         .env("ORCH_CI_REF", &run.git_ref)
-        .env("ORCH_CI_JOB", &job.name);
+        .env("ORCH_CI_JOB", &job.name)
+        .env(crate::upstreams::DIR_VAR, ws.run_dir)
+        .env(crate::upstreams::LIST_VAR, ws.list);
     if let Some(a) = account {
-        cmd.env("HOME", work)
+        cmd.env("HOME", ws.work)
             .env("USER", &a.name)
             .env("LOGNAME", &a.name);
     }

@@ -30,11 +30,12 @@ struct UpOrg {
 }
 
 impl UpOrg {
-    /// `ci_env`: the YAML flow mapping of every repository's `ci.env`.
-    fn new(repos: &[Repo], ci_env: &str) -> UpOrg {
+    /// `ci_env`: the YAML flow mapping of every repository's `ci.env`; `top`: more top-level
+    /// settings.
+    fn new(repos: &[Repo], ci_env: &str, top: &str) -> UpOrg {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
-        let mut yaml = String::from("forge: {kind: local, max_concurrent_runs: 2}\nrepos:\n");
+        let mut yaml = format!("forge: {{kind: local, max_concurrent_runs: 2}}\n{top}repos:\n");
         for r in repos {
             init_repo(&root.join(r.name), r.name);
             yaml.push_str(&format!(
@@ -191,7 +192,7 @@ fn crates_build_against_their_upstreams_base_heads_and_pins() {
         "{{CARGO_HOME: {:?}, CARGO_TERM_COLOR: never}}",
         home.path().display().to_string()
     );
-    let org = UpOrg::new(&repos, &env);
+    let org = UpOrg::new(&repos, &env, "");
 
     let core1 = org.push_base("core");
     let log = org.expect("core", &core1, JobStatus::Success);
@@ -364,7 +365,7 @@ fn a_python_project_imports_its_upstream_from_the_base_head() {
             run,
         },
     ];
-    let org = UpOrg::new(&repos, "{PIP_NO_INDEX: 1}");
+    let org = UpOrg::new(&repos, "{PIP_NO_INDEX: 1}", "");
     let core1 = org.push_base("pycore");
     org.expect("pycore", &core1, JobStatus::Success);
     let app1 = org.push_base("pyapp");
@@ -389,4 +390,48 @@ fn a_python_project_imports_its_upstream_from_the_base_head() {
         org.upstreams("pyapp", &app2),
         [("pycore".into(), core2, false)]
     );
+}
+
+#[test]
+fn a_job_of_a_worker_account_reads_and_fetches_its_upstreams() {
+    let Some(account) = crate::support::worker_account() else {
+        return;
+    };
+    // What Cargo does with a redirected git dependency (`git fetch` from the checkout), as
+    // the account: the checkout must hold its objects itself (the forge's are orch's).
+    let probe = "test \"$(id -u)\" = \"$UP_UID\" && \
+        git -C \"$ORCH_UPSTREAMS/core\" rev-parse HEAD > \"$HOME/../core.sha\" && \
+        git init -q \"$HOME/../probe\" && \
+        git -C \"$HOME/../probe\" fetch -q \"file://$ORCH_UPSTREAMS/core\" HEAD && \
+        test \"$(git -C \"$HOME/../probe\" rev-parse FETCH_HEAD)\" = \"$(cat \"$HOME/../core.sha\")\" && \
+        grep -q '\"repo\": \"core\"' \"$ORCH_UPSTREAMS_LIST\" && echo probed-ok";
+    let repos = [
+        Repo {
+            name: "core",
+            deps: &[],
+            files: &[("lib.txt", "core\n")],
+            run: "true".into(),
+        },
+        Repo {
+            name: "vm",
+            deps: &["core"],
+            files: &[("lib.txt", "vm\n")],
+            run: probe.into(),
+        },
+    ];
+    let org = UpOrg::new(
+        &repos,
+        &format!("{{UP_UID: \"{}\"}}", account.uid),
+        &format!("worker: {{user: {}}}\n", account.name),
+    );
+    // The account reaches the run's directory through the test's (the forge opens its own).
+    for d in [org.root.clone(), org.forge.state_dir().to_path_buf()] {
+        orch::account::set_mode(&d, 0o711).unwrap();
+    }
+    let core = org.push_base("core");
+    org.expect("core", &core, JobStatus::Success);
+    let vm = org.push_base("vm");
+    let log = org.expect("vm", &vm, JobStatus::Success);
+    assert!(log.contains("probed-ok"), "{log}");
+    assert_eq!(org.upstreams("vm", &vm), [("core".into(), core, false)]);
 }

@@ -6,7 +6,8 @@
 //! SQLite (`local_runs`/`local_jobs`, jobs snapshotted from `ci.jobs`) and starts a detached
 //! runner (`orch __local-forge run … --run-id N`), so the push returns at once. The runner
 //! takes one of `forge.max_concurrent_runs` slots (flock on `<state>/forge/slots/<i>.lock`,
-//! shared by all repositories), checks the pushed commit out in a fresh directory and runs the
+//! shared by all repositories), checks the pushed commit out in a fresh directory, its
+//! upstreams beside it (at the run's pins or their base heads, recorded), and runs the
 //! jobs one at a time in declaration order, respecting `needs`, each in its own process group
 //! with its timeout. Statuses use Forgejo's words and the run's status is aggregated the way
 //! Forgejo does it.
@@ -16,7 +17,9 @@
 //! forge/<repo>.git                        bare remote (push here)
 //! forge/logs/<repo>/<number>/<job>.log    job output (stdout + stderr)
 //! forge/logs/<repo>/<number>/runner.log   the runner's own messages
-//! forge/work/<run id>/                    checkout while the run executes (removed after)
+//! forge/work/<run id>/                    the run's directory ($ORCH_UPSTREAMS; removed after):
+//! forge/work/<run id>/<repo>/             its checkout, the jobs' working directory
+//! forge/work/<run id>/<upstream>/         each upstream's checkout (`upstreams.rs`)
 //! forge/slots/<i>.lock                    concurrency slots
 //! ```
 //!

@@ -586,8 +586,20 @@ fn repos_yaml(found: &[Found]) -> String {
             deps.join(", "),
             dep_note,
             dep_lines,
-            comment_text(&f.ci.note),
-            serde_json::to_string(&f.ci.run).unwrap_or_default(),
+            comment_text(&if f.deps.is_empty() {
+                f.ci.note.clone()
+            } else {
+                format!(
+                    "{}; built against the upstreams' checkouts (orch on the jobs' PATH; README, CI jobs on the local forge)",
+                    f.ci.note
+                )
+            }),
+            serde_json::to_string(&if f.deps.is_empty() {
+                f.ci.run.clone()
+            } else {
+                crate::upstreams::wrap_command(&f.ci.run)
+            })
+            .unwrap_or_default(),
         ));
     }
     y

@@ -116,9 +116,42 @@ pub fn choose_commits(
         .collect()
 }
 
+/// A job's command `run` made to build against the upstreams' checkouts (`orch init` writes
+/// it for a repository with upstreams): the wrapper after what prepares the job's environment
+/// (a virtual environment, `npm ci`, which would undo the wrapper's installs), around what
+/// builds and tests.
+pub fn wrap_command(run: &str) -> String {
+    const WRAP: &str = "orch ci with-upstreams --";
+    if let Some(rest) = run.strip_prefix("python3 -m venv .venv && ") {
+        return format!("python3 -m venv .venv && . .venv/bin/activate && {WRAP} sh -c '{rest}'");
+    }
+    match run.rsplit_once(" && ") {
+        Some((prepare, test)) => format!("{prepare} && {WRAP} {test}"),
+        None => format!("{WRAP} {run}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_is_wrapped_after_what_prepares_its_environment() {
+        assert_eq!(
+            wrap_command("cargo test"),
+            "orch ci with-upstreams -- cargo test"
+        );
+        assert_eq!(
+            wrap_command("npm ci && npm test"),
+            "npm ci && orch ci with-upstreams -- npm test"
+        );
+        assert_eq!(
+            wrap_command(
+                "python3 -m venv .venv && .venv/bin/pip install -q -e . pytest && .venv/bin/python -m pytest"
+            ),
+            "python3 -m venv .venv && . .venv/bin/activate && orch ci with-upstreams -- sh -c '.venv/bin/pip install -q -e . pytest && .venv/bin/python -m pytest'"
+        );
+    }
 
     #[test]
     fn pins_win_over_base_heads_and_a_missing_branch_is_left_out() {

@@ -5,7 +5,7 @@
 //! found in the same order whatever the split.
 
 mod alerts;
-mod ci_env;
+pub(super) mod ci_env;
 mod forge;
 mod land;
 mod repos;

@@ -131,6 +131,22 @@ pub fn wrap_command(run: &str) -> String {
     }
 }
 
+/// A job's command and the comment `orch init` writes above it.
+pub struct Wrapped {
+    pub run: String,
+    pub note: String,
+}
+
+/// `orch init`'s guess for a repository with upstreams: [`wrap_command`], said in its note.
+pub fn through_upstreams(run: &str, note: &str) -> Wrapped {
+    Wrapped {
+        run: wrap_command(run),
+        note: format!(
+            "{note}; built against the upstreams' checkouts (orch on the jobs' PATH; README, CI jobs on the local forge)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

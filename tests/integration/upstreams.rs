@@ -65,7 +65,11 @@ impl UpOrg {
                 }
                 std::fs::write(clone.join(file), text).unwrap();
             }
-            std::fs::write(clone.join(".gitignore"), "target/\nCargo.lock\n.venv/\n").unwrap();
+            std::fs::write(
+                clone.join(".gitignore"),
+                "target/\nCargo.lock\n.venv/\nnode_modules/\n",
+            )
+            .unwrap();
             git(&clone, &["add", "-A"]);
             git(&clone, &["commit", "-q", "-m", "the project"]);
         }
@@ -389,6 +393,66 @@ fn a_python_project_imports_its_upstream_from_the_base_head() {
     assert_eq!(
         org.upstreams("pyapp", &app2),
         [("pycore".into(), core2, false)]
+    );
+}
+
+const JSAPP_PACKAGE: &str = r#"{"name": "jsapp", "version": "0.1.0", "dependencies": {"jscore": "^0.1.0"},
+ "scripts": {"test": "node -e \"require('assert').strictEqual(require('jscore').answer(), 42); console.log('jsapp ok')\""}}
+"#;
+
+fn on_path(program: &str) -> bool {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join(program).is_file())
+}
+
+#[test]
+fn an_npm_package_requires_its_upstream_from_the_base_head_offline() {
+    if !on_path("npm") || !on_path("node") {
+        eprintln!("skipped: no npm and node on PATH");
+        return;
+    }
+    let repos = [
+        Repo {
+            name: "jscore",
+            deps: &[],
+            files: &[
+                (
+                    "package.json",
+                    "{\"name\": \"jscore\", \"version\": \"0.1.0\", \"main\": \"index.js\"}\n",
+                ),
+                ("index.js", "exports.answer = () => 42;\n"),
+            ],
+            run: "true".into(),
+        },
+        Repo {
+            name: "jsapp",
+            deps: &["jscore"],
+            files: &[("package.json", JSAPP_PACKAGE)],
+            // The upstream linked in, nothing tracked changed (package.json, no lock file).
+            run: format!(
+                "{} && test -z \"$(git status --porcelain)\"",
+                wrapped("npm test")
+            ),
+        },
+    ];
+    // npm may not reach its registry: the upstream comes from its checkout or not at all.
+    let org = UpOrg::new(&repos, "{npm_config_offline: \"true\"}", "");
+    let core1 = org.push_base("jscore");
+    org.expect("jscore", &core1, JobStatus::Success);
+    let app1 = org.push_base("jsapp");
+    let log = org.expect("jsapp", &app1, JobStatus::Success);
+    assert!(
+        log.contains("npm: jscore ->") && log.contains("jsapp ok"),
+        "{log}"
+    );
+    let core2 = org.change("jscore", "index.js", "exports.answer = () => 41;\n");
+    org.expect("jscore", &core2, JobStatus::Success);
+    let app2 = org.change("jsapp", "NOTES", "not about jscore\n");
+    let red = org.expect("jsapp", &app2, JobStatus::Failure);
+    assert!(red.contains("41 !== 42"), "{red}");
+    assert_eq!(
+        org.upstreams("jsapp", &app2),
+        [("jscore".into(), core2, false)]
     );
 }
 

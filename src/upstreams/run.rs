@@ -19,14 +19,13 @@ struct Prepared {
 pub fn with_upstreams(command: &[String]) -> (String, i32) {
     let Some((program, args)) = command.split_first() else {
         return (
-            "orch ci with-upstreams: no command given (orch ci with-upstreams -- <command...>)"
-                .into(),
+            "ci with-upstreams: no command given (orch ci with-upstreams -- <command...>)".into(),
             2,
         );
     };
     let prepared = match prepare() {
         Ok(p) => p,
-        Err(e) => return (format!("orch ci with-upstreams: {e}"), 1),
+        Err(e) => return (format!("ci with-upstreams: {e}"), 1),
     };
     for line in &prepared.said {
         eprintln!("orch ci with-upstreams: {line}");
@@ -36,7 +35,7 @@ pub fn with_upstreams(command: &[String]) -> (String, i32) {
         .envs(prepared.env.iter().map(|(k, v)| (k, v)))
         .exec();
     (
-        format!("orch ci with-upstreams: cannot run {program}: {err}"),
+        format!("ci with-upstreams: cannot run {program}: {err}"),
         127,
     )
 }

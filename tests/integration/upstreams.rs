@@ -497,5 +497,9 @@ fn a_job_of_a_worker_account_reads_and_fetches_its_upstreams() {
     let vm = org.push_base("vm");
     let log = org.expect("vm", &vm, JobStatus::Success);
     assert!(log.contains("probed-ok"), "{log}");
+    eprintln!(
+        "upstream checkouts for a worker account's job (own objects): {} ms (1 upstream)",
+        checkout_ms(&log)
+    );
     assert_eq!(org.upstreams("vm", &vm), [("core".into(), core, false)]);
 }

@@ -463,7 +463,7 @@ fn a_job_of_a_worker_account_reads_and_fetches_its_upstreams() {
     };
     // What Cargo does with a redirected git dependency (`git fetch` from the checkout), as
     // the account: the checkout must hold its objects itself (the forge's are orch's).
-    let probe = "test \"$(id -u)\" = \"$UP_UID\" && \
+    let probe = "test \"$(id -u)\" = \"$UP_UID\" && test ! -r \"$ORCH_UPSTREAMS/../../core.git/HEAD\" && \
         git -C \"$ORCH_UPSTREAMS/core\" rev-parse HEAD > \"$HOME/../core.sha\" && \
         git init -q \"$HOME/../probe\" && \
         git -C \"$HOME/../probe\" fetch -q \"file://$ORCH_UPSTREAMS/core\" HEAD && \
@@ -488,10 +488,10 @@ fn a_job_of_a_worker_account_reads_and_fetches_its_upstreams() {
         &format!("{{UP_UID: \"{}\"}}", account.uid),
         &format!("worker: {{user: {}}}\n", account.name),
     );
-    // The account reaches the run's directory through the test's (the forge opens its own).
-    for d in [org.root.clone(), org.forge.state_dir().to_path_buf()] {
-        orch::account::set_mode(&d, 0o711).unwrap();
-    }
+    // The account reaches the run's directory through the test's, and nothing else of orch's
+    // state (as orch leaves it before a worker of another account starts): not the remotes.
+    orch::account::set_mode(&org.root, 0o711).unwrap();
+    orch::account::tighten_state_dir(org.forge.state_dir()).unwrap();
     let core = org.push_base("core");
     org.expect("core", &core, JobStatus::Success);
     let vm = org.push_base("vm");
@@ -501,5 +501,40 @@ fn a_job_of_a_worker_account_reads_and_fetches_its_upstreams() {
         "upstream checkouts for a worker account's job (own objects): {} ms (1 upstream)",
         checkout_ms(&log)
     );
+    assert_eq!(org.upstreams("vm", &vm), [("core".into(), core, false)]);
+}
+
+#[test]
+fn a_sandboxed_job_reads_and_fetches_its_upstreams_but_not_the_forge() {
+    if orch::pidns::usable().is_none() {
+        eprintln!("skipped: worker.sandbox needs PID namespaces, which this machine does not give");
+        return;
+    }
+    // The bare remotes (orch's state) are hidden; the run's checkouts are not.
+    let probe = "test ! -e \"$ORCH_UPSTREAMS/../../core.git/HEAD\" && \
+        git init -q \"$ORCH_UPSTREAMS/probe\" && \
+        git -C \"$ORCH_UPSTREAMS/probe\" fetch -q \"file://$ORCH_UPSTREAMS/core\" HEAD && \
+        test \"$(git -C \"$ORCH_UPSTREAMS/probe\" rev-parse FETCH_HEAD)\" = \"$(git -C \"$ORCH_UPSTREAMS/core\" rev-parse HEAD)\" && \
+        echo probed-ok";
+    let repos = [
+        Repo {
+            name: "core",
+            deps: &[],
+            files: &[("lib.txt", "core\n")],
+            run: "true".into(),
+        },
+        Repo {
+            name: "vm",
+            deps: &["core"],
+            files: &[("lib.txt", "vm\n")],
+            run: probe.into(),
+        },
+    ];
+    let org = UpOrg::new(&repos, "{}", "worker: {sandbox: true}\n");
+    let core = org.push_base("core");
+    org.expect("core", &core, JobStatus::Success);
+    let vm = org.push_base("vm");
+    let log = org.expect("vm", &vm, JobStatus::Success);
+    assert!(log.contains("probed-ok"), "{log}");
     assert_eq!(org.upstreams("vm", &vm), [("core".into(), core, false)]);
 }

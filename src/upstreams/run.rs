@@ -76,6 +76,10 @@ fn prepare_cargo(
     listing: &Listing,
     out: &mut Prepared,
 ) -> Result<(), String> {
+    // Compared as the file system has them: the working directory is the physical one, while
+    // $ORCH_UPSTREAMS may go through a link (a shared forge, `forge.path`).
+    let physical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (dir, cwd) = (&physical(dir), &physical(cwd));
     if !cwd.starts_with(dir) {
         return Err(format!(
             "cargo reads the upstreams' patches from {}/.cargo/config.toml, which is not above the working directory {}",

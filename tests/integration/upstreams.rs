@@ -31,11 +31,15 @@ struct UpOrg {
 
 impl UpOrg {
     /// `ci_env`: the YAML flow mapping of every repository's `ci.env`; `top`: more top-level
-    /// settings.
+    /// settings (its own `forge:` first, if any).
     fn new(repos: &[Repo], ci_env: &str, top: &str) -> UpOrg {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
-        let mut yaml = format!("forge: {{kind: local, max_concurrent_runs: 2}}\n{top}repos:\n");
+        let forge = match top.starts_with("forge:") {
+            true => "",
+            false => "forge: {kind: local, max_concurrent_runs: 2}\n",
+        };
+        let mut yaml = format!("{forge}{top}repos:\n");
         for r in repos {
             init_repo(&root.join(r.name), r.name);
             yaml.push_str(&format!(
@@ -49,6 +53,9 @@ impl UpOrg {
         let file = root.join("repos.yaml");
         std::fs::write(&file, yaml).unwrap();
         let config = Config::load(&file).unwrap();
+        if let Some(shared) = &config.forge.path {
+            orch::forge::local::settle_dir(&root.join("state"), Some(shared)).unwrap();
+        }
         let forge = LocalForge::new(&root.join("state"), &config)
             .with_exe(ORCH)
             .recovering();
@@ -537,4 +544,42 @@ fn a_sandboxed_job_reads_and_fetches_its_upstreams_but_not_the_forge() {
     let log = org.expect("vm", &vm, JobStatus::Success);
     assert!(log.contains("probed-ok"), "{log}");
     assert_eq!(org.upstreams("vm", &vm), [("core".into(), core, false)]);
+}
+
+#[test]
+fn a_crate_builds_against_its_upstream_on_a_forge_reached_through_a_link() {
+    let shared = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let repos = [
+        Repo {
+            name: "core",
+            deps: &[],
+            files: &[
+                ("Cargo.toml", CORE_TOML),
+                ("src/lib.rs", "pub fn answer() -> u32 {\n    42\n}\n"),
+            ],
+            run: "true".into(),
+        },
+        Repo {
+            name: "vm",
+            deps: &["core"],
+            files: &[("Cargo.toml", VM_TOML), ("src/lib.rs", VM_LIB)],
+            run: wrapped("cargo test --offline"),
+        },
+    ];
+    // `forge.path`: the state directory's forge/ is a link there, and $ORCH_UPSTREAMS with it.
+    let org = UpOrg::new(
+        &repos,
+        &format!("{{CARGO_HOME: {:?}}}", home.path().display().to_string()),
+        &format!(
+            "forge: {{kind: local, path: {:?}}}\n",
+            shared.path().join("forge").display().to_string()
+        ),
+    );
+    assert!(org.forge.state_dir().join("forge").is_symlink());
+    let core = org.push_base("core");
+    org.expect("core", &core, JobStatus::Success);
+    let vm = org.push_base("vm");
+    let log = org.expect("vm", &vm, JobStatus::Success);
+    assert!(log.contains("test runs_the_core ... ok"), "{log}");
 }

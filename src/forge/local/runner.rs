@@ -132,28 +132,7 @@ fn execute(
         run.id,
         work.display()
     ));
-    let confined = config.worker.accounts() || config.worker.sandbox;
-    let prepared = std::fs::remove_dir_all(&run_dir)
-        .or_else(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Ok(()),
-            _ => Err(format!("cannot clear {}: {e}", run_dir.display())),
-        })
-        .and_then(|()| {
-            checkout(&layout.remote(&run.repo), &work, &run.sha)
-                .map_err(|message| format!("checkout of {} failed: {message}", run.sha))
-        })
-        .and_then(|()| {
-            super::protected_overlay::overlay_protected(&config, run, &work).map_err(|message| {
-                format!("cannot run the base branch's protected paths: {message}")
-            })
-        })
-        .and_then(|protected| {
-            let ups = super::upstreams::prepare(layout, store, &config, run, &run_dir, confined)?;
-            Ok((
-                protected.into_iter().chain(ups.lines).collect::<Vec<_>>(),
-                ups.list,
-            ))
-        });
+    let prepared = prepare_run_dir(layout, store, &config, run, &run_dir, &work);
     let (preface, list) = match prepared {
         Ok((lines, list)) => ((!lines.is_empty()).then(|| lines.join("\n")), list),
         Err(note) => return fail_run(layout, store, run, &note),
@@ -251,6 +230,32 @@ fn execute(
         status.unwrap_or(JobStatus::Unknown)
     ));
     Ok(())
+}
+
+/// The run's directory made afresh: its checkout of the run's commit (protected paths put
+/// back to the base's) and its upstreams' checkouts. Returns the lines every job log starts
+/// with and the upstream listing's path; a failure, in words, fails the run.
+fn prepare_run_dir(
+    layout: &Layout,
+    store: &mut Store,
+    config: &Config,
+    run: &RunRow,
+    run_dir: &Path,
+    work: &Path,
+) -> Result<(Vec<String>, std::path::PathBuf), String> {
+    let confined = config.worker.accounts() || config.worker.sandbox;
+    match std::fs::remove_dir_all(run_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("cannot clear {}: {e}", run_dir.display()));
+        }
+        _ => {}
+    }
+    checkout(&layout.remote(&run.repo), work, &run.sha)
+        .map_err(|message| format!("checkout of {} failed: {message}", run.sha))?;
+    let protected = super::protected_overlay::overlay_protected(config, run, work)
+        .map_err(|message| format!("cannot run the base branch's protected paths: {message}"))?;
+    let ups = super::upstreams::prepare(layout, store, config, run, run_dir, confined)?;
+    Ok((protected.into_iter().chain(ups.lines).collect(), ups.list))
 }
 
 /// Every job of `run` failed with `note` before it started (written into each job's log).

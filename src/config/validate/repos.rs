@@ -85,11 +85,12 @@ pub(super) fn validate_repos(
                 format!("branch \"{}\" is not a valid branch name", b.value),
             );
         }
-        let (raw_jobs, own_protected) = match spec.ci {
-            Some(ci) => (ci.jobs, ci.protected_paths),
-            None => (Vec::new(), None),
+        let (raw_jobs, own_protected, raw_env) = match spec.ci {
+            Some(ci) => (ci.jobs, ci.protected_paths, ci.env),
+            None => (Vec::new(), None, Default::default()),
         };
-        let jobs = validate_jobs(c, &name.value, raw_jobs);
+        let env = super::ci_env::validate(c, &format!("repos.{}.ci.env", name.value), raw_env);
+        let jobs = validate_jobs(c, &name.value, raw_jobs, &env);
         // The repository's own list, else the organisation's, else the defaults: the
         // workflow directories and the scripts its jobs run.
         let protected = match &own_protected {
@@ -234,7 +235,12 @@ fn deps(
     deps
 }
 
-fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<JobSpec> {
+fn validate_jobs(
+    c: &mut Check,
+    repo: &str,
+    raw: Vec<Spanned<RawJob>>,
+    repo_env: &[(String, String)],
+) -> Vec<JobSpec> {
     let mut jobs: Vec<JobSpec> = Vec::new();
     let names: BTreeSet<String> = raw
         .iter()
@@ -289,6 +295,7 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
                     None
                 }
             });
+        let own_env = super::ci_env::validate(c, &format!("job {shown} in {repo}: env"), j.env);
         // Without a name or a command there is no job (already reported): the file is
         // refused, and only the checks above were wanted from it.
         if let (Some(name), Some(run)) = (j.name, j.run) {
@@ -297,6 +304,7 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
                 run,
                 needs: j.needs.into_iter().map(|n| n.value).collect(),
                 timeout,
+                env: super::ci_env::overlay(repo_env, &own_env),
             });
         }
     }

@@ -4,6 +4,7 @@
 //! Statuses use Forgejo's words everywhere (`waiting`, `running`, `success`, `failure`,
 //! `cancelled`, `skipped`, `blocked`, `unknown`), including the local forge's.
 
+pub mod check;
 pub mod verdict;
 
 /// A job's (or run's) status, as Forgejo names it (`models/actions/status.go`).

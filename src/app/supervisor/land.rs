@@ -167,57 +167,35 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.apply(Event::Land(event), None, Vec::new());
     }
 
-    /// A dependent's check from its runs on one commit (its base head): the verdict of the
-    /// runs on the verification branch — with the change — alone, and, when that is not green,
-    /// whether the same head was red already on its base branch without the change (its own
-    /// base CI; why, in words). A run whose branch the forge does not say counts as the
-    /// check's, as before (`all`: the verdict over every run, when no run says its branch).
+    /// A dependent's check from its runs on one commit (its base head): judged on the
+    /// verification branch's runs, and its base branch's runs without the change
+    /// (`ci::check::judge`); `None` until it can be said. `all`: the verdict over every run,
+    /// which stands when no run names its branch.
     fn check_verdict(
         &self,
         dep: &str,
         all: &crate::ci::verdict::Verdict,
         runs: &[crate::ci::CiRun],
-    ) -> (crate::ci::verdict::Verdict, Option<String>) {
-        use crate::ci::verdict::{CiPolicy, VerdictKind, verdict};
+    ) -> Option<(crate::ci::verdict::Verdict, Option<String>)> {
+        use crate::ci::check::{Check, judge};
         if runs.iter().all(|r| r.git_ref.is_none()) {
-            return (all.clone(), None);
+            return all.kind.is_terminal().then(|| (all.clone(), None));
         }
-        let policy = CiPolicy::from(&self.env.config.ci);
-        let verify = format!("refs/heads/{}", self.verify_branch());
-        let on = |r: &str| -> Vec<crate::ci::CiRun> {
-            runs.iter()
-                .filter(|x| x.git_ref.as_deref().is_none_or(|g| g == r))
-                .cloned()
-                .collect()
-        };
-        let check = verdict(&on(&verify), &policy, None, now_ms());
-        if check.kind == VerdictKind::Green || !check.kind.is_terminal() {
-            return (check, None);
+        let base = self.env.config.repo(dep).map(|r| r.branch.clone())?;
+        let policy = crate::ci::verdict::CiPolicy::from(&self.env.config.ci);
+        match judge(
+            runs,
+            &format!("refs/heads/{}", self.verify_branch()),
+            &format!("refs/heads/{base}"),
+            &policy,
+            now_ms(),
+        ) {
+            Check::Waiting => None,
+            Check::Decided {
+                verdict,
+                already_red,
+            } => Some((verdict, already_red)),
         }
-        let Some(base) = self.env.config.repo(dep).map(|r| r.branch.clone()) else {
-            return (check, None);
-        };
-        let base_runs: Vec<crate::ci::CiRun> = runs
-            .iter()
-            .filter(|x| x.git_ref.as_deref() == Some(&format!("refs/heads/{base}")))
-            .cloned()
-            .collect();
-        if base_runs.is_empty() {
-            return (check, None);
-        }
-        let before = verdict(&base_runs, &policy, None, now_ms());
-        let already = (before.kind.is_terminal() && before.kind != VerdictKind::Green).then(|| {
-            format!(
-                "its base CI without the change: {}{}",
-                before.kind,
-                if before.failed_jobs.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {} failed", before.failed_jobs.join(", "))
-                }
-            )
-        });
-        (check, already)
     }
 
     /// Whether `a` answers a landing question (then it is the landing's, not the worker's).
@@ -233,10 +211,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             else {
                 return false;
             };
-            let judged = a.result.as_ref().ok().and_then(|(v, runs)| {
-                let (check, already_red) = self.check_verdict(&d.repo, v, runs);
-                check.kind.is_terminal().then_some((check, already_red))
-            });
+            let judged = a
+                .result
+                .as_ref()
+                .ok()
+                .and_then(|(v, runs)| self.check_verdict(&d.repo, v, runs));
             if let Some((v, already_red)) = judged {
                 let event = LandEvent::CheckVerdict {
                     repo: d.repo.clone(),

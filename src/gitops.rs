@@ -2,6 +2,9 @@
 //! worker changed. git2 for everything local; the `git` CLI for talking to remotes (it brings
 //! credentials, ssh config and proxies for free).
 
+mod forward;
+pub use forward::{Forward, bring_forward};
+
 use git2::{BranchType, Oid, Repository, WorktreeAddOptions};
 use std::path::Path;
 use std::process::Command;

@@ -199,6 +199,11 @@ pub struct Progress {
     /// spawn for a task on its wave's critical path; see `OnTimeout::Reassign`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reassign_on_timeout: bool,
+    /// How the last life failed when it failed at once, having reported nothing (its exit
+    /// and last line): the next life failing the same way is a setup failure, not respawned
+    /// again (`Event::QuickExit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quick_failure: Option<String>,
     /// How many workers before this one the task was reassigned from (`app::reassign`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reassignments: u32,
@@ -359,6 +364,7 @@ impl Progress {
             halted: None,
             secrets: Vec::new(),
             reassign_on_timeout: false,
+            quick_failure: None,
             reassignments: 0,
             respawned: 0,
             summary: None,
@@ -465,6 +471,13 @@ pub enum Event {
     AgentEnded {
         blocking: bool,
         detail: String,
+    },
+    /// The worker's life ended at once, having reported nothing, as `signature` says (its exit
+    /// and last line): twice the same in a row is a setup failure (a missing script, a
+    /// program that cannot start), FAILED with one alert naming the cause, never respawned
+    /// again (issue 37).
+    QuickExit {
+        signature: String,
     },
     /// A process crossed the line between workers and orch (it spoke on a channel that is
     /// not its own, ran an operator command inside a worker, wrote a report into the

@@ -149,6 +149,7 @@ fn apply(
         Event::PermissionDenial { .. }
         | Event::WorkerExited { .. }
         | Event::AgentEnded { .. }
+        | Event::QuickExit { .. }
         | Event::SpawnFailed { .. }
         | Event::Resumed { .. } => {
             process::on_process(contract, &mut p, worker, event, now, &mut fx)

@@ -273,3 +273,40 @@ fn readmes_worker_recipe_with_a_script_beside_repos_yaml_runs_to_done() {
     assert_eq!(org.worker(&id).milestone(), Milestone::Done);
     assert_eq!(org.worker(&id).respawns, 0);
 }
+
+/// A worker that fails at once, the same way, on every start is a setup failure (issue 37):
+/// its replacement fails as it did, so it is FAILED with one alert naming the cause (the
+/// shell's "cannot open"), and not respawned again.
+#[test]
+fn a_worker_that_cannot_start_is_a_setup_failure_not_respawned_again() {
+    let mut spec = Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("true"));
+    spec.worker_section = Some(
+        "  agent: command\n  command: [sh, no-such-worker.sh]\n  env_passthrough: [PATH]\n  max_respawns: 5\n"
+            .into(),
+    );
+    let org = Org::new(spec);
+    let id = org.spawn_detached("alpha", "a task for a worker that is not there");
+    // Its first life fails at once and is left to `orch resume`, which gives the task to a
+    // replacement; that one fails the same way.
+    org.wait_supervisor_gone(&id);
+    assert_eq!(org.worker(&id).milestone(), Milestone::Working, "{}", org.diag(&id));
+    let out = org.run(&["resume"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let w = org.wait_milestone(&id, "FAILED", crate::support::DEADLINE);
+    assert_eq!(
+        w.respawns,
+        1,
+        "one replacement tells a setup failure: {}",
+        org.diag(&id)
+    );
+    let alerts = org.alerts(&id);
+    let setup: Vec<&serde_json::Value> = alerts
+        .iter()
+        .filter(|a| a["kind"] == "setup_failure")
+        .collect();
+    assert_eq!(setup.len(), 1, "{alerts:#?}");
+    let message = setup[0]["message"].as_str().unwrap();
+    assert!(message.contains("no-such-worker.sh"), "{message}");
+    org.wait_supervisor_gone(&id);
+    assert_eq!(org.worker(&id).respawns, 1, "{}", org.diag(&id));
+}

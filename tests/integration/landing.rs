@@ -1390,3 +1390,49 @@ fn with_land_direct_a_plain_git_push_lands_and_the_worker_is_done() {
     let l = w.progress.landing.clone().unwrap();
     assert_eq!(l.state, LandState::Landed, "{l:?}");
 }
+
+/// Landed work reaches the user's clone where nothing of theirs can be lost (issue 37 item 5):
+/// its base branch, checked out and clean, is fast-forwarded to the landed commit and the
+/// worker's history says so; a clone with uncommitted work is left alone, with the command
+/// that brings it up to date.
+#[test]
+fn landed_work_reaches_a_clean_clone_and_a_dirty_one_is_told_how() {
+    let org = org(None);
+    let clone = org.clone_path("core");
+    let id = org.spawn("core", "core feature", "t-clone");
+    org.wait_until("its change to land", Duration::from_secs(90), || {
+        org.worker(&id)
+            .progress
+            .landing
+            .is_some_and(|l| l.state == orch::milestone::LandState::Landed)
+    });
+    org.wait_supervisor_gone(&id);
+    let landed = org.worker(&id).progress.landing.unwrap().landed.unwrap();
+    assert_eq!(
+        crate::support::git(&clone, &["rev-parse", "HEAD"]),
+        landed.as_str(),
+        "the clone's main follows the landing"
+    );
+    let logs = output_text(&org.run(&["logs", &id]));
+    assert!(logs.contains("fast-forwarded"), "{logs}");
+
+    std::fs::write(clone.join("notes.txt"), "mine\n").unwrap();
+    let before = crate::support::git(&clone, &["rev-parse", "HEAD"]);
+    let id = org.spawn("core", "core feature [again]", "t-clone-2");
+    org.wait_until("the second change to land", Duration::from_secs(90), || {
+        org.worker(&id)
+            .progress
+            .landing
+            .is_some_and(|l| l.state == orch::milestone::LandState::Landed)
+    });
+    org.wait_supervisor_gone(&id);
+    assert_eq!(crate::support::git(&clone, &["rev-parse", "HEAD"]), before);
+    assert!(clone.join("notes.txt").exists());
+    let logs = output_text(&org.run(&["logs", &id]));
+    assert!(
+        logs.contains("left behind")
+            && logs.contains("uncommitted")
+            && logs.contains("merge --ff-only"),
+        "{logs}"
+    );
+}

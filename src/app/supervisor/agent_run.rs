@@ -180,4 +180,44 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         };
         Some(crate::milestone::Event::AgentEnded { blocking, detail })
     }
+
+    /// This life's end as a quick exit's signature (its exit and its last line), when it
+    /// failed within [`QUICK_EXIT_MS`] of its start having reported nothing (no milestone, no
+    /// push): what a missing script or a program that cannot start looks like.
+    pub(super) fn quick_exit(&self, code: Option<i32>) -> Option<String> {
+        let (started, milestone, tracked) = self.agent.life_start.as_ref()?;
+        if code == Some(0)
+            || now_ms() - started > QUICK_EXIT_MS
+            || self.w.progress.milestone != *milestone
+            || self.w.progress.tracked_sha != *tracked
+        {
+            return None;
+        }
+        let how = code.map_or_else(
+            || "killed by a signal".to_string(),
+            |c| format!("exit code {c}"),
+        );
+        let log = super::session_dir(self.env.state_dir, &self.w.id)
+            .join(crate::store::workers::WORKER_LOG);
+        let last = std::fs::read(&log)
+            .ok()
+            .and_then(|b| {
+                let tail = &b[b.len().saturating_sub(4096)..];
+                String::from_utf8_lossy(tail)
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(|l| {
+                        crate::text::escape(l.trim())
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    })
+            })
+            .unwrap_or_else(|| "no output".into());
+        Some(format!("{how}: {last}"))
+    }
 }
+
+/// How soon after its start a failing life counts as a quick exit.
+pub(super) const QUICK_EXIT_MS: i64 = 10_000;

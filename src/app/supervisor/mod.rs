@@ -23,6 +23,7 @@ mod branch;
 mod cascade;
 mod ci;
 mod claims;
+mod clone;
 mod done;
 pub mod input;
 mod land;
@@ -264,6 +265,7 @@ pub fn supervise_then<F: Forge + 'static>(
             resume_failed: false,
             fresh_retry_used: false,
             notes_said: Default::default(),
+            life_start: None,
         },
         land: LandClock::default(),
         holds: Holds {
@@ -397,6 +399,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             if self.worker.is_none() && self.done_supervising() {
                 self.cancel_abandoned_runs();
+                self.bring_clone_forward();
                 return Ok(self.w.milestone());
             }
         }
@@ -428,6 +431,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Input::WorkerExited(code) => {
                 if self.retry_fresh(code) {
                     return;
+                }
+                if let Some(signature) = self.quick_exit(code) {
+                    self.apply(Event::QuickExit { signature }, None, Vec::new());
                 }
                 // An agent's run is classified before its exit is: BLOCKED for an operator,
                 // or a transient end for a replacement — never blindly the same.
@@ -527,6 +533,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.io.channel.as_ref(),
         )?;
         let pid = process.pid();
+        self.agent.life_start = Some((
+            now_ms(),
+            self.w.progress.milestone,
+            self.w.progress.tracked_sha.clone(),
+        ));
         self.worker = Some(process);
         self.w.worker_pid = Some(pid);
         self.w.worker_running = true;

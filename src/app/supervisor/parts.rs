@@ -102,6 +102,9 @@ pub(super) struct AgentRun {
     pub fresh_retry_used: bool,
     /// Agent notes already logged in this run (an API retried ten times is said once).
     pub notes_said: std::collections::HashSet<&'static str>,
+    /// When the current life started, and its milestone and tracked commit then: a life that
+    /// ends soon after with nothing reported is a quick exit (`Event::QuickExit`).
+    pub life_start: Option<(i64, crate::milestone::Milestone, Option<Sha>)>,
 }
 
 /// When the landing steps (`land.rs`).

@@ -93,6 +93,20 @@ pub(super) fn on_process(
                 ));
             }
         }
+        Event::QuickExit { signature } => {
+            if !p.milestone.at_work() {
+                return;
+            }
+            if p.quick_failure.as_deref() == Some(signature.as_str()) {
+                let why = format!(
+                    "setup failure: the worker fails at once, the same way, on every start ({signature}); fix worker.command or what it needs, then `orch respawn {worker}`"
+                );
+                super::fail(contract, p, worker, &why, "setup_failure", now, fx);
+            } else {
+                p.quick_failure = Some(signature.clone());
+                fx.push(Effect::Checkpoint);
+            }
+        }
         Event::SpawnFailed { reason } => {
             // Nothing ran, so nothing to stop and nobody to alert: the lock is given back.
             if transition(contract, p, Milestone::Failed, reason, now, fx) {

@@ -7,6 +7,8 @@
 //! Chain questions ("does a lock on b block a?") are answered in O(1) from a reachability
 //! index (`Reach`), built once per graph on the first such question; the listings (`deps`,
 //! `dependents`, `chain`) still walk the graph, their cost being the size of their answer.
+//! Also here: the text, DOT and Mermaid renderings, and the spec's seed organisation
+//! (`seed_organisation`, for tests and benchmarks).
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};

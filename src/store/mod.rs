@@ -1,8 +1,38 @@
-//! The state store: SQLite in the state directory, the one source of truth.
+//! The state store — SQLite in the state directory, or PostgreSQL shared by several nodes — the
+//! one source of truth.
 //!
 //! Every state change is one transaction. Files under `sessions/` (checkpoints, alerts.jsonl)
-//! are views written after the commit. Writers use `BEGIN IMMEDIATE` so that two processes
+//! are views written after the commit. Writers take the write lock first (SQLite's `BEGIN IMMEDIATE`, PostgreSQL's advisory lock) so that two processes
 //! can never both pass a check-then-write (the chain lock depends on this).
+//!
+//! One SQL surface, two backends: `sql.rs` is what every store module (and `forge/local/db.rs`)
+//! writes against — `Tx`, statements, rows, `params!`, shaped like rusqlite's; `Value` and `Error`
+//! in `value.rs`, which `pg.rs` imports — and the same SQL runs on both, written in what both
+//! accept (`RETURNING`, `ON CONFLICT DO NOTHING`, `IS NOT DISTINCT FROM`). [`Store`] is SQLite —
+//! opened 0600, WAL, busy timeout 10 s for commands and 30 s for supervisors, orch's writers
+//! queued by `write_queue.rs` — or PostgreSQL (`open_url`, `open_postgres`; `pg.rs`: a released
+//! chain lock NOTIFYed, `Store::wait_lock_released` LISTENs, while SQLite's waiters poll).
+//! `open(state_dir)` follows the state directory's pointer (`location.rs`: `store:` of
+//! repos.yaml, validated, left as `store.json` — the URL without a password and the names of the
+//! variables that complete it). Write transactions take the write lock first on both; errors are
+//! classified: busy, damaged, no space, too new, fenced. `schema.rs` holds both backends'
+//! migrations at one version number; `conformance.rs` (tests only) runs each store test on a
+//! fresh store of each backend (PostgreSQL at `ORCH_TEST_PG_URL`, skipped aloud without it).
+//! The rest is one file per table family: `locks.rs`, `workers.rs` (workers, leases, the inbox,
+//! pushes), `alerts.rs` (de-duplication, resolution, the delivery outbox), `history.rs`
+//! (retention), `upstream.rs` (cascade rows and poll claims), `nodes.rs` (heartbeats, a node's lock
+//! holders), `waves.rs` (waves, tasks, `wave_ticks`), `supersede.rs`, `fatal.rs`, `usage.rs`
+//! (spend, conversation ids, rate limits), `board.rs` (the board's aggregates, `data_version`).
+//!
+//! **The store is the truth** (ARCHITECTURE.md, invariant 3). A truth that cannot be read or
+//! written is said, never worked around: a damaged file is refused by every command and stops
+//! every supervisor on it; a write refused by the file system (ENOSPC, EROFS) stops the
+//! supervisor's worker (`supervisor/storage.rs`), alerted to the sinks directly, the lock kept for
+//! `orch resume`, which records the stop the supervisor noted if it could not
+//! (`app/storage_note.rs`). No process holding a connection opens and closes the database file
+//! itself (that drops its POSIX locks, and an outside `sqlite3` would then delete the WAL under
+//! it): `health.rs` reads the header through a descriptor kept for the process's life
+//! (`outside_reader::` in the integration tests).
 
 pub mod alerts;
 pub mod board;

@@ -1,4 +1,29 @@
-//! Workers, their event log, the request inbox, pushes and alerts in SQLite.
+//! Workers, their leases, their event log, the request inbox and pushes in the store.
+//!
+//! **One supervisor per worker** (ARCHITECTURE.md, invariant 9). A lease in the worker row
+//! (node, pid, process start time, expiry on the database's clock, fencing token). The spawner
+//! holds it from the transaction that creates the worker until its supervisor takes it over
+//! (`ORCH_LEASE_FROM`), renewing it meanwhile from a thread (`app::hold_lease_until_handover`);
+//! `orch resume` claims orphans in a transaction that re-checks them and keeps each claim until
+//! the supervisor it started has taken it over or has exited (`resume::ClaimsKept`, held by
+//! `orch respawn` and `orch approve` too). Leases are taken and moved only through
+//! [`claim_lease`], [`set_lease`], [`keep_claim`] and [`renew_lease`]; whether one is live is
+//! `Lease::is_live` alone (another node's lease by its expiry alone). A lease holder's journal
+//! entries are written with `Writer::Owner`, which writes nothing once another process owns the
+//! worker. **Fencing:** each claim adds one to the worker's `fence`; a supervisor's store is
+//! fenced with its token (`Store::fence`), and every write transaction of that store reads the
+//! token first and writes nothing when it moved on (`StoreError::Fenced`; the supervisor then
+//! kills its worker and exits). A stopped writer cannot keep the write lock either: PostgreSQL
+//! ends a session idle in a transaction after 15 s (`pg::IDLE_IN_TRANSACTION`); on SQLite the
+//! write queue ends an orch process stopped holding its turn (`write_queue.rs`). **Nodes:**
+//! orphan sweeps and kills touch only this node's workers; `worker.max_parallel` counts this
+//! node's lock holders (`nodes::lock_holders_on`), `worker.max_parallel_total` every node's.
+//!
+//! **History costs what is live** (invariant 16). A worker has *ended* when it is terminal and
+//! no change of it is still landing ([`ended`]); `workers.ended_ms` is written with its progress
+//! in the same statement and read through partial indexes. Commands that load the organisation
+//! read live workers and, for display, a bounded page of ended ones — never every row
+//! (`list_workers` is for tests, rebuilds and benchmarks).
 
 use super::sql::{OptionalExtension, Tx, params};
 use super::{Store, StoreError, now_ms};

@@ -14,7 +14,7 @@
 //! hold, `timers` the timeouts, the life cap and the deadlock indicators, `fix_timeout`
 //! FIXING_CI's timeout per fix attempt), `line.rs` (milestone lines), `landing.rs` (the phase
 //! after DONE; one handler per family in `landing/`: `moves`, `verify`, `downstream`,
-//! `revert`).
+//! `revert`). Its tests, one file per event family, are in `tests/`.
 //!
 //! **Claims are verified; DONE is about the branch, not the claim** (ARCHITECTURE.md,
 //! invariant 7). The commit orch verifies is the head of the worker's own branch on the forge
@@ -682,7 +682,3 @@ pub use step::{BLOCKED_STOP, HELD_STOP, step};
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_crash;
-#[cfg(test)]
-mod tests_fix_timeout;

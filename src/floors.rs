@@ -7,6 +7,11 @@
 //! comments and string literals — `use crate::{a, b::c}` groups included, and `crate::m!` macros
 //! placed at the module that defines them — is mapped file → top-level module → floor. A
 //! failure names the file, the line and the import.
+//!
+//! Between files the rule is only "no circle": every `crate::`, `super::` and `self::` path of
+//! non-test code is resolved to the file that holds it (its longest prefix that is a file), and
+//! a module and its own submodules count as one room (a parent re-exports its children, a child
+//! reads its parent's names). Test code — `#[cfg(test)]` files and inline modules — is left out.
 
 /// The floors, top first: (floor, top-level modules). Floor 1 is the ground.
 const FLOORS: &[(u8, &[&str])] = &[
@@ -338,6 +343,59 @@ mod tests {
             .collect()
     }
 
+    /// Depth-first search: a node met again while it is still on the path closes a circle.
+    fn visit<'a>(
+        node: &'a str,
+        edges: &BTreeMap<&'a str, BTreeMap<&'a str, &'a Import>>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) -> Option<Vec<&'a str>> {
+        if let Some(at) = path.iter().position(|m| *m == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node);
+            return Some(circle);
+        }
+        if !done.insert(node) {
+            return None;
+        }
+        path.push(node);
+        for next in edges
+            .get(node)
+            .into_iter()
+            .flat_map(|targets| targets.keys())
+        {
+            if let Some(circle) = visit(next, edges, path, done) {
+                return Some(circle);
+            }
+        }
+        path.pop();
+        None
+    }
+
+    /// The first circle of `edges`, each tie told as `a -> b: file:line: import`.
+    fn first_circle<'a>(
+        nodes: impl IntoIterator<Item = &'a str>,
+        edges: &BTreeMap<&'a str, BTreeMap<&'a str, &'a Import>>,
+    ) -> Option<String> {
+        let mut done = BTreeSet::new();
+        for node in nodes {
+            if let Some(circle) = visit(node, edges, &mut Vec::new(), &mut done) {
+                let ties: Vec<String> = circle
+                    .windows(2)
+                    .map(|pair| {
+                        let import = edges[pair[0]][pair[1]];
+                        format!(
+                            "{} -> {}: src/{}:{}: `{}`",
+                            pair[0], pair[1], import.file, import.line, import.text
+                        )
+                    })
+                    .collect();
+                return Some(ties.join("\n"));
+            }
+        }
+        None
+    }
+
     #[test]
     fn every_top_level_module_stands_on_one_floor() {
         let mut seen = BTreeSet::new();
@@ -419,52 +477,270 @@ mod tests {
                 .entry(import.target.as_str())
                 .or_insert(import);
         }
-        // Depth-first search: a module met again while it is still on the path closes a circle.
-        fn visit<'a>(
-            module: &'a str,
-            edges: &BTreeMap<&'a str, BTreeMap<&'a str, &'a Import>>,
-            path: &mut Vec<&'a str>,
-            done: &mut BTreeSet<&'a str>,
-        ) -> Option<Vec<&'a str>> {
-            if let Some(at) = path.iter().position(|m| *m == module) {
-                let mut circle = path[at..].to_vec();
-                circle.push(module);
-                return Some(circle);
-            }
-            if !done.insert(module) {
-                return None;
-            }
-            path.push(module);
-            for next in edges
-                .get(module)
+        if let Some(circle) = first_circle(modules.iter().map(String::as_str), &edges) {
+            panic!("an import circle between top-level modules:\n{circle}");
+        }
+    }
+
+    /// A file's module path: `store/workers/lease.rs` → `[store, workers, lease]`.
+    fn module_path(file: &str) -> Vec<String> {
+        let mut segments: Vec<String> = file
+            .trim_end_matches(".rs")
+            .split('/')
+            .map(str::to_string)
+            .collect();
+        if segments.last().is_some_and(|last| last == "mod") {
+            segments.pop();
+        }
+        segments
+    }
+
+    /// The file that holds the item a module path names: its longest prefix that is a file.
+    fn file_of(segments: &[String], files: &BTreeMap<String, String>) -> Option<String> {
+        (1..=segments.len()).rev().find_map(|k| {
+            let stem = segments[..k].join("/");
+            [format!("{stem}.rs"), format!("{stem}/mod.rs")]
                 .into_iter()
-                .flat_map(|targets| targets.keys())
+                .find(|candidate| files.contains_key(candidate))
+        })
+    }
+
+    /// Whether the text before a `mod` declaration ends with `#[cfg(test)]` (visibility aside).
+    fn for_tests_only(before: &str) -> bool {
+        let before = before.trim_end();
+        let before = before
+            .strip_suffix("pub(crate)")
+            .or_else(|| before.strip_suffix("pub"))
+            .unwrap_or(before);
+        before.trim_end().ends_with("#[cfg(test)]")
+    }
+
+    /// The byte ranges of the inline `mod name { … }` blocks of a file, with their names and
+    /// whether they are compiled for tests only.
+    fn inline_modules(code: &str) -> Vec<(usize, usize, String, bool)> {
+        let mut found = Vec::new();
+        for (at, _) in code.match_indices("mod ") {
+            if code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
             {
-                if let Some(circle) = visit(next, edges, path, done) {
-                    return Some(circle);
+                continue;
+            }
+            let Some(name) = first_ident(&code[at + 4..]) else {
+                continue;
+            };
+            let after_name = at + 4 + code[at + 4..].find(name).unwrap_or(0) + name.len();
+            if !code[after_name..].trim_start().starts_with('{') {
+                continue;
+            }
+            let open = after_name + code[after_name..].find('{').expect("checked above");
+            let mut depth = 0usize;
+            let mut end = code.len();
+            for (offset, c) in code[open..].char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = open + offset;
+                            break;
+                        }
+                    }
+                    _ => {}
                 }
             }
-            path.pop();
-            None
+            found.push((open, end, name.to_string(), for_tests_only(&code[..at])));
         }
-        let mut done = BTreeSet::new();
-        for module in &modules {
-            if let Some(circle) = visit(module, &edges, &mut Vec::new(), &mut done) {
-                let ties: Vec<String> = circle
-                    .windows(2)
-                    .map(|pair| {
-                        let import = edges[pair[0]][pair[1]];
-                        format!(
-                            "{} -> {}: src/{}:{}: `{}`",
-                            pair[0], pair[1], import.file, import.line, import.text
-                        )
-                    })
+        found
+    }
+
+    /// The module paths a path starting right after `crate::`, `super::` or `self::` names:
+    /// `a::b::C` one, `a::{b, c::D}` one per item.
+    fn path_segments(after: &str) -> Vec<Vec<String>> {
+        let mut prefix = Vec::new();
+        let mut rest = after;
+        loop {
+            let trimmed = rest.trim_start();
+            if trimmed.starts_with('{') {
+                return heads_with_tails(trimmed)
+                    .into_iter()
+                    .map(|tail| prefix.iter().cloned().chain(tail).collect())
                     .collect();
-                panic!(
-                    "an import circle between top-level modules:\n{}",
-                    ties.join("\n")
-                );
             }
+            let Some(name) = first_ident(trimmed) else {
+                return vec![prefix];
+            };
+            prefix.push(name.to_string());
+            let after_name = trimmed[name.len()..].trim_start();
+            match after_name.strip_prefix("::") {
+                Some(next) => rest = next,
+                None => return vec![prefix],
+            }
+        }
+    }
+
+    /// The items of a `{…}` group, each as its path's segments (one level of nesting read).
+    fn heads_with_tails(group: &str) -> Vec<Vec<String>> {
+        let mut items = Vec::new();
+        let (mut depth, mut start) = (0usize, 1usize);
+        for (at, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        items.push(&group[start..at]);
+                        break;
+                    }
+                }
+                ',' if depth == 1 => {
+                    items.push(&group[start..at]);
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        items
+            .into_iter()
+            .map(|item| {
+                // `b::c::D as E`: every segment up to the one that is more than a name.
+                let mut segments = Vec::new();
+                for segment in item.split("::") {
+                    let Some(name) = first_ident(segment) else {
+                        break;
+                    };
+                    segments.push(name.to_string());
+                    if segment.trim() != name {
+                        break;
+                    }
+                }
+                segments
+            })
+            .filter(|segments| !segments.is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn no_circle_between_files() {
+        let src = src_dir();
+        let mut paths = Vec::new();
+        rust_files(&src, &mut paths);
+        let mut files = BTreeMap::new();
+        for path in paths {
+            let relative = path
+                .strip_prefix(&src)
+                .expect("under src/")
+                .display()
+                .to_string();
+            let source = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            files.insert(relative, code_only(&source));
+        }
+        // Test code is no part of the house: files declared `#[cfg(test)] mod x;` (and what is
+        // below them), and inline `#[cfg(test)] mod x { … }` blocks.
+        let mut tests_only = BTreeSet::new();
+        for file in files.keys() {
+            let segments = module_path(file);
+            for k in 1..=segments.len() {
+                let parent = if k == 1 {
+                    Some("lib.rs".to_string())
+                } else {
+                    file_of(&segments[..k - 1], &files)
+                };
+                let Some(parent_code) = parent.and_then(|p| files.get(&p)) else {
+                    continue;
+                };
+                let declaration = format!("mod {};", segments[k - 1]);
+                if parent_code
+                    .match_indices(&declaration)
+                    .any(|(at, _)| for_tests_only(&parent_code[..at]))
+                {
+                    tests_only.insert(file.clone());
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for (file, code) in &files {
+            if tests_only.contains(file) || file == "lib.rs" || file == "main.rs" {
+                continue;
+            }
+            let here = module_path(file);
+            let inline = inline_modules(code);
+            for prefix in ["crate::", "super::", "self::"] {
+                for (at, _) in code.match_indices(prefix) {
+                    if code[..at]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                    {
+                        continue;
+                    }
+                    let blocks: Vec<_> = inline
+                        .iter()
+                        .filter(|(open, end, _, _)| (*open..*end).contains(&at))
+                        .collect();
+                    if blocks.iter().any(|(_, _, _, for_tests)| *for_tests) {
+                        continue;
+                    }
+                    let mut module = here.clone();
+                    module.extend(blocks.iter().map(|(_, _, name, _)| name.clone()));
+                    let mut rest = &code[at + prefix.len()..];
+                    let base = match prefix {
+                        "crate::" => Vec::new(),
+                        "self::" => module,
+                        _ => {
+                            module.pop();
+                            while let Some(next) = rest.trim_start().strip_prefix("super::") {
+                                module.pop();
+                                rest = next;
+                            }
+                            module
+                        }
+                    };
+                    let line = code[..at].matches('\n').count() + 1;
+                    let line_start = code[..at].rfind('\n').map_or(0, |p| p + 1);
+                    let text = code[line_start..]
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string();
+                    for segments in path_segments(rest) {
+                        let full: Vec<String> = base.iter().cloned().chain(segments).collect();
+                        let Some(target) = file_of(&full, &files) else {
+                            continue;
+                        };
+                        let there = module_path(&target);
+                        // A module and its own submodules are one room seen from outside.
+                        if target == *file || here.starts_with(&there) || there.starts_with(&here) {
+                            continue;
+                        }
+                        found.push(Import {
+                            file: file.clone(),
+                            line,
+                            target,
+                            text: text.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        assert!(
+            found.len() > 500,
+            "only {} imports between files read: the reader is broken",
+            found.len()
+        );
+        let mut edges: BTreeMap<&str, BTreeMap<&str, &Import>> = BTreeMap::new();
+        for import in &found {
+            edges
+                .entry(import.file.as_str())
+                .or_default()
+                .entry(import.target.as_str())
+                .or_insert(import);
+        }
+        if let Some(circle) = first_circle(files.keys().map(String::as_str), &edges) {
+            panic!("an import circle between files:\n{circle}");
         }
     }
 
@@ -479,5 +755,16 @@ mod tests {
             .collect();
         let expected = [("a", false), ("b", false), ("h", false), ("m", true)];
         assert_eq!(heads, expected.map(|(n, m)| (n.to_string(), m)).to_vec());
+        let owned = |paths: &[&[&str]]| -> Vec<Vec<String>> {
+            paths
+                .iter()
+                .map(|p| p.iter().map(|s| s.to_string()).collect())
+                .collect()
+        };
+        assert_eq!(
+            path_segments("a::{b::C as D, e, f::{g, h}};"),
+            owned(&[&["a", "b", "C"], &["a", "e"], &["a", "f"]])
+        );
+        assert_eq!(path_segments("x::y::z(1)"), owned(&[&["x", "y", "z"]]));
     }
 }

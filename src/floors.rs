@@ -44,7 +44,7 @@ const FLOORS: &[(u8, &[&str])] = &[
             "fault",
         ],
     ),
-    // the core: plain data in, plain data out
+    // the model and its rules: no store, no process, no clock
     (
         1,
         &[

@@ -17,8 +17,8 @@
 //! `orch resume`'s claim of an orphan verify the worker holds its lock or take it again, all or
 //! nothing (`app::relive::hold_chain`). An attempt another one superseded (`store::supersede`) is
 //! never respawned, approved or reassigned. `app/relive_tests.rs` checks this over random
-//! sequences of those operations. (`orch release --force` frees the chain of a BLOCKED or ended
-//! worker at once; it refuses a worker at work.)
+//! sequences of those operations. (`orch release --force` refuses a worker at work or PAUSED:
+//! a worker runs only while it holds its chain lock.)
 
 use super::sql::{OptionalExtension, Tx, params};
 use super::{Store, StoreError, now_ms};

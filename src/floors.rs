@@ -73,8 +73,8 @@ const FLOORS: &[(u8, &[&str])] = &[
 mod source;
 
 use source::{
-    code_only, file_of, first_ident, for_tests_only, heads, inline_modules, macro_homes, module_of,
-    module_path, path_segments, rust_files, src_dir,
+    code_only, file_of, first_ident, for_tests_only, heads, inline_modules, line_at, macro_homes,
+    module_of, module_path, path_segments, rust_files, src_dir,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -118,14 +118,7 @@ fn imports() -> (Vec<Import>, BTreeSet<String>) {
             if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
                 continue;
             }
-            let line_no = code[..at].matches('\n').count() + 1;
-            let line_start = code[..at].rfind('\n').map_or(0, |p| p + 1);
-            let line_text = code[line_start..]
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_string();
+            let (line_no, line_text) = line_at(code, at);
             for (head, is_macro) in heads(&code[at + "crate::".len()..]) {
                 // `crate::params!` and `use crate::params;` name a macro, not a module.
                 let a_macro = is_macro || floor_of(&head).is_none();
@@ -379,14 +372,7 @@ fn no_circle_between_files() {
                         module
                     }
                 };
-                let line = code[..at].matches('\n').count() + 1;
-                let line_start = code[..at].rfind('\n').map_or(0, |p| p + 1);
-                let text = code[line_start..]
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string();
+                let (line, text) = line_at(code, at);
                 for segments in path_segments(rest) {
                     let full: Vec<String> = base.iter().cloned().chain(segments).collect();
                     let Some(target) = file_of(&full, &files) else {

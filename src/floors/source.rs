@@ -148,26 +148,7 @@ pub(super) fn heads(after: &str) -> Vec<(String, bool)> {
             .map(|name| vec![(name.to_string(), is_macro(name, trimmed))])
             .unwrap_or_default();
     }
-    let mut items = Vec::new();
-    let (mut depth, mut start) = (0usize, 1usize);
-    for (at, c) in after.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    items.push(&after[start..at]);
-                    break;
-                }
-            }
-            ',' if depth == 1 => {
-                items.push(&after[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    items
+    group_items(after)
         .into_iter()
         .filter_map(|item| first_ident(item).map(|name| (name.to_string(), false)))
         .collect()
@@ -175,26 +156,7 @@ pub(super) fn heads(after: &str) -> Vec<(String, bool)> {
 
 /// The items of a `{…}` group, each as its path's segments (one level of nesting read).
 fn heads_with_tails(group: &str) -> Vec<Vec<String>> {
-    let mut items = Vec::new();
-    let (mut depth, mut start) = (0usize, 1usize);
-    for (at, c) in group.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    items.push(&group[start..at]);
-                    break;
-                }
-            }
-            ',' if depth == 1 => {
-                items.push(&group[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    items
+    group_items(group)
         .into_iter()
         .map(|item| {
             // `b::c::D as E`: every segment up to the one that is more than a name.
@@ -347,4 +309,41 @@ fn the_reader_sees_groups_macros_and_skips_comments_and_strings() {
         owned(&[&["a", "b", "C"], &["a", "e"], &["a", "f"]])
     );
     assert_eq!(path_segments("x::y::z(1)"), owned(&[&["x", "y", "z"]]));
+}
+
+/// The items of the `{…}` group `group` starts with, split at its own commas.
+fn group_items(group: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 1usize);
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    items.push(&group[start..at]);
+                    break;
+                }
+            }
+            ',' if depth == 1 => {
+                items.push(&group[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+/// The number and the trimmed text of the line of `code` that byte `at` stands on.
+pub(super) fn line_at(code: &str, at: usize) -> (usize, String) {
+    let number = code[..at].matches('\n').count() + 1;
+    let start = code[..at].rfind('\n').map_or(0, |p| p + 1);
+    let text = code[start..]
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    (number, text)
 }

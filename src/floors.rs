@@ -87,6 +87,14 @@ struct Import {
     text: String,
 }
 
+impl Import {
+    /// The top-level module of the file the import stands in.
+    fn module(&self) -> &str {
+        let first = self.file.split('/').next().unwrap_or_default();
+        first.strip_suffix(".rs").unwrap_or(first)
+    }
+}
+
 fn floor_of(module: &str) -> Option<u8> {
     FLOORS
         .iter()
@@ -246,12 +254,7 @@ fn no_import_points_to_a_higher_floor() {
     );
     let mut wrong = Vec::new();
     for import in &found {
-        let from = import
-            .file
-            .split('/')
-            .next()
-            .map(|f| f.trim_end_matches(".rs"))
-            .unwrap_or_default();
+        let from = import.module();
         let (Some(here), Some(there)) = (floor_of(from), floor_of(&import.target)) else {
             wrong.push(format!(
                 "src/{}:{}: `{}` — `{}` has no floor in src/floors.rs",
@@ -278,12 +281,7 @@ fn no_circle_between_top_level_modules() {
     let (found, modules) = imports();
     let mut edges: BTreeMap<&str, BTreeMap<&str, &Import>> = BTreeMap::new();
     for import in &found {
-        let from = import
-            .file
-            .split('/')
-            .next()
-            .map(|f| f.trim_end_matches(".rs"))
-            .unwrap_or_default();
+        let from = import.module();
         edges
             .entry(from)
             .or_default()

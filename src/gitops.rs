@@ -143,8 +143,23 @@ fn user_level() -> &'static UserLevel {
 /// worker's relayed transport: a scrubbed environment as every git orch runs, but the remote's
 /// own configuration and hooks (its `pre-receive` judges the push).
 pub fn service_command(service: &str, remote: &Path) -> Command {
+    service_command_showing(service, remote, None)
+}
+
+/// [`service_command`] for a worker's relay: of the workers' branches (`orch/…`) only those
+/// in `shown` are advertised, fetched or pushed (`transfer.hideRefs`; a later `!` entry shows
+/// a branch an earlier one hid). `None`: every branch.
+pub fn service_command_showing(service: &str, remote: &Path, shown: Option<&[String]>) -> Command {
     let mut cmd = scrubbed_git();
-    cmd.env("LC_ALL", "C").arg(service).arg(remote);
+    cmd.env("LC_ALL", "C");
+    if let Some(shown) = shown {
+        cmd.arg("-c").arg("transfer.hideRefs=refs/heads/orch/");
+        for branch in shown {
+            cmd.arg("-c")
+                .arg(format!("transfer.hideRefs=!refs/heads/{branch}"));
+        }
+    }
+    cmd.arg(service).arg(remote);
     cmd
 }
 

@@ -39,6 +39,7 @@ pub mod sha;
 pub mod store;
 pub mod text;
 pub mod token;
+pub mod upstreams;
 pub mod wake;
 pub mod wave;
 pub mod yaml;

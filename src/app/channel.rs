@@ -76,6 +76,11 @@ pub struct GitRelay {
     /// Where the hook writes why it refused a push (one file per push, this path plus a
     /// suffix): the supervisor raises the alert.
     pub refusals: PathBuf,
+    /// The workers' branches (`orch/…`) it sees on the remote: its own, and those of the
+    /// earlier attempts of its task it may build on (`store::supersede::earlier_branches`).
+    /// Every other worker's branch is hidden from it (issue 34: workers do not read each
+    /// other through orch).
+    pub shown: Vec<String>,
 }
 
 use crate::report_wire::{PUSH_FOR_ENV, PUSH_REFUSALS_ENV};
@@ -233,7 +238,11 @@ impl Server {
             relay.refusals.display(),
             random_hex().unwrap_or_default()
         ));
-        let mut cmd = crate::gitops::service_command(service.as_str(), &relay.remote);
+        let mut cmd = crate::gitops::service_command_showing(
+            service.as_str(),
+            &relay.remote,
+            Some(&relay.shown),
+        );
         if service == GitService::ReceivePack {
             cmd.env(PUSH_FOR_ENV, &self.id)
                 .env(PUSH_REFUSALS_ENV, &refusals);

@@ -223,28 +223,7 @@ pub fn commit(
 ) -> Result<Committed, StoreError> {
     let now = now_ms();
     let id = entry.worker;
-    let alerts: Vec<AlertRecord> = entry
-        .effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Alert {
-                severity,
-                kind,
-                message,
-            } => Some(AlertRecord {
-                id: 0,
-                at_ms: now,
-                severity: severity.as_str().into(),
-                worker_id: Some(id.to_string()),
-                repo: Some(entry.repo.to_string()),
-                kind: kind.clone(),
-                message: message.clone(),
-                repeats: 1,
-                resolved_ms: None,
-            }),
-            _ => None,
-        })
-        .collect();
+    let alerts = alert_records(entry, now);
     let milestone = entry.milestone;
     let window_ms = store.alert_window().as_millis() as i64;
     let mut fresh: Vec<AlertRecord> = Vec::new();
@@ -301,88 +280,7 @@ pub fn commit(
             record_fact(tx, id, milestone, fact, stopped_by_orch)?;
         }
         for e in entry.effects {
-            match e {
-                Effect::Transition { .. } => {}
-                Effect::Violation { kind, detail } => {
-                    ws::add_event(tx, id, "violation", milestone, &format!("{kind}: {detail}"))?
-                }
-                Effect::ReleaseLock { reason } => {
-                    release_in(tx, id, Some(reason), Some(entry.by))?;
-                    ws::add_event(tx, id, "lock_released", milestone, reason)?;
-                }
-                Effect::Track { sha } => {
-                    let pushed = entry.after.and_then(|p| p.pushed_ms).unwrap_or(now);
-                    ws::record_push(tx, id, sha, pushed)?;
-                }
-                Effect::HoldChain { repo, reason } => {
-                    let held = match entry.graph {
-                        Some(g) => try_lock_in(
-                            tx,
-                            g,
-                            repo,
-                            &breakage_holder(id),
-                            crate::lock::HolderKind::Hold,
-                            Some(reason),
-                            Some(entry.by),
-                        )?,
-                        None => LockAttempt::Blocked(Vec::new()),
-                    };
-                    let detail = match held {
-                        LockAttempt::Acquired(_) => format!("{repo}'s chain held: {reason}"),
-                        LockAttempt::Blocked(b) => format!(
-                            "{repo}'s chain could not be held ({}): {reason}",
-                            b.iter()
-                                .map(|x| x.describe(repo))
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        ),
-                    };
-                    ws::add_event(tx, id, "hold", milestone, &detail)?;
-                }
-                Effect::HoldFatal { reason } => {
-                    let hold = crate::store::fatal::FatalHold {
-                        repo: entry.repo.to_string(),
-                        reason: reason.clone(),
-                        by: format!("worker {id}"),
-                        worker_id: Some(id.to_string()),
-                        at_ms: now,
-                    };
-                    let detail = if crate::store::fatal::add(tx, &hold)? {
-                        format!("{}'s chain halted (FATAL): {reason}", entry.repo)
-                    } else {
-                        format!(
-                            "{}'s chain was already halted (FATAL); this one too: {reason}",
-                            entry.repo
-                        )
-                    };
-                    ws::add_event(tx, id, "fatal", milestone, &detail)?;
-                }
-                Effect::Landing { from, to, detail } => ws::add_event(
-                    tx,
-                    id,
-                    "landing",
-                    milestone,
-                    &format!("{from} -> {to}: {detail}{}", entry.note),
-                )?,
-                Effect::RestartCi { sha, why } => ws::add_event(
-                    tx,
-                    id,
-                    "ci_restart",
-                    milestone,
-                    &format!("CI for {} is stuck ({why}): restarted once", sha.short()),
-                )?,
-                Effect::Alert { .. } => {} // below, with the records built above
-                Effect::ResolveAlert { kind } => {
-                    crate::store::alerts::resolve(tx, id, kind, now)?;
-                }
-                // The owning process's part: see `supervisor::Supervisor::apply`.
-                Effect::StopWorker { .. }
-                | Effect::Land
-                | Effect::Reassign
-                | Effect::SuspendWorker
-                | Effect::ContinueWorker
-                | Effect::Checkpoint => {}
-            }
+            record_effect(tx, entry, e, now)?;
         }
         // De-duplicated: a repeat within the window counts, and is neither sent nor
         // appended to alerts.jsonl again.
@@ -406,36 +304,162 @@ pub fn commit(
         Ok(Committed::Written)
     })?;
     if written == Committed::Written {
-        crate::alerts::append_jsonl(state_dir, &fresh);
-        // A lock released or a state changed: a wave waiting to start its next task looks now.
-        if entry.effects.iter().any(|e| {
-            matches!(
-                e,
-                Effect::ReleaseLock { .. } | Effect::Transition { .. } | Effect::Landing { .. }
-            )
-        }) {
-            crate::wake::ring_all(state_dir, crate::wake::Ring::Progress);
-        }
-        if entry.checkpoint || entry.effects.contains(&Effect::Checkpoint) {
-            write_checkpoint(store, state_dir, id);
-        }
-        if entry
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::HoldChain { .. } | Effect::HoldFatal { .. }))
-        {
-            write_holds(store, state_dir);
-        }
-        if entry
-            .effects
-            .iter()
-            .any(|e| matches!(e, Effect::HoldFatal { .. }))
-        {
-            // Every supervisor in the chain stops its worker at its next look: now.
-            crate::wake::ring_all(state_dir, crate::wake::Ring::Inbox);
-        }
+        after_commit(store, state_dir, entry, &fresh);
     }
     Ok(written)
+}
+
+/// The alerts among `entry`'s effects, as records to write at `now`.
+fn alert_records(entry: &Entry, now: i64) -> Vec<AlertRecord> {
+    entry
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Alert {
+                severity,
+                kind,
+                message,
+            } => Some(AlertRecord {
+                id: 0,
+                at_ms: now,
+                severity: severity.as_str().into(),
+                worker_id: Some(entry.worker.to_string()),
+                repo: Some(entry.repo.to_string()),
+                kind: kind.clone(),
+                message: message.clone(),
+                repeats: 1,
+                resolved_ms: None,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Writes what effect `e` of `entry` leaves in the store (inside the entry's transaction).
+fn record_effect(
+    tx: &crate::store::sql::Tx,
+    entry: &Entry,
+    e: &Effect,
+    now: i64,
+) -> crate::store::sql::Result<()> {
+    let (id, milestone) = (entry.worker, entry.milestone);
+    match e {
+        Effect::Transition { .. } => {}
+        Effect::Violation { kind, detail } => {
+            ws::add_event(tx, id, "violation", milestone, &format!("{kind}: {detail}"))?
+        }
+        Effect::ReleaseLock { reason } => {
+            release_in(tx, id, Some(reason), Some(entry.by))?;
+            ws::add_event(tx, id, "lock_released", milestone, reason)?;
+        }
+        Effect::Track { sha } => {
+            let pushed = entry.after.and_then(|p| p.pushed_ms).unwrap_or(now);
+            ws::record_push(tx, id, sha, pushed)?;
+        }
+        Effect::HoldChain { repo, reason } => {
+            let held = match entry.graph {
+                Some(g) => try_lock_in(
+                    tx,
+                    g,
+                    repo,
+                    &breakage_holder(id),
+                    crate::lock::HolderKind::Hold,
+                    Some(reason),
+                    Some(entry.by),
+                )?,
+                None => LockAttempt::Blocked(Vec::new()),
+            };
+            let detail = match held {
+                LockAttempt::Acquired(_) => format!("{repo}'s chain held: {reason}"),
+                LockAttempt::Blocked(b) => format!(
+                    "{repo}'s chain could not be held ({}): {reason}",
+                    b.iter()
+                        .map(|x| x.describe(repo))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            };
+            ws::add_event(tx, id, "hold", milestone, &detail)?;
+        }
+        Effect::HoldFatal { reason } => {
+            let hold = crate::store::fatal::FatalHold {
+                repo: entry.repo.to_string(),
+                reason: reason.clone(),
+                by: format!("worker {id}"),
+                worker_id: Some(id.to_string()),
+                at_ms: now,
+            };
+            let detail = if crate::store::fatal::add(tx, &hold)? {
+                format!("{}'s chain halted (FATAL): {reason}", entry.repo)
+            } else {
+                format!(
+                    "{}'s chain was already halted (FATAL); this one too: {reason}",
+                    entry.repo
+                )
+            };
+            ws::add_event(tx, id, "fatal", milestone, &detail)?;
+        }
+        Effect::Landing { from, to, detail } => ws::add_event(
+            tx,
+            id,
+            "landing",
+            milestone,
+            &format!("{from} -> {to}: {detail}{}", entry.note),
+        )?,
+        Effect::RestartCi { sha, why } => ws::add_event(
+            tx,
+            id,
+            "ci_restart",
+            milestone,
+            &format!("CI for {} is stuck ({why}): restarted once", sha.short()),
+        )?,
+        Effect::Alert { .. } => {} // below, with the records built above
+        Effect::ResolveAlert { kind } => {
+            crate::store::alerts::resolve(tx, id, kind, now)?;
+        }
+        // The owning process's part: see `supervisor::Supervisor::apply`.
+        Effect::StopWorker { .. }
+        | Effect::Land
+        | Effect::Reassign
+        | Effect::SuspendWorker
+        | Effect::ContinueWorker
+        | Effect::Checkpoint => {}
+    }
+    Ok(())
+}
+
+/// The views written after `entry`'s commit — alerts.jsonl (its `fresh` alerts), the
+/// checkpoint, the holds file — and the doorbells it rings.
+fn after_commit(store: &mut Store, state_dir: &Path, entry: &Entry, fresh: &[AlertRecord]) {
+    let id = entry.worker;
+    crate::alerts::append_jsonl(state_dir, fresh);
+    // A lock released or a state changed: a wave waiting to start its next task looks now.
+    if entry.effects.iter().any(|e| {
+        matches!(
+            e,
+            Effect::ReleaseLock { .. } | Effect::Transition { .. } | Effect::Landing { .. }
+        )
+    }) {
+        crate::wake::ring_all(state_dir, crate::wake::Ring::Progress);
+    }
+    if entry.checkpoint || entry.effects.contains(&Effect::Checkpoint) {
+        write_checkpoint(store, state_dir, id);
+    }
+    if entry
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::HoldChain { .. } | Effect::HoldFatal { .. }))
+    {
+        write_holds(store, state_dir);
+    }
+    if entry
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::HoldFatal { .. }))
+    {
+        // Every supervisor in the chain stops its worker at its next look: now.
+        crate::wake::ring_all(state_dir, crate::wake::Ring::Inbox);
+    }
 }
 
 fn record_fact(
@@ -577,107 +601,4 @@ pub fn checkpoint_of(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stored(p: &Progress) -> (String, String) {
-        (
-            p.milestone.as_str().to_string(),
-            serde_json::to_string(p).unwrap(),
-        )
-    }
-
-    #[test]
-    fn a_row_as_its_supervisor_wrote_it_is_unchanged_and_any_other_is_named() {
-        let mine = Progress::new(&crate::contract::Contract::embedded(), 1_000);
-        assert_eq!(changed_behind(Some(&stored(&mine)), &mine), None);
-        assert_eq!(
-            changed_behind(None, &mine).as_deref(),
-            Some("its row is gone")
-        );
-        // A forged DONE in the column alone (what queries select on).
-        let (_, json) = stored(&mine);
-        let said = changed_behind(Some(&("DONE".into(), json.clone())), &mine).unwrap();
-        assert_eq!(said, "milestone column DONE");
-        // A forged approval inside the progress, the milestone left alone.
-        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        v["approved"] = serde_json::json!("a".repeat(40));
-        let said = changed_behind(Some(&("WORKING".into(), v.to_string())), &mine).unwrap();
-        assert!(said.starts_with("approved: "), "{said}");
-        let said = changed_behind(Some(&("WORKING".into(), "{".into())), &mine).unwrap();
-        assert_eq!(said, "its progress is not orch's JSON");
-    }
-
-    /// A forgery written between the supervisor's look and its next write is not overwritten
-    /// unseen: the write finds the row other than it left it, raises the alert in the same
-    /// transaction, and puts its own state back.
-    #[test]
-    fn a_commit_that_finds_its_row_forged_says_so_and_writes_its_own_state() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
-        let contract = crate::contract::Contract::embedded();
-        let mine = Progress::new(&contract, 1_000);
-        let pid = 4242;
-        let w = WorkerRecord {
-            id: "w-1".into(),
-            repo: "core".into(),
-            task: "t".into(),
-            task_id: None,
-            component: None,
-            plan: None,
-            progress: mine.clone(),
-            branch: "orch/w-1".into(),
-            base_sha: "b".repeat(40),
-            worktree: "/s/w-1/worktree".into(),
-            remote: "orch".into(),
-            day: "2024-01-01".into(),
-            supervisor_pid: Some(pid),
-            supervisor_start: Some(1),
-            lease_until_ms: Some(now_ms() + 60_000),
-            worker_pid: None,
-            worker_running: false,
-            exit_code: None,
-            respawns: 0,
-            resume_note: None,
-            created_ms: 1_000,
-            updated_ms: 1_000,
-            ended_ms: None,
-            model: None,
-            model_source: None,
-            node: None,
-            fence: 0,
-        };
-        store.write(|tx| ws::insert_worker(tx, &w)).unwrap();
-        let tampered = |store: &mut Store| {
-            store
-                .read(|tx| ws::alerts(tx, 0))
-                .unwrap()
-                .into_iter()
-                .filter(|a| a.kind == STATE_TAMPERED && a.worker_id.as_deref() == Some("w-1"))
-                .count()
-        };
-        // A write over the row as it was left: no alert.
-        let mut next = mine.clone();
-        next.last_progress_ms = 2_000;
-        let mut entry = Entry::new(&w, "orch").step(&next, &[]);
-        entry.expect = Some(&mine);
-        let done = commit(&mut store, dir.path(), Writer::Owner(pid), &entry).unwrap();
-        assert_eq!(done, Committed::Written);
-        assert_eq!(tampered(&mut store), 0);
-        // Someone else writes a green verdict into it; the supervisor's next write finds it.
-        let mut forged = next.clone();
-        forged.verdict = Some(crate::ci::verdict::VerdictKind::Green);
-        store
-            .write(|tx| ws::save_progress(tx, "w-1", &forged))
-            .unwrap();
-        let mut later = next.clone();
-        later.last_progress_ms = 3_000;
-        let mut entry = Entry::new(&w, "orch").step(&later, &[]);
-        entry.expect = Some(&next);
-        let done = commit(&mut store, dir.path(), Writer::Owner(pid), &entry).unwrap();
-        assert_eq!(done, Committed::Written);
-        assert_eq!(tampered(&mut store), 1);
-        let stored = store.read(|tx| ws::stored_state(tx, "w-1")).unwrap();
-        assert_eq!(changed_behind(stored.as_ref(), &later), None, "put back");
-    }
-}
+mod tests;

@@ -162,11 +162,7 @@ pub fn release(l: &Loaded, id: &str, by: &str, reason: &str) -> Result<Option<Ch
 /// landing (a release is how an operator stops a landing).
 fn at_work(w: &WorkerRecord) -> Option<String> {
     let m = w.progress.milestone;
-    let running = matches!(
-        m,
-        Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
-    ) && w.worker_running;
-    if !running && m != Milestone::Paused {
+    if !is_at_work(m, w.worker_running) {
         return None;
     }
     Some(format!(
@@ -177,6 +173,17 @@ fn at_work(w: &WorkerRecord) -> Option<String> {
             .unwrap_or_default(),
         w.id
     ))
+}
+
+/// A worker at work — WORKING, PUSHED_TO_CI or FIXING_CI with its process running, or PAUSED
+/// (held still, to go on) — keeps its chain lock: `orch release --force` refuses it, and the
+/// board offers no Release for it (`board::every_view_renders_an_organisation_with_a_worker_in_every_state`).
+pub fn is_at_work(m: Milestone, worker_running: bool) -> bool {
+    m == Milestone::Paused
+        || (matches!(
+            m,
+            Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi
+        ) && worker_running)
 }
 
 /// What an operator is shown before approving a change that touches protected paths: the

@@ -358,6 +358,21 @@ fn admit(
         })
         .collect::<Result<Vec<_>, String>>()
         .map_err(SpawnError::Setup)?;
+    // Nothing a worker's account may write becomes orch's configuration or code (issue 34):
+    // repos.yaml and its directory, the contract, the wave files, orch's binary, the alert
+    // sinks' programs, orch's PATH.
+    if !pool.is_empty() {
+        let file = (!contract.is_built_in()).then_some(contract.file.as_path());
+        let inputs = orch_inputs(config, state_dir, file).map_err(SpawnError::Setup)?;
+        for a in &pool {
+            if let Some(why) = crate::sandbox::fixed::changeable_by(&inputs, a.uid, a.gid) {
+                return Err(SpawnError::Setup(format!(
+                    "worker.user {}: {why}. A worker of that account could change what orch reads as its configuration or runs as its code, and the operator's next command would use it; take its write access away (chmod go-w, or keep the organisation where that account cannot write)",
+                    a.name
+                )));
+            }
+        }
+    }
     // A sandboxed worker: refused here too when it could point orch's configuration elsewhere
     // (its supervisor refuses again before each life).
     if config.worker.sandbox {
@@ -370,6 +385,31 @@ fn admit(
         }
     }
     Ok((repo, pool))
+}
+
+/// What orch reads as its configuration or runs as its code for `config`'s organisation
+/// ([`crate::sandbox::fixed::inputs`]), the wave files recorded in the store among them.
+pub(crate) fn orch_inputs(
+    config: &Config,
+    state_dir: &Path,
+    contract: Option<&Path>,
+) -> Result<Vec<std::path::PathBuf>, String> {
+    let waves: Vec<std::path::PathBuf> = if crate::store::has_state(state_dir) {
+        crate::store::Store::open(state_dir)
+            .and_then(|mut s| s.read(crate::store::waves::list_waves))
+            .map_err(|e| format!("cannot read the recorded wave files: {e}"))?
+            .into_iter()
+            .map(|w| w.file.into())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let path: Vec<std::path::PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    Ok(crate::sandbox::fixed::inputs(
+        config, contract, &waves, &path,
+    ))
 }
 
 /// Where the worker starts from: the remote it pushes to (made on first use), refused while its

@@ -115,4 +115,9 @@ pub struct CiRun {
     /// The latest attempt of each job the forge knows about. A job no runner has picked up
     /// may be absent (Forgejo < 16): absent means pending, never failed.
     pub jobs: Vec<CiJob>,
+    /// The ref the run was pushed to (`refs/heads/main`) when the forge says: one commit can
+    /// have runs on several branches (a dependent's base head, checked again on a
+    /// verification branch with an upstream's change), which mean different things.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_ref: Option<String>,
 }

@@ -389,3 +389,10 @@ pub fn logs(ctx: &Ctx, repo: &str, sha: &str, job: Option<String>, json_out: boo
     }
     Ok(if found { 0 } else { 1 })
 }
+
+/// `orch ci with-upstreams -- <command...>` (see [`crate::upstreams`]): becomes the command,
+/// so it returns only when the command could not start or the preparing failed.
+pub fn with_upstreams(command: &[String]) -> Outcome {
+    let (message, code) = crate::upstreams::with_upstreams(command);
+    Err(Failure { code, message })
+}

@@ -142,9 +142,10 @@ fn build_org(dir: &Path) -> Result<PathBuf, String> {
         std::fs::write(repo.join("README.md"), format!("# {name}\n")).map_err(|e| e.to_string())?;
         std::fs::write(repo.join("ci/check.sh"), "test -f README.md\n")
             .map_err(|e| e.to_string())?;
-        // vm builds on core's main as the forge has it: an API it does not follow breaks it.
+        // vm builds on core's main as the forge has it (its run's checkout of core, in
+        // $ORCH_UPSTREAMS): an API it does not follow breaks it.
         let follows_core = if name == "vm" {
-            "core=\"$(cd ../../../forge && pwd)/core.git\"\nif git --git-dir=\"$core\" show main:src/api.txt 2>/dev/null | grep -qx v2 && ! grep -qx v2 src/uses-api.txt 2>/dev/null; then echo 'core main is at API v2; vm still uses v1 (src/uses-api.txt)' >&2; exit 1; fi\n"
+            "if grep -qx v2 \"$ORCH_UPSTREAMS/core/src/api.txt\" 2>/dev/null && ! grep -qx v2 src/uses-api.txt 2>/dev/null; then echo 'core main is at API v2; vm still uses v1 (src/uses-api.txt)' >&2; exit 1; fi\n"
         } else {
             ""
         };

@@ -578,6 +578,14 @@ fn repos_yaml(found: &[Found]) -> String {
         for why in &f.unreadable {
             dep_lines.push_str(&format!("      # not read: {}\n", quoted_line(why)));
         }
+        let (run, note) = (&f.ci.run, &f.ci.note);
+        let ci = match f.deps.is_empty() {
+            true => crate::upstreams::Wrapped {
+                run: run.clone(),
+                note: note.clone(),
+            },
+            false => crate::upstreams::through_upstreams(run, note),
+        };
         y.push_str(&format!(
             "  {}:\n    path: ./{}\n    branch: {}   # guessed: the clone's current branch\n    deps: [{}]   {}\n{}    ci:                  # the local forge's jobs\n      jobs:\n        # {}\n        - {{ name: check, run: {}, timeout: 30m }}\n        - {{ name: radicle-push, run: \"true\", needs: [check] }}   # your sync step\n",
             f.name,
@@ -586,8 +594,8 @@ fn repos_yaml(found: &[Found]) -> String {
             deps.join(", "),
             dep_note,
             dep_lines,
-            comment_text(&f.ci.note),
-            serde_json::to_string(&f.ci.run).unwrap_or_default(),
+            comment_text(&ci.note),
+            serde_json::to_string(&ci.run).unwrap_or_default(),
         ));
     }
     y

@@ -497,6 +497,14 @@ pub enum CiCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Inside a local-forge CI job: run a command with the build resolving each upstream
+    /// package to its checkout in $ORCH_UPSTREAMS (Cargo patches, pip installs, npm installs,
+    /// go.work), without editing a tracked file.
+    WithUpstreams {
+        /// The command and its arguments (after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 /// A duration on the command line: [`crate::duration::parse_decimal`].
@@ -979,6 +987,7 @@ fn run(ctx: &Ctx, command: Command) -> Outcome {
                 job,
                 json,
             } => ci::logs(ctx, &repo, &sha, job, json),
+            CiCommand::WithUpstreams { command } => ci::with_upstreams(&command),
         },
         Command::Supervise { id } => workers::supervise_cmd(ctx, &id),
         Command::Alerts { since, json } => workers::alerts(ctx, since, json),

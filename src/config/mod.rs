@@ -285,6 +285,8 @@ pub struct JobSpec {
     pub run: String,
     pub needs: Vec<String>,
     pub timeout: Option<Duration>,
+    /// `ci.env` with the job's own `env` over it: set in the job's environment.
+    pub env: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]

@@ -4,6 +4,7 @@
 //! the document as a tree of keys against the known key sets and reports every one with its
 //! position, and the shapes below ignore them so that the rest is still validated.
 
+pub(super) use super::validate::ci_env::RawEnv;
 use crate::yaml::Pos;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -276,6 +277,8 @@ pub(super) struct RawRepoCi {
     #[serde(default)]
     pub(super) jobs: Vec<Spanned<RawJob>>,
     #[serde(default)]
+    pub(super) env: RawEnv,
+    #[serde(default)]
     pub(super) protected_paths: Option<Vec<Spanned<String>>>,
 }
 
@@ -290,6 +293,8 @@ pub(super) struct RawJob {
     pub(super) needs: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) env: RawEnv,
 }
 
 /// The `repos:` mapping, in order, duplicates kept so that validation can name both places.
@@ -564,8 +569,8 @@ pub(super) const SINK: &[&str] = &["webhook", "command", "min_severity", "timeou
 pub(super) const WEBHOOK: &[&str] = &["url_env"];
 pub(super) const REPO: &[&str] = &["path", "branch", "deps", "ci", "land", "model"];
 pub(super) const LAND: &[&str] = &["policy", "method", "max_attempts", "on_conflict"];
-pub(super) const REPO_CI: &[&str] = &["jobs", "protected_paths"];
-pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout"];
+pub(super) const REPO_CI: &[&str] = &["jobs", "protected_paths", "env"];
+pub(super) const JOB: &[&str] = &["name", "run", "needs", "timeout", "env"];
 
 /// Every key of the document that orch does not know, with its position and where it was
 /// found (`repos.vm`), in document order.

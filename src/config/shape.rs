@@ -31,6 +31,8 @@ pub(super) enum Shape {
     Alerts,
     /// One alert sink: its settings, exactly one of `webhook` and `command` among them.
     Sink,
+    /// `env:`: variable names → single values (their names are validation's to judge).
+    Env,
 }
 
 /// Whether a known key must be written, and whether it may be left empty (`key:` or `~`).
@@ -111,6 +113,7 @@ pub(super) const JOB: &[Field] = &[
     ("run", Shape::Text, Required),
     ("needs", TEXTS, NotEmpty),
     ("timeout", Shape::Text, Optional),
+    ("env", Shape::Env, Optional),
 ];
 pub(super) const LAND: &[Field] = &[
     ("policy", Shape::Text, Optional),
@@ -133,6 +136,7 @@ pub(super) const NODE: &[Field] = &[("name", Shape::Text, Optional)];
 pub(super) const REPO_CI: &[Field] = &[
     ("jobs", Shape::List(&Shape::Map(JOB)), NotEmpty),
     ("protected_paths", TEXTS, Optional),
+    ("env", Shape::Env, Optional),
 ];
 pub(super) const REPO: &[Field] = &[
     ("path", Shape::Text, Optional),
@@ -324,6 +328,22 @@ fn check(
             }
         }
         Shape::Map(fields) => check_map(node, fields, path, key, out),
+        Shape::Env => {
+            let Node::Map(entries) = &node.value else {
+                wrong(
+                    node,
+                    path,
+                    "a mapping of variable names to values",
+                    key,
+                    out,
+                );
+                return;
+            };
+            for (name, value) in entries {
+                let path = format!("{path}.{}", name.value.0);
+                check(value, &Shape::Text, &path, raw::pos(name), out);
+            }
+        }
         Shape::Repos => {
             let Node::Map(entries) = &node.value else {
                 wrong(
@@ -402,6 +422,7 @@ fn describe_shape(shape: &Shape) -> String {
         Shape::List(item) => format!("a list of {}", plural(item)),
         Shape::Map(_) | Shape::Alerts | Shape::Sink => "a mapping".into(),
         Shape::Repos => "a mapping of repository names to their settings".into(),
+        Shape::Env => "a mapping of variable names to values".into(),
     }
 }
 

@@ -39,6 +39,29 @@ fn cycle_is_printed_as_a_path() {
     );
 }
 
+/// Every cycle at once, each at its own position (issue 37: the Rust family has three, and
+/// `check` showed one per run): two separate cycles and two through one repository.
+#[test]
+fn every_cycle_is_reported_in_one_run() {
+    let err = load(
+        "repos:\n  tracing: { deps: [hyper] }\n  hyper: { deps: [h2, tracing] }\n  h2: { deps: [hyper] }\n  net: { deps: [crypto] }\n  crypto: { deps: [net] }\n",
+    )
+    .unwrap_err();
+    let cycles: Vec<String> = err
+        .0
+        .iter()
+        .map(|d| d.to_string())
+        .filter(|t| t.contains("dependency cycle"))
+        .collect();
+    assert_eq!(cycles.len(), 3, "{cycles:#?}");
+    for pair in [["hyper", "h2"], ["hyper", "tracing"], ["crypto", "net"]] {
+        assert!(
+            cycles.iter().any(|c| pair.iter().all(|r| c.contains(r))),
+            "{pair:?}: {cycles:#?}"
+        );
+    }
+}
+
 #[test]
 fn token_variable_must_not_be_passed_to_workers() {
     let err = load(
@@ -696,5 +719,33 @@ fn the_organisations_limit_is_optional_and_must_be_positive() {
             "worker.max_parallel_total must be greater than zero, got 0".into()
         )],
         "{err}"
+    );
+}
+
+/// A worker runs in its worktree: what `worker.command` names beside repos.yaml is taken from
+/// there (issue 37: README's `[sh, worker.sh]` recipe failed with "cannot open worker.sh").
+#[test]
+fn a_worker_command_naming_files_beside_repos_yaml_is_taken_from_there() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("worker.sh"), "echo hi\n").unwrap();
+    let file = dir.path().join("repos.yaml");
+    let c = Config::from_str(
+        "worker: {agent: command, command: [sh, worker.sh, -x, '{model}', notafile]}\nrepos: {a: {}}\n",
+        &file,
+    )
+    .unwrap();
+    let script = dir.path().join("worker.sh").display().to_string();
+    assert_eq!(
+        c.worker.command,
+        vec!["sh", script.as_str(), "-x", "{model}", "notafile"]
+    );
+    let c = Config::from_str(
+        "worker: {agent: command, command: [./bin/agent, run]}\nrepos: {a: {}}\n",
+        &file,
+    )
+    .unwrap();
+    assert_eq!(
+        c.worker.command[0],
+        dir.path().join("./bin/agent").display().to_string()
     );
 }

@@ -5,6 +5,7 @@
 //! found in the same order whatever the split.
 
 mod alerts;
+pub(super) mod ci_env;
 mod forge;
 mod land;
 mod repos;

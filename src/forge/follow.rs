@@ -139,6 +139,7 @@ mod tests {
                 status: None,
                 workflow: None,
                 url: None,
+                git_ref: None,
                 jobs: vec![CiJob {
                     name: "radicle-push".into(),
                     status,

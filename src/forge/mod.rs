@@ -168,16 +168,28 @@ pub trait Forge: Send + Sync {
         None
     }
 
-    /// Cancels the unfinished runs of the git refs `refs` (any repository), which nothing waits
-    /// for any more, with `note` on their jobs; returns the runs cancelled, in words. A forge
-    /// whose runs orch leaves to the forge (Forgejo) cancels none. Blocking, as [`Self::rerun`].
+    /// Cancels the unfinished runs of the branches `abandoned`, which nothing waits for any
+    /// more, with `note` on their jobs where the forge keeps one; returns the runs cancelled,
+    /// in words. Blocking, as [`Self::rerun`]. A forge that cannot cancel a run cancels none.
     fn cancel_runs_of_refs(
         &self,
-        _refs: &[String],
+        _abandoned: &[Abandoned],
         _note: &str,
     ) -> Result<Vec<String>, ForgeError> {
         Ok(Vec::new())
     }
+}
+
+/// A branch orch pushed whose runs nothing waits for any more: a landing's integration branch,
+/// a downstream check's verification branch, a worker's own branch once it let go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    pub repo: String,
+    /// The branch (`orch/w-1-land`), not the full ref.
+    pub branch: String,
+    /// The commit orch pushed there, when known: a forge that lists runs by commit (Forgejo)
+    /// finds them by it and cancels none without it.
+    pub sha: Option<String>,
 }
 
 fn no_pulls() -> ForgeError {
@@ -341,10 +353,14 @@ impl Forge for AnyForge {
         }
     }
 
-    fn cancel_runs_of_refs(&self, refs: &[String], note: &str) -> Result<Vec<String>, ForgeError> {
+    fn cancel_runs_of_refs(
+        &self,
+        abandoned: &[Abandoned],
+        note: &str,
+    ) -> Result<Vec<String>, ForgeError> {
         match self {
-            AnyForge::Forgejo(f) => f.cancel_runs_of_refs(refs, note),
-            AnyForge::Local(f) => Forge::cancel_runs_of_refs(f, refs, note),
+            AnyForge::Forgejo(f) => Forge::cancel_runs_of_refs(f, abandoned, note),
+            AnyForge::Local(f) => Forge::cancel_runs_of_refs(f, abandoned, note),
         }
     }
 }

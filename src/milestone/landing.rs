@@ -168,6 +168,10 @@ pub struct DownstreamCheck {
     pub verdict: Option<VerdictKind>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_jobs: Vec<String>,
+    /// Its base head was red already without the change (its own base CI said so): not a
+    /// breakage of the change's making, so nothing is blamed or held for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub already_red: Option<String>,
 }
 
 impl Landing {
@@ -190,6 +194,7 @@ impl Landing {
                     sha: None,
                     verdict: None,
                     failed_jobs: Vec::new(),
+                    already_red: None,
                 })
                 .collect(),
             base_runs_before: None,
@@ -302,13 +307,16 @@ pub enum LandEvent {
     Refused { reason: String },
     /// A dependent's base head `sha` was pushed to its verification branch (its CI runs).
     CheckStarted { repo: String, sha: Sha },
-    /// A dependent's CI decided.
+    /// A dependent's CI decided (on its verification branch: its base head with the change).
+    /// `already_red`: its base CI on the same head without the change was red too (why, in
+    /// words); `None` when that was green or is not known.
     CheckVerdict {
         repo: String,
         sha: Sha,
         kind: VerdictKind,
         failed_jobs: Vec<String>,
         detail: String,
+        already_red: Option<String>,
     },
     /// CI of the integration (Verifying) or of the base branch at the landed commit (BaseCi).
     Verdict {

@@ -22,6 +22,9 @@ pub struct GraphAnswer {
     /// The base-branch CI of each repository as orch last saw it (for the workers downstream
     /// of it; the board asks no forge of its own), repositories never looked at left out.
     base_ci: Vec<BaseCiView>,
+    /// The lock holders at work (a running WORKING, PUSHED_TO_CI or FIXING_CI worker, or a
+    /// PAUSED one), whose lock `orch release --force` refuses: the board offers them no Release.
+    at_work: Vec<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -70,7 +73,15 @@ pub fn of(l: &Loaded) -> Result<GraphAnswer, Error> {
         })?,
         None => (Vec::new(), Vec::new()),
     };
+    let at_work = status
+        .workers
+        .iter()
+        .filter(|w| crate::app::operator::is_at_work(w.milestone, w.worker_running))
+        .filter(|w| status.locks.iter().any(|lk| lk.holder == w.worker_id))
+        .map(|w| w.worker_id.clone())
+        .collect();
     Ok(GraphAnswer {
+        at_work,
         graph: GraphView::of(&l.config.graph),
         locks: status.locks,
         fatal: fatal

@@ -147,6 +147,51 @@ pub fn could_write(path: &Path) -> bool {
         || m.mode() & 0o002 != 0
 }
 
+/// Whether the account `uid`/`gid` — as orch starts a worker of `worker.users`: no
+/// supplementary groups — may write `path` (or, owning it, change its mode to).
+pub fn writable_by(path: &Path, uid: u32, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    let bit = if m.uid() == uid {
+        return true;
+    } else if m.gid() == gid {
+        0o020
+    } else {
+        0o002
+    };
+    uid == 0 || m.mode() & bit != 0
+}
+
+/// Why a worker of the account `uid`/`gid` (`worker.users`) could change one of `inputs` —
+/// what orch reads as its configuration or runs as its code ([`inputs`]) — so that the
+/// operator's next command would read or run the worker's: the path itself writable by it, or
+/// a directory above it where it may rename or replace entries (writable; a sticky one only
+/// when it owns the entry or the directory). `None` when it can change none of them.
+pub fn changeable_by(inputs: &[PathBuf], uid: u32, gid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.uid()).ok();
+    for p in inputs {
+        if writable_by(p, uid, gid) {
+            return Some(format!("{} is writable by it", p.display()));
+        }
+        for (entry, dir) in p.ancestors().zip(p.ancestors().skip(1)) {
+            let sticky = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o1000 != 0);
+            if writable_by(dir, uid, gid)
+                && (!sticky || owner(entry) == Some(uid) || owner(dir) == Some(uid))
+            {
+                return Some(format!(
+                    "{} lies in {}, where it may rename or replace what is there",
+                    p.display(),
+                    dir.display()
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// Of `inputs`, the paths to make read-only — those orch's user could change: itself or a
 /// directory above it writable — without one inside another; and the directories to pin —
 /// each above a read-only path whose parent orch's user could write, not already inside a

@@ -169,6 +169,38 @@ pub fn reassigned_worker(detail: &str) -> Option<&str> {
         .next()
 }
 
+/// The branches of the earlier attempts of `w`'s task, which it may build on: the workers
+/// whose task was reassigned to it, and those of the same repository and task id (a wave's
+/// earlier attempts).
+pub fn earlier_branches(tx: &Tx, w: &WorkerRecord) -> super::sql::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let reassigned: Vec<(String, String)> = tx
+        .prepare_cached(
+            "SELECT e.detail, o.branch FROM worker_events e JOIN workers o ON o.id = e.worker_id
+             WHERE e.kind = 'reassigned' AND o.repo = ?1",
+        )?
+        .query_map([w.repo.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    out.extend(
+        reassigned
+            .into_iter()
+            .filter(|(detail, _)| reassigned_worker(detail) == Some(w.id.as_str()))
+            .map(|(_, branch)| branch),
+    );
+    if let Some(task) = w.task_id.as_deref().filter(|k| !k.is_empty()) {
+        let same: Vec<String> = tx
+            .prepare_cached(
+                "SELECT branch FROM workers WHERE repo = ?1 AND task_id = ?2 AND id <> ?3",
+            )?
+            .query_map(params![w.repo, task, w.id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        out.extend(same);
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// Reads what decides whether `w` was superseded.
 pub fn facts(tx: &Tx, w: &WorkerRecord) -> super::sql::Result<Facts> {
     let reassigned: Option<String> = tx

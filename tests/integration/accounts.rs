@@ -184,6 +184,43 @@ fn a_state_directory_the_account_cannot_reach_is_refused_at_spawn_by_name() {
     assert!(org.run(&["can-spawn", "alpha"]).status.success());
 }
 
+/// What a worker's account could write never becomes orch's configuration (issue 34, item 6):
+/// a repos.yaml the account may write, a contract in a directory where it may replace files,
+/// are refused at spawn, naming the account and the path; nothing is taken. Put right, the
+/// same spawn goes on.
+#[test]
+fn configuration_a_worker_account_could_change_is_refused_at_spawn() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let org = org_as(&account.name, "account_worker.sh", RepoSpec::new("alpha"));
+    let refused = |why: &str, path: &std::path::Path| {
+        let out = org.run(&["spawn", "--repo", "alpha", "--task", "t"]);
+        let text = output_text(&out);
+        assert!(!out.status.success(), "{why}: {text}");
+        assert!(
+            text.contains(&format!("worker.user {}", account.name))
+                && text.contains(&path.display().to_string())
+                && text.contains("configuration"),
+            "{why}: {text}"
+        );
+        assert!(org.run(&["can-spawn", "alpha"]).status.success(), "{why}");
+    };
+    let mode = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let was = std::fs::metadata(&org.config_path).unwrap().mode() & 0o7777;
+    mode(&org.config_path, 0o666);
+    refused("repos.yaml writable by everyone", &org.config_path);
+    mode(&org.config_path, was);
+    // The organisation's directory writable: repos.yaml could be replaced by a rename.
+    mode(&org.root, 0o777);
+    refused("the organisation's directory writable", &org.root);
+    mode(&org.root, 0o711);
+    let (out, id) = org.spawn_foreground("alpha", "work as another account");
+    assert!(out.status.success(), "{}", org.diag(&id));
+}
+
 #[test]
 fn a_worker_of_its_own_account_whose_clone_is_gone_is_taken_over_after_its_supervisor_dies() {
     let Some(account) = worker_account() else {
@@ -380,4 +417,38 @@ fn a_worker_is_answered_about_its_own_commits_ci_only() {
         assert!(!said.contains("log-of-beta"), "{snoop}: {said}");
         assert!(said.contains("not answered"), "{snoop}: {said}");
     }
+}
+
+/// A worker of an account of its own sees, of the workers' branches on its remote, only its own
+/// (issue 34, item 10): an earlier worker's branch of the same repository is neither listed
+/// nor fetched through its relay, while the base branch and its own push are.
+#[test]
+fn a_worker_sees_only_its_own_branch_through_its_relay() {
+    let Some(account) = worker_account() else {
+        return;
+    };
+    let org = org_as(&account.name, "branch_snoop.sh", RepoSpec::new("alpha"));
+    let (out, first) = org.spawn_foreground("alpha", "first: push");
+    assert!(out.status.success(), "{}", org.diag(&first));
+    let (out, second) = org.spawn_foreground("alpha", "second: look around");
+    assert!(out.status.success(), "{}", org.diag(&second));
+    let before = read(&org, "listed-before.out");
+    assert_eq!(code(&org, "listed-before"), 0, "{before}");
+    assert!(before.contains("refs/heads/main"), "{before}");
+    assert!(
+        !before.contains(&first),
+        "the first worker's branch was listed: {before}"
+    );
+    assert_ne!(
+        code(&org, "fetch-other"),
+        0,
+        "the first worker's branch was fetched: {}",
+        read(&org, "fetch-other.out")
+    );
+    let after = read(&org, "listed-after.out");
+    assert!(
+        after.contains(&format!("refs/heads/orch/{second}")),
+        "{after}"
+    );
+    assert!(!after.contains(&first), "{after}");
 }

@@ -1503,6 +1503,16 @@ fn every_view_renders_an_organisation_with_a_worker_in_every_state() {
         browser.js("return [...document.querySelectorAll('p.red')].map(p => p.textContent)"),
         json!(["paused: a secret in the history (ops)"])
     );
+    // The lock table offers Release only for the holders not at work.
+    assert_eq!(
+        browser.js("return [...document.querySelectorAll('tr[data-lock]')].filter(t => t.querySelector('button[data-act$=\"/release\"]')).map(t => t.dataset.lock).sort()"),
+        json!(
+            expect_held
+                .iter()
+                .filter(|r| !["working", "pushed", "fixing", "paused"].contains(r))
+                .collect::<Vec<_>>()
+        )
+    );
     browser.screenshot("every-state-graph");
 
     // Every worker's view: its title names it and its milestone; its log and events shown.
@@ -1520,10 +1530,20 @@ fn every_view_renders_an_organisation_with_a_worker_in_every_state() {
             json!(true),
             "{repo}: its events"
         );
-        // Release is offered where there is a lock to release (not to a worker at work).
+        // Release is offered where there is a lock to release, never to a worker at work (a
+        // running WORKING, PUSHED_TO_CI or FIXING_CI worker, or a PAUSED one): `orch release
+        // --force` refuses those.
+        let record = org.worker(id);
+        let at_work =
+            orch::app::operator::is_at_work(record.progress.milestone, record.worker_running);
+        assert_eq!(
+            at_work,
+            ["working", "pushed", "fixing", "paused"].contains(&repo),
+            "{repo}: at work as the test brought it there"
+        );
         assert_eq!(
             browser.js("return !!document.querySelector('button[data-act$=\"/release\"]')"),
-            json!(expect_held.contains(&repo) && milestone != "WORKING"),
+            json!(expect_held.contains(&repo) && !at_work),
             "{repo}: the Release button"
         );
         // What its state shows beside the milestone: the red verdict being fixed, the landing.

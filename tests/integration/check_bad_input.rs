@@ -722,3 +722,25 @@ fn problems_of_both_files_are_sorted_by_file_then_position() {
     assert!(stderr.contains("unknown state \"STARTING\""), "{stderr}");
     assert!(stderr.contains("progress_window"), "{stderr}");
 }
+
+/// `env:` of a repository's CI and of a job: secrets' names, orch's own names and wrong shapes
+/// are refused where they are written; plain variables pass.
+#[test]
+fn ci_env_refuses_secrets_and_orchs_names_where_they_are_written() {
+    let repos = "forge: {kind: local}\nrepos:\n  a:\n    ci:\n      env:\n        GITHUB_TOKEN: x\n        RUST_BACKTRACE: 1\n      jobs:\n        - name: check\n          run: 'true'\n          env: {ORCH_UPSTREAMS: /x, DB_PASSWORD: y}\n  b:\n    ci:\n      env: [A]\n      jobs: [{name: check, run: 'true'}]\n";
+    let (code, _, stderr) = check(repos, None);
+    assert_eq!(code, 2, "{stderr}");
+    assert_reports(&stderr, "repos.yaml", 6, "GITHUB_TOKEN names a secret");
+    assert_reports(&stderr, "repos.yaml", 11, "ORCH_UPSTREAMS is orch's");
+    assert_reports(&stderr, "repos.yaml", 11, "DB_PASSWORD names a secret");
+    assert_reports(
+        &stderr,
+        "repos.yaml",
+        14,
+        "repos.b.ci.env must be a mapping",
+    );
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+    let fine = "forge: {kind: local}\nrepos:\n  a:\n    ci:\n      env: {RUST_BACKTRACE: 1, CARGO_TERM_COLOR: never}\n      jobs: [{name: check, run: 'true', env: {PIP_NO_INDEX: true}}]\n";
+    let (code, _, stderr) = check(fine, None);
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -253,3 +253,23 @@ fn init_without_clones_names_the_example() {
     assert!(text.contains("orch init --example"), "{text}");
     assert!(!dir.path().join("repos.yaml").exists());
 }
+
+/// README's recipe for a worker of one's own, as written: `command: [sh, worker.sh]` with
+/// worker.sh beside repos.yaml. The worker runs in its worktree, so the script is taken from
+/// repos.yaml's directory (issue 37: "sh: 0: cannot open worker.sh", respawned twice).
+#[test]
+fn readmes_worker_recipe_with_a_script_beside_repos_yaml_runs_to_done() {
+    let mut spec = Spec::local("happy.sh").repo(RepoSpec::new("alpha").standard_ci("true"));
+    spec.worker_section = Some(
+        "  agent: command\n  command: [sh, worker.sh]\n  env_passthrough: [PATH, E2E_OUT]\n".into(),
+    );
+    let org = Org::new(spec);
+    for f in ["happy.sh", "lib.sh"] {
+        let to = if f == "happy.sh" { "worker.sh" } else { f };
+        std::fs::copy(crate::support::worker_script(f), org.root.join(to)).unwrap();
+    }
+    let (out, id) = org.spawn_foreground("alpha", "a task for my own worker");
+    assert!(out.status.success(), "{}", org.diag(&id));
+    assert_eq!(org.worker(&id).milestone(), Milestone::Done);
+    assert_eq!(org.worker(&id).respawns, 0);
+}

@@ -270,9 +270,10 @@ fn init_guesses_edges_from_package_names_in_every_ecosystem() {
     assert_eq!(EXPECTED.len(), CLONES.len());
     // A poll interval for the local forge; a CI command for each kind, from its tools.
     assert!(yaml.contains("  poll_interval: 500ms"), "{yaml}");
+    // A repository with upstreams builds against their checkouts (orch ci with-upstreams).
     for (repo, ci) in [
         ("vm", "cargo test"),
-        ("web", "npm install && npm test"),
+        ("web", "npm test"),
         ("api", "go test ./..."),
         ("billing", "mvn -q test"),
         ("reports", "gradle test"),
@@ -285,6 +286,13 @@ fn init_guesses_edges_from_package_names_in_every_ecosystem() {
             .collect::<Vec<_>>()
             .join("\n");
         assert!(block.contains(ci), "{repo}: {ci} in\n{block}");
+        let deps = deps_block(&yaml, repo);
+        let wrapped = block.contains("orch ci with-upstreams -- ");
+        assert_eq!(
+            wrapped,
+            !deps.starts_with("deps: []"),
+            "{repo} (deps {deps:?}):\n{block}"
+        );
     }
     assert!(yaml.contains("package.json has no `test` script"), "{yaml}");
     let check = run(&["check"]);

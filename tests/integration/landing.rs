@@ -15,16 +15,12 @@ pub(crate) fn org(land: Option<&str>) -> Org {
 
 /// `org` with a `downstream:` mapping (None: orch's default).
 fn org_with(land: Option<&str>, downstream: Option<&str>) -> Org {
-    // The forge's bare remotes live under the state directory (root/state/forge).
-    let probe = |dep: &str| {
-        format!(
-            "git --git-dir=\"$(cd ../../../forge && pwd)/{dep}.git\" show main:{dep}.txt | grep -q '{dep} feature'"
-        )
-    };
+    // The run's checkout of its upstream at the base head it found ($ORCH_UPSTREAMS).
+    let probe = |dep: &str| format!("grep -q '{dep} feature' \"$ORCH_UPSTREAMS/{dep}/{dep}.txt\"");
     // vm also refuses a core that says "breaking" (the downstream breakage scenario).
     // (unless vm handles it: what a fix worker adds).
     let vm_test = format!(
-        "{} && {{ ! git --git-dir=\"$(cd ../../../forge && pwd)/core.git\" show main:core.txt | grep -q breaking || test -f handles-breaking.txt; }}",
+        "{} && {{ ! grep -q breaking \"$ORCH_UPSTREAMS/core/core.txt\" || test -f handles-breaking.txt; }}",
         probe("core")
     );
     let mut spec = Spec::local("land_worker.sh")
@@ -495,7 +491,7 @@ fn a_landed_change_that_breaks_a_dependent_is_caught_alerted_and_held() {
 fn gated_org() -> Org {
     let spec = Spec::local("land_worker.sh").repo(RepoSpec::new("core").standard_ci(
         "case \"$ORCH_CI_REF\" in refs/heads/main|refs/heads/orch/*-land) \
-         while [ ! -e \"$(cd ../../../.. && pwd)/ctl/gates/core\" ]; do sleep 0.05; done;; esac; true",
+         while [ ! -e \"$(cd ../../../../.. && pwd)/ctl/gates/core\" ]; do sleep 0.05; done;; esac; true",
     ));
     Org::new(spec)
 }

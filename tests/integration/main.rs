@@ -64,5 +64,6 @@ mod store_errors;
 mod superseded;
 mod supervise;
 mod supervise_forgejo;
+mod upstreams;
 mod wave;
 mod write_queue;

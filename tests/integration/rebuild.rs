@@ -361,3 +361,82 @@ fn a_change_squashed_onto_a_moved_base_is_still_landed_after_a_rebuild() {
     );
     assert_ne!(org.worker(&id).milestone(), Milestone::Done);
 }
+
+/// A database lost while a verified change is still landing (its base moved, the base's CI
+/// going): the rebuild takes its chain lock again, the resumed supervisor finishes the landing,
+/// and no alert blames an operator's `release --force` nobody ran (issue 34, item 3).
+#[test]
+fn a_landing_cut_by_a_lost_database_lands_after_the_rebuild() {
+    let gate = tempfile::tempdir().unwrap();
+    let gate = gate.path().join("open");
+    let spec = crate::support::Spec::local("happy.sh").repo(
+        crate::support::RepoSpec::new("core")
+            .job(
+                crate::support::job(
+                    "test",
+                    &format!(
+                        "if [ \"$ORCH_CI_REF\" = refs/heads/main ]; then while [ ! -e '{}' ]; do sleep 0.05; done; fi",
+                        gate.display()
+                    ),
+                )
+                .timeout(Some("10m")),
+            )
+            .job(crate::support::job("radicle-push", "true").needs(&["test"])),
+    );
+    let org = Org::new(spec);
+    let id = org.spawn_detached("core", "a change to land");
+    org.wait_until(
+        "its base to move, the base's CI held",
+        Duration::from_secs(90),
+        || {
+            org.worker(&id).progress.landing.as_ref().is_some_and(|l| {
+                l.landed.is_some() && l.state != orch::milestone::LandState::Landed
+            })
+        },
+    );
+    assert!(
+        !org.locks_of(&id).is_empty(),
+        "a landing keeps its chain lock"
+    );
+    // Its checkpoint says so too before the database goes.
+    org.wait_until(
+        "the checkpoint to show the move",
+        Duration::from_secs(20),
+        || {
+            let w = org.worker(&id);
+            orch::checkpoint::read(&orch::checkpoint::path_for(&org.state, &w)).is_ok_and(|cp| {
+                serde_json::from_str::<Value>(&cp.progress_json)
+                    .is_ok_and(|p| p["landing"]["landed"].is_string())
+            })
+        },
+    );
+    org.kill_supervisor(&id);
+    remove_db(&org.state);
+    let answer = org.resume_with(&["--from-checkpoints"]);
+    assert_eq!(
+        answer["rebuilt"]["problems"].as_array().map(Vec::len),
+        Some(0),
+        "{answer:#}"
+    );
+    assert!(
+        !org.locks_of(&id).is_empty(),
+        "the rebuild took its chain lock again: {answer:#}"
+    );
+    std::fs::write(&gate, "").unwrap();
+    org.wait_until("the landing to finish", Duration::from_secs(90), || {
+        org.worker(&id)
+            .progress
+            .landing
+            .as_ref()
+            .is_some_and(|l| l.state == orch::milestone::LandState::Landed)
+    });
+    org.wait_supervisor_gone(&id);
+    let alerts = alerts(&org);
+    assert!(
+        !alerts
+            .iter()
+            .any(|a| a["kind"] == "landing_refused" || a.to_string().contains("release --force")),
+        "{alerts:#?}"
+    );
+    assert!(org.locks_of(&id).is_empty(), "its lock went when it landed");
+}

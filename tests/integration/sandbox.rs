@@ -68,10 +68,10 @@ fn a_sandboxed_worker_of_an_unprivileged_orch_sees_nothing_of_orch_and_still_rea
     let mut spec = Spec::local("sandbox_worker.sh").repo(
         RepoSpec::new("alpha")
             // Its CI, the worker's code, in the same sandbox: the checkout is
-            // `<state>/forge/work/<n>`, and orch's database is not three levels up.
+            // `<state>/forge/work/<n>/alpha`, and orch's database is not four levels up.
             .job(job(
                 "check",
-                "test -f work.txt && ls -A ../../.. && test ! -e ../../../orch.db",
+                "test -f work.txt && ls -A ../../../.. && test ! -e ../../../../orch.db",
             ))
             .job(job("radicle-push", "true").needs(&["check"])),
     );

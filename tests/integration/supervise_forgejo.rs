@@ -675,3 +675,41 @@ fn a_committed_forge_token_is_fatal_and_never_written_down() {
     assert!(leaks.is_empty(), "token found in {leaks:?}");
     assert_ne!(w.progress.milestone, Milestone::Done);
 }
+
+/// A run nothing waits for is cancelled on Forgejo ≥ 16 too (issue 34, item 7): a worker whose
+/// branch's run is still going is cancelled by the operator; as its supervisor lets go it asks
+/// Forgejo to cancel that run (`POST …/actions/runs/{id}/cancel`, found by the commit it pushed
+/// and its branch), and leaves the base branch's run of the same commit alone.
+#[test]
+fn a_run_nothing_waits_for_is_cancelled_on_forgejo() {
+    let (_rt, fake, org) = setup("push_and_wait.sh");
+    fake.serve_git(REPO, &org.origin_path(REPO));
+    let id = org.spawn_detached(REPO, "push and wait");
+    let w = org.wait_milestone(&id, "PUSHED_TO_CI", DEADLINE);
+    let sha = w.progress.tracked_sha.clone().unwrap().into_string();
+    // The forge's runs of that commit: its branch's, going, and one on the base branch.
+    let own = fake.add_run_on(REPO, &sha, &w.branch, &[("test", "running")]);
+    let base = fake.add_run_on(REPO, &sha, "main", &[("test", "running")]);
+    let out = org.run(&["cancel", &id, "--reason", "changed my mind"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        crate::support::output_text(&out)
+    );
+    org.wait_supervisor_gone(&id);
+    poll_until(
+        "the worker's run to be cancelled through the API",
+        DEADLINE,
+        || fake.cancelled_by_api().contains(&own).then_some(()),
+        || {
+            format!(
+                "cancelled: {:?}\n{}",
+                fake.cancelled_by_api(),
+                org.diag(&id)
+            )
+        },
+    );
+    assert_eq!(fake.job_status(own, "test"), "cancelled");
+    assert_eq!(fake.cancelled_by_api(), vec![own], "only the worker's run");
+    assert_eq!(fake.job_status(base, "test"), "running");
+}

@@ -167,6 +167,8 @@ struct Run {
     schedule_id: i64,
     workflow_id: String,
     title: String,
+    /// The branch pushed (`prettyref`: `refs/heads/` left off).
+    branch: String,
     created_ms: i64,
     updated_ms: i64,
     started_ms: i64,
@@ -271,6 +273,8 @@ struct State {
     required_token: Option<String>,
     hits: Vec<Hit>,
     noise_counter: u64,
+    /// The runs cancelled through `POST …/actions/runs/{id}/cancel`, in order.
+    cancelled_by_api: Vec<i64>,
 }
 
 /// The fake server plus its scenario. Cloning shares both.
@@ -317,6 +321,7 @@ impl FakeForgejo {
             required_token: None,
             hits: Vec::new(),
             noise_counter: 0,
+            cancelled_by_api: Vec::new(),
         }));
         let server = MockServer::start().await;
         state.lock().unwrap().root_url = format!("{}/", server.uri());
@@ -420,6 +425,7 @@ impl FakeForgejo {
             schedule_id,
             workflow_id: workflow.to_string(),
             title: format!("commit {}", &sha[..sha.len().min(7)]),
+            branch: "main".into(),
             created_ms: now,
             updated_ms: now,
             started_ms: 0,
@@ -452,6 +458,16 @@ impl FakeForgejo {
         id
     }
 
+    /// Like [`add_run`](Self::add_run), a push run of `branch` (its `prettyref`).
+    pub fn add_run_on(&self, repo: &str, sha: &str, branch: &str, jobs: &[(&str, &str)]) -> i64 {
+        let id = self.add_run(repo, sha, "push", jobs);
+        let mut s = self.lock();
+        if let Some(r) = s.runs.iter_mut().find(|r| r.id == id) {
+            r.branch = branch.to_string();
+        }
+        id
+    }
+
     /// A job whose `if:` is false: before v16 the runner evaluates it (a task is created
     /// `running` and ends `skipped`); from v16 the server does (no task).
     pub fn runner_skip(&self, run_id: i64, job: &str) {
@@ -470,17 +486,12 @@ impl FakeForgejo {
     pub fn cancel_run(&self, run_id: i64) {
         let mut s = self.lock();
         s.tick();
-        let open: Vec<String> = s
-            .run(run_id)
-            .expect("run")
-            .jobs
-            .iter()
-            .filter(|j| !is_done(&j.status))
-            .map(|j| j.name.clone())
-            .collect();
-        for name in open {
-            s.set_job(run_id, &name, "cancelled");
-        }
+        s.cancel_open_jobs(run_id);
+    }
+
+    /// The runs cancelled through the API (`POST …/actions/runs/{id}/cancel`), in order.
+    pub fn cancelled_by_api(&self) -> Vec<i64> {
+        self.lock().cancelled_by_api.clone()
     }
 
     /// Sets a commit status row directly (e.g. one another tool wrote).
@@ -825,6 +836,21 @@ impl State {
         self.clock_ms += 1000;
     }
 
+    /// Every unfinished job of `run_id` cancelled (a job no runner picked up, without a task).
+    fn cancel_open_jobs(&mut self, run_id: i64) {
+        let open: Vec<String> = self
+            .run(run_id)
+            .expect("run")
+            .jobs
+            .iter()
+            .filter(|j| !is_done(&j.status))
+            .map(|j| j.name.clone())
+            .collect();
+        for name in open {
+            self.set_job(run_id, &name, "cancelled");
+        }
+    }
+
     fn id(&mut self) -> i64 {
         self.next_id += 1;
         self.next_id
@@ -1042,7 +1068,7 @@ impl State {
             "index_in_repo": r.index,
             "trigger_user": { "id": 2, "login": OWNER, "...": "..." },
             "ScheduleID": r.schedule_id,
-            "prettyref": "main",
+            "prettyref": r.branch,
             "is_ref_deleted": false,
             "commit_sha": r.sha,
             "is_fork_pull_request": false,
@@ -1282,6 +1308,9 @@ fn route(s: &mut State, req: &Request, path: &str, root: &str) -> ResponseTempla
         return response;
     }
     if let Some(response) = pulls_route(s, req, path) {
+        return response;
+    }
+    if let Some(response) = cancel_route(s, req, path) {
         return response;
     }
     if req.method.as_str() != "GET" {
@@ -3003,4 +3032,40 @@ fn pulls_route(s: &mut State, req: &Request, path: &str) -> Option<ResponseTempl
         ("POST", [index, "merge"]) => s.merge_pull(req, &repo, index),
         _ => unreachable!("matched above"),
     })
+}
+
+/// `POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel` (Forgejo ≥ 16, `routers/api/v1/
+/// api.go`: `reqToken(), reqRepoWriter(unit.TypeActions), repo.CancelActionRun`): every
+/// unfinished job cancelled; 204, also for a finished run; a run of another repository, or
+/// none, 404. `None` for any other request.
+fn cancel_route(s: &mut State, req: &Request, path: &str) -> Option<ResponseTemplate> {
+    let rest = path.strip_prefix("/api/v1/repos/")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [owner, repo, "actions", "runs", id, "cancel"] = parts.as_slice() else {
+        return None;
+    };
+    if req.method.as_str() != "POST" {
+        return None;
+    }
+    if !s.features.jobs_route {
+        return Some(no_route());
+    }
+    let level = s.features.level;
+    if *owner != OWNER || !s.repos.contains(*repo) {
+        return Some(api_not_found(level, None, &[]));
+    }
+    if req.headers.get("authorization").is_none() {
+        return Some(api_error(401, "token is required"));
+    }
+    let run = id
+        .parse::<i64>()
+        .ok()
+        .filter(|id| s.run(*id).is_some_and(|r| r.repo == *repo));
+    let Some(run) = run else {
+        return Some(api_not_found(level, None, &[]));
+    };
+    s.tick();
+    s.cancel_open_jobs(run);
+    s.cancelled_by_api.push(run);
+    Some(ResponseTemplate::new(204))
 }

@@ -210,7 +210,15 @@ pub fn rebuild_from_checkpoints(l: &Loaded) -> Result<Rebuilt> {
         let green = matches!(&proof, Some((sha, Ok((v, _))))
             if v.kind == VerdictKind::Green && rec.progress.tracked_sha.as_ref() == Some(sha));
         if green {
-            plan.push((cp, rec, Lock::None, proof));
+            // A verified change still landing keeps its chain lock: the lock is what lets its
+            // landing move the base (without it the landing would read as released by an
+            // operator: `rebuild::a_landing_cut_by_a_lost_database_lands_after_the_rebuild`).
+            let lock = if cp.lock_held && rec.progress.landing_active() {
+                Lock::Held
+            } else {
+                Lock::None
+            };
+            plan.push((cp, rec, lock, proof));
             continue;
         }
         let seen = match (&rec.progress.tracked_sha, &proof) {

@@ -28,7 +28,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if effects.is_empty() && request.is_none() && facts.is_empty() {
             // Bookkeeping only (the time of the last progress, a repeated claim): written with
             // the next tick, so a worker repeating itself costs no write per line.
-            self.dirty |= after != before;
+            self.books.dirty |= after != before;
             self.w.progress = after;
             return outcome;
         }
@@ -84,7 +84,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // While it waits the worker's group is held still (unless a pause or a DONE judgement
         // holds it already): no permission rule, timeout or cancel can act meanwhile, and an
         // agent left running unsupervised would go on spending.
-        let hold = (!self.frozen && before.milestone != crate::milestone::Milestone::Paused)
+        let hold = (!self.ci.frozen && before.milestone != crate::milestone::Milestone::Paused)
             .then_some(self.worker.as_ref())
             .flatten();
         match commit_lasting(
@@ -97,19 +97,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             Some(Committed::NotOwner) => {
                 // Another supervisor owns the worker now (this one's lease expired): its state
                 // is not ours to change, nor its worker ours to act on.
-                self.lease_lost = true;
+                self.lease.lost = true;
                 return Outcome::LeaseLost;
             }
             Some(Committed::Written) => self.written = after.clone(),
             None => {}
         }
         self.w.progress = after;
-        self.dirty = false;
+        self.books.dirty = false;
         if effects.iter().any(|e| matches!(e, Effect::Alert { .. })) {
-            self.deliverer.poke();
+            self.io.deliverer.poke();
         }
         if effects.contains(&Effect::Checkpoint) {
-            self.last_checkpoint_ms = now_ms();
+            self.books.last_checkpoint_ms = now_ms();
         }
         for e in &effects {
             match e {
@@ -126,16 +126,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     if let Some(old) = &before.tracked_sha
                         && old != sha
                     {
-                        self.follower.forget(&self.w.repo, old);
+                        self.ci.follower.forget(&self.w.repo, old);
                         // Its record still wants its verdict (the history `sessions show`
                         // and the checkpoint tell): asked once more when the link is idle.
                         if !before.verdict.is_some_and(|v| v.is_terminal()) {
-                            self.replaced.push(old.clone());
+                            self.ci.replaced.push(old.clone());
                         }
                     }
-                    self.next_poll_ms = 0;
+                    self.ci.next_poll_ms = 0;
                 }
-                Effect::Land => self.next_land_ms = 0,
+                Effect::Land => self.land.next_land_ms = 0,
                 Effect::RestartCi { sha, .. } => self.restart_ci(sha),
                 // After StopWorker (effects in order): no process of this worker is left.
                 Effect::Reassign => self.reassign_task(),
@@ -161,7 +161,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.stop_worker(Stop::Terminate);
         }
         // Its record as committed (and its checkpoint) is what the new worker is told.
-        if self.dirty {
+        if self.books.dirty {
             self.persist_progress();
         }
         let loaded = crate::app::Loaded {
@@ -230,7 +230,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let worker = self.worker.take()?;
         let code = worker.stop(how, self.env.config.worker.stop_grace);
         reap_orphans(None);
-        self.frozen = false;
+        self.ci.frozen = false;
         Some(self.worker_gone(code))
     }
 
@@ -254,7 +254,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// The pause lifted: the tree goes on, unless a DONE claim is being judged (then the
     /// judgement thaws it).
     pub(super) fn continue_worker(&mut self) {
-        if !self.frozen
+        if !self.ci.frozen
             && let Some(w) = &self.worker
         {
             w.unpause();
@@ -275,19 +275,19 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             &mut self.storage_failure,
         ) {
             Some(Committed::Written) => {
-                self.dirty = false;
+                self.books.dirty = false;
                 self.written = self.w.progress.clone();
             }
             Some(Committed::NotOwner) => {
-                self.dirty = false;
-                self.lease_lost = true;
+                self.books.dirty = false;
+                self.lease.lost = true;
             }
             None => {} // tried again with the next tick
         }
     }
 
     pub(super) fn checkpoint(&mut self) {
-        self.last_checkpoint_ms = now_ms();
+        self.books.last_checkpoint_ms = now_ms();
         if let Some(why) =
             journal::write_checkpoint(&mut self.store, self.env.state_dir, &self.w.id)
         {

@@ -21,7 +21,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             ),
             AgentNote::RateLimited { resets_at, detail } => {
                 let until_ms = resets_at.map(|t| t.saturating_mul(1000));
-                self.health.rate_limited = Some(until_ms);
+                self.agent.health.rate_limited = Some(until_ms);
                 let when = until_ms
                     .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
                     .map(|t| format!(" until {t}"))
@@ -45,14 +45,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 ("agent_rate_limited", message)
             }
             AgentNote::ResumeFailed(d) => {
-                self.resume_failed = true;
+                self.agent.resume_failed = true;
                 (
                     "agent_resume_failed",
                     format!("the conversation could not be continued: {d}"),
                 )
             }
             AgentNote::Reply(text) => {
-                self.health.last_reply = Some(text);
+                self.agent.health.last_reply = Some(text);
                 return;
             }
             AgentNote::Result {
@@ -62,7 +62,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             } => (
                 {
                     if is_error {
-                        self.health.error_result = Some(text.clone());
+                        self.agent.health.error_result = Some(text.clone());
                     }
                     "agent_result"
                 },
@@ -72,7 +72,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 ),
             ),
         };
-        if kind != "agent_rate_limited" && !self.notes_said.insert(kind) {
+        if kind != "agent_rate_limited" && !self.agent.notes_said.insert(kind) {
             return;
         }
         tracing::warn!(worker = %self.w.id, "{detail}");
@@ -85,11 +85,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// A run that could not continue its conversation ended: starts a new conversation at
     /// once (once per supervisor). True when it did.
     pub(super) fn retry_fresh(&mut self, code: Option<i32>) -> bool {
-        if !self.resume_failed || self.fresh_retry_used || self.w.milestone().is_terminal() {
+        if !self.agent.resume_failed
+            || self.agent.fresh_retry_used
+            || self.w.milestone().is_terminal()
+        {
             return false;
         }
-        self.fresh_retry_used = true;
-        self.resume_failed = false;
+        self.agent.fresh_retry_used = true;
+        self.agent.resume_failed = false;
         let fact = self.worker_gone(code);
         self.record(vec![
             fact,
@@ -98,23 +101,23 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 detail: "the previous conversation could not be resumed: starting a new one".into(),
             },
         ]);
-        self.spend.before.session_started = false;
-        self.spend.dirty = true;
+        self.agent.spend.before.session_started = false;
+        self.agent.spend.dirty = true;
         self.save_spend();
         self.start_worker().is_ok()
     }
 
     /// Writes what the agent spent, if it changed.
     pub(super) fn save_spend(&mut self) {
-        if !self.spend.dirty {
+        if !self.agent.spend.dirty {
             return;
         }
-        let (id, total) = (self.w.id.clone(), self.spend.total());
+        let (id, total) = (self.w.id.clone(), self.agent.spend.total());
         let saved = self
             .store
             .write(|tx| crate::store::usage::save_usage(tx, &id, &total, now_ms()));
         match saved {
-            Ok(()) => self.spend.dirty = false,
+            Ok(()) => self.agent.spend.dirty = false,
             Err(e) => {
                 tracing::warn!(worker = %self.w.id, error = %e, "cannot record the agent's usage")
             }
@@ -133,8 +136,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             .flatten()
             .unwrap_or_default();
         // Spent so far: the last run's figures are in the row already.
-        if self.spend.run != input::RunUsage::default() {
-            row = self.spend.total();
+        if self.agent.spend.run != input::RunUsage::default() {
+            row = self.agent.spend.total();
         }
         let resume = agent.resumes() && row.session_started && row.session_id.is_some();
         let session_id = match (&row.session_id, resume) {
@@ -147,10 +150,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             row.thread_tokens = None;
         }
         let message = resume.then(|| self.w.resume_note.clone()).flatten();
-        self.spend = Spend::new(row);
-        self.spend.dirty = true;
+        self.agent.spend = Spend::new(row);
+        self.agent.spend.dirty = true;
         self.save_spend();
-        self.notes_said.clear();
+        self.agent.notes_said.clear();
         Launch {
             session_id,
             resume,
@@ -171,7 +174,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         {
             return None;
         }
-        let (blocking, detail) = match classify(code, &self.health)? {
+        let (blocking, detail) = match classify(code, &self.agent.health)? {
             Ended::Blocking(d) => (true, d),
             Ended::Transient(d) => (false, d),
         };

@@ -21,8 +21,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         };
         let wait = self.env.config.forge.request_timeout * 4 + Duration::from_secs(5);
         // The CI thread answers in order: this read comes after every query sent so far.
-        self.head_read_after = self.ci.sent();
-        self.ci.branch_head(repo, &self.w.branch, wait)
+        self.ci.head_read_after = self.ci.link.sent();
+        self.ci.link.branch_head(repo, &self.w.branch, wait)
     }
 
     /// What the other workers of the repository pushed (worker, SHA).
@@ -44,7 +44,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if p.tracked_sha.as_ref() == Some(h)
             || p.milestone.is_terminal()
             || !matches!(p.milestone, Milestone::PushedToCi | Milestone::FixingCi)
-            || self.refused_head.as_ref() == Some(h)
+            || self.ci.refused_head.as_ref() == Some(h)
         {
             return;
         }
@@ -64,7 +64,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 (push, vec![seen])
             }
             Err(reason) => {
-                self.refused_head = Some(h.clone());
+                self.ci.refused_head = Some(h.clone());
                 let rejected = Event::PushRejected {
                     claimed: h.to_string(),
                     reason,
@@ -115,7 +115,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         while let Some(w) = self.worker.as_mut() {
             if w.try_wait().is_some() {
                 // Queries sent from here on are sent after the exit.
-                self.exit_seen_at.get_or_insert(self.ci.sent());
+                self.ci.exit_seen_at.get_or_insert(self.ci.link.sent());
                 return;
             }
             if Instant::now() >= until {
@@ -127,17 +127,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     pub(super) fn freeze(&mut self) {
         if let Some(w) = &self.worker
-            && !self.frozen
+            && !self.ci.frozen
         {
             w.freeze();
-            self.frozen = true;
+            self.ci.frozen = true;
         }
     }
 
     /// Lets a frozen worker go on (its DONE was refused).
     pub(super) fn thaw(&mut self) {
-        if self.frozen && self.done_claims.is_empty() {
-            self.frozen = false;
+        if self.ci.frozen && self.ci.done_claims.is_empty() {
+            self.ci.frozen = false;
             if self.w.progress.milestone != Milestone::Paused
                 && let Some(w) = &self.worker
             {

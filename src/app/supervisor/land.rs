@@ -36,27 +36,27 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// One landing step when one is due: move the base (Pending), or ask CI about the
     /// integration (Verifying) or the base branch at the landed commit (BaseCi).
     pub(super) fn land_tick(&mut self, now: i64) {
-        if !self.w.progress.landing_active() || now < self.next_land_ms {
+        if !self.w.progress.landing_active() || now < self.land.next_land_ms {
             return;
         }
-        if self.fatal_hold.is_some() {
+        if self.holds.fatal_hold.is_some() {
             // Nothing moves toward the base branch under a FATAL over the chain; the landing
             // goes on where it stood once an operator clears the hold.
-            self.next_land_ms = now + LAND_EVERY_MS;
+            self.land.next_land_ms = now + LAND_EVERY_MS;
             return;
         }
         let Some(l) = self.w.progress.landing.clone() else {
             return;
         };
         if !self.lock_still_held() {
-            self.next_land_ms = now + LAND_EVERY_MS;
+            self.land.next_land_ms = now + LAND_EVERY_MS;
             return;
         }
         let every = (self.env.config.ci.poll_interval.as_millis() as i64).max(LAND_EVERY_MS);
         match l.state {
             LandState::Pending => {
                 // A real forge's pull request is looked at on CI's pace.
-                self.next_land_ms = now
+                self.land.next_land_ms = now
                     + if l.policy == LandPolicy::PullRequest {
                         every
                     } else {
@@ -65,10 +65,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.land_move(&l);
             }
             LandState::Downstream => {
-                if !self.ci.idle() {
+                if !self.ci.link.idle() {
                     return;
                 }
-                self.next_land_ms = now + every;
+                self.land.next_land_ms = now + every;
                 if let Some(d) = l.downstream.iter().find(|d| d.sha.is_none()) {
                     let repo = d.repo.clone();
                     self.check_start(&repo);
@@ -76,13 +76,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     && let (Some(sha), Some(repo)) =
                         (d.sha.clone(), self.env.config.repo(&d.repo).cloned())
                 {
-                    self.follower.forget(&repo.name, &sha);
+                    self.ci.follower.forget(&repo.name, &sha);
                     let branch = self.verify_branch();
-                    self.ci.ask(repo, sha, &branch, None, false);
+                    self.ci.link.ask(repo, sha, &branch, None, false);
                 }
             }
             LandState::Reverting if l.revert.is_none() => {
-                self.next_land_ms = now + LAND_EVERY_MS;
+                self.land.next_land_ms = now + LAND_EVERY_MS;
                 self.revert_build(&l);
             }
             LandState::Verifying | LandState::BaseCi | LandState::Reverting => {
@@ -97,13 +97,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 let Some(sha) = sha else {
                     return;
                 };
-                if !self.ci.idle() {
+                if !self.ci.link.idle() {
                     return;
                 }
                 let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
                     return;
                 };
-                self.next_land_ms = now + every;
+                self.land.next_land_ms = now + every;
                 if l.state == LandState::Verifying
                     && l.policy != LandPolicy::Direct
                     && let Some(done) = l.done_sha.as_ref()
@@ -113,8 +113,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
                 // The base branch's own run is what counts now: a verdict cached from the
                 // worker's branch must not stand for it.
-                self.follower.forget(&repo.name, &sha);
-                self.ci.ask(repo, sha, &branch, Some(now_ms()), false);
+                self.ci.follower.forget(&repo.name, &sha);
+                self.ci.link.ask(repo, sha, &branch, Some(now_ms()), false);
             }
             _ => {}
         }
@@ -167,6 +167,59 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.apply(Event::Land(event), None, Vec::new());
     }
 
+    /// A dependent's check from its runs on one commit (its base head): the verdict of the
+    /// runs on the verification branch — with the change — alone, and, when that is not green,
+    /// whether the same head was red already on its base branch without the change (its own
+    /// base CI; why, in words). A run whose branch the forge does not say counts as the
+    /// check's, as before (`all`: the verdict over every run, when no run says its branch).
+    fn check_verdict(
+        &self,
+        dep: &str,
+        all: &crate::ci::verdict::Verdict,
+        runs: &[crate::ci::CiRun],
+    ) -> (crate::ci::verdict::Verdict, Option<String>) {
+        use crate::ci::verdict::{CiPolicy, VerdictKind, verdict};
+        if runs.iter().all(|r| r.git_ref.is_none()) {
+            return (all.clone(), None);
+        }
+        let policy = CiPolicy::from(&self.env.config.ci);
+        let verify = format!("refs/heads/{}", self.verify_branch());
+        let on = |r: &str| -> Vec<crate::ci::CiRun> {
+            runs.iter()
+                .filter(|x| x.git_ref.as_deref().is_none_or(|g| g == r))
+                .cloned()
+                .collect()
+        };
+        let check = verdict(&on(&verify), &policy, None, now_ms());
+        if check.kind == VerdictKind::Green || !check.kind.is_terminal() {
+            return (check, None);
+        }
+        let Some(base) = self.env.config.repo(dep).map(|r| r.branch.clone()) else {
+            return (check, None);
+        };
+        let base_runs: Vec<crate::ci::CiRun> = runs
+            .iter()
+            .filter(|x| x.git_ref.as_deref() == Some(&format!("refs/heads/{base}")))
+            .cloned()
+            .collect();
+        if base_runs.is_empty() {
+            return (check, None);
+        }
+        let before = verdict(&base_runs, &policy, None, now_ms());
+        let already = (before.kind.is_terminal() && before.kind != VerdictKind::Green).then(|| {
+            format!(
+                "its base CI without the change: {}{}",
+                before.kind,
+                if before.failed_jobs.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} failed", before.failed_jobs.join(", "))
+                }
+            )
+        });
+        (check, already)
+    }
+
     /// Whether `a` answers a landing question (then it is the landing's, not the worker's).
     pub(super) fn land_answer(&mut self, a: &CiAnswer) -> bool {
         let Some(l) = self.w.progress.landing.clone() else {
@@ -180,15 +233,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             else {
                 return false;
             };
-            if let Ok((v, _)) = &a.result
-                && v.kind.is_terminal()
-            {
+            let judged = a.result.as_ref().ok().and_then(|(v, runs)| {
+                let (check, already_red) = self.check_verdict(&d.repo, v, runs);
+                check.kind.is_terminal().then_some((check, already_red))
+            });
+            if let Some((v, already_red)) = judged {
                 let event = LandEvent::CheckVerdict {
                     repo: d.repo.clone(),
                     sha: a.sha.clone(),
                     kind: v.kind,
                     failed_jobs: v.failed_jobs.clone(),
                     detail: v.detail.clone(),
+                    already_red,
                 };
                 self.apply(Event::Land(event), None, Vec::new());
                 let broken = self
@@ -426,7 +482,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         const LINES: usize = 30;
         let mut out = String::new();
         for job in failed {
-            let log = self.forge_call(self.follower.forge().job_log(repo, sha.as_str(), job));
+            let log = self.forge_call(self.ci.follower.forge().job_log(repo, sha.as_str(), job));
             match log {
                 Ok(Some(text)) => {
                     let lines: Vec<&str> = text.lines().collect();
@@ -490,7 +546,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.env.config.ci.sync_job,
                 self.w.id
             );
-            let forge = self.follower.forge();
+            let forge = self.ci.follower.forge();
             match self.forge_call(forge.open_pull(
                 &repo,
                 &self.w.branch,
@@ -514,7 +570,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             return;
         };
-        let pull = match self.forge_call(self.follower.forge().pull(&repo, number)) {
+        let pull = match self.forge_call(self.ci.follower.forge().pull(&repo, number)) {
             Ok(p) => p,
             Err(e) if e.is_blocking() => {
                 return self.land_refused(format!("reading pull request #{number}: {e}"));
@@ -549,11 +605,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // A style that keeps the head (fast-forward) lands the DONE commit itself: its base
         // run is the one after those it has now.
         let done_runs = self.runs_now(&done);
-        let forge = self.follower.forge();
+        let forge = self.ci.follower.forge();
         match self.forge_call(forge.merge_pull(&repo, number, style, done.as_str(), &title)) {
             Ok(MergeAnswer::Merged) => {
                 let sha = self
-                    .forge_call(self.follower.forge().pull(&repo, number))
+                    .forge_call(self.ci.follower.forge().pull(&repo, number))
                     .ok()
                     .and_then(|p| p.merge_commit_sha);
                 let before = if sha.as_deref() == Some(done.as_str()) {
@@ -606,11 +662,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// A pull request the server does not merge yet: asked again at the next step, up to a
     /// bound (a conflict also reads "not mergeable").
     fn pull_wait(&mut self, number: i64, why: &str) {
-        self.pull_waits += 1;
-        if self.pull_waits >= PULL_WAIT_LIMIT {
+        self.land.pull_waits += 1;
+        if self.land.pull_waits >= PULL_WAIT_LIMIT {
             self.land_refused(format!(
                 "pull request #{number} is still not mergeable after {} looks ({why}): a conflict with the base branch?",
-                self.pull_waits
+                self.land.pull_waits
             ));
         }
     }
@@ -787,18 +843,26 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// (`orch release --force`) ends the landing (false, and the landing is `refused`).
     fn lock_still_held(&mut self) -> bool {
         let id = self.w.id.clone();
-        if self
-            .store
-            .read(|tx| crate::store::holds_lock(tx, &id))
-            .is_ok_and(|held| !held)
-        {
-            self.land_refused(
-                "its chain lock was released by an operator (orch release --force): landing stopped"
-                    .into(),
-            );
-            return false;
+        let Ok((held, last)) = self.store.read(|tx| {
+            Ok((
+                crate::store::holds_lock(tx, &id)?,
+                crate::store::last_lock_action(tx, &id)?,
+            ))
+        }) else {
+            return true; // a busy database says nothing
+        };
+        if held {
+            return true;
         }
-        true
+        // Only a release in the lock's history is an operator's; a lock gone without one was
+        // deleted outside orch (or never taken again after a rebuild): said as such.
+        let why = if last.as_deref() == Some("release") {
+            "its chain lock was released by an operator (orch release --force): landing stopped"
+        } else {
+            "its chain lock is gone with no release in its history (the database was changed outside orch): landing stopped"
+        };
+        self.land_refused(why.into());
+        false
     }
 
     /// How many CI runs `sha` has now (0 if the forge cannot tell).
@@ -806,7 +870,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return 0;
         };
-        let forge = self.follower.forge();
+        let forge = self.ci.follower.forge();
         self.forge_call(forge.runs_for_commit(&repo, sha.as_str(), None))
             .map(|r| r.len())
             .unwrap_or(0)

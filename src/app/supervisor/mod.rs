@@ -28,6 +28,7 @@ pub mod input;
 mod land;
 mod lease;
 mod own_rows;
+mod parts;
 mod restart;
 mod storage;
 mod worker;
@@ -51,6 +52,7 @@ use ci::{CiAnswer, CiLink, ForgeBackoff};
 use claims::{ForgeHead, truncate, verify_push};
 use done::DoneClaims;
 use lease::LeaseKeeper;
+use parts::{AgentRun, Books, BranchWatch, CiWatch, Holds, Io, LandClock, LeaseWatch};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,90 +119,27 @@ const REPLACED_SETTLE: Duration = Duration::from_secs(2);
 
 struct Supervisor<'a, F: Forge> {
     env: &'a Env<'a>,
-    /// Where the loop sleeps: every source of input rings it (see `bell.rs`).
-    bell: Arc<Bell>,
-    /// Other processes ring it (a request queued, a CI job finished); gone with the process.
-    _doorbell: Option<crate::wake::Doorbell>,
-    /// The worker's report channel (see `app::channel`): none only when the socket could not
-    /// be made (the worker then cannot report with `orch report`, only on its output).
-    channel: Option<crate::app::channel::Channel>,
-    follower: Arc<CiFollower<F>>,
-    ci: CiLink,
-    backoff: ForgeBackoff,
-    next_poll_ms: i64,
-    /// DONE claims waiting for a fresh verdict.
-    done_claims: DoneClaims,
-    lease: LeaseKeeper,
-    /// Another supervisor took the worker over: this one must stop without acting.
-    lease_lost: bool,
+    /// How input reaches the loop and alerts leave it.
+    io: Io,
+    /// CI as this supervisor follows it: the CI thread, the DONE claims, the pushes.
+    ci: CiWatch<F>,
+    lease: LeaseWatch,
     /// The state cannot be written (full, read-only or damaged): why. The loop stops.
     storage_failure: Option<String>,
     store: Store,
     w: WorkerRecord,
     worker: Option<WorkerProcess>,
-    last_checkpoint_ms: i64,
-    /// Progress known in memory but not yet written (bookkeeping: the time of the last
-    /// output); written with the next tick.
-    dirty: bool,
-    /// The worktree's HEAD when last looked at: a new commit is progress.
-    last_head: Option<String>,
-    /// The worktree, opened at the first look.
-    watched: Option<crate::gitops::Watched>,
-    last_head_check_ms: i64,
-    /// The worker's group is stopped (SIGSTOP) while a DONE claim is judged: no push can
-    /// land between the read of its branch head and the DONE that read allows.
-    frozen: bool,
-    /// A branch head seen on the forge and refused (not new work): said once, not per poll.
-    refused_head: Option<Sha>,
-    /// Pushes replaced by a newer one before CI decided them: each asked about once more, for
-    /// its own record.
-    replaced: Vec<Sha>,
-    /// What the agent's current run showed of its health (classified when it ends).
-    health: agent::health::RunHealth,
-    /// The number of the last CI query sent before the branch head was last read directly:
-    /// heads in the answers up to it were read earlier, and are stale.
-    head_read_after: u64,
     /// The progress this supervisor last wrote to the worker's row (or found there at its
     /// start): anything else in the row was written by someone else (`own_rows`).
     written: crate::milestone::Progress,
-    /// The worker's branch may have moved on the forge since its head was last read (see
-    /// `poll_ci`), and when a query last read it.
-    head_may_have_moved: bool,
-    head_read_ms: i64,
-    /// The last query sent before the worker ended its turn: answers up to it do not decide.
-    exit_query: u64,
-    /// The last query sent when the worker's exit was first seen, if that was before the loop
-    /// took it (a DONE line lets the worker exit before the claim's query is sent).
-    exit_seen_at: Option<u64>,
-    /// The worktree's remote-tracking ref of the branch when last looked at: a `git push`
-    /// moves it.
-    last_pushed_ref: Option<String>,
-    /// The alert delivery thread (see `app::deliver`).
-    deliverer: super::deliver::Deliverer,
-    /// The cascade watch (none when the repository depends on nothing).
-    cascade: Option<cascade::CascadeLink>,
-    /// When the deadlock indicators were last checked, and when a commit last appeared in
-    /// the worktree.
-    last_deadlock_check_ms: i64,
-    last_commit_ms: Option<i64>,
-    /// What the agent spent (the task's earlier runs and this one) and its conversation.
-    spend: Spend,
-    /// This run was to continue a conversation and the agent could not: the next start is a
-    /// new conversation (once).
-    resume_failed: bool,
-    fresh_retry_used: bool,
-    /// Agent notes already logged in this run (an API retried ten times is said once).
-    notes_said: std::collections::HashSet<&'static str>,
-    /// When the next landing step is due (see `land.rs`).
-    next_land_ms: i64,
-    /// Looks at a pull request the server did not find mergeable yet (see `land.rs`).
-    pull_waits: u32,
-    /// The fatal hold over the worker's chain as last read (see `watch_fatal`): while one
-    /// stands, nothing of the worker moves, its landing included.
-    fatal_hold: Option<String>,
-    /// Whether the cascade watch last said an upstream is red (a cleared fatal hold leaves a
-    /// worker PAUSED then).
-    upstream_red: bool,
+    books: Books,
+    /// The worktree as last looked at.
+    branch: BranchWatch,
+    /// The agent's run: its health, what it spent, its conversation.
+    agent: AgentRun,
+    land: LandClock,
+    /// What stops the worker's chain from outside: fatal holds, a red upstream.
+    holds: Holds,
 }
 
 /// Supervises worker `id` until it ends: returns its final (or stopping) milestone.
@@ -248,6 +187,13 @@ pub fn supervise_then<F: Forge + 'static>(
             .map(|remote| crate::app::channel::GitRelay {
                 remote,
                 refusals: session_dir(env.state_dir, id).join("push-refusals"),
+                shown: std::iter::once(w.local_branch())
+                    .chain(
+                        store
+                            .read(|tx| crate::store::supersede::earlier_branches(tx, &w))
+                            .unwrap_or_default(),
+                    )
+                    .collect(),
             });
         crate::app::channel::Channel::open(
             env.state_dir,
@@ -276,48 +222,55 @@ pub fn supervise_then<F: Forge + 'static>(
     let written = w.progress.clone();
     let s = Supervisor {
         env,
-        ci: CiLink::start(follower.clone(), bell.clone()),
-        bell,
-        _doorbell: doorbell,
-        channel,
-        backoff: ForgeBackoff::default(),
-        next_poll_ms: 0,
-        done_claims: DoneClaims::default(),
-        lease: LeaseKeeper::new(id, fence),
-        lease_lost: false,
+        ci: CiWatch {
+            link: CiLink::start(follower.clone(), bell.clone()),
+            follower,
+            backoff: ForgeBackoff::default(),
+            next_poll_ms: 0,
+            done_claims: DoneClaims::default(),
+            replaced: Vec::new(),
+            head_read_after: 0,
+            head_may_have_moved: true,
+            head_read_ms: 0,
+            exit_query: 0,
+            exit_seen_at: None,
+            refused_head: None,
+            frozen: false,
+        },
+        io: Io {
+            bell,
+            _doorbell: doorbell,
+            channel,
+            deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
+        },
+        lease: LeaseWatch {
+            keeper: LeaseKeeper::new(id, fence),
+            lost: false,
+        },
         storage_failure: None,
         store,
         w,
         worker: None,
-        last_checkpoint_ms: now_ms(),
-        dirty: false,
-        last_head: None,
-        watched: None,
-        last_head_check_ms: 0,
-        frozen: false,
-        refused_head: None,
-        replaced: Vec::new(),
-        head_read_after: 0,
-        head_may_have_moved: true,
         written,
-        head_read_ms: 0,
-        exit_query: 0,
-        exit_seen_at: None,
-        last_pushed_ref: None,
-        health: Default::default(),
-        deliverer: super::deliver::Deliverer::start(env.state_dir.to_path_buf(), env.config),
-        cascade,
-        follower,
-        last_deadlock_check_ms: now_ms(),
-        last_commit_ms: None,
-        spend: Spend::default(),
-        resume_failed: false,
-        fresh_retry_used: false,
-        notes_said: Default::default(),
-        next_land_ms: 0,
-        pull_waits: 0,
-        fatal_hold: None,
-        upstream_red: false,
+        books: Books {
+            dirty: false,
+            last_checkpoint_ms: now_ms(),
+            last_deadlock_check_ms: now_ms(),
+        },
+        branch: BranchWatch::default(),
+        agent: AgentRun {
+            health: Default::default(),
+            spend: Spend::default(),
+            resume_failed: false,
+            fresh_retry_used: false,
+            notes_said: Default::default(),
+        },
+        land: LandClock::default(),
+        holds: Holds {
+            fatal_hold: None,
+            upstream_red: false,
+            cascade,
+        },
     };
     // `on_claimed` (the resume pass for other orphans) runs beside supervision, not before it:
     // it may wait for the supervisors it starts to take over, and meanwhile this worker must
@@ -358,12 +311,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             let now = now_ms();
             let due = self.next_due(now, last_tick, last_inbox);
             let rang = self
+                .io
                 .bell
                 .wait(Duration::from_millis((due - now).max(MIN_WAIT_MS) as u64));
             for input in self.worker_output() {
                 self.handle(input);
             }
             for t in self
+                .io
                 .channel
                 .as_ref()
                 .map(|c| c.trespasses())
@@ -393,10 +348,10 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                     self.handle(Input::Request(r));
                 }
             }
-            while let Some(answer) = self.ci.answer() {
+            while let Some(answer) = self.ci.link.answer() {
                 self.handle(Input::Ci(answer));
             }
-            if let Some(heard) = self.cascade.as_ref().map(|c| c.heard()) {
+            if let Some(heard) = self.holds.cascade.as_ref().map(|c| c.heard()) {
                 if !heard.forge_errors.is_empty() {
                     // In the worker's history, as its own CI queries' failures are: what
                     // `/metrics` counts as forge request errors.
@@ -414,15 +369,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             if rang.ci.iter().any(|repo| self.waits_for_ci_of(repo)) {
                 // A CI job finished where this worker waits: what it waits for may be decided.
-                self.next_poll_ms = self.next_poll_ms.min(now);
-                self.next_land_ms = self.next_land_ms.min(now);
+                self.ci.next_poll_ms = self.ci.next_poll_ms.min(now);
+                self.land.next_land_ms = self.land.next_land_ms.min(now);
             }
             if self.should_poll(now) {
                 self.poll_ci(false);
-            } else if self.ci.idle() {
+            } else if self.ci.link.idle() {
                 self.ask_about_replaced();
             }
-            let overdue = self.done_claims.take_overdue(now);
+            let overdue = self.ci.done_claims.take_overdue(now);
             if !overdue.is_empty() {
                 self.judge_done(overdue, None);
             }
@@ -434,9 +389,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             if let Some(why) = self.storage_failure.take() {
                 return Err(self.stop_for_storage(why));
             }
-            if self.lease_lost || self.store.fence_lost() {
+            if self.lease.lost || self.store.fence_lost() {
                 tracing::warn!(worker = %self.w.id, "lease taken over by another supervisor; stopping");
-                self.lease_lost = true;
+                self.lease.lost = true;
                 self.stop_worker(Stop::Kill);
                 return Ok(self.w.milestone());
             }
@@ -484,16 +439,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 if self.w.progress.turn_ended {
                     // Its turn ended after a push: DONE on a verdict and branch head read
                     // after the exit — an answer to a query sent later than this.
-                    self.exit_query = self.exit_seen_at.take().unwrap_or(self.ci.sent());
+                    self.ci.exit_query = self.ci.exit_seen_at.take().unwrap_or(self.ci.link.sent());
                     self.poll_ci(true);
                 }
             }
             Input::Upstream(Some(reason)) => {
-                self.upstream_red = true;
+                self.holds.upstream_red = true;
                 self.apply(Event::Pause { reason }, None, Vec::new());
             }
             Input::Upstream(None) => {
-                self.upstream_red = false;
+                self.holds.upstream_red = false;
                 self.apply(Event::Resume, None, Vec::new());
             }
             Input::Denial { tool, detail } => {
@@ -501,11 +456,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.apply(Event::PermissionDenial { line }, None, Vec::new());
             }
             Input::Usage(u) => {
-                self.spend.update(u);
+                self.agent.spend.update(u);
                 if u.last {
                     self.save_spend();
                 }
-                if let Some(why) = self.spend.over_budget(&self.env.config.worker) {
+                if let Some(why) = self.agent.spend.over_budget(&self.env.config.worker) {
                     self.save_spend();
                     let event = Event::Fail {
                         kind: "budget".into(),
@@ -515,13 +470,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
             }
             Input::Session(id) => {
-                let before = &mut self.spend.before;
+                let before = &mut self.agent.spend.before;
                 if before.session_id.as_deref() != Some(id.as_str()) {
                     before.thread_tokens = None; // a new thread counts from zero
                 }
                 before.session_id = Some(id);
                 before.session_started = true;
-                self.spend.dirty = true;
+                self.agent.spend.dirty = true;
                 self.save_spend();
             }
             Input::Note(note) => self.agent_note(note),
@@ -538,7 +493,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         if p.milestone.is_terminal() {
             return !p.landing_active(); // a DONE change still to land keeps it here
         }
-        if !self.done_claims.is_empty() {
+        if !self.ci.done_claims.is_empty() {
             return false; // a worker's last words were DONE: judge them first
         }
         if p.milestone == Milestone::Paused {
@@ -562,14 +517,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     fn start_worker(&mut self) -> Result<(), SuperviseError> {
         let launch = self.launch();
-        self.health = agent::health::RunHealth::default();
-        self.exit_seen_at = None;
+        self.agent.health = agent::health::RunHealth::default();
+        self.ci.exit_seen_at = None;
         let process = WorkerProcess::start(
             self.env,
             &self.w,
             &launch,
-            &self.bell,
-            self.channel.as_ref(),
+            &self.io.bell,
+            self.io.channel.as_ref(),
         )?;
         let pid = process.pid();
         self.worker = Some(process);
@@ -606,16 +561,16 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn next_due(&self, now: i64, last_tick: i64, last_inbox: i64) -> i64 {
         let mut due = (last_tick + TICK_EVERY_MS).min(last_inbox + INBOX_EVERY_MS);
         // A query in flight rings when it is answered.
-        if self.wants_poll() && self.ci.idle() {
-            due = due.min(self.next_poll_ms);
+        if self.wants_poll() && self.ci.link.idle() {
+            due = due.min(self.ci.next_poll_ms);
         }
-        if let Some(d) = self.done_claims.next_deadline() {
+        if let Some(d) = self.ci.done_claims.next_deadline() {
             due = due.min(d);
         }
-        if self.w.progress.landing_active() && self.ci.idle() {
-            due = due.min(self.next_land_ms);
+        if self.w.progress.landing_active() && self.ci.link.idle() {
+            due = due.min(self.land.next_land_ms);
         }
-        if !self.replaced.is_empty() && self.ci.idle() {
+        if !self.ci.replaced.is_empty() && self.ci.link.idle() {
             due = now; // a replaced push still wants its last look
         }
         due
@@ -640,14 +595,15 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             for input in inputs {
                 self.handle(input);
             }
-            if self.lease.due(now_ms()) {
+            if self.lease.keeper.due(now_ms()) {
                 match self
                     .lease
+                    .keeper
                     .renew(&mut self.store, self.env.config.worker.max_parallel)
                 {
                     Ok(true) => {}
                     Ok(false) => {
-                        self.lease_lost = true;
+                        self.lease.lost = true;
                         break;
                     }
                     Err(why) => {
@@ -675,7 +631,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 format!("{} (held on {}, in this chain)", h.reason, h.repo)
             }
         });
-        let was = std::mem::replace(&mut self.fatal_hold, reason.clone());
+        let was = std::mem::replace(&mut self.holds.fatal_hold, reason.clone());
         if was.is_some() && reason.is_none() {
             tracing::info!(worker = %self.w.id, "fatal hold over the chain cleared");
         }
@@ -696,7 +652,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             (None, true) => {
                 let event = Event::FatalCleared {
                     by: "an operator".into(),
-                    upstream_red: self.upstream_red,
+                    upstream_red: self.holds.upstream_red,
                 };
                 self.apply(event, None, Vec::new());
             }
@@ -713,24 +669,25 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         self.notice_commits(now);
         self.apply(Event::Tick, None, Vec::new());
         let every = self.env.contract.deadlock.check_interval.as_millis() as i64;
-        if now - self.last_deadlock_check_ms >= every {
-            self.last_deadlock_check_ms = now;
+        if now - self.books.last_deadlock_check_ms >= every {
+            self.books.last_deadlock_check_ms = now;
             let check = Event::DeadlockCheck {
                 worker_running: self.worker.is_some(),
-                last_commit_ms: self.last_commit_ms,
-                forge_failures: self.backoff.failures(),
+                last_commit_ms: self.branch.last_commit_ms,
+                forge_failures: self.ci.backoff.failures(),
             };
             self.apply(check, None, Vec::new());
         }
         self.save_spend();
-        if self.dirty {
+        if self.books.dirty {
             self.persist_progress();
         }
-        if now - self.last_checkpoint_ms >= self.env.contract.checkpoint_interval.as_millis() as i64
+        if now - self.books.last_checkpoint_ms
+            >= self.env.contract.checkpoint_interval.as_millis() as i64
         {
             self.checkpoint();
         }
-        if !self.lease_lost && self.lease.due(now) {
+        if !self.lease.lost && self.lease.keeper.due(now) {
             // The file under the lease first: a database emptied or cut under this process
             // still answers from what it has cached.
             if let Some(why) = storage::damaged(&self.store) {
@@ -739,10 +696,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             match self
                 .lease
+                .keeper
                 .renew(&mut self.store, self.env.config.worker.max_parallel)
             {
                 Ok(true) => self.check_own_rows(),
-                Ok(false) => self.lease_lost = true,
+                Ok(false) => self.lease.lost = true,
                 Err(why) => {
                     self.storage_failure.get_or_insert(why);
                 }
@@ -752,14 +710,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
 
     /// A new commit in the worktree counts as progress (timeouts extend on recent progress).
     fn notice_commits(&mut self, now: i64) {
-        if self.worker.is_none() || now - self.last_head_check_ms < HEAD_CHECK_EVERY_MS {
+        if self.worker.is_none() || now - self.branch.last_head_check_ms < HEAD_CHECK_EVERY_MS {
             return;
         }
-        self.last_head_check_ms = now;
-        if self.watched.is_none() {
-            self.watched = crate::gitops::Watched::open(Path::new(&self.w.worktree)).ok();
+        self.branch.last_head_check_ms = now;
+        if self.branch.watched.is_none() {
+            self.branch.watched = crate::gitops::Watched::open(Path::new(&self.w.worktree)).ok();
         }
-        let Some(watched) = &self.watched else {
+        let Some(watched) = &self.branch.watched else {
             return;
         };
         let Some(head) = watched.resolve("HEAD") else {
@@ -769,17 +727,17 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // next CI poll reads the branch head on the forge.
         let tracking = format!("refs/remotes/{}/{}", self.w.remote, self.w.branch);
         let pushed = watched.resolve(&tracking);
-        let first_look = self.last_head.is_none();
-        if pushed != self.last_pushed_ref {
-            self.head_may_have_moved |= !first_look;
-            self.last_pushed_ref = pushed;
+        let first_look = self.branch.last_head.is_none();
+        if pushed != self.branch.last_pushed_ref {
+            self.ci.head_may_have_moved |= !first_look;
+            self.branch.last_pushed_ref = pushed;
         }
-        let changed = self.last_head.as_ref().is_some_and(|h| *h != head);
-        self.last_head = Some(head);
+        let changed = self.branch.last_head.as_ref().is_some_and(|h| *h != head);
+        self.branch.last_head = Some(head);
         if changed {
-            self.head_may_have_moved = true;
-            self.health.did_work = true;
-            self.last_commit_ms = Some(now);
+            self.ci.head_may_have_moved = true;
+            self.agent.health.did_work = true;
+            self.branch.last_commit_ms = Some(now);
             self.apply(Event::Commit, None, Vec::new());
         }
     }
@@ -803,7 +761,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // A deferred DONE report is answered when its fresh verdict arrives.
         let requests = requests
             .into_iter()
-            .filter(|r| !self.done_claims.waiting_on(r.id))
+            .filter(|r| !self.ci.done_claims.waiting_on(r.id))
             .collect();
         (requests, fatal)
     }
@@ -814,7 +772,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 self.apply(Event::Cancel { by, reason }, Some(r.id), Vec::new())
             }
             RequestKind::Report { milestone, .. }
-                if !self.channel.as_ref().is_some_and(|c| c.queued(r.id)) =>
+                if !self.io.channel.as_ref().is_some_and(|c| c.queued(r.id)) =>
             {
                 // Only the worker's channel queues reports (it knows who spoke); a report row
                 // anyone else wrote — into the database directly, or for a previous life of
@@ -837,7 +795,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                             .into(),
                 }
             }
-            RequestKind::Fatal { .. } if !self.channel.as_ref().is_some_and(|c| c.queued(r.id)) => {
+            RequestKind::Fatal { .. }
+                if !self.io.channel.as_ref().is_some_and(|c| c.queued(r.id)) =>
+            {
                 self.apply(
                     Event::Trespass {
                         kind: "forged_report".into(),
@@ -857,7 +817,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 }
             }
             RequestKind::Fatal { reason } => {
-                self.health.did_work = true;
+                self.agent.health.did_work = true;
                 let event = Event::Fatal {
                     reason: format!("reported by the worker: {}", truncate(&reason, 500)),
                     raised: true,
@@ -908,7 +868,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     ) -> Outcome {
         // Any claim (a WORKING note too) shows the agent at its task: not a run that did
         // nothing.
-        self.health.did_work = true;
+        self.agent.health.did_work = true;
         if m == Milestone::Done && !note.trim().is_empty() {
             // What it says with DONE is its own account of the change (`worker_returns`).
             let text = truncate(note.trim(), 500);
@@ -930,8 +890,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                         self.let_exit(DONE_EXIT_GRACE);
                     }
                     self.freeze();
-                    self.done_claims
-                        .defer(via, request, self.ci.sent(), now_ms());
+                    self.ci
+                        .done_claims
+                        .defer(via, request, self.ci.link.sent(), now_ms());
                     self.poll_ci(true);
                     return Outcome::Deferred;
                 }
@@ -952,7 +913,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// at a cheap look per poll (see `forge::follow`); only green (DONE) and no run (a new push
     /// is needed) end the following.
     fn should_poll(&self, now: i64) -> bool {
-        self.wants_poll() && now >= self.next_poll_ms
+        self.wants_poll() && now >= self.ci.next_poll_ms
     }
 
     /// Whether CI is followed at all now (see `should_poll`), whenever the next poll is due.
@@ -977,27 +938,27 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let Some(sha) = self.w.progress.tracked_sha.clone() else {
             return;
         };
-        if self.ci.asking_about(&sha) || (!force && !self.should_poll(now_ms())) {
+        if self.ci.link.asking_about(&sha) || (!force && !self.should_poll(now_ms())) {
             return;
         }
         let Some(repo) = self.env.config.repo(&self.w.repo).cloned() else {
             return;
         };
         if force {
-            self.follower.forget(&repo.name, &sha);
+            self.ci.follower.forget(&repo.name, &sha);
         }
         // The branch head costs a request: read when it can have moved — a DONE claim or the
         // end of a turn (what DONE is judged on: always a fresh read), a commit or push seen
         // in the worktree, a failed read — and now and then, for a push made from elsewhere.
         let now = now_ms();
         let with_head = force
-            || self.head_may_have_moved
-            || now - self.head_read_ms >= HEAD_READ_AT_LEAST_EVERY_MS;
+            || self.ci.head_may_have_moved
+            || now - self.ci.head_read_ms >= HEAD_READ_AT_LEAST_EVERY_MS;
         if with_head {
-            self.head_may_have_moved = false;
-            self.head_read_ms = now;
+            self.ci.head_may_have_moved = false;
+            self.ci.head_read_ms = now;
         }
-        self.ci.ask(
+        self.ci.link.ask(
             repo,
             sha,
             &self.w.branch,
@@ -1009,11 +970,11 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     /// Asks once more about a push that a newer one replaced before CI decided it (the answer
     /// is recorded for that SHA alone: see `ci_answer`).
     fn ask_about_replaced(&mut self) {
-        let Some(sha) = self.replaced.pop() else {
+        let Some(sha) = self.ci.replaced.pop() else {
             return;
         };
         if let Some(repo) = self.env.config.repo(&self.w.repo).cloned() {
-            self.ci.ask(repo, sha, &self.w.branch, None, false);
+            self.ci.link.ask(repo, sha, &self.w.branch, None, false);
         }
     }
 
@@ -1024,13 +985,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn settle_replaced(&mut self) {
         let deadline = Instant::now() + REPLACED_SETTLE;
         while Instant::now() < deadline {
-            if self.ci.idle() {
-                if self.replaced.is_empty() {
+            if self.ci.link.idle() {
+                if self.ci.replaced.is_empty() {
                     return;
                 }
                 self.ask_about_replaced();
             }
-            match self.ci.answer() {
+            match self.ci.link.answer() {
                 Some(a) if self.w.progress.tracked_sha.as_ref() != Some(&a.sha) => {
                     if let Ok((v, runs)) = &a.result {
                         self.record(vec![Fact::Verdict {
@@ -1056,12 +1017,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             .as_ref()
             .map(|h| h.as_ref().map_err(|e| e.to_string()).cloned());
         if matches!(head, Some(Err(_))) {
-            self.head_may_have_moved = true; // read again with the next query
+            self.ci.head_may_have_moved = true; // read again with the next query
         }
         // A head read before the last direct read (a push claim's) is stale: it would take
         // the worker back to a commit it has already pushed past. No head read: nothing to
         // judge a DONE claim on.
-        let head_fresh = head.is_some() && a.n > self.head_read_after;
+        let head_fresh = head.is_some() && a.n > self.ci.head_read_after;
         if head_fresh && let Some(head) = &head {
             self.observe_head(head);
         }
@@ -1081,7 +1042,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         let interval = self.env.config.ci.poll_interval.as_millis() as i64;
         match &a.result {
             Ok((v, runs)) => {
-                self.next_poll_ms = now_ms() + self.backoff.succeeded(interval);
+                self.ci.next_poll_ms = now_ms() + self.ci.backoff.succeeded(interval);
                 // The SHA's own record always gets the answer; the machine only hears about
                 // the SHA it still tracks (a newer push may have replaced it meanwhile).
                 let fact = Fact::Verdict {
@@ -1094,7 +1055,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 // comes; a head that moved meanwhile was observed above.
                 // After the end of a turn, only a query sent after the exit may decide: one
                 // in flight at the exit read CI (and the head, if at all) before it.
-                let before_exit = self.w.progress.turn_ended && a.n <= self.exit_query;
+                let before_exit = self.w.progress.turn_ended && a.n <= self.ci.exit_query;
                 if about_tracked && before_exit {
                     self.record(vec![fact]);
                     self.poll_ci(true);
@@ -1127,8 +1088,8 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
             Err(e) => {
                 let threshold = self.env.contract.deadlock.api_consecutive_failures;
-                let after = self.backoff.failed(e.is_blocking(), interval, threshold);
-                self.next_poll_ms = now_ms() + after.delay_ms;
+                let after = self.ci.backoff.failed(e.is_blocking(), interval, threshold);
+                self.ci.next_poll_ms = now_ms() + after.delay_ms;
                 if after.alert {
                     let kind = if e.is_blocking() {
                         "forge_blocking"
@@ -1154,12 +1115,13 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         // Claims this answer is fresh for are judged now (on what is known, if the forge
         // failed); the others wait for the query sent next.
         let fresh = self
+            .ci
             .done_claims
             .take_fresh(a.n, about_tracked && head_fresh, failed);
         if !fresh.is_empty() {
             self.judge_done(fresh, head.as_ref());
         }
-        if !self.done_claims.is_empty() {
+        if !self.ci.done_claims.is_empty() {
             self.poll_ci(true);
         }
     }
@@ -1168,7 +1130,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     fn finish(&mut self) {
         // DONE claims still waiting for a fresh verdict get their answer (on what is known)
         // rather than none; the journal refuses them itself if the lease was lost.
-        let waiting = self.done_claims.take_all();
+        let waiting = self.ci.done_claims.take_all();
         if !waiting.is_empty() {
             self.judge_done(waiting, None);
         }
@@ -1177,14 +1139,14 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             self.stop_worker(Stop::Terminate);
         }
         self.settle_replaced();
-        if self.dirty {
+        if self.books.dirty {
             self.persist_progress();
         }
         self.save_spend();
-        self.lease.give_up(&mut self.store);
+        self.lease.keeper.give_up(&mut self.store);
         self.checkpoint();
         // The alerts of the last transitions go out before the process does (bounded).
-        self.deliverer.stop();
+        self.io.deliverer.stop();
     }
 }
 

@@ -26,6 +26,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     pub(super) fn restart_ci(&mut self, sha: &Sha) {
         let git_ref = format!("refs/heads/{}", self.w.branch);
         let rerun = self
+            .ci
             .follower
             .forge()
             .rerun(&self.w.repo, &git_ref, sha.as_str());
@@ -48,9 +49,9 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             }
         };
         self.record(vec![fact]);
-        self.follower.forget(&self.w.repo, sha);
-        self.head_may_have_moved = true;
-        self.next_poll_ms = 0;
+        self.ci.follower.forget(&self.w.repo, sha);
+        self.ci.head_may_have_moved = true;
+        self.ci.next_poll_ms = 0;
     }
 
     /// A forge without a rerun (Forgejo): an empty commit on `sha`, pushed to the worker's
@@ -113,26 +114,44 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
         ))
     }
 
-    /// The runs (on a forge whose runs orch cancels: the local forge's) this worker's
+    /// The runs (on the local forge; on Forgejo ≥ 16 those of the commits orch pushed) this worker's
     /// supervision started that nothing waits for once it lets go: its landing's integration
     /// branch and its downstream checks (a dependent's run left going after a landing ended
     /// `broken` burned a core for 15 minutes), and — its change landed or the worker cancelled
     /// — its own branch's. Runs of a worker that may go on (BLOCKED, FAILED: a respawn follows
     /// the same commit) are left to finish.
     pub(super) fn cancel_abandoned_runs(&self) {
+        use crate::forge::Abandoned;
         let id = &self.w.id;
-        let mut refs = vec![
-            format!("refs/heads/orch/verify/{id}"),
-            format!("refs/heads/{}-land", self.w.branch),
-        ];
+        let sha = |s: &Option<crate::sha::Sha>| s.as_ref().map(|s| s.to_string());
+        let mut refs = Vec::new();
+        if let Some(l) = &self.w.progress.landing {
+            refs.push(Abandoned {
+                repo: self.w.repo.clone(),
+                branch: format!("{}-land", self.w.branch),
+                sha: sha(&l.candidate),
+            });
+            refs.extend(l.downstream.iter().map(|d| Abandoned {
+                repo: d.repo.clone(),
+                branch: format!("orch/verify/{id}"),
+                sha: sha(&d.sha),
+            }));
+        }
+        // Its own branch — never a base branch a `land: direct` worker pushed to: the base's
+        // runs are everyone's.
         if matches!(
             self.w.milestone(),
             crate::milestone::Milestone::Done | crate::milestone::Milestone::Cancelled
-        ) {
-            refs.push(format!("refs/heads/{}", self.w.branch));
+        ) && self.w.branch == self.w.local_branch()
+        {
+            refs.push(Abandoned {
+                repo: self.w.repo.clone(),
+                branch: self.w.branch.clone(),
+                sha: sha(&self.w.progress.tracked_sha),
+            });
         }
         let note = format!("cancelled: nothing waits for this run any more ({id} let go)");
-        match self.follower.forge().cancel_runs_of_refs(&refs, &note) {
+        match self.ci.follower.forge().cancel_runs_of_refs(&refs, &note) {
             Ok(runs) if !runs.is_empty() => {
                 tracing::info!(worker = %id, runs = %runs.join(", "), "runs nothing waits for cancelled");
             }

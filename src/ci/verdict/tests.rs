@@ -32,6 +32,7 @@ fn run(id: i64, event: &str, status: Option<JobStatus>, jobs: Vec<CiJob>) -> CiR
         status,
         workflow: Some("ci.yml".into()),
         url: None,
+        git_ref: None,
         jobs,
     }
 }
@@ -527,6 +528,7 @@ fn any_runs() -> impl Strategy<Value = Vec<CiRun>> {
             status: st,
             workflow: None,
             url: None,
+            git_ref: None,
             jobs,
         });
     // A forge gives every run its own id and number (the random part keeps their order
@@ -624,6 +626,7 @@ proptest! {
             status: run_status,
             workflow: None,
             url: None,
+            git_ref: None,
             jobs: names.iter().map(|n| job(n, Skipped)).collect(),
         }];
         prop_assert_ne!(verdict(&runs, &p, Some(0), now).kind, VerdictKind::Green);

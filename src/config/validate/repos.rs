@@ -85,11 +85,12 @@ pub(super) fn validate_repos(
                 format!("branch \"{}\" is not a valid branch name", b.value),
             );
         }
-        let (raw_jobs, own_protected) = match spec.ci {
-            Some(ci) => (ci.jobs, ci.protected_paths),
-            None => (Vec::new(), None),
+        let (raw_jobs, own_protected, raw_env) = match spec.ci {
+            Some(ci) => (ci.jobs, ci.protected_paths, ci.env),
+            None => (Vec::new(), None, Default::default()),
         };
-        let jobs = validate_jobs(c, &name.value, raw_jobs);
+        let env = super::ci_env::validate(c, &format!("repos.{}.ci.env", name.value), raw_env);
+        let jobs = validate_jobs(c, &name.value, raw_jobs, &env);
         // The repository's own list, else the organisation's, else the defaults: the
         // workflow directories and the scripts its jobs run.
         let protected = match &own_protected {
@@ -125,12 +126,24 @@ pub(super) fn validate_repos(
     }
 
     let graph = RepoGraph::new(repos.iter().map(|r| (r.name.clone(), r.deps.clone())));
-    if let Some(cycle) = graph.find_cycle() {
+    // Every cycle at once (issue 37: one per run took as many edits and reruns): each found is
+    // reported at its first edge, and that edge is set aside to look for the next.
+    let mut deps: Vec<(String, Vec<String>)> = repos
+        .iter()
+        .map(|r| (r.name.clone(), r.deps.clone()))
+        .collect();
+    let mut cycle = graph.find_cycle();
+    while let Some(found) = cycle {
         let at = dep_positions
-            .get(&(cycle[0].clone(), cycle[1].clone()))
+            .get(&(found[0].clone(), found[1].clone()))
             .copied()
             .flatten();
-        c.err(at, format!("dependency cycle: {}", cycle.join(" -> ")));
+        c.err(at, format!("dependency cycle: {}", found.join(" -> ")));
+        let Some((_, from)) = deps.iter_mut().find(|(name, _)| *name == found[0]) else {
+            break;
+        };
+        from.retain(|d| *d != found[1]);
+        cycle = RepoGraph::new(deps.iter().cloned()).find_cycle();
     }
 
     (repos, graph)
@@ -222,7 +235,12 @@ fn deps(
     deps
 }
 
-fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<JobSpec> {
+fn validate_jobs(
+    c: &mut Check,
+    repo: &str,
+    raw: Vec<Spanned<RawJob>>,
+    repo_env: &[(String, String)],
+) -> Vec<JobSpec> {
     let mut jobs: Vec<JobSpec> = Vec::new();
     let names: BTreeSet<String> = raw
         .iter()
@@ -277,6 +295,7 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
                     None
                 }
             });
+        let own_env = super::ci_env::validate(c, &format!("job {shown} in {repo}: env"), j.env);
         // Without a name or a command there is no job (already reported): the file is
         // refused, and only the checks above were wanted from it.
         if let (Some(name), Some(run)) = (j.name, j.run) {
@@ -285,6 +304,7 @@ fn validate_jobs(c: &mut Check, repo: &str, raw: Vec<Spanned<RawJob>>) -> Vec<Jo
                 run,
                 needs: j.needs.into_iter().map(|n| n.value).collect(),
                 timeout,
+                env: super::ci_env::overlay(repo_env, &own_env),
             });
         }
     }

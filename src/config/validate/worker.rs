@@ -51,7 +51,7 @@ pub(super) fn validate_worker(
     let command_pos = w.command.as_ref().and_then(pos);
     let command = match w.command {
         None => agent.default_command(),
-        Some(cmd) => command(c, cmd),
+        Some(cmd) => beside_config(root, command(c, cmd)),
     };
     let max_cost_usd = match &w.max_cost_usd {
         Some(s) if !(s.value.is_finite() && s.value > 0.0) => {
@@ -222,4 +222,32 @@ fn accounts(c: &mut Check, w: &RawWorker) -> Vec<String> {
         }
     }
     out
+}
+
+/// A worker runs in its worktree, not beside repos.yaml: what `worker.command` names relative
+/// to repos.yaml — a program by a relative path (`./worker.sh`, `bin/agent`), or an argument
+/// naming a file there (`[sh, worker.sh]`) — is taken from repos.yaml's directory, as the
+/// person who wrote it meant (issue 37). A bare program name stays a PATH lookup; flags,
+/// placeholders and words that name no file there are left as they are.
+pub(super) fn beside_config(root: &Path, argv: Vec<String>) -> Vec<String> {
+    argv.into_iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let path = Path::new(&arg);
+            if arg.is_empty() || path.is_absolute() || arg.starts_with('-') || arg.contains('{') {
+                return arg;
+            }
+            let there = root.join(path);
+            let named = if i == 0 {
+                arg.contains('/')
+            } else {
+                there.is_file()
+            };
+            if named {
+                there.display().to_string()
+            } else {
+                arg
+            }
+        })
+        .collect()
 }

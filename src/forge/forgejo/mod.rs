@@ -24,6 +24,7 @@
 //! [`ForgeError::Malformed`]. The token only ever goes into the `Authorization` header: it is
 //! never logged, and server bodies are scrubbed of it before they reach an error message.
 
+mod cancel;
 mod http;
 mod protections;
 mod pulls;
@@ -386,15 +387,32 @@ impl ForgejoForge {
     }
 
     fn repo_path(&self, repo: &Repo) -> String {
-        format!("/repos/{}/{}", encode(&self.owner), encode(&repo.name))
+        self.repo_path_named(&repo.name)
+    }
+
+    fn repo_path_named(&self, name: &str) -> String {
+        format!("/repos/{}/{}", encode(&self.owner), encode(name))
     }
 
     fn full_name(&self, repo: &Repo) -> String {
-        format!("{}/{}", self.owner, repo.name)
+        self.full_name_of(&repo.name)
+    }
+
+    fn full_name_of(&self, name: &str) -> String {
+        format!("{}/{}", self.owner, name)
     }
 }
 
 impl Forge for ForgejoForge {
+    fn cancel_runs_of_refs(
+        &self,
+        abandoned: &[crate::forge::Abandoned],
+        _note: &str,
+    ) -> Result<Vec<String>, ForgeError> {
+        // Forgejo keeps no note on a cancelled job.
+        self.cancel_abandoned(abandoned)
+    }
+
     async fn open_pull(
         &self,
         repo: &Repo,
@@ -497,7 +515,7 @@ impl Forge for ForgejoForge {
         if self.api_path().await? != ApiPath::RunsAndJobs {
             return Ok(None); // Forgejo < 16 has no logs API.
         }
-        let Some(mut runs) = self.fetch_runs(repo, &sha).await? else {
+        let Some(mut runs) = self.fetch_runs(&repo.name, &sha).await? else {
             self.route_missing(ApiPath::RunsAndJobs, "…/actions/runs")?;
             return Ok(None);
         };

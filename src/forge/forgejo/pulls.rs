@@ -61,7 +61,7 @@ fn existing_number(message: &str) -> Option<i64> {
 impl ForgejoForge {
     /// One write request (POST), no retries (a retried merge could merge twice): the status
     /// and body of any answer, an error only when none came.
-    async fn post(
+    pub(super) async fn post(
         &self,
         path: &str,
         body: &serde_json::Value,

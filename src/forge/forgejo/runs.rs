@@ -47,10 +47,10 @@ impl ForgejoForge {
     /// has no `/actions/runs` route (Forgejo < 12, or a 12.0.0-dev build before it landed).
     pub(super) async fn fetch_runs(
         &self,
-        repo: &Repo,
+        repo: &str,
         sha: &str,
     ) -> Result<Option<Vec<wire::ActionRun>>, ForgeError> {
-        let path = format!("{}/actions/runs", self.repo_path(repo));
+        let path = format!("{}/actions/runs", self.repo_path_named(repo));
         // No `page`: Forgejo then applies no LIMIT and returns every matching run.
         let query = [
             ("head_sha", sha.to_string()),
@@ -79,7 +79,7 @@ impl ForgejoForge {
         run_id: i64,
     ) -> Result<Option<Vec<wire::ActionRunJob>>, ForgeError> {
         let path = format!("{}/actions/runs/{run_id}/jobs", self.repo_path(repo));
-        let Some(body) = self.body_or_no_route(&path, &[], repo).await? else {
+        let Some(body) = self.body_or_no_route(&path, &[], &repo.name).await? else {
             return Ok(None);
         };
         let jobs: Option<Vec<wire::ActionRunJob>> = self.decode(&body, &path)?;
@@ -92,9 +92,9 @@ impl ForgejoForge {
         &self,
         path: &str,
         query: &[(&str, String)],
-        repo: &Repo,
+        repo: &str,
     ) -> Result<Option<String>, ForgeError> {
-        let full_name = self.full_name(repo);
+        let full_name = self.full_name_of(repo);
         let target = Target {
             repo: Some(&full_name),
             missing_ok: false,
@@ -206,6 +206,7 @@ impl ForgejoForge {
                     status: None,
                     workflow: non_empty(&first.workflow_id),
                     url: non_empty(&first.url),
+                    git_ref: branch_ref(&first.head_branch),
                     jobs: jobs_from_tasks(&group),
                 }
             })
@@ -222,7 +223,7 @@ impl ForgejoForge {
         sha: &str,
         pushed_ms: Option<i64>,
     ) -> Result<Option<Vec<CiRun>>, ForgeError> {
-        let Some(runs) = self.fetch_runs(repo, sha).await? else {
+        let Some(runs) = self.fetch_runs(&repo.name, sha).await? else {
             return Ok(None);
         };
         let push_runs: Vec<&wire::ActionRun> = runs.iter().filter(|r| is_push(r)).collect();
@@ -249,6 +250,7 @@ impl ForgejoForge {
                 status: Some(JobStatus::parse(&r.status)),
                 workflow: non_empty(&r.workflow_id),
                 url: non_empty(&r.html_url),
+                git_ref: branch_ref(&r.prettyref),
                 jobs: if is_push(r) {
                     by_number.remove(&r.index_in_repo).unwrap_or_default()
                 } else {
@@ -283,7 +285,7 @@ impl ForgejoForge {
         repo: &Repo,
         sha: &str,
     ) -> Result<Option<Vec<CiRun>>, ForgeError> {
-        let Some(runs) = self.fetch_runs(repo, sha).await? else {
+        let Some(runs) = self.fetch_runs(&repo.name, sha).await? else {
             return Ok(None);
         };
         let mut out = Vec::with_capacity(runs.len());
@@ -312,6 +314,7 @@ impl ForgejoForge {
                 status: Some(JobStatus::parse(&r.status)),
                 workflow: non_empty(&r.workflow_id),
                 url: non_empty(&r.html_url),
+                git_ref: branch_ref(&r.prettyref),
                 jobs,
             });
         }
@@ -331,7 +334,7 @@ impl ForgejoForge {
             merge_statuses(&mut runs, &status_jobs(&statuses), true);
             return Ok(Some(runs.iter().map(|r| (r.id, r.status)).collect()));
         }
-        let Some(runs) = self.fetch_runs(repo, sha).await? else {
+        let Some(runs) = self.fetch_runs(&repo.name, sha).await? else {
             return Ok(None); // the next full look falls back
         };
         Ok(Some(
@@ -468,6 +471,7 @@ pub(super) fn merge_statuses(runs: &mut Vec<CiRun>, statuses: &[StatusJob], set_
                     status: None,
                     workflow: None,
                     url: None,
+                    git_ref: None,
                     jobs: Vec::new(),
                 });
                 runs.len() - 1
@@ -571,4 +575,15 @@ pub(super) fn jobs_from_tasks(group: &[&wire::ActionTask]) -> Vec<CiJob> {
         }
     }
     jobs
+}
+
+/// A push's branch as a full ref (`main` → `refs/heads/main`); `None` when the forge named none.
+fn branch_ref(branch: &str) -> Option<String> {
+    (!branch.is_empty()).then(|| {
+        if branch.starts_with("refs/") {
+            branch.to_string()
+        } else {
+            format!("refs/heads/{branch}")
+        }
+    })
 }

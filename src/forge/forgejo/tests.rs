@@ -258,6 +258,7 @@ fn commit_statuses_become_jobs() {
         status: None,
         workflow: Some("ci.yml".into()),
         url: None,
+        git_ref: None,
         jobs: vec![crate::ci::CiJob {
             name: "a / b".into(),
             status: JobStatus::Skipped,
@@ -287,10 +288,10 @@ fn commit_statuses_become_jobs() {
     );
 }
 
-/// Forgejo has no rerun and orch cancels none of its runs: through the trait (as the supervisor
-/// asks it), a restart falls back to a new push and a worker letting go cancels nothing.
+/// Forgejo has no rerun: through the trait (as the supervisor asks it), a restart falls back to
+/// a new push; a branch whose commit orch does not know cancels nothing (no request).
 #[test]
-fn forgejo_answers_no_rerun_and_cancels_no_run() {
+fn forgejo_answers_no_rerun_and_cancels_nothing_without_a_commit() {
     use crate::forge::{AnyForge, Forge};
     let retry = RetryPolicy {
         initial: Duration::from_millis(1),
@@ -313,7 +314,12 @@ fn forgejo_answers_no_rerun_and_cancels_no_run() {
             .rerun("core", "refs/heads/orch/w", &"a".repeat(40))
             .is_none()
     );
-    let refs = vec!["refs/heads/orch/w".to_string()];
+    // Without the commit orch pushed, Forgejo (which lists runs by commit) is not asked.
+    let refs = vec![crate::forge::Abandoned {
+        repo: "core".into(),
+        branch: "orch/w".into(),
+        sha: None,
+    }];
     assert_eq!(
         forge.cancel_runs_of_refs(&refs, "let go").unwrap(),
         Vec::<String>::new()

@@ -313,8 +313,11 @@ pub(super) fn post_receive(
         repo_name,
         input,
         exe,
-        false,
-        runner,
+        &Start {
+            only_if_absent: false,
+            runner,
+            pins: &[],
+        },
     )?);
     Ok(lines)
 }
@@ -354,18 +357,30 @@ fn done_branches_moved(state_dir: &Path, input: &str) -> Result<Vec<String>, Loc
     Ok(lines)
 }
 
-/// Records and starts runs for branch updates. With `only_if_absent`, a SHA that already has
-/// a run is skipped, checked in the same transaction that creates the run (lost-hook recovery
-/// may race with other pollers and must never double a run).
+/// How [`start_runs`] starts them.
+pub(super) struct Start<'a> {
+    /// A SHA that already has a run is skipped, checked in the same transaction that creates
+    /// the run (lost-hook recovery may race with other pollers and must never double a run).
+    pub(super) only_if_absent: bool,
+    pub(super) runner: Runner,
+    /// The upstream commits the runs are about (repository → commit; see `db::create_run`).
+    pub(super) pins: &'a [(String, String)],
+}
+
+/// Records and starts runs for branch updates.
 pub(super) fn start_runs(
     state_dir: &Path,
     config_file: &Path,
     repo_name: &str,
     input: &str,
     exe: &Path,
-    only_if_absent: bool,
-    runner: Runner,
+    how: &Start,
 ) -> Result<Vec<String>, LocalForgeError> {
+    let Start {
+        only_if_absent,
+        runner,
+        pins,
+    } = *how;
     let config = Config::load(config_file)?;
     let repo = config.require_repo(repo_name)?;
     let layout = Layout::new(state_dir);
@@ -388,7 +403,7 @@ pub(super) fn start_runs(
             if only_if_absent && !db::runs_for_sha(tx, repo_name, &u.sha)?.is_empty() {
                 return Ok(None);
             }
-            db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs).map(Some)
+            db::create_run(tx, repo_name, &u.git_ref, &u.sha, &repo.jobs, pins).map(Some)
         })?;
         let Some((run_id, number)) = created else {
             continue;

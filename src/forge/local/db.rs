@@ -1,5 +1,6 @@
 //! The local forge's tables (`local_runs`, `local_jobs`, migration 2): every status change is
-//! one transaction that also re-aggregates the run's status.
+//! one transaction that also re-aggregates the run's status. `local_run_upstreams` (made here,
+//! on first use, not by a migration): the commit of each upstream a run was built against.
 
 use crate::ci::{CiJob, CiRun, JobStatus};
 use crate::config::JobSpec;
@@ -117,13 +118,16 @@ pub fn aggregate(statuses: impl IntoIterator<Item = JobStatus>) -> JobStatus {
 }
 
 /// Records a new push-triggered run of `jobs` with the repository's next run number. Jobs
-/// without needs start `waiting`, the others `blocked`.
+/// without needs start `waiting`, the others `blocked`. `pins`: the upstreams' commits the run
+/// is about (repository → commit), recorded with it; the others are the base heads its runner
+/// finds when it starts.
 pub fn create_run(
     tx: &Tx,
     repo: &str,
     git_ref: &str,
     sha: &str,
     jobs: &[JobSpec],
+    pins: &[(String, String)],
 ) -> crate::store::sql::Result<(i64, i64)> {
     let number: i64 = tx.query_row(
         "SELECT COALESCE(MAX(number), 0) + 1 FROM local_runs WHERE repo = ?1",
@@ -166,7 +170,100 @@ pub fn create_run(
             ],
         )?;
     }
+    if !pins.is_empty() {
+        ensure_upstreams_table(tx)?;
+        for (up, commit) in pins {
+            record_upstream(tx, run_id, up, commit, true)?;
+        }
+    }
     Ok((run_id, number))
+}
+
+/// One upstream commit of a run: pinned with the run, or the base head its runner found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamRow {
+    pub repo: String,
+    pub sha: String,
+    pub pinned: bool,
+}
+
+/// Made by whoever writes to it first rather than by a migration: the store's schema is shared
+/// by every part of orch, this table by the local forge alone.
+fn ensure_upstreams_table(tx: &Tx) -> crate::store::sql::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS local_run_upstreams (
+             run_id BIGINT NOT NULL,
+             repo   TEXT NOT NULL,
+             sha    TEXT NOT NULL,
+             pinned BIGINT NOT NULL,
+             PRIMARY KEY (run_id, repo)
+         )",
+    )
+}
+
+fn upstreams_table_exists(tx: &Tx) -> crate::store::sql::Result<bool> {
+    if tx.backend() == "sqlite" {
+        return tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'local_run_upstreams')",
+            [],
+            |r| r.get(0),
+        );
+    }
+    tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+           JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+          WHERE c.relname = 'local_run_upstreams' AND n.nspname = ANY (current_schemas(false)))",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Records `repo` at `sha` for `run_id`; a commit already recorded for it (a pin) is kept.
+fn record_upstream(
+    tx: &Tx,
+    run_id: i64,
+    repo: &str,
+    sha: &str,
+    pinned: bool,
+) -> crate::store::sql::Result<()> {
+    tx.execute(
+        "INSERT INTO local_run_upstreams (run_id, repo, sha, pinned) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (run_id, repo) DO NOTHING",
+        params![run_id, repo, sha, i64::from(pinned)],
+    )?;
+    Ok(())
+}
+
+/// Records the base heads a run's runner found for the upstreams that had no commit yet,
+/// and returns every upstream commit of the run (pins first recorded win).
+pub fn record_upstreams(
+    tx: &Tx,
+    run_id: i64,
+    found: &[(String, String)],
+) -> crate::store::sql::Result<Vec<UpstreamRow>> {
+    ensure_upstreams_table(tx)?;
+    for (repo, sha) in found {
+        record_upstream(tx, run_id, repo, sha, false)?;
+    }
+    load_upstreams(tx, run_id)
+}
+
+/// The upstream commits recorded for a run, by repository name.
+pub fn load_upstreams(tx: &Tx, run_id: i64) -> crate::store::sql::Result<Vec<UpstreamRow>> {
+    if !upstreams_table_exists(tx)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = tx.prepare_cached(
+        "SELECT repo, sha, pinned FROM local_run_upstreams WHERE run_id = ?1 ORDER BY repo",
+    )?;
+    stmt.query_map([run_id], |r| {
+        Ok(UpstreamRow {
+            repo: r.get(0)?,
+            sha: r.get(1)?,
+            pinned: r.get::<_, i64>(2)? != 0,
+        })
+    })?
+    .collect()
 }
 
 /// Records the runner started for a run whose hook (or poll) had none yet; a runner already
@@ -354,6 +451,7 @@ pub fn to_ci_run(run: &RunRow, jobs: &[JobRow]) -> CiRun {
         status: Some(run.status),
         workflow: Some("ci.jobs".into()),
         url: None,
+        git_ref: Some(run.git_ref.clone()),
         jobs: jobs
             .iter()
             .map(|j| CiJob {
@@ -398,24 +496,26 @@ mod tests {
                     run: "true".into(),
                     needs: vec![],
                     timeout: None,
+                    env: vec![],
                 },
                 JobSpec {
                     name: "radicle-push".into(),
                     run: "true".into(),
                     needs: vec!["check".into()],
                     timeout: Some(std::time::Duration::from_secs(5)),
+                    env: vec![],
                 },
             ];
             let (id, n) = store
-                .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+                .write(|tx| create_run(tx, "a", "refs/heads/x", "abc", &jobs, &[]))
                 .unwrap();
             assert_eq!(n, 1);
             let (_, n2) = store
-                .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs))
+                .write(|tx| create_run(tx, "a", "refs/heads/x", "def", &jobs, &[]))
                 .unwrap();
             assert_eq!(n2, 2);
             let (_, other) = store
-                .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs))
+                .write(|tx| create_run(tx, "b", "refs/heads/x", "abc", &jobs, &[]))
                 .unwrap();
             assert_eq!(other, 1, "numbers are per repository");
             let rows = store.read(|tx| load_jobs(tx, id)).unwrap();
@@ -438,6 +538,50 @@ mod tests {
             assert_eq!(runs[0].1[1].note.as_deref(), Some("runner died"));
             let unfinished = store.read(unfinished_runs).unwrap();
             assert_eq!(unfinished.len(), 2);
+        });
+    }
+
+    #[test]
+    fn a_run_keeps_its_pins_and_records_the_heads_its_runner_found() {
+        crate::store::conformance::each_backend("run_upstreams", |store| {
+            let jobs = vec![JobSpec {
+                name: "check".into(),
+                run: "true".into(),
+                needs: vec![],
+                timeout: None,
+                env: vec![],
+            }];
+            let (plain, _) = store
+                .write(|tx| create_run(tx, "net", "refs/heads/main", "n1", &jobs, &[]))
+                .unwrap();
+            assert_eq!(store.read(|tx| load_upstreams(tx, plain)).unwrap(), []);
+            let pins = [("core".to_string(), "c-old".to_string())];
+            let (pinned, _) = store
+                .write(|tx| create_run(tx, "net", "refs/heads/main", "n2", &jobs, &pins))
+                .unwrap();
+            let found = [
+                ("core".to_string(), "c-head".to_string()),
+                ("vm".to_string(), "v-head".to_string()),
+            ];
+            let rows = store
+                .write(|tx| record_upstreams(tx, pinned, &found))
+                .unwrap();
+            let row = |repo: &str, sha: &str, pinned: bool| UpstreamRow {
+                repo: repo.into(),
+                sha: sha.into(),
+                pinned,
+            };
+            assert_eq!(
+                rows,
+                [row("core", "c-old", true), row("vm", "v-head", false)]
+            );
+            // Found again (a runner that starts over): what was recorded stands.
+            let again = [("vm".to_string(), "v-newer".to_string())];
+            let rows = store
+                .write(|tx| record_upstreams(tx, pinned, &again))
+                .unwrap();
+            assert_eq!(rows[1], row("vm", "v-head", false));
+            assert_eq!(store.read(|tx| load_upstreams(tx, plain)).unwrap(), []);
         });
     }
 }

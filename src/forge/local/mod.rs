@@ -6,7 +6,8 @@
 //! SQLite (`local_runs`/`local_jobs`, jobs snapshotted from `ci.jobs`) and starts a detached
 //! runner (`orch __local-forge run … --run-id N`), so the push returns at once. The runner
 //! takes one of `forge.max_concurrent_runs` slots (flock on `<state>/forge/slots/<i>.lock`,
-//! shared by all repositories), checks the pushed commit out in a fresh directory and runs the
+//! shared by all repositories), checks the pushed commit out in a fresh directory, its
+//! upstreams beside it (at the run's pins or their base heads, recorded), and runs the
 //! jobs one at a time in declaration order, respecting `needs`, each in its own process group
 //! with its timeout. Statuses use Forgejo's words and the run's status is aggregated the way
 //! Forgejo does it.
@@ -16,7 +17,9 @@
 //! forge/<repo>.git                        bare remote (push here)
 //! forge/logs/<repo>/<number>/<job>.log    job output (stdout + stderr)
 //! forge/logs/<repo>/<number>/runner.log   the runner's own messages
-//! forge/work/<run id>/                    checkout while the run executes (removed after)
+//! forge/work/<run id>/                    the run's directory ($ORCH_UPSTREAMS; removed after):
+//! forge/work/<run id>/<repo>/             its checkout, the jobs' working directory
+//! forge/work/<run id>/<upstream>/         each upstream's checkout (`upstreams.rs`)
 //! forge/slots/<i>.lock                    concurrency slots
 //! ```
 //!
@@ -31,11 +34,14 @@
 pub mod branches;
 mod cli;
 pub(crate) mod db;
+mod protected_overlay;
 mod protected_push;
 mod remote;
 mod runner;
+mod upstreams;
 
 pub use cli::internal_main;
+pub use db::UpstreamRow;
 
 pub(crate) use remote::{git, scrub_env};
 
@@ -403,8 +409,11 @@ impl LocalForge {
             repo,
             &input,
             &self.exe,
-            true,
-            cli::Runner::Start,
+            &cli::Start {
+                only_if_absent: true,
+                runner: cli::Runner::Start,
+                pins: &[],
+            },
         )
         .is_ok()
     }
@@ -423,16 +432,20 @@ impl LocalForge {
             |r| r.repo == repo && r.sha == sha,
             "cancelled: orch restarted CI (the run was stuck)",
         )?;
-        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
-        let lines = cli::start_runs(
-            &self.layout.state_dir,
-            &self.config_file,
-            repo,
-            &input,
-            &self.exe,
-            false,
-            cli::Runner::Start,
-        )?;
+        // A run is about its upstreams' commits as much as its own: the restart keeps the
+        // newest stuck run's pins.
+        let pins = match stuck.last() {
+            Some(run) => self.with_store(|store| {
+                Ok(store
+                    .read(|tx| db::load_upstreams(tx, run.id))?
+                    .into_iter()
+                    .filter(|u| u.pinned)
+                    .map(|u| (u.repo, u.sha))
+                    .collect::<Vec<_>>())
+            })?,
+            None => Vec::new(),
+        };
+        let lines = self.start_run(repo, git_ref, sha, &pins)?;
         let cancelled: Vec<String> = stuck.iter().map(|r| format!("#{}", r.number)).collect();
         Ok(format!(
             "CI for {} restarted: {}{}",
@@ -451,11 +464,16 @@ impl LocalForge {
     /// jobs' groups are killed, its jobs recorded `cancelled` with `note`. Returns the runs.
     pub fn cancel_runs_of_refs(
         &self,
-        refs: &[String],
+        abandoned: &[super::Abandoned],
         note: &str,
     ) -> Result<Vec<String>, LocalForgeError> {
+        let picked = |r: &db::RunRow| {
+            abandoned.iter().any(|a| {
+                a.repo == r.repo && r.git_ref.strip_prefix("refs/heads/") == Some(a.branch.as_str())
+            })
+        };
         Ok(self
-            .cancel_runs(|r| refs.contains(&r.git_ref), note)?
+            .cancel_runs(picked, note)?
             .iter()
             .map(|r| format!("{} #{} ({})", r.repo, r.number, r.git_ref))
             .collect())
@@ -688,8 +706,12 @@ impl Forge for LocalForge {
         )
     }
 
-    fn cancel_runs_of_refs(&self, refs: &[String], note: &str) -> Result<Vec<String>, ForgeError> {
-        LocalForge::cancel_runs_of_refs(self, refs, note).map_err(ForgeError::from)
+    fn cancel_runs_of_refs(
+        &self,
+        abandoned: &[super::Abandoned],
+        note: &str,
+    ) -> Result<Vec<String>, ForgeError> {
+        LocalForge::cancel_runs_of_refs(self, abandoned, note).map_err(ForgeError::from)
     }
 }
 
@@ -805,12 +827,13 @@ mod tests {
                 run: "true".into(),
                 needs: Vec::new(),
                 timeout: None,
+                env: Vec::new(),
             }];
             let (elsewhere, _) = store
-                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "abc", &jobs))
+                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "abc", &jobs, &[]))
                 .unwrap();
             let (here, _) = store
-                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "def", &jobs))
+                .write(|tx| db::create_run(tx, "a", "refs/heads/x", "def", &jobs, &[]))
                 .unwrap();
             // A pid no process has (above the kernel's limit).
             let gone = 1 << 30;

@@ -29,7 +29,7 @@ const OUTLAST: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// `op` (one store call) retried while the database cannot be reached, up to [`OUTLAST`]: a
 /// database restart must not fail the jobs running meanwhile.
-fn lasting<T>(op: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+pub(super) fn lasting<T>(op: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
     StoreError::outlast(OUTLAST, op)
 }
 
@@ -124,31 +124,29 @@ fn execute(
     ));
     let _slot = acquire_slot(&layout.slots_dir(), slots)?;
     lasting(|| store.write(|tx| db::mark_run_started(tx, run.id, now_ms())))?;
-    let work = layout.work_dir(run.id);
+    // The run's directory: its checkout and, beside it, its upstreams' (`$ORCH_UPSTREAMS`).
+    let run_dir = layout.work_dir(run.id);
+    let work = run_dir.join(&run.repo);
     say(format_args!(
         "run {}: checking out into {}",
         run.id,
         work.display()
     ));
-    let prepared = checkout(&layout.remote(&run.repo), &work, &run.sha)
-        .map_err(|message| format!("checkout of {} failed: {message}", run.sha))
-        .and_then(|()| {
-            overlay_protected(&config, run, &work).map_err(|message| {
-                format!("cannot run the base branch's protected paths: {message}")
-            })
-        });
-    let preface = match prepared {
-        Ok(preface) => preface,
+    let prepared = prepare_run_dir(layout, store, &config, run, &run_dir, &work);
+    let (preface, list) = match prepared {
+        Ok((lines, list)) => ((!lines.is_empty()).then(|| lines.join("\n")), list),
         Err(note) => return fail_run(layout, store, run, &note),
     };
-    if let Some(line) = &preface {
-        say(format_args!("run {}: {line}", run.id));
+    if let Some(lines) = &preface {
+        for line in lines.lines() {
+            say(format_args!("run {}: {line}", run.id));
+        }
     }
     // Workers of an account of their own: their code's CI runs as that account too (it is the
     // worker's code: as orch it could do whatever orch can). Never as orch instead.
     let account = match ci_account(layout, &config, run) {
         None => None,
-        Some(Ok(a)) => match hand_over(layout, &work, &a) {
+        Some(Ok(a)) => match hand_over(layout, &run_dir, &a) {
             Ok(()) => Some(a),
             Err(e) => {
                 return fail_run(
@@ -182,7 +180,7 @@ fn execute(
         crate::sandbox::for_config(
             &config,
             &layout.state_dir,
-            &work,
+            &run_dir,
             contract.as_deref(),
             &waves,
         )
@@ -195,13 +193,22 @@ fn execute(
             "worker.sandbox needs PID namespaces, which this machine does not give: the jobs are not run unsandboxed",
         );
     }
+    let ws = Workspace {
+        run_dir: &run_dir,
+        work: &work,
+        list: &list,
+        jobs: config
+            .repo(&run.repo)
+            .map(|r| r.jobs.as_slice())
+            .unwrap_or_default(),
+    };
     while let Some(job) = next_job(store, run.id)? {
         say(format_args!("run {}: job {} starts", run.id, job.name));
         let status = run_job(
             layout,
             store,
             run,
-            &work,
+            &ws,
             &job,
             preface.as_deref(),
             &Confinement {
@@ -223,6 +230,32 @@ fn execute(
         status.unwrap_or(JobStatus::Unknown)
     ));
     Ok(())
+}
+
+/// The run's directory made afresh: its checkout of the run's commit (protected paths put
+/// back to the base's) and its upstreams' checkouts. Returns the lines every job log starts
+/// with and the upstream listing's path; a failure, in words, fails the run.
+fn prepare_run_dir(
+    layout: &Layout,
+    store: &mut Store,
+    config: &Config,
+    run: &RunRow,
+    run_dir: &Path,
+    work: &Path,
+) -> Result<(Vec<String>, std::path::PathBuf), String> {
+    let confined = config.worker.accounts() || config.worker.sandbox;
+    match std::fs::remove_dir_all(run_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("cannot clear {}: {e}", run_dir.display()));
+        }
+        _ => {}
+    }
+    checkout(&layout.remote(&run.repo), work, &run.sha)
+        .map_err(|message| format!("checkout of {} failed: {message}", run.sha))?;
+    let protected = super::protected_overlay::overlay_protected(config, run, work)
+        .map_err(|message| format!("cannot run the base branch's protected paths: {message}"))?;
+    let ups = super::upstreams::prepare(layout, store, config, run, run_dir, confined)?;
+    Ok((protected.into_iter().chain(ups.lines).collect(), ups.list))
 }
 
 /// Every job of `run` failed with `note` before it started (written into each job's log).
@@ -265,18 +298,18 @@ fn ci_account(
     Some(crate::account::usable(&config.worker.users[0]))
 }
 
-/// Gives the checkout `work` to `account` and lets it reach it (the forge's directories
-/// searchable, nothing in them listable).
+/// Gives the run's directory `run_dir` (its checkout, its upstreams') to `account` and lets
+/// it reach it (the forge's directories searchable, nothing in them listable).
 fn hand_over(
     layout: &Layout,
-    work: &Path,
+    run_dir: &Path,
     account: &crate::account::Account,
 ) -> std::io::Result<()> {
     crate::account::set_mode(&layout.forge_dir(), 0o711)?;
-    if let Some(parent) = work.parent() {
+    if let Some(parent) = run_dir.parent() {
         crate::account::set_mode(parent, 0o711)?;
     }
-    crate::account::chown_tree(work, account.uid, account.gid)
+    crate::account::chown_tree(run_dir, account.uid, account.gid)
 }
 
 /// Takes one of `slots` flock slots in `dir`, waiting until one frees. The lock lives as long
@@ -324,102 +357,6 @@ fn checkout(remote: &Path, dir: &Path, sha: &str) -> Result<(), String> {
     )?;
     git(Some(dir), ["checkout", "-q", "--detach", sha])?;
     Ok(())
-}
-
-/// Puts the repository's protected paths (`ci.protected_paths`) back to the base branch's
-/// versions — the base as this forge has it — before any job runs: a pushed change to the
-/// scripts CI runs (`ci/test.sh` → `exit 0`) must not grade itself. A protected file the push
-/// added is removed; one it changed or deleted is restored. Returns the line each job log
-/// starts with (`None`: nothing is protected, the push changes none of it, or this is the
-/// base branch's own run).
-fn overlay_protected(config: &Config, run: &RunRow, work: &Path) -> Result<Option<String>, String> {
-    let Some(repo) = config.repo(&run.repo) else {
-        return Ok(None);
-    };
-    if repo.protected_paths.is_empty() || run.git_ref == format!("refs/heads/{}", repo.branch) {
-        return Ok(None);
-    }
-    let base_ref = format!("refs/remotes/origin/{}^{{commit}}", repo.branch);
-    let Ok(base) = git(
-        Some(work),
-        ["rev-parse", "--verify", "-q", base_ref.as_str()],
-    ) else {
-        return Ok(Some(format!(
-            "orch: the base branch {} is not on this forge: the protected paths ({}) run as pushed",
-            repo.branch,
-            protected_list(repo)
-        )));
-    };
-    let base = base.trim().to_string();
-    let list = |commit: &str| -> Result<Vec<String>, String> {
-        let out = git(Some(work), ["ls-tree", "-r", "-z", "--name-only", commit])?;
-        let names = out.split('\0').filter(|n| !n.is_empty());
-        Ok(crate::protect::touched(&repo.protected_paths, names))
-    };
-    let in_base = list(&base)?;
-    let pushed = list(&run.sha)?;
-    let mut candidates: Vec<String> = in_base.iter().chain(&pushed).cloned().collect();
-    candidates.sort();
-    candidates.dedup();
-    let differing: Vec<String> = if candidates.is_empty() {
-        Vec::new()
-    } else {
-        let mut args = vec![
-            "--literal-pathspecs",
-            "diff",
-            "--name-only",
-            "-z",
-            "--no-renames",
-        ];
-        args.extend([base.as_str(), run.sha.as_str(), "--"]);
-        args.extend(candidates.iter().map(String::as_str));
-        git(Some(work), args)?
-            .split('\0')
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
-    let (restore, remove): (Vec<String>, Vec<String>) =
-        differing.iter().cloned().partition(|f| in_base.contains(f));
-    if !restore.is_empty() {
-        let mut args = vec!["--literal-pathspecs", "checkout", "-q", base.as_str(), "--"];
-        args.extend(restore.iter().map(String::as_str));
-        git(Some(work), args)?;
-    }
-    for f in &remove {
-        let path = work.join(f);
-        if path.exists() || path.is_symlink() {
-            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {f}: {e}"))?;
-        }
-    }
-    if differing.is_empty() {
-        return Ok(None); // the pushed versions are the base's: nothing to say
-    }
-    let short = crate::sha::short(&base);
-    let mut parts = Vec::new();
-    if !restore.is_empty() {
-        parts.push(format!("restored {}", restore.join(", ")));
-    }
-    if !remove.is_empty() {
-        parts.push(format!(
-            "removed {} (not on the base branch)",
-            remove.join(", ")
-        ));
-    }
-    let what = parts.join("; ");
-    Ok(Some(format!(
-        "orch: the protected paths ({}) run as the base branch {} has them at {short}: {what}",
-        protected_list(repo),
-        repo.branch
-    )))
-}
-
-fn protected_list(repo: &crate::config::Repo) -> String {
-    repo.protected_paths
-        .iter()
-        .map(|p| p.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Moves blocked jobs whose needs are all done to `waiting` (all succeeded) or `skipped`
@@ -501,11 +438,20 @@ fn next_job(store: &mut Store, run_id: i64) -> Result<Option<JobRow>, LocalForge
     }
 }
 
+/// Where a run's jobs run: its directory (`$ORCH_UPSTREAMS`), its checkout, its upstream
+/// listing, and the jobs as repos.yaml gives them now (their `env`).
+struct Workspace<'a> {
+    run_dir: &'a Path,
+    work: &'a Path,
+    list: &'a Path,
+    jobs: &'a [crate::config::JobSpec],
+}
+
 fn run_job(
     layout: &Layout,
     store: &mut Store,
     run: &RunRow,
-    work: &Path,
+    ws: &Workspace,
     job: &JobRow,
     preface: Option<&str>,
     confined: &Confinement,
@@ -541,8 +487,7 @@ fn run_job(
         sandbox: confined.sandbox,
         cgroup: cgroup.as_ref(),
     };
-    let (mut cmd, timeout) = match job_command(&log_path, run, work, job, preface, &contained, held)
-    {
+    let (mut cmd, timeout) = match job_command(&log_path, run, ws, job, preface, &contained, held) {
         Ok(c) => c,
         Err(e) => {
             let note = format!("cannot start: {e}");
@@ -635,7 +580,7 @@ struct Contained<'a> {
 fn job_command(
     log_path: &Path,
     run: &RunRow,
-    work: &Path,
+    ws: &Workspace,
     job: &JobRow,
     preface: Option<&str>,
     contained: &Contained,
@@ -678,18 +623,25 @@ fn job_command(
     cmd.args(["--", "sh"]);
     cmd.arg("-c")
         .arg(format!("{GATE_PREFIX}{}", job.command))
-        .current_dir(work)
+        .current_dir(ws.work)
         .stdin(Stdio::from(gate))
         .stdout(log.try_clone()?)
         .stderr(log);
     scrub_env(&mut cmd, true);
+    // repos.yaml's `env` first: orch's own variables are never the repository's to set
+    // (validation refuses ORCH_* names there anyway).
+    if let Some(spec) = ws.jobs.iter().find(|j| j.name == job.name) {
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    }
     cmd.env("ORCH_CI_SHA", &run.sha)
         .env("ORCH_CI_REPO", &run.repo)
         .env("ORCH_CI_RUN", run.number.to_string())
         .env("ORCH_CI_REF", &run.git_ref)
-        .env("ORCH_CI_JOB", &job.name);
+        .env("ORCH_CI_JOB", &job.name)
+        .env(crate::upstreams::DIR_VAR, ws.run_dir)
+        .env(crate::upstreams::LIST_VAR, ws.list);
     if let Some(a) = account {
-        cmd.env("HOME", work)
+        cmd.env("HOME", ws.work)
             .env("USER", &a.name)
             .env("LOGNAME", &a.name);
     }

@@ -357,6 +357,7 @@ fn revert_on_breakage_lands_a_verified_revert_under_the_lock() {
             kind: VerdictKind::Red,
             failed_jobs: vec!["test".into()],
             detail: String::new(),
+            already_red: None,
         },
     );
     assert_eq!(p.landing.as_ref().unwrap().state, LandState::Reverting);
@@ -423,6 +424,7 @@ fn a_red_dependent_releases_the_lock_and_holds_its_chain_in_that_order() {
             vec![]
         },
         detail: String::new(),
+        already_red: None,
     };
     // A verdict for a commit that was not the one checked is ignored.
     let (q, fx) = land(&p, check("vm", 'x', VerdictKind::Red));

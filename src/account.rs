@@ -5,6 +5,27 @@
 //! not the worker's: the kernel refuses it what the file modes and uids say (see
 //! `tighten_state_dir`), and the worker reaches orch only through its report channel. Switching
 //! needs orch to hold CAP_SETUID, CAP_SETGID and CAP_CHOWN (in practice: orch runs as root).
+//!
+//! **A worker is known by the kernel, never by its word** (ARCHITECTURE.md, invariant 17). Who
+//! a process is comes from the kernel: its peer credentials on the report channel
+//! (`SO_PEERCRED`: a descendant of the worker's guard, in its life's cgroup, as its uid —
+//! `app/channel.rs`), its cgroup and its ancestry (`contain::worker_of_self`: operator commands
+//! refuse to run inside a worker; the local forge's `pre-receive` hook lets a worker's push move
+//! only its own branch). `ORCH_WORKER_ID` and `ORCH_REPORT_SOCKET` only name things. What a
+//! same-user worker can still do around orch — write the database, the local forge's refs — is
+//! noticed, not prevented: a supervisor compares its worker's rows with what it last wrote
+//! (`supervisor/own_rows.rs`), `spawn` treats a live worker whose lock row vanished without a
+//! release as holding its chain, a DONE branch moved afterwards is alerted and never landed,
+//! and every load checks the live locks against repos.yaml (`app/drift.rs`); each trespass is a
+//! critical alert. With `worker.user` (or a pool, `worker.users`) the kernel prevents it too:
+//! this module. orch's state is 0711 / 0600-0700, its processes have a umask of 077, and the
+//! worker owns only its workspace (`<state>/workspaces/<id>/`: a clone of its own, its home, its
+//! CI guide), handed over between a `handing-over` mark and the mark's removal so a spawner or
+//! resumer killed half-way leaves the mark for the next resumer; the tree is walked by file
+//! descriptors, nothing in it followed. Its git transport to the local forge and its CI
+//! questions go over its channel (`report_wire::Message::Git`, `Message::Ci`). With
+//! `worker.sandbox` (an unprivileged orch) the same is kept by a mount namespace instead
+//! (`sandbox.rs`, `sandbox/fixed.rs`).
 
 use std::ffi::CString;
 use std::io;

@@ -24,6 +24,19 @@
 //! cgroup before they run ([`leave_worker_cgroup`]) and the walks skip them and what they
 //! started ([`is_orch_helper`]). Workers run as the same user as orch: this contains
 //! accidents (a forgotten daemon), not a worker set on escaping.
+//!
+//! **Bounds** (ARCHITECTURE.md, invariant 8; measured by the `containment::` integration tests,
+//! debug build, 2 busy cores): a killed supervisor's whole tree is gone within 3–16 ms (its
+//! guard's PDEATHSIG); when every orch process is killed at once, the worker command dies within
+//! 2–20 ms (its PDEATHSIG) and — without a PID namespace — the rest of the tree at the next orch
+//! command on the state directory, before that command does anything else (within 40–160 ms of
+//! its start for three trees). Where PID namespaces are allowed the kernel ends the whole tree
+//! with the guard (`escapers::`). A stop kills only this life's tree: its cgroup is
+//! `<id>.<supervisor pid>`, its guard a child the supervisor waits for (never a pid read back
+//! from the database). Every local-forge CI job runs under the guard too, in a cgroup
+//! `ci-<run>-<job>` and a PID namespace of its own where the machine gives them
+//! (`ci_containment::`), and a run nothing waits for is cancelled when its supervisor lets go
+//! (`abandoned_runs::`).
 
 use crate::process::proc_stat;
 use std::io::{self, Write};

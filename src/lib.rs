@@ -16,6 +16,8 @@ pub mod contract;
 pub mod diag;
 pub mod duration;
 pub mod fault;
+#[cfg(test)]
+mod floors;
 pub mod forge;
 pub mod gitops;
 pub mod graph;

@@ -7,6 +7,14 @@
 //! is older than `ci.poll_interval` it claims the next poll, asks the forge (head of the base
 //! branch, CI for that commit) and writes the row. However many workers depend on a
 //! repository, it is polled once per interval.
+//!
+//! A worker below a red repository is PAUSED (tree stopped with SIGSTOP, then its cgroup
+//! frozen; its milestone clock saved in `Progress::paused_clock` and restored when it goes on).
+//! `spawn` refuses (exit 1, the reason) rather than starting a worker PAUSED, so waves and
+//! `--wait` retry later; `can-spawn` answers the same ([`red_upstream`]: the shared rows, or the
+//! forge directly where nothing ran yet), the red repository an `upstream_red` blocker. A poll
+//! the forge failed holds the row's claim for a growing back-off and is recorded as the
+//! worker's `forge_error_<kind>` event.
 
 use crate::config::{Config, Repo};
 use crate::forge::Forge;

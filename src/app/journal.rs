@@ -11,6 +11,26 @@
 //! The journal carries out every durable effect. What is left — stopping, suspending or
 //! continuing a process group, following CI for a new SHA — needs the process that owns the
 //! worker, and only the supervisor does that (`supervisor::Supervisor::apply`).
+//!
+//! **A lock is freed only by DONE (verified, and landed) or an operator — and only once the
+//! worker is gone** (ARCHITECTURE.md, invariant 2). DONE needs the worker's word (a claim, or the
+//! end of its turn after a push) and CI's (the branch head green, sync job `success`); a green
+//! head while the worker works on is PUSHED_TO_CI, verified green. With `land: merge` the lock of a
+//! DONE worker is held through its landing and released in the transaction that records the base
+//! branch's CI green for the landed commit (and its dependents' CI, `downstream.depth`). A lock is
+//! also *handed over*, never dropped: a change that broke a dependent frees its lock in the
+//! transaction that takes an operator hold on the dependent's chain; a fix worker or a conflict's
+//! replacement takes a hold or a worker's lock over inside its own lock transaction
+//! (`spawn::SpawnRequest::take_over`). `orch unhold` refuses to release a worker's lock. A step
+//! that releases a lock (DONE, a cancel) stops the worker's tree first (`supervisor/act.rs`); its
+//! exit is written in the same transaction as the release, so the lock and the `max_parallel`
+//! slot stay taken until no process of the worker is left. A worker still running when its DONE
+//! is accepted has been frozen since its claim and is killed; one that printed DONE gets up to
+//! 1 s (`DONE_EXIT_GRACE`) to exit by itself before it is frozen, an agent whose commit turned
+//! green up to 3 s (`AGENT_DONE_GRACE`) to end its turn — the branch head is read after the
+//! freeze, so nothing pushed meanwhile slips under the DONE. A worker that reports BLOCKED keeps
+//! its lock and is stopped at once (up to 300 ms, `BLOCKED_EXIT_GRACE`, then its tree is killed).
+//! Other stops (timeout, cancel) are SIGTERM, `worker.stop_grace`, SIGKILL, then the release.
 
 use crate::milestone::{Effect, Milestone, Progress};
 use crate::store::workers::{self as ws, AlertRecord, VerdictRow, WorkerRecord};

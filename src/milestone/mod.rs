@@ -6,6 +6,28 @@
 //! remote; a `DoneClaim` is judged against the verdict the supervisor last fed in). The
 //! returned effects (kill the worker, release the lock, alert, checkpoint, …) are carried out
 //! by the supervisor.
+//!
+//! Files: `mod.rs` (the types; `LifeClock`, the whole-life clock of `default_worker_timeout`,
+//! running only at work), `step.rs` (the checks every event passes, then one handler per event
+//! family in `step/`: `report` the worker's claims and pushes, `ci` verdicts and fix attempts,
+//! `process`, `operator`, `pause` cascade pauses and FATAL halts, `done` DONE and its approval
+//! hold, `timers` the timeouts, the life cap and the deadlock indicators, `fix_timeout`
+//! FIXING_CI's timeout per fix attempt), `line.rs` (milestone lines), `landing.rs` (the phase
+//! after DONE; one handler per family in `landing/`: `moves`, `verify`, `downstream`,
+//! `revert`). Its tests, one file per event family, are in `tests/`.
+//!
+//! **Claims are verified; DONE is about the branch, not the claim** (ARCHITECTURE.md,
+//! invariant 7). The commit orch verifies is the head of the worker's own branch on the forge
+//! (read by the CI thread with every CI answer and for each push claim) and it must be new
+//! work: not the base commit or in its history, not another worker's push or in its history
+//! (`gitops::why_not_new_work`). A claim naming any other commit is a violation; a head that
+//! moves (reported or not) re-opens verification (PUSHED_TO_CI on the new head). DONE needs a
+//! push-triggered run for that head (its trigger, not its `event`: a cron run claims `push`)
+//! with every required job and the sync job `success`, judged per run, and no job of a counted
+//! push run still waiting, blocked or running; `skipped` is never green. A DONE claim freezes
+//! the worker (cgroup freeze + SIGSTOP) and is judged on the answer to a CI query sent after the
+//! claim, never on one already in flight; a refused claim thaws the worker. A green change that
+//! touches `ci.protected_paths` is held BLOCKED until an operator approves that commit.
 
 use crate::ci::verdict::VerdictKind;
 use crate::contract::Contract;
@@ -673,7 +695,3 @@ pub use step::{BLOCKED_STOP, HELD_STOP, step};
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_crash;
-#[cfg(test)]
-mod tests_fix_timeout;

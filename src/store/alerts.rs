@@ -6,7 +6,6 @@
 //! then; an alert is `settled` once no row of it is pending.
 
 use super::sql::{OptionalExtension, Tx, params};
-use super::workers::AlertRecord;
 use serde::Serialize;
 
 /// What recording an alert came to.
@@ -292,4 +291,47 @@ pub fn any_unsettled(tx: &Tx) -> super::sql::Result<bool> {
         [],
         |r| r.get(0),
     )
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertRecord {
+    pub id: i64,
+    pub at_ms: i64,
+    pub severity: String,
+    pub worker_id: Option<String>,
+    pub repo: Option<String>,
+    pub kind: String,
+    pub message: String,
+    /// How often it was raised within the de-duplication window (1: once).
+    pub repeats: i64,
+    /// When the condition ended (a paused worker resumed), if it did.
+    pub resolved_ms: Option<i64>,
+}
+
+pub fn add_alert(tx: &Tx, a: &AlertRecord) -> super::sql::Result<i64> {
+    tx.query_row(
+        "INSERT INTO alerts (at_ms, severity, worker_id, repo, kind, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+        params![a.at_ms, a.severity, a.worker_id, a.repo, a.kind, a.message],
+        |r| r.get(0),
+    )
+}
+
+pub fn alerts(tx: &Tx, since_ms: i64) -> super::sql::Result<Vec<AlertRecord>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, at_ms, severity, worker_id, repo, kind, message, repeats, resolved_ms FROM alerts WHERE at_ms >= ?1 OR last_ms >= ?1 ORDER BY id",
+    )?;
+    stmt.query_map([since_ms], |r| {
+        Ok(AlertRecord {
+            id: r.get(0)?,
+            at_ms: r.get(1)?,
+            severity: r.get(2)?,
+            worker_id: r.get(3)?,
+            repo: r.get(4)?,
+            kind: r.get(5)?,
+            message: r.get(6)?,
+            repeats: r.get(7)?,
+            resolved_ms: r.get(8)?,
+        })
+    })?
+    .collect()
 }

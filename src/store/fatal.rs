@@ -1,6 +1,17 @@
 //! Fatal holds: a chain halted by a FATAL (`orch fatal`, a worker's `orch report FATAL`, a
 //! secret in a pushed diff) until an operator clears it. One row per halted repository; the
 //! chain it covers is the graph's (`RepoGraph::chain_of`), decided by whoever reads it.
+//!
+//! **A FATAL halts its chain until a person clears it** (ARCHITECTURE.md, invariant 18). A hold
+//! is taken by `orch fatal`, by a worker's `orch report FATAL` and by a push whose commits add a
+//! secret (`Event::Push { secrets }` → `Effect::HoldFatal`, in the worker's journal entry). It
+//! is not a chain lock — the chain's workers keep theirs — but a stop over them: every
+//! supervisor reads the holds over its worker's chain with its inbox and applies `Event::Fatal`
+//! (PAUSED, `Progress::halted` set); while halted, `step` lets no event out of PAUSED and
+//! nothing becomes DONE; only `Event::FatalCleared` does. `spawn` refuses in its lock
+//! transaction, the wave scheduler sees the holds as locks, `respawn` refuses, `resume` does not
+//! count a halted worker as an orphan, a landing takes no step. orch never reverts for a FATAL:
+//! it offers the revert. A commit whose history carries a secret is never DONE, cleared or not.
 
 use super::sql::{OptionalExtension, Tx, params};
 use crate::graph::RepoGraph;

@@ -3,6 +3,22 @@
 //! Cost per lock transaction (schema 10): two pages written (the lock's, the history row's),
 //! the locked repositories' names read and each checked in O(1) against the graph's
 //! reachability index, every statement prepared once per connection (`prepare_cached`).
+//!
+//! **The chain lock** (ARCHITECTURE.md, invariant 1). A lock on X covers X and its transitive
+//! dependencies and dependents. It is taken only inside one write transaction (`BEGIN IMMEDIATE`,
+//! or PostgreSQL's write lock) that reads all active locks and finds no blocker, so two processes
+//! can never both win conflicting locks (a pass that takes many locks in one transaction reads
+//! them once: [`ActiveLocks`]). Every acquire and release appends to `lock_history` in the same
+//! transaction (`seq` is the commit order; a lock's id is its acquire's `seq`); replaying it
+//! ([`first_conflict`]) proves no two conflicting locks ever overlapped. A worker is made live
+//! only with its lock, in the transaction that makes it live: a start takes lock and record
+//! together (`app::spawn::record_in`: spawn, a wave's tick, a reassignment, a fix worker, a
+//! conflict's replacement); `orch respawn`, an offline `orch approve` whose change is to land and
+//! `orch resume`'s claim of an orphan verify the worker holds its lock or take it again, all or
+//! nothing (`app::relive::hold_chain`). An attempt another one superseded (`store::supersede`) is
+//! never respawned, approved or reassigned. `app/relive_tests.rs` checks this over random
+//! sequences of those operations. (`orch release --force` refuses a worker at work or PAUSED:
+//! a worker runs only while it holds its chain lock.)
 
 use super::sql::{OptionalExtension, Tx, params};
 use super::{Store, StoreError, now_ms};

@@ -1,4 +1,12 @@
-//! Workers, their event log, the request inbox, pushes and alerts in SQLite.
+//! Workers in the store: their records, the history's pages, their progress and bookkeeping.
+//! Their leases (`lease.rs`), event log (`events.rs`), request inbox (`requests.rs`) and pushes
+//! (`pushes.rs`) are submodules, re-exported here; their alerts are `store::alerts`'.
+//!
+//! **History costs what is live** (invariant 16). A worker has *ended* when it is terminal and
+//! no change of it is still landing ([`ended`]); `workers.ended_ms` is written with its progress
+//! in the same statement and read through partial indexes. Commands that load the organisation
+//! read live workers and, for display, a bounded page of ended ones — never every row
+//! (`list_workers` is for tests, rebuilds and benchmarks).
 
 use super::sql::{OptionalExtension, Tx, params};
 use super::{Store, StoreError, now_ms};
@@ -8,6 +16,22 @@ use crate::milestone::{Milestone, Progress};
 use crate::sha::Sha;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+mod events;
+mod lease;
+mod pushes;
+mod requests;
+
+pub use super::alerts::{AlertRecord, add_alert, alerts};
+pub use events::{WorkerEvent, add_event, events_since, worker_events, worker_events_after};
+pub use lease::{Lease, claim_lease, fence_of, keep_claim, renew_lease, set_lease};
+pub use pushes::{
+    PushRecord, VerdictRow, first_pushed_ms, others_pushes, push_of, pushes,
+    record_observed_verdict, record_push, record_verdict, recorded_verdict, with_latest_verdict,
+};
+pub use requests::{
+    Request, RequestKind, add_request, finish_request, get_request, pending_requests,
+};
 
 /// One worker as stored.
 #[derive(Debug, Clone, Serialize)]
@@ -104,41 +128,6 @@ impl WorkerRecord {
             Milestone::Working | Milestone::PushedToCi | Milestone::FixingCi | Milestone::Paused
         ) || self.progress.landing_active())
             && !self.supervised(now)
-    }
-}
-
-/// One process's claim to supervise a worker: its node, pid, process start time (so a reused
-/// pid is not mistaken for it), expiry and fencing token. Renewed by its holder; given up by
-/// setting it to 0.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub pid: i64,
-    pub start: Option<i64>,
-    pub until_ms: i64,
-    /// `None`: taken before nodes were recorded (by a process of this host).
-    pub node: Option<String>,
-    pub fence: i64,
-}
-
-impl Lease {
-    /// Valid at `now` and held by a process that is still the one that took it. A lease of
-    /// another node is judged by its expiry alone: its pid names nothing here.
-    pub fn is_live(&self, now: i64) -> bool {
-        self.until_ms > now
-            && (!self.is_here()
-                || crate::process::process_alive(self.pid as i32, self.start.map(|s| s as u64)))
-    }
-
-    /// Taken by a process of this node (whose pid this process can look at).
-    pub fn is_here(&self) -> bool {
-        self.node
-            .as_deref()
-            .is_none_or(|n| n == crate::node::name())
-    }
-
-    /// Held by process `pid` of this node.
-    pub fn held_by(&self, pid: i64) -> bool {
-        self.pid == pid && self.is_here()
     }
 }
 
@@ -433,84 +422,11 @@ pub fn count_ended(
     Ok(n as usize)
 }
 
-/// Makes process `pid` (started at `start` ticks) of this node the worker's supervisor, with
-/// a lease of `for_ms` on the database's clock and the next fencing token, which it returns.
-/// Callers check in the same transaction that they may.
-pub fn claim_lease(
-    tx: &Tx,
-    id: &str,
-    pid: i64,
-    start: Option<i64>,
-    for_ms: i64,
-) -> super::sql::Result<i64> {
-    let until = tx.clock_ms()? + for_ms;
-    tx.prepare_cached(
-        "UPDATE workers SET supervisor_pid = ?2, supervisor_start = ?3, lease_until_ms = ?4,
-           node = ?5, fence = fence + 1 WHERE id = ?1 RETURNING fence",
-    )?
-    .query_row(params![id, pid, start, until, crate::node::name()], |r| {
-        r.get(0)
-    })
-}
-
-/// A lease's expiry `for_ms` from now on the database's clock; `None`: given up (0).
-fn lease_until(tx: &Tx, for_ms: Option<i64>) -> super::sql::Result<i64> {
-    Ok(match for_ms {
-        Some(ms) => tx.clock_ms()? + ms,
-        None => 0,
-    })
-}
-
-/// Moves the lease of process `pid` of this node on the worker to `for_ms` from the database's
-/// clock (`None`: gives it up). False when that process no longer holds it.
-pub fn set_lease(tx: &Tx, id: &str, pid: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {
-    let until = lease_until(tx, for_ms)?;
-    let n = tx
-        .prepare_cached(
-            "UPDATE workers SET lease_until_ms = ?3
-             WHERE id = ?1 AND supervisor_pid = ?2 AND (node IS NULL OR node = ?4)",
-        )?
-        .execute(params![id, pid, until, crate::node::name()])?;
-    Ok(n == 1)
-}
-
-/// [`set_lease`] for a claim not given back: one given back meanwhile (`set_lease(.., None)`:
-/// its lease 0) is left so, whatever the clock says. False when that process no longer holds
-/// it, or gave it back.
-pub fn keep_claim(tx: &Tx, id: &str, pid: i64, for_ms: i64) -> super::sql::Result<bool> {
-    let until = lease_until(tx, Some(for_ms))?;
-    let n = tx
-        .prepare_cached(
-            "UPDATE workers SET lease_until_ms = ?3
-             WHERE id = ?1 AND supervisor_pid = ?2 AND (node IS NULL OR node = ?4)
-               AND lease_until_ms <> 0",
-        )?
-        .execute(params![id, pid, until, crate::node::name()])?;
-    Ok(n == 1)
-}
-
-/// Moves the lease taken with fencing token `fence` to `for_ms` from the database's clock
-/// (`None`: gives it up). False when the lease was taken again since (by anyone, anywhere).
-pub fn renew_lease(tx: &Tx, id: &str, fence: i64, for_ms: Option<i64>) -> super::sql::Result<bool> {
-    let until = lease_until(tx, for_ms)?;
-    let n = tx
-        .prepare_cached("UPDATE workers SET lease_until_ms = ?3 WHERE id = ?1 AND fence = ?2")?
-        .execute(params![id, fence, until])?;
-    Ok(n == 1)
-}
-
 /// Moves the worker's worktree to `path` (a node taking it over makes its own).
 pub fn set_worktree(tx: &Tx, id: &str, path: &str) -> super::sql::Result<()> {
     tx.prepare_cached("UPDATE workers SET worktree = ?2 WHERE id = ?1")?
         .execute(params![id, path])?;
     Ok(())
-}
-
-/// The worker's fencing token now (`None`: no such worker).
-pub fn fence_of(tx: &Tx, id: &str) -> super::sql::Result<Option<i64>> {
-    tx.prepare_cached("SELECT fence FROM workers WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))
-        .optional()
 }
 
 /// [`save_progress`] by the worker's supervisor of record only: false (and nothing written)
@@ -607,425 +523,6 @@ pub fn worker_log(state_dir: &Path, worker: &str) -> PathBuf {
 }
 
 pub const WORKER_LOG: &str = "worker.log";
-
-/// Records an event with the worker log's length at this moment: everything in the log
-/// before that offset was written before the event, so `orch logs` places it there — also
-/// across crashes and respawns (the log is only ever appended to).
-pub fn add_event(
-    tx: &Tx,
-    worker: &str,
-    kind: &str,
-    milestone: Milestone,
-    detail: &str,
-) -> super::sql::Result<()> {
-    let log_bytes = tx
-        .path()
-        .and_then(|db| Path::new(db).parent())
-        .and_then(|state| std::fs::metadata(worker_log(state, worker)).ok())
-        .map(|m| m.len() as i64)
-        .unwrap_or(0);
-    tx.prepare_cached("INSERT INTO worker_events (worker_id, at_ms, kind, milestone, detail, log_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-        .execute(params![worker, now_ms(), kind, milestone.as_str(), detail, log_bytes])?;
-    Ok(())
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkerEvent {
-    pub seq: i64,
-    pub worker_id: String,
-    pub at_ms: i64,
-    pub kind: String,
-    pub milestone: String,
-    pub detail: String,
-    /// The worker log's length when the event was recorded (`None`: recorded before orch
-    /// kept it).
-    #[serde(skip)]
-    pub log_bytes: Option<i64>,
-}
-
-fn row_to_event(r: &super::sql::Row) -> super::sql::Result<WorkerEvent> {
-    Ok(WorkerEvent {
-        seq: r.get(0)?,
-        worker_id: r.get(1)?,
-        at_ms: r.get(2)?,
-        kind: r.get(3)?,
-        milestone: r.get(4)?,
-        detail: r.get(5)?,
-        log_bytes: r.get(6)?,
-    })
-}
-
-pub fn events_since(tx: &Tx, after_seq: i64) -> super::sql::Result<Vec<WorkerEvent>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT seq, worker_id, at_ms, kind, milestone, detail, log_bytes FROM worker_events WHERE seq > ?1 ORDER BY seq",
-    )?;
-    stmt.query_map([after_seq], row_to_event)?.collect()
-}
-
-pub fn worker_events(tx: &Tx, worker: &str) -> super::sql::Result<Vec<WorkerEvent>> {
-    worker_events_after(tx, worker, 0)
-}
-
-/// `worker`'s events after `after_seq`, in order.
-pub fn worker_events_after(
-    tx: &Tx,
-    worker: &str,
-    after_seq: i64,
-) -> super::sql::Result<Vec<WorkerEvent>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT seq, worker_id, at_ms, kind, milestone, detail, log_bytes FROM worker_events WHERE worker_id = ?1 AND seq > ?2 ORDER BY seq",
-    )?;
-    stmt.query_map(params![worker, after_seq], row_to_event)?
-        .collect()
-}
-
-/// What a request asks of a worker's supervisor.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "request", rename_all = "snake_case")]
-pub enum RequestKind {
-    /// `orch report`: a worker's claim.
-    Report {
-        milestone: Milestone,
-        sha: Option<String>,
-        job: Option<String>,
-        note: Option<String>,
-    },
-    /// `orch cancel`: an operator stops the worker.
-    Cancel { by: String, reason: String },
-    /// `orch approve`: an operator approves the change at `sha`, which touches protected
-    /// paths.
-    Approve { by: String, sha: String },
-    /// `orch report FATAL --reason …`: the worker halts its chain.
-    Fatal { reason: String },
-    /// A row this orch does not understand (written by a newer one): refused, never dropped.
-    Unknown { kind: String },
-}
-
-/// A claim or operator request waiting for the supervisor (the inbox).
-#[derive(Debug, Clone, Serialize)]
-pub struct Request {
-    pub id: i64,
-    pub worker_id: String,
-    pub kind: RequestKind,
-    pub created_ms: i64,
-    pub processed_ms: Option<i64>,
-    /// One line for whoever asked (what `orch report` prints).
-    pub outcome: Option<String>,
-    /// Whether the outcome is a refusal (what `orch report`'s exit code says).
-    pub refused: Option<bool>,
-}
-
-fn row_to_request(r: &super::sql::Row) -> super::sql::Result<Request> {
-    let kind: String = r.get(2)?;
-    let milestone: Option<String> = r.get(3)?;
-    let kind = match (
-        kind.as_str(),
-        milestone.as_deref().and_then(Milestone::parse),
-    ) {
-        ("report", Some(milestone)) => RequestKind::Report {
-            milestone,
-            sha: r.get(4)?,
-            job: r.get(5)?,
-            note: r.get(6)?,
-        },
-        ("approve", _) => match r.get::<_, Option<String>>(4)? {
-            Some(sha) => RequestKind::Approve {
-                by: r
-                    .get::<_, Option<String>>(7)?
-                    .unwrap_or_else(|| "operator".into()),
-                sha,
-            },
-            None => RequestKind::Unknown { kind },
-        },
-        ("fatal", _) => RequestKind::Fatal {
-            reason: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
-        },
-        ("cancel", _) => RequestKind::Cancel {
-            by: r
-                .get::<_, Option<String>>(7)?
-                .unwrap_or_else(|| "operator".into()),
-            reason: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
-        },
-        _ => RequestKind::Unknown { kind },
-    };
-    Ok(Request {
-        id: r.get(0)?,
-        worker_id: r.get(1)?,
-        kind,
-        created_ms: r.get(8)?,
-        processed_ms: r.get(9)?,
-        outcome: r.get(10)?,
-        refused: r.get::<_, Option<i64>>(11)?.map(|v| v != 0),
-    })
-}
-
-const REQUEST_COLUMNS: &str = "id, worker_id, kind, milestone, sha, job, note, by, created_ms, processed_ms, outcome, refused";
-
-/// Queues a request for the worker's supervisor; returns its id.
-pub fn add_request(tx: &Tx, worker: &str, kind: &RequestKind) -> super::sql::Result<i64> {
-    let (word, milestone, sha, job, note, by) = match kind {
-        RequestKind::Report {
-            milestone,
-            sha,
-            job,
-            note,
-        } => (
-            "report",
-            Some(milestone.as_str()),
-            sha.as_deref(),
-            job.as_deref(),
-            note.as_deref(),
-            None,
-        ),
-        RequestKind::Cancel { by, reason } => (
-            "cancel",
-            None,
-            None,
-            None,
-            Some(reason.as_str()),
-            Some(by.as_str()),
-        ),
-        RequestKind::Approve { by, sha } => (
-            "approve",
-            None,
-            Some(sha.as_str()),
-            None,
-            None,
-            Some(by.as_str()),
-        ),
-        RequestKind::Fatal { reason } => ("fatal", None, None, None, Some(reason.as_str()), None),
-        RequestKind::Unknown { kind } => (kind.as_str(), None, None, None, None, None),
-    };
-    tx.query_row(
-        "INSERT INTO requests (worker_id, kind, milestone, sha, job, note, by, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
-        params![worker, word, milestone, sha, job, note, by, now_ms()],
-        |r| r.get(0),
-    )
-}
-
-pub fn pending_requests(tx: &Tx, worker: &str) -> super::sql::Result<Vec<Request>> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "SELECT {REQUEST_COLUMNS} FROM requests WHERE worker_id = ?1 AND processed_ms IS NULL ORDER BY id"
-    ))?;
-    stmt.query_map([worker], row_to_request)?.collect()
-}
-
-pub fn get_request(tx: &Tx, id: i64) -> super::sql::Result<Option<Request>> {
-    tx.prepare_cached(&format!(
-        "SELECT {REQUEST_COLUMNS} FROM requests WHERE id = ?1"
-    ))?
-    .query_row([id], row_to_request)
-    .optional()
-}
-
-/// Answers a request, once: false (nothing written) if it was already answered.
-pub fn finish_request(tx: &Tx, id: i64, outcome: &str, refused: bool) -> super::sql::Result<bool> {
-    let n = tx
-        .prepare_cached(
-            "UPDATE requests SET processed_ms = ?2, outcome = ?3, refused = ?4 WHERE id = ?1 AND processed_ms IS NULL",
-        )?
-        .execute(params![id, now_ms(), outcome, refused])?;
-    Ok(n == 1)
-}
-
-/// A pushed SHA and orch's verdict for it.
-#[derive(Debug, Clone, Serialize)]
-pub struct PushRecord {
-    pub sha: Sha,
-    pub pushed_ms: i64,
-    pub verdict: Option<VerdictKind>,
-    pub detail: Option<String>,
-    pub failed_jobs: Vec<String>,
-    /// The CI runs orch judged, when known.
-    pub runs: Option<Vec<CiRun>>,
-    pub checked_ms: Option<i64>,
-}
-
-/// A verdict as recorded against a push.
-#[derive(Debug, Clone, Copy)]
-pub struct VerdictRow<'a> {
-    pub kind: VerdictKind,
-    pub detail: &'a str,
-    pub failed_jobs: &'a [String],
-    /// The runs it was judged on (None: not known, e.g. rebuilt from a checkpoint).
-    pub runs: Option<&'a [CiRun]>,
-}
-
-impl<'a> VerdictRow<'a> {
-    pub fn of(v: &'a crate::ci::verdict::Verdict, runs: &'a [CiRun]) -> VerdictRow<'a> {
-        VerdictRow {
-            kind: v.kind,
-            detail: &v.detail,
-            failed_jobs: &v.failed_jobs,
-            runs: Some(runs),
-        }
-    }
-
-    fn params(&self) -> (String, String) {
-        (
-            serde_json::to_string(self.failed_jobs).expect("strings serialise"),
-            self.runs
-                .map(|r| serde_json::to_string(r).expect("runs serialise"))
-                .unwrap_or_else(|| "null".into()),
-        )
-    }
-}
-
-const PUSH_COLUMNS: &str = "sha, pushed_ms, verdict, detail, failed_jobs, runs, checked_ms";
-
-fn row_to_push(r: &super::sql::Row) -> super::sql::Result<PushRecord> {
-    let verdict: Option<String> = r.get(2)?;
-    let failed: Option<String> = r.get(4)?;
-    let runs: Option<String> = r.get(5)?;
-    Ok(PushRecord {
-        sha: r.get(0)?,
-        pushed_ms: r.get(1)?,
-        verdict: verdict.as_deref().and_then(VerdictKind::parse),
-        detail: r.get(3)?,
-        failed_jobs: failed
-            .and_then(|f| serde_json::from_str(&f).ok())
-            .unwrap_or_default(),
-        runs: runs.and_then(|x| serde_json::from_str(&x).ok()),
-        checked_ms: r.get(6)?,
-    })
-}
-
-pub fn record_push(tx: &Tx, worker: &str, sha: &str, pushed_ms: i64) -> super::sql::Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO pushes (worker_id, sha, pushed_ms) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
-    )?
-    .execute(params![worker, sha, pushed_ms])?;
-    Ok(())
-}
-
-pub fn record_verdict(tx: &Tx, worker: &str, sha: &str, v: VerdictRow) -> super::sql::Result<()> {
-    let (failed, runs) = v.params();
-    tx.prepare_cached(
-        "UPDATE pushes SET verdict = ?3, detail = ?4, failed_jobs = ?5, runs = ?6, checked_ms = ?7 WHERE worker_id = ?1 AND sha = ?2",
-    )?
-    .execute(params![worker, sha, v.kind.as_str(), v.detail, failed, runs, now_ms()])?;
-    Ok(())
-}
-
-/// Records a verdict orch observed for `sha` (e.g. by `orch ci status`) in the push history of
-/// whichever worker pushed it. Returns how many records were updated.
-pub fn record_observed_verdict(tx: &Tx, sha: &str, v: VerdictRow) -> super::sql::Result<usize> {
-    let (failed, runs) = v.params();
-    tx.prepare_cached("UPDATE pushes SET verdict = ?2, detail = ?3, failed_jobs = ?4, runs = ?5, checked_ms = ?6 WHERE sha = ?1")?
-        .execute(params![sha, v.kind.as_str(), v.detail, failed, runs, now_ms()])
-}
-
-/// The push record of `worker` for `sha`, if it pushed it.
-pub fn push_of(tx: &Tx, worker: &str, sha: &str) -> super::sql::Result<Option<PushRecord>> {
-    tx.prepare_cached(&format!(
-        "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 AND sha = ?2"
-    ))?
-    .query_row([worker, sha], row_to_push)
-    .optional()
-}
-
-/// `w` as shown to people: its verdict (and failed jobs, detail) the latest recorded for its
-/// tracked commit. A worker's progress keeps the verdict it had when it last moved, and a
-/// settled one (FAILED, BLOCKED, waiting for an operator) no longer hears CI, while a later
-/// answer — the supervisor's last look, `orch ci status` — is still recorded against the push.
-pub fn with_latest_verdict(tx: &Tx, w: &mut WorkerRecord) -> super::sql::Result<()> {
-    let Some(sha) = &w.progress.tracked_sha else {
-        return Ok(());
-    };
-    if let Some(push) = push_of(tx, &w.id, sha)?
-        && let Some(kind) = push.verdict
-    {
-        w.progress.verdict = Some(kind);
-        w.progress.failed_jobs = push.failed_jobs;
-        w.progress.verdict_detail = push.detail;
-    }
-    Ok(())
-}
-
-pub fn pushes(tx: &Tx, worker: &str) -> super::sql::Result<Vec<PushRecord>> {
-    let mut stmt = tx.prepare_cached(&format!(
-        "SELECT {PUSH_COLUMNS} FROM pushes WHERE worker_id = ?1 ORDER BY rowid"
-    ))?;
-    stmt.query_map([worker], row_to_push)?.collect()
-}
-
-/// What the other workers of `repo` pushed: (worker, SHA). A push a worker claims must be
-/// none of these, nor in their history.
-pub fn others_pushes(
-    tx: &Tx,
-    repo: &str,
-    worker: &str,
-) -> super::sql::Result<Vec<(String, String)>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT p.worker_id, p.sha FROM pushes p JOIN workers w ON w.id = p.worker_id \
-         WHERE w.repo = ?1 AND p.worker_id != ?2 ORDER BY p.rowid",
-    )?;
-    stmt.query_map([repo, worker], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect()
-}
-
-/// The latest verdict any worker recorded for `sha` (lets `orch ci status` answer a worker
-/// without the forge token, which workers never hold).
-pub fn recorded_verdict(tx: &Tx, sha: &str) -> super::sql::Result<Option<PushRecord>> {
-    tx.query_row(
-        &format!("SELECT {PUSH_COLUMNS} FROM pushes WHERE sha = ?1 AND verdict IS NOT NULL ORDER BY checked_ms DESC LIMIT 1"),
-        [sha],
-        row_to_push,
-    )
-    .optional()
-}
-
-/// When `sha` was first pushed by any worker (bounds a forge's paging and the no-run timeout).
-pub fn first_pushed_ms(tx: &Tx, sha: &str) -> super::sql::Result<Option<i64>> {
-    tx.query_row(
-        "SELECT MIN(pushed_ms) FROM pushes WHERE sha = ?1",
-        [sha],
-        |row| row.get(0),
-    )
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct AlertRecord {
-    pub id: i64,
-    pub at_ms: i64,
-    pub severity: String,
-    pub worker_id: Option<String>,
-    pub repo: Option<String>,
-    pub kind: String,
-    pub message: String,
-    /// How often it was raised within the de-duplication window (1: once).
-    pub repeats: i64,
-    /// When the condition ended (a paused worker resumed), if it did.
-    pub resolved_ms: Option<i64>,
-}
-
-pub fn add_alert(tx: &Tx, a: &AlertRecord) -> super::sql::Result<i64> {
-    tx.query_row(
-        "INSERT INTO alerts (at_ms, severity, worker_id, repo, kind, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
-        params![a.at_ms, a.severity, a.worker_id, a.repo, a.kind, a.message],
-        |r| r.get(0),
-    )
-}
-
-pub fn alerts(tx: &Tx, since_ms: i64) -> super::sql::Result<Vec<AlertRecord>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT id, at_ms, severity, worker_id, repo, kind, message, repeats, resolved_ms FROM alerts WHERE at_ms >= ?1 OR last_ms >= ?1 ORDER BY id",
-    )?;
-    stmt.query_map([since_ms], |r| {
-        Ok(AlertRecord {
-            id: r.get(0)?,
-            at_ms: r.get(1)?,
-            severity: r.get(2)?,
-            worker_id: r.get(3)?,
-            repo: r.get(4)?,
-            kind: r.get(5)?,
-            message: r.get(6)?,
-            repeats: r.get(7)?,
-            resolved_ms: r.get(8)?,
-        })
-    })?
-    .collect()
-}
 
 impl Store {
     pub fn worker(&mut self, id: &str) -> Result<Option<WorkerRecord>, StoreError> {

@@ -3,7 +3,9 @@
 //! Pure (floor 1): the wave file model and its validation (`mod.rs`, every problem with
 //! file:line:col), the task graph (`dag.rs`: who waits for whom), the scheduler (`schedule.rs`:
 //! state + locks → tasks to start, the one decision `plan` and `run` share) and the planner
-//! (`plan.rs`: the schedule in simulated time, its lower bound, the seed's phase plan).
+//! (`plan.rs`: the schedule in simulated time, its lower bound, the seed's phase plan, the Gantt
+//! chart) and each task's traits for its model (`model.rs`: on the critical path, across
+//! repositories, complexity, security).
 
 pub mod dag;
 pub mod model;

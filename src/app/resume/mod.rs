@@ -9,6 +9,16 @@
 //! Files: `decide.rs` (the reconcile table, pure), `worktree.rs` (git repair and unreported
 //! pushes), `rebuild.rs` (the database from checkpoint files), `trust.rs` (what a rebuild may
 //! believe of a checkpoint; live supervisors of the state directory).
+//! Also `landed.rs` (a DONE whose change is on its base branch, on git's word) and `waves.rs` (waves
+//! from their checkpoints, checked against the workers rebuilt).
+//!
+//! Rebuilt from checkpoint files, the database holds evidence, not truth (ARCHITECTURE.md,
+//! invariant 3): never beside a live supervisor; a DONE only on CI's fresh green, or — its landing
+//! recorded as done — on git's word that the landed commit is on the base branch with the DONE
+//! commit in its history, or its very change; a checkpoint orch would not have written, an
+//! unreadable one or a missing one is refused by name and its chain held for an operator
+//! (`trust.rs`); a wave's checkpoint only where its tasks' workers are the ones orch started for
+//! each task and attempt (`waves.rs`).
 
 pub mod decide;
 mod landed;

@@ -73,33 +73,7 @@ const FLOORS: &[(u8, &[&str])] = &[
 
 /// Ties between files that close a circle today, each to be opened, never to grow: (file, file it
 /// imports, why it is left). The test skips exactly these ties.
-const KNOWN_CIRCLE_TIES: &[(&str, &str, &str)] = &[
-    (
-        // raw.rs re-exports `RawEnv`, whose shape lives in validate/ci_env.rs, and ci_env.rs reads
-        // raw.rs's `pos`: the mend is `RawEnv`'s shape in raw.rs beside the others (or `pos` below
-        // both), left while config/ is being changed elsewhere (issue 35).
-        "config/validate/ci_env.rs",
-        "config/raw.rs",
-        "RawEnv's shape stands in validate/ci_env.rs, which reads raw.rs's pos",
-    ),
-    (
-        // upstreams.rs holds both the runner's preparation of a run's upstream workspaces and
-        // `LocalForge::start_run`, which records and starts a run through the hook's entry
-        // point (cli.rs: `start_runs`), whose runner (runner.rs) prepares the workspaces: the
-        // mend is `start_run` beside the other `LocalForge` methods, left while forge/ is being
-        // changed elsewhere (issue 35).
-        "forge/local/upstreams.rs",
-        "forge/local/cli.rs",
-        "LocalForge::start_run stands beside the runner's workspace preparation",
-    ),
-    (
-        // The same file reads the run's recorded upstreams with the runner's `lasting` (a
-        // database out of reach waited out): the mend is `lasting` below both (issue 35).
-        "forge/local/upstreams.rs",
-        "forge/local/runner.rs",
-        "the runner's lasting, used by the workspace preparation it calls",
-    ),
-];
+const KNOWN_CIRCLE_TIES: &[(&str, &str, &str)] = &[];
 
 mod source;
 

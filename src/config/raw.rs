@@ -4,7 +4,6 @@
 //! the document as a tree of keys against the known key sets and reports every one with its
 //! position, and the shapes below ignore them so that the rest is still validated.
 
-pub(super) use super::validate::ci_env::RawEnv;
 use crate::yaml::Pos;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -692,5 +691,55 @@ fn walk_sinks(items: &[Spanned<Node>], path: &str, out: &mut Vec<(Option<Pos>, S
                 );
             }
         });
+    }
+}
+
+/// `env:` of a repository's CI or of one job: names and their values, in the file's order.
+#[derive(Debug, Default)]
+pub(in crate::config) struct RawEnv(
+    pub(in crate::config) Vec<(Spanned<String>, Spanned<EnvValue>)>,
+);
+
+impl<'de> Deserialize<'de> for RawEnv {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawEnv;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping of variable names to values")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawEnv, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = map.next_key::<Spanned<String>>()? {
+                    out.push((k, map.next_value::<Spanned<EnvValue>>()?));
+                }
+                Ok(RawEnv(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A value of `env:`: any scalar, read as the text it is written as (`RUST_BACKTRACE: 1`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(in crate::config) enum EnvValue {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl EnvValue {
+    pub(in crate::config) fn text(&self) -> String {
+        match self {
+            EnvValue::Text(s) => s.clone(),
+            EnvValue::Int(i) => i.to_string(),
+            EnvValue::Float(f) => f.to_string(),
+            EnvValue::Bool(b) => b.to_string(),
+        }
     }
 }

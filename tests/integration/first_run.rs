@@ -289,7 +289,12 @@ fn a_worker_that_cannot_start_is_a_setup_failure_not_respawned_again() {
     // Its first life fails at once and is left to `orch resume`, which gives the task to a
     // replacement; that one fails the same way.
     org.wait_supervisor_gone(&id);
-    assert_eq!(org.worker(&id).milestone(), Milestone::Working, "{}", org.diag(&id));
+    assert_eq!(
+        org.worker(&id).milestone(),
+        Milestone::Working,
+        "{}",
+        org.diag(&id)
+    );
     let out = org.run(&["resume"]);
     assert!(out.status.success(), "{}", output_text(&out));
     let w = org.wait_milestone(&id, "FAILED", crate::support::DEADLINE);

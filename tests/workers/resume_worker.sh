@@ -7,7 +7,8 @@
 #
 # The first word of the task picks what a first life does. A replacement (its prompt says
 # "RESUMING as replacement worker") always does the whole job, except in mode `die`.
-#   die            exit 1 at once, in every life
+#   die            exit 1 at once, in every life, saying which life (so each end differs: the
+#                  same quick end twice would be a setup failure, not respawned again)
 #   hang           commit locally (unpushed), report WORKING, mark `hanging`, wait to be killed
 #   push-hang      commit a good change, push, report PUSHED_TO_CI, mark `pushed`, wait
 #   bad-push-hang  the same with a change CI rejects
@@ -39,6 +40,7 @@ wait_to_be_killed() { while :; do sleep 1; done; }
 
 case "$mode" in
   die)
+    echo "life $life: dying"
     exit 1 ;;
   hang)
     change wip

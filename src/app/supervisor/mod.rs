@@ -432,13 +432,18 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 if self.retry_fresh(code) {
                     return;
                 }
-                if let Some(signature) = self.quick_exit(code) {
-                    self.apply(Event::QuickExit { signature }, None, Vec::new());
-                }
                 // An agent's run is classified before its exit is: BLOCKED for an operator,
-                // or a transient end for a replacement — never blindly the same.
-                if let Some(ended) = self.classify_end(code) {
-                    self.apply(ended, None, Vec::new());
+                // or a transient end for a replacement — never blindly the same. Only an end
+                // nothing classified can be a setup failure (a rate limit is not one).
+                match self.classify_end(code) {
+                    Some(ended) => {
+                        self.apply(ended, None, Vec::new());
+                    }
+                    None => {
+                        if let Some(signature) = self.quick_exit(code) {
+                            self.apply(Event::QuickExit { signature }, None, Vec::new());
+                        }
+                    }
                 }
                 let fact = self.worker_gone(code);
                 self.apply(Event::WorkerExited { code }, None, vec![fact]);

@@ -4,57 +4,7 @@
 //! never in its configuration), as are orch's own `ORCH_*` names, which the runner sets.
 
 use super::Check;
-use crate::config::raw::pos;
-use serde::Deserialize;
-use serde_saphyr::Spanned;
-
-/// `env:` of a repository's CI or of one job: names and their values, in the file's order.
-#[derive(Debug, Default)]
-pub(in crate::config) struct RawEnv(Vec<(Spanned<String>, Spanned<EnvValue>)>);
-
-impl<'de> Deserialize<'de> for RawEnv {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = RawEnv;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a mapping of variable names to values")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<RawEnv, A::Error> {
-                let mut out = Vec::new();
-                while let Some(k) = map.next_key::<Spanned<String>>()? {
-                    out.push((k, map.next_value::<Spanned<EnvValue>>()?));
-                }
-                Ok(RawEnv(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// A value of `env:`: any scalar, read as the text it is written as (`RUST_BACKTRACE: 1`).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub(in crate::config) enum EnvValue {
-    Text(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-}
-
-impl EnvValue {
-    fn text(&self) -> String {
-        match self {
-            EnvValue::Text(s) => s.clone(),
-            EnvValue::Int(i) => i.to_string(),
-            EnvValue::Float(f) => f.to_string(),
-            EnvValue::Bool(b) => b.to_string(),
-        }
-    }
-}
+use crate::config::raw::{RawEnv, pos};
 
 /// Words that name a secret: a variable holding one is refused.
 const SECRET_WORDS: &[&str] = &[

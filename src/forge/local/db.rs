@@ -469,6 +469,18 @@ pub fn to_ci_run(run: &RunRow, jobs: &[JobRow]) -> CiRun {
     }
 }
 
+/// How long a runner waits out a shared database that cannot be reached (restarting, cut off)
+/// before it gives its run up: nobody waits on a runner but the run's CI.
+const OUTLAST: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `op` (one store call) retried while the database cannot be reached, up to [`OUTLAST`]: a
+/// database restart must not fail the jobs running meanwhile.
+pub(super) fn lasting<T>(
+    op: impl FnMut() -> Result<T, crate::store::StoreError>,
+) -> Result<T, crate::store::StoreError> {
+    crate::store::StoreError::outlast(OUTLAST, op)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

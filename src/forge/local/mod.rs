@@ -38,6 +38,7 @@ mod protected_overlay;
 mod protected_push;
 mod remote;
 mod runner;
+mod start;
 mod upstreams;
 
 pub use cli::internal_main;

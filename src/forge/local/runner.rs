@@ -4,12 +4,12 @@
 //! run is one slot, so the machine-wide bound (`forge.max_concurrent_runs`) is also the bound
 //! on concurrently running jobs, and logs and timings stay easy to read.
 
-use super::db::{self, JobRow, JobUpdate, RunRow};
+use super::db::{self, JobRow, JobUpdate, RunRow, lasting};
 use super::{Layout, LocalForgeError, git, io_err, reap_dead_runners, scrub_env};
 use crate::ci::JobStatus;
 use crate::config::Config;
 use crate::process::{GroupOptions, proc_stat, spawn_in_group};
-use crate::store::{Store, StoreError, now_ms};
+use crate::store::{Store, now_ms};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
@@ -22,16 +22,6 @@ pub const JOB_KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How often a runner waiting for a slot looks again.
 const SLOT_POLL: Duration = Duration::from_millis(100);
-
-/// How long a runner waits out a shared database that cannot be reached (restarting, cut off)
-/// before it gives its run up: nobody waits on a runner but the run's CI.
-const OUTLAST: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// `op` (one store call) retried while the database cannot be reached, up to [`OUTLAST`]: a
-/// database restart must not fail the jobs running meanwhile.
-pub(super) fn lasting<T>(op: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    StoreError::outlast(OUTLAST, op)
-}
 
 fn say(msg: std::fmt::Arguments) {
     eprintln!("{} {msg}", crate::store::fmt_ms(now_ms()));

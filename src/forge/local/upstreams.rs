@@ -13,7 +13,7 @@
 //! git dependency fetches from it.
 
 use super::db::{self, RunRow};
-use super::{Layout, LocalForgeError, cli, git};
+use super::{Layout, git};
 use crate::config::Config;
 use crate::store::Store;
 use crate::upstreams::{Listing, Upstream, choose_commits};
@@ -69,7 +69,7 @@ pub(super) fn prepare(
             .map(|c| c.branch.clone())
             .unwrap_or_else(|| "main".into())
     };
-    let recorded = super::runner::lasting(|| store.read(|tx| db::load_upstreams(tx, run.id)))
+    let recorded = super::db::lasting(|| store.read(|tx| db::load_upstreams(tx, run.id)))
         .map_err(|e| format!("cannot read the run's upstream commits: {e}"))?;
     // Already recorded (pins; a runner that starts over): kept, so the run stays about them.
     let known: Vec<(String, String)> = recorded
@@ -86,9 +86,8 @@ pub(super) fn prepare(
             _ => None,
         })
         .collect();
-    let rows =
-        super::runner::lasting(|| store.write(|tx| db::record_upstreams(tx, run.id, &found)))
-            .map_err(|e| format!("cannot record the run's upstream commits: {e}"))?;
+    let rows = super::db::lasting(|| store.write(|tx| db::record_upstreams(tx, run.id, &found)))
+        .map_err(|e| format!("cannot record the run's upstream commits: {e}"))?;
     let mut listing = Listing {
         repo: run.repo.clone(),
         upstreams: Vec::new(),
@@ -150,51 +149,6 @@ fn checkout(remote: &Path, path: &Path, sha: &str, self_contained: bool) -> Resu
             .map_err(|e| format!("cannot remove {}: {e}", alternates.display()))?;
     }
     Ok(())
-}
-
-impl super::LocalForge {
-    /// Records and starts a run of `repo`'s jobs for `sha` (pushed to `git_ref`) with the
-    /// upstream commits `pins` (repository → commit; the other upstreams at their base heads
-    /// when the run starts). Returns what was done, in words.
-    pub fn start_run(
-        &self,
-        repo: &str,
-        git_ref: &str,
-        sha: &str,
-        pins: &[(String, String)],
-    ) -> Result<Vec<String>, LocalForgeError> {
-        let input = format!("{} {sha} {git_ref}\n", "0".repeat(40));
-        cli::start_runs(
-            &self.layout.state_dir,
-            &self.config_file,
-            repo,
-            &input,
-            &self.exe,
-            &cli::Start {
-                only_if_absent: false,
-                runner: cli::Runner::Start,
-                pins,
-            },
-        )
-    }
-
-    /// The upstream commits the newest run of `sha` in `repo` was built against, by repository
-    /// (pinned with the run, or the base heads its runner found); empty before its runner
-    /// started or without upstreams.
-    pub fn run_upstreams(
-        &self,
-        repo: &str,
-        sha: &str,
-    ) -> Result<Vec<db::UpstreamRow>, LocalForgeError> {
-        self.with_store(|store| {
-            Ok(
-                store.read(|tx| match db::runs_for_sha(tx, repo, sha)?.first() {
-                    Some((run, _)) => db::load_upstreams(tx, run.id),
-                    None => Ok(Vec::new()),
-                })?,
-            )
-        })
-    }
 }
 
 #[cfg(test)]

@@ -73,3 +73,45 @@ fn the_end_of_a_turn_after_a_push_is_no_crash() {
     assert!(p.turn_ended);
     assert!(exited_alerts(&fx).is_empty(), "{fx:?}");
 }
+
+/// A life that fails at once, having reported nothing, is remembered by its signature; the
+/// next failing the same way is a setup failure: FAILED with one alert naming the cause, and
+/// no replacement after it (issue 37). Another signature is only remembered.
+#[test]
+fn the_same_quick_failure_twice_is_a_setup_failure() {
+    let c = Contract::embedded();
+    let p = Progress::new(&c, T0);
+    let sig = |s: &str| Event::QuickExit {
+        signature: s.into(),
+    };
+    let (p, fx) = step(
+        &c,
+        "w",
+        &p,
+        &sig("exit code 2: sh: 0: cannot open w.sh"),
+        T0,
+    );
+    assert_eq!(p.milestone, Milestone::Working);
+    assert!(alerts_of(&fx, "setup_failure").is_empty());
+    let (p, fx) = step(&c, "w", &p, &sig("exit code 1: another way"), T0);
+    assert_eq!(p.milestone, Milestone::Working);
+    assert!(alerts_of(&fx, "setup_failure").is_empty());
+    let (p, _) = step(
+        &c,
+        "w",
+        &p,
+        &sig("exit code 2: sh: 0: cannot open w.sh"),
+        T0,
+    );
+    let (p, fx) = step(
+        &c,
+        "w",
+        &p,
+        &sig("exit code 2: sh: 0: cannot open w.sh"),
+        T0,
+    );
+    assert_eq!(p.milestone, Milestone::Failed);
+    let said = alerts_of(&fx, "setup_failure");
+    assert_eq!(said.len(), 1, "{fx:?}");
+    assert!(said[0].contains("cannot open w.sh"), "{}", said[0]);
+}

@@ -25,25 +25,26 @@ pub enum Check {
 }
 
 /// Judges `runs` (every run of the checked commit) for a check pushed to `verify_ref` of a
-/// dependent whose base branch is `base_ref` (full refs). A run that names no ref counts as
-/// the check's (a forge that does not say).
+/// dependent whose runs without the change are those of `without` (full refs: its base
+/// branch, and a baseline orch ran itself). A run that names no ref counts as the check's (a
+/// forge that does not say).
 pub fn judge(
     runs: &[CiRun],
     verify_ref: &str,
-    base_ref: &str,
+    without: &[&str],
     policy: &CiPolicy,
     now_ms: i64,
 ) -> Check {
-    let on = |wanted: &str, unnamed: bool| -> Vec<CiRun> {
+    let on = |wanted: &[&str], unnamed: bool| -> Vec<CiRun> {
         runs.iter()
             .filter(|r| match r.git_ref.as_deref() {
-                Some(g) => g == wanted,
+                Some(g) => wanted.contains(&g),
                 None => unnamed,
             })
             .cloned()
             .collect()
     };
-    let check = verdict(&on(verify_ref, true), policy, None, now_ms);
+    let check = verdict(&on(&[verify_ref], true), policy, None, now_ms);
     if !check.kind.is_terminal() {
         return Check::Waiting;
     }
@@ -53,7 +54,7 @@ pub fn judge(
             already_red: None,
         };
     }
-    let base = on(base_ref, false);
+    let base = on(without, false);
     if base.is_empty() {
         return Check::Decided {
             verdict: check,
@@ -125,7 +126,7 @@ mod tests {
     }
 
     fn judged(runs: &[CiRun]) -> Check {
-        judge(runs, VERIFY, BASE, &policy(), 0)
+        judge(runs, VERIFY, &[BASE], &policy(), 0)
     }
 
     fn decided(c: &Check) -> (VerdictKind, bool) {

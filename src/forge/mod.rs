@@ -168,6 +168,21 @@ pub trait Forge: Send + Sync {
         None
     }
 
+    /// Runs CI for `sha` of `repo` as if pushed to `branch`, its upstreams at the commits
+    /// `pins` (repository → commit; the others at their base heads): a run orch starts itself,
+    /// e.g. a dependent's base head without an upstream's change, to know whether it was red
+    /// already. `None`: this forge cannot (on Forgejo a run follows a push). Blocking, as
+    /// [`Self::rerun`].
+    fn start_pinned_run(
+        &self,
+        _repo: &str,
+        _branch: &str,
+        _sha: &str,
+        _pins: &[(String, String)],
+    ) -> Option<Result<(), ForgeError>> {
+        None
+    }
+
     /// Cancels the unfinished runs of the branches `abandoned`, which nothing waits for any
     /// more, with `note` on their jobs where the forge keeps one; returns the runs cancelled,
     /// in words. Blocking, as [`Self::rerun`]. A forge that cannot cancel a run cancels none.
@@ -350,6 +365,19 @@ impl Forge for AnyForge {
         match self {
             AnyForge::Forgejo(f) => f.rerun(repo, git_ref, sha),
             AnyForge::Local(f) => Forge::rerun(f, repo, git_ref, sha),
+        }
+    }
+
+    fn start_pinned_run(
+        &self,
+        repo: &str,
+        branch: &str,
+        sha: &str,
+        pins: &[(String, String)],
+    ) -> Option<Result<(), ForgeError>> {
+        match self {
+            AnyForge::Forgejo(f) => f.start_pinned_run(repo, branch, sha, pins),
+            AnyForge::Local(f) => Forge::start_pinned_run(f, repo, branch, sha, pins),
         }
     }
 

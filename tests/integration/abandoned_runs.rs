@@ -22,8 +22,15 @@ fn a_dependents_check_run_is_cancelled_when_the_landing_is_over() {
         .repo(
             RepoSpec::new("vm")
                 .deps(&["core"])
-                .job(job("test", "exit 1"))
-                .job(job("slow", &format!("exec {SLOW}")))
+                // Red with core's change (its feature.txt), green without it: the change is
+                // what broke vm.
+                .job(job("test", "[ ! -e \"$ORCH_UPSTREAMS/core/feature.txt\" ]"))
+                // Slow only on the check's run: the run of vm's head without the change (its
+                // baseline, `orch/baseline/…`) is green at once, so the change is blamed.
+                .job(job(
+                    "slow",
+                    &format!("case \"$ORCH_CI_REF\" in */verify/*) exec {SLOW} ;; esac"),
+                ))
                 .job(job("radicle-push", "true").needs(&["test"])),
         )
         // orch's default: each landing checks its direct dependents.
@@ -44,5 +51,38 @@ fn a_dependents_check_run_is_cancelled_when_the_landing_is_over() {
         DEADLINE,
         || slow_jobs(&org).is_empty().then_some(()),
         || format!("still running: {:?}\n{}", slow_jobs(&org), org.diag(&id)),
+    );
+}
+
+/// Only what broke is blamed (issue 36 item 3): vm is red on its base head with core's change
+/// and without it — the local forge runs vm's head once more with core pinned to the base the
+/// change was built on. The landing ends landed, vm's chain is not held, no breakage alert;
+/// a warning says vm was red already.
+#[test]
+fn a_dependent_already_red_without_the_change_is_not_blamed() {
+    let spec = Spec::local("happy.sh")
+        .repo(RepoSpec::new("core").standard_ci("true"))
+        .repo(RepoSpec::new("vm").deps(&["core"]).standard_ci("exit 1"))
+        .downstream(None);
+    let org = Org::new(spec);
+    let (out, id) = org.spawn_foreground("core", "a core change vm was red before");
+    assert!(out.status.success(), "{}", org.diag(&id));
+    org.wait_supervisor_gone(&id);
+    let l = org.worker(&id).progress.landing.clone().expect("a landing");
+    assert_eq!(
+        l.state,
+        orch::milestone::LandState::Landed,
+        "{l:?}\n{}",
+        org.diag(&id)
+    );
+    assert!(l.downstream[0].already_red.is_some(), "{l:?}");
+    let alerts = org.alerts(&id);
+    let kinds: Vec<&str> = alerts.iter().filter_map(|a| a["kind"].as_str()).collect();
+    assert!(kinds.contains(&"downstream_already_red"), "{kinds:?}");
+    assert!(!kinds.contains(&"downstream_breakage"), "{kinds:?}");
+    assert!(org.locks_of(&id).is_empty());
+    assert!(
+        org.run(&["can-spawn", "vm"]).status.success(),
+        "vm's chain is not held"
     );
 }

@@ -129,7 +129,7 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
     }
 
     /// The branch a dependent's base head is pushed to for its CI to run with this change.
-    fn verify_branch(&self) -> String {
+    pub(super) fn verify_branch(&self) -> String {
         format!("orch/verify/{}", self.w.id)
     }
 
@@ -165,37 +165,6 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
             sha: Sha::from(head),
         };
         self.apply(Event::Land(event), None, Vec::new());
-    }
-
-    /// A dependent's check from its runs on one commit (its base head): judged on the
-    /// verification branch's runs, and its base branch's runs without the change
-    /// (`ci::check::judge`); `None` until it can be said. `all`: the verdict over every run,
-    /// which stands when no run names its branch.
-    fn check_verdict(
-        &self,
-        dep: &str,
-        all: &crate::ci::verdict::Verdict,
-        runs: &[crate::ci::CiRun],
-    ) -> Option<(crate::ci::verdict::Verdict, Option<String>)> {
-        use crate::ci::check::{Check, judge};
-        if runs.iter().all(|r| r.git_ref.is_none()) {
-            return all.kind.is_terminal().then(|| (all.clone(), None));
-        }
-        let base = self.env.config.repo(dep).map(|r| r.branch.clone())?;
-        let policy = crate::ci::verdict::CiPolicy::from(&self.env.config.ci);
-        match judge(
-            runs,
-            &format!("refs/heads/{}", self.verify_branch()),
-            &format!("refs/heads/{base}"),
-            &policy,
-            now_ms(),
-        ) {
-            Check::Waiting => None,
-            Check::Decided {
-                verdict,
-                already_red,
-            } => Some((verdict, already_red)),
-        }
     }
 
     /// Whether `a` answers a landing question (then it is the landing's, not the worker's).

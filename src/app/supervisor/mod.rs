@@ -25,6 +25,7 @@ mod ci;
 mod claims;
 mod clone;
 mod done;
+mod downstream;
 pub mod input;
 mod land;
 mod lease;

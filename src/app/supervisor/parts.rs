@@ -114,6 +114,8 @@ pub(super) struct LandClock {
     pub next_land_ms: i64,
     /// Looks at a pull request the server did not find mergeable yet.
     pub pull_waits: u32,
+    /// The dependents whose head was run once without the change (`downstream.rs`).
+    pub baselines: std::collections::HashSet<String>,
 }
 
 /// What stops the worker's chain from outside (`cascade.rs`, `watch_fatal`).

@@ -131,10 +131,12 @@ impl<F: Forge + 'static> Supervisor<'_, F> {
                 branch: format!("{}-land", self.w.branch),
                 sha: sha(&l.candidate),
             });
-            refs.extend(l.downstream.iter().map(|d| Abandoned {
-                repo: d.repo.clone(),
-                branch: format!("orch/verify/{id}"),
-                sha: sha(&d.sha),
+            refs.extend(l.downstream.iter().flat_map(|d| {
+                ["verify", "baseline"].map(|kind| Abandoned {
+                    repo: d.repo.clone(),
+                    branch: format!("orch/{kind}/{id}"),
+                    sha: sha(&d.sha),
+                })
             }));
         }
         // Its own branch — never a base branch a `land: direct` worker pushed to: the base's

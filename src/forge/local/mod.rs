@@ -707,6 +707,20 @@ impl Forge for LocalForge {
         )
     }
 
+    fn start_pinned_run(
+        &self,
+        repo: &str,
+        branch: &str,
+        sha: &str,
+        pins: &[(String, String)],
+    ) -> Option<Result<(), ForgeError>> {
+        Some(
+            self.start_run(repo, &format!("refs/heads/{branch}"), sha, pins)
+                .map(|_| ())
+                .map_err(ForgeError::from),
+        )
+    }
+
     fn cancel_runs_of_refs(
         &self,
         abandoned: &[super::Abandoned],

@@ -19,8 +19,11 @@ struct Found {
     dir: PathBuf,
     branch: String,
     /// The other repositories whose packages its manifests depend on, each with the line
-    /// that says so.
-    deps: Vec<(String, Source)>,
+    /// that says so and whether it is for tests, examples or development only.
+    deps: Vec<(String, Source, bool)>,
+    /// Edges left out of `deps` because they closed a cycle (orch's chains need a graph
+    /// without one): the repository, the line, why.
+    left_out: Vec<(String, Source, String)>,
     /// Its manifests that could not be read, each with why.
     unreadable: Vec<String>,
     ci: CiGuess,
@@ -36,7 +39,8 @@ pub fn run(dir: &Path, with_contract: bool, force: bool, json: bool) -> Outcome 
     }
     let target = dir.join("repos.yaml");
     refuse_to_replace(&target, force)?;
-    let found = find(&dir);
+    let mut found = find(&dir);
+    break_cycles(&mut found);
     if found.is_empty() {
         return Err(Failure::bad_input(format!(
             "no git repository found in {} (orch init looks at its subdirectories: one clone each); run it in the directory that holds your clones, or `orch init --example` to write a demo organisation to try orch on",
@@ -249,13 +253,69 @@ fn find(dir: &Path) -> Vec<Found> {
                 branch,
                 deps: edges
                     .into_iter()
-                    .map(|e| (names[e.to].clone(), e.source))
+                    .map(|e| (names[e.to].clone(), e.source, e.dev_only))
                     .collect(),
+                left_out: Vec::new(),
                 unreadable: m.unreadable,
                 ci: ci_guess(d),
             }
         })
         .collect()
+}
+
+/// Leaves out, one by one, an edge of each cycle the guessed edges make (issue 37: a real
+/// Rust family has cycles through dev-dependencies, golang.org/x one through a line marked
+/// `tagx:ignore`), so the file passes `orch check` as written: the weakest edge of the cycle
+/// — one for tests, examples or development only first, then one its line marks to ignore,
+/// else the edge that closes the cycle — with a comment saying what was left out and why.
+fn break_cycles(found: &mut [Found]) {
+    for _ in 0..found.len() * found.len() {
+        let graph = crate::graph::RepoGraph::new(found.iter().map(|f| {
+            (
+                f.name.clone(),
+                f.deps.iter().map(|d| d.0.clone()).collect::<Vec<_>>(),
+            )
+        }));
+        let Some(cycle) = graph.find_cycle() else {
+            return;
+        };
+        // The cycle's edges: `a -> b` is "a depends on b".
+        let edges: Vec<(usize, usize)> = cycle
+            .windows(2)
+            .filter_map(|w| {
+                let from = found.iter().position(|f| f.name == w[0])?;
+                let dep = found[from].deps.iter().position(|d| d.0 == w[1])?;
+                Some((from, dep))
+            })
+            .collect();
+        let weight = |&(from, dep): &(usize, usize)| {
+            let (_, source, dev) = &found[from].deps[dep];
+            if *dev {
+                0
+            } else if source.text.contains("ignore") {
+                1
+            } else {
+                2
+            }
+        };
+        let Some(&weakest) = edges.iter().min_by_key(|e| weight(e)) else {
+            return;
+        };
+        let (from, dep) = weakest;
+        let (to, source, dev) = found[from].deps.remove(dep);
+        let why = format!(
+            "it closes the cycle {}{}",
+            cycle.join(" -> "),
+            if dev {
+                "; a dependency for tests, examples or development only"
+            } else if source.text.contains("ignore") {
+                "; its line says to ignore it"
+            } else {
+                ""
+            }
+        );
+        found[from].left_out.push((to, source, why));
+    }
 }
 
 /// A manifest larger than this is not one a person wrote: not read.
@@ -562,16 +622,27 @@ fn repos_yaml(found: &[Found]) -> String {
          repos:\n",
     );
     for f in found {
-        let deps: Vec<&str> = f.deps.iter().map(|(n, _)| n.as_str()).collect();
+        let deps: Vec<&str> = f.deps.iter().map(|(n, _, _)| n.as_str()).collect();
         let mut dep_lines = String::new();
         let dep_note = if f.deps.is_empty() {
             "# guessed: no other clone's package among the manifests' dependencies"
         } else {
             "# guessed from the manifests; each from the line below"
         };
-        for (to, source) in &f.deps {
+        for (to, source, dev) in &f.deps {
             dep_lines.push_str(&format!(
-                "      # {to}: {source}  {}\n",
+                "      # {to}: {source}  {}{}\n",
+                quoted_line(&source.text),
+                if *dev {
+                    "  (tests/examples only: kept, a change there can break them)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        for (to, source, why) in &f.left_out {
+            dep_lines.push_str(&format!(
+                "      # left out of deps: {to} ({source}  {}): {why}; orch's chains need a graph without cycles\n",
                 quoted_line(&source.text)
             ));
         }

@@ -14,36 +14,42 @@ pub fn read(file: &str, text: &str, m: &mut Manifest) -> Result<(), String> {
     if let Some(name) = tomlx::table(doc, "package").and_then(|p| tomlx::str(p, "name")) {
         m.name(Ecosystem::Cargo, name);
     }
-    let mut tables: Vec<&DeTable<'_>> = SECTIONS
+    // Each table with whether it is `dev-dependencies` (tests, examples, benches only).
+    let mut tables: Vec<(&DeTable<'_>, bool)> = SECTIONS
         .iter()
-        .filter_map(|s| tomlx::table(doc, s))
+        .filter_map(|s| tomlx::table(doc, s).map(|t| (t, *s == "dev-dependencies")))
         .collect();
     if let Some(targets) = tomlx::table(doc, "target") {
         for (_, t) in targets.iter() {
             if let Some(t) = t.get_ref().as_table() {
-                tables.extend(SECTIONS.iter().filter_map(|s| tomlx::table(t, s)));
+                tables.extend(
+                    SECTIONS
+                        .iter()
+                        .filter_map(|s| tomlx::table(t, s).map(|x| (x, *s == "dev-dependencies"))),
+                );
             }
         }
     }
     if let Some(ws) = tomlx::table(doc, "workspace") {
-        tables.extend(tomlx::table(ws, "dependencies"));
+        tables.extend(tomlx::table(ws, "dependencies").map(|t| (t, false)));
         m.members.extend(
             tomlx::strings(ws, "members")
                 .into_iter()
                 .map(|(s, _)| s.to_string()),
         );
     }
-    for table in tables {
+    for (table, dev) in tables {
         for (key, value) in table.iter() {
             let renamed = value
                 .get_ref()
                 .as_table()
                 .and_then(|t| tomlx::str(t, "package"));
             let name = renamed.unwrap_or(key.get_ref().as_ref());
-            m.dep(
+            m.dep_of(
                 Ecosystem::Cargo,
                 name,
                 Source::at(file, text, key.span().start),
+                dev,
             );
         }
     }

@@ -105,6 +105,9 @@ impl std::fmt::Display for Source {
 pub struct Dependency {
     pub key: PackageKey,
     pub source: Source,
+    /// Declared for tests, examples or development only (Cargo's `dev-dependencies`, npm's
+    /// `devDependencies`): not needed to build the package.
+    pub dev: bool,
 }
 
 /// What one clone's manifests say.
@@ -122,12 +125,18 @@ pub struct Manifest {
 
 impl Manifest {
     fn dep(&mut self, ecosystem: Ecosystem, name: &str, source: Source) {
+        self.dep_of(ecosystem, name, source, false);
+    }
+
+    /// A dependency, `dev` when it is for tests, examples or development only.
+    fn dep_of(&mut self, ecosystem: Ecosystem, name: &str, source: Source, dev: bool) {
         if name.trim().is_empty() {
             return;
         }
         self.deps.push(Dependency {
             key: PackageKey::new(ecosystem, name),
             source,
+            dev,
         });
     }
 
@@ -233,6 +242,8 @@ pub fn read_clone(dir_name: &str, files: &[(String, String)]) -> Manifest {
 pub struct Edge {
     pub to: usize,
     pub source: Source,
+    /// Every declaration of it is for tests, examples or development only.
+    pub dev_only: bool,
 }
 
 /// Each clone's edges to the others, in the order its manifests declare them (one per
@@ -261,11 +272,17 @@ pub fn edges(clones: &[Manifest]) -> Vec<Vec<Edge>> {
                 let Some(Some(to)) = owner.get(&d.key).copied() else {
                     continue;
                 };
-                if to != i && !out.iter().any(|e| e.to == to) {
-                    out.push(Edge {
+                if to == i {
+                    continue;
+                }
+                match out.iter_mut().find(|e| e.to == to) {
+                    // A build declaration makes the edge a build edge, wherever it stands.
+                    Some(e) => e.dev_only &= d.dev,
+                    None => out.push(Edge {
                         to,
                         source: d.source.clone(),
-                    });
+                        dev_only: d.dev,
+                    }),
                 }
             }
             out
@@ -362,7 +379,8 @@ mod tests {
                     file: "pyproject.toml".into(),
                     line: 5,
                     text: "\"MarkupSafe>=2.0\",".into()
-                }
+                },
+                dev_only: false,
             }]
         );
         assert_eq!(e[2][0].to, 1);

@@ -29,7 +29,12 @@ pub fn read(file: &str, text: &str, m: &mut Manifest) -> Result<(), String> {
                 .map(alias_name)
                 .unwrap_or(key);
             let offset = key_offset(text, section, key);
-            m.dep(Ecosystem::Npm, name, Source::at(file, text, offset));
+            m.dep_of(
+                Ecosystem::Npm,
+                name,
+                Source::at(file, text, offset),
+                *section == "devDependencies",
+            );
         }
     }
     let workspaces = match doc.get("workspaces") {

@@ -196,7 +196,7 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     (
         "vm",
-        "deps: [rust-core, parser]\n# rust-core: Cargo.toml:6  core = { package = \"acdc-core\", path = \"../rust-core\" }\n# parser: Cargo.toml:9  parser-core = { git = \"https://example.org/acme/parser\" }",
+        "deps: [rust-core, parser]\n# rust-core: Cargo.toml:6  core = { package = \"acdc-core\", path = \"../rust-core\" }\n# parser: Cargo.toml:9  parser-core = { git = \"https://example.org/acme/parser\" }  (tests/examples only: kept, a change there can break them)",
     ),
     ("ui", "deps: []"),
     (
@@ -297,4 +297,95 @@ fn init_guesses_edges_from_package_names_in_every_ecosystem() {
     assert!(yaml.contains("package.json has no `test` script"), "{yaml}");
     let check = run(&["check"]);
     assert!(check.status.success(), "{}\n{yaml}", output_text(&check));
+}
+
+/// init's file passes `orch check` as written on a family with cycles (issue 37): hyper ⇄ h2
+/// through h2's dev-dependencies and tracing ⇄ hyper through tracing's, as the Rust family
+/// has, and two npm packages that depend on each other for their build. Each cycle is broken
+/// on its weakest edge — a dev-only one first — with a comment naming what was left out and
+/// why; the dev-only edges that close no cycle stay, marked.
+#[test]
+fn init_breaks_every_cycle_on_its_weakest_edge_and_check_accepts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cargo = |name: &str, deps: &str, dev: &str| {
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"1.0.0\"\n\n[dependencies]\n{deps}\n[dev-dependencies]\n{dev}"
+        )
+    };
+    write_clone(
+        dir.path(),
+        "hyper",
+        &[(
+            "Cargo.toml",
+            &cargo("hyper", "h2 = \"0.4\"\ntracing = \"0.1\"\n", ""),
+        )],
+    );
+    write_clone(
+        dir.path(),
+        "h2",
+        &[("Cargo.toml", &cargo("h2", "", "hyper = \"1\"\n"))],
+    );
+    write_clone(
+        dir.path(),
+        "tracing",
+        &[("Cargo.toml", &cargo("tracing", "", "hyper = \"1\"\n"))],
+    );
+    write_clone(
+        dir.path(),
+        "bytes",
+        &[("Cargo.toml", &cargo("bytes", "", "h2 = \"0.4\"\n"))],
+    );
+    write_clone(
+        dir.path(),
+        "net",
+        &[(
+            "package.json",
+            r#"{"name": "x-net", "dependencies": {"x-crypto": "1"}}"#,
+        )],
+    );
+    write_clone(
+        dir.path(),
+        "crypto",
+        &[(
+            "package.json",
+            r#"{"name": "x-crypto", "dependencies": {"x-net": "1"}}"#,
+        )],
+    );
+    let run = |args: &[&str]| {
+        crate::support::orch_cmd()
+            .current_dir(dir.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["init"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let yaml = std::fs::read_to_string(dir.path().join("repos.yaml")).unwrap();
+    let out = run(&["check", "-q"]);
+    assert!(out.status.success(), "{}\n{yaml}", output_text(&out));
+    // The dev-only edges closing a cycle are the ones left out; hyper's build edges stay.
+    let hyper = deps_block(&yaml, "hyper");
+    assert!(hyper.starts_with("deps: [h2, tracing]"), "{hyper}");
+    for repo in ["h2", "tracing"] {
+        let block = deps_block(&yaml, repo);
+        assert!(block.starts_with("deps: []"), "{block}");
+        assert!(
+            block.contains("left out of deps: hyper")
+                && block.contains("tests, examples or development only"),
+            "{block}"
+        );
+    }
+    // A dev-only edge that closes no cycle is kept, and said to be dev-only.
+    let bytes = deps_block(&yaml, "bytes");
+    assert!(
+        bytes.starts_with("deps: [h2]") && bytes.contains("tests/examples only"),
+        "{bytes}"
+    );
+    // A build cycle loses one edge, named with the cycle.
+    let left: usize = ["net", "crypto"]
+        .iter()
+        .map(|r| deps_block(&yaml, r).matches("left out of deps").count())
+        .sum();
+    assert_eq!(left, 1, "{yaml}");
+    assert!(yaml.contains("closes the cycle"), "{yaml}");
 }

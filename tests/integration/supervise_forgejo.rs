@@ -546,15 +546,33 @@ fn with_a_token_file_no_environment_ever_holds_the_token() {
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let stop = stop.clone();
+        // This organisation's processes only: other tests running beside this one start orch
+        // with the same token in `forge.token_env` on purpose. A process of this run names its
+        // directory in its command line or environment, or works in it.
+        let root = org.root.to_string_lossy().into_owned();
         std::thread::spawn(move || {
+            let holds = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
             let mut seen = Vec::new();
             let mut samples = 0;
             while !stop.load(Ordering::SeqCst) {
                 for e in std::fs::read_dir("/proc").unwrap().flatten() {
-                    if let Ok(env) = std::fs::read(e.path().join("environ"))
-                        && env.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes())
+                    let Ok(env) = std::fs::read(e.path().join("environ")) else {
+                        continue;
+                    };
+                    if !holds(&env, TOKEN.as_bytes()) {
+                        continue;
+                    }
+                    let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                    let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+                    if holds(&env, root.as_bytes())
+                        || holds(&cmdline, root.as_bytes())
+                        || cwd.starts_with(&root)
                     {
-                        seen.push(e.file_name().to_string_lossy().to_string());
+                        seen.push(format!(
+                            "{} ({})",
+                            e.file_name().to_string_lossy(),
+                            String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                        ));
                     }
                 }
                 samples += 1;

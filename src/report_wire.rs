@@ -171,6 +171,11 @@ pub const PUSH_FOR_ENV: &str = "ORCH_PUSH_FOR";
 /// Set by the relay: the file the hook writes its refusals to.
 pub const PUSH_REFUSALS_ENV: &str = "ORCH_PUSH_REFUSALS";
 
+/// What a supervisor's refusal of a CI question says when orch's state could not be read (a
+/// shared database restarting): the worker's `orch ci status --wait` waits that out, as it
+/// does when it asks directly; any other refusal is final.
+pub const STATE_UNREACHABLE: &str = "orch's state is out of reach for now";
+
 /// Set in the environment of a worker of another account: its `orch ci status` and `orch ci
 /// logs` ask its supervisor over the channel (it cannot read orch's state or hold the token).
 pub const CI_VIA_ENV: &str = "ORCH_CI_VIA";

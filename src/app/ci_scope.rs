@@ -25,11 +25,17 @@ pub fn own_commit(
     sha: &str,
 ) -> Result<(), String> {
     let deadline = Instant::now() + PUSH_RECORDED_WITHIN;
-    let mut store = Store::open(state_dir).map_err(|e| format!("not answered: {e}"))?;
+    let unreachable = |e: crate::store::StoreError| {
+        format!(
+            "not answered: {} ({e})",
+            crate::report_wire::STATE_UNREACHABLE
+        )
+    };
+    let mut store = Store::open(state_dir).map_err(unreachable)?;
     loop {
         let (w, pushed) = store
             .read(|tx| Ok((ws::get_worker(tx, id)?, ws::push_of(tx, id, sha)?)))
-            .map_err(|e| format!("not answered: {e}"))?;
+            .map_err(unreachable)?;
         let Some(w) = w else {
             return Err(format!("not answered: no worker {id}"));
         };

@@ -110,21 +110,40 @@ pub fn status(
     wait: bool,
     timeout: Option<Duration>,
 ) -> Outcome {
-    if let Some(answer) = through_supervisor(|| {
-        Ok(CiQuestion::Status {
-            repo: repo.to_string(),
-            sha: full_sha_here(sha),
-            json: json_out,
-            wait,
-            timeout_s: timeout.map(|t| t.as_secs().max(1)),
-        })
-    }) {
-        return answer;
-    }
     let deadline = Instant::now() + timeout.unwrap_or(Duration::from_secs(30 * 60));
+    // Asked through the supervisor: with --wait, a state out of reach for now (a shared
+    // database restarting) is waited out as below; any other refusal is the answer.
+    let mut said = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer = through_supervisor(|| {
+            Ok(CiQuestion::Status {
+                repo: repo.to_string(),
+                sha: full_sha_here(sha),
+                json: json_out,
+                wait,
+                timeout_s: timeout.map(|_| left.as_secs().max(1)),
+            })
+        });
+        match answer {
+            None => break,
+            Some(Err(f))
+                if wait
+                    && f.message.contains(crate::report_wire::STATE_UNREACHABLE)
+                    && Instant::now() < deadline =>
+            {
+                if !said && !ctx.quiet {
+                    eprintln!("waiting: {}", f.message);
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_secs(1).min(deadline - Instant::now()));
+            }
+            Some(r) => return r,
+        }
+    }
     // With --wait, a store or forge that is unavailable for a while (the database restarting,
     // the forge down) is waited out like a pending run, until the deadline.
-    let mut said = false;
+    said = false;
     loop {
         match status_once(ctx, repo, sha, json_out, wait, deadline) {
             Err(f) if wait && f.code == 3 && Instant::now() < deadline => {

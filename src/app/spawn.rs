@@ -396,11 +396,8 @@ pub(crate) fn orch_inputs(
 ) -> Result<Vec<std::path::PathBuf>, String> {
     let waves: Vec<std::path::PathBuf> = if crate::store::has_state(state_dir) {
         crate::store::Store::open(state_dir)
-            .and_then(|mut s| s.read(crate::store::waves::list_waves))
+            .and_then(|mut s| s.read(crate::store::waves::wave_files))
             .map_err(|e| format!("cannot read the recorded wave files: {e}"))?
-            .into_iter()
-            .map(|w| w.file.into())
-            .collect()
     } else {
         Vec::new()
     };

@@ -70,6 +70,12 @@ pub fn get_wave(tx: &Tx, name: &str) -> super::sql::Result<Option<WaveRow>> {
         .optional()
 }
 
+/// The wave files recorded (as each wave names its file): what every tick reads again, which
+/// a worker must not be able to change (the sandbox, `worker.users`).
+pub fn wave_files(tx: &Tx) -> super::sql::Result<Vec<std::path::PathBuf>> {
+    Ok(list_waves(tx)?.into_iter().map(|w| w.file.into()).collect())
+}
+
 pub fn list_waves(tx: &Tx) -> super::sql::Result<Vec<WaveRow>> {
     let mut stmt = tx.prepare_cached(&format!(
         "SELECT {WAVE_COLS} FROM waves ORDER BY created_ms, name"

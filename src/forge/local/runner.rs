@@ -153,8 +153,8 @@ fn execute(
     // state, the clones and orch's credentials hidden; the checkout kept).
     // The wave files orch's ticks read: the sandbox keeps them read-only.
     let waves: Vec<std::path::PathBuf> = if config.worker.sandbox {
-        match store.read(crate::store::waves::list_waves) {
-            Ok(ws) => ws.into_iter().map(|w| w.file.into()).collect(),
+        match store.read(crate::store::waves::wave_files) {
+            Ok(ws) => ws,
             Err(e) => {
                 let note = format!("worker.sandbox: cannot read the recorded wave files: {e}");
                 return fail_run(layout, store, run, &note);

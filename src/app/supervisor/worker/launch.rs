@@ -22,12 +22,9 @@ pub(super) fn sandbox_plan(
     let contract = (!env.contract.is_built_in()).then_some(env.contract_path);
     // The wave files orch's ticks read (a relative one taken from repos.yaml's directory,
     // which is read-only to the worker anyway).
-    let waves: Vec<std::path::PathBuf> = crate::store::Store::open(env.state_dir)
-        .and_then(|mut s| s.read(crate::store::waves::list_waves))
-        .map_err(|e| format!("worker.sandbox: cannot read the recorded wave files: {e}"))?
-        .into_iter()
-        .map(|w| w.file.into())
-        .collect();
+    let waves = crate::store::Store::open(env.state_dir)
+        .and_then(|mut s| s.read(crate::store::waves::wave_files))
+        .map_err(|e| format!("worker.sandbox: cannot read the recorded wave files: {e}"))?;
     let plan = crate::sandbox::for_config(env.config, env.state_dir, workspace, contract, &waves);
     let mut needed = vec![
         ("orch's binary", env.orch_exe.to_path_buf()),
